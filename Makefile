@@ -1,0 +1,23 @@
+# Thin wrapper around CMake. `make` builds build/; `make test` builds and runs the tests in
+# a release build and in an ASan+UBSan build.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+
+.PHONY: all test test-release test-asan clean
+all:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: test-release test-asan
+
+test-release: all
+	cd $(BUILD) && ctest --output-on-failure
+
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKF_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

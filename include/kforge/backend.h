@@ -1,0 +1,84 @@
+/*
+ * kforge platform interface: a table of function pointers plus a context, one per
+ * platform (cpu now; opencl, cuda, metal later). A backend probes its device, compiles a
+ * candidate's source into an artifact, and (inside the sandboxed runner process) loads the
+ * artifact and launches its entry on buffers. Optional slots are NULL; kf_backend_*
+ * wrappers supply the defaults (host memory: alloc = malloc, copies = memcpy, sync = no-op).
+ *
+ * A backend decides nothing about what to run: the agent loop and the verifier call it.
+ */
+#ifndef KFORGE_BACKEND_H
+#define KFORGE_BACKEND_H
+
+#include "kforge/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kf_device_info {
+    char platform[16];      /* "cpu" */
+    char name[128];         /* e.g. "AMD EPYC" */
+    char arch[64];          /* e.g. "x86_64 avx2 fma" */
+    int cores;              /* physical cores usable by this process */
+    int threads;            /* hardware threads usable by this process */
+    int simd_bits;          /* widest float SIMD register the compiler may use (128/256/512) */
+    int64_t l1d_bytes, l2_bytes, l3_bytes; /* per core for L1/L2, total for L3; 0 unknown */
+    int64_t mem_bytes;      /* physical memory */
+    char compiler[256];     /* compiler command and version used for candidates */
+    char flags[256];        /* default compile flags for candidates */
+} kf_device_info;
+
+typedef struct kf_backend_iface {
+    const char *name; /* "cpu" */
+    /* Fill info. Required. */
+    kf_status (*probe)(void *ctx, kf_device_info *info, kf_error *err);
+    /* Compile source (with extra compiler flags such as -DTILE=64, may be NULL) into an
+     * artifact file inside workdir; its path goes to artifact. The compiler's output goes
+     * to log (if non-NULL) whether or not it succeeded. KF_ERR_COMPILE on a compile error.
+     * Required. */
+    kf_status (*compile)(void *ctx, const char *source, const char *flags, const char *workdir,
+                         char *artifact, size_t cap, kf_buf *log, kf_error *err);
+    /* Load an artifact and resolve entry; *module is the backend's handle. Required. */
+    kf_status (*load)(void *ctx, const char *artifact, const char *entry, void **module,
+                      kf_error *err);
+    /* Run entry once on args (device pointers from alloc, or host pointers on the CPU).
+     * Returns the kernel's own non-zero result as KF_ERR_RUNTIME. Required. */
+    kf_status (*launch)(void *ctx, void *module, void *const *args, int nargs, kf_error *err);
+    void (*unload)(void *ctx, void *module);
+    /* Optional device-memory slots (NULL on the CPU). */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *dev);
+    kf_status (*copy_in)(void *ctx, void *dev, const void *host, size_t bytes);
+    kf_status (*copy_out)(void *ctx, void *host, const void *dev, size_t bytes);
+    kf_status (*sync)(void *ctx);
+    void (*destroy)(void *ctx);
+} kf_backend_iface;
+
+typedef struct kf_backend {
+    const kf_backend_iface *iface;
+    void *ctx;
+    kf_device_info info; /* filled by kf_backend_open */
+} kf_backend;
+
+/* Open a platform by name ("cpu"). Returns KF_ERR_UNSUPPORTED naming the known platforms
+ * when name is unknown or the platform is absent on this machine. */
+kf_status kf_backend_open(const char *name, kf_backend **out, kf_error *err);
+void kf_backend_close(kf_backend *b);
+/* Names of the platforms compiled into this build, NULL-terminated. */
+const char *const *kf_backend_names(void);
+
+/* Wrappers that supply defaults for NULL slots. */
+kf_status kf_backend_compile(kf_backend *b, const char *source, const char *flags,
+                             const char *workdir, char *artifact, size_t cap, kf_buf *log,
+                             kf_error *err);
+void *kf_backend_alloc(kf_backend *b, size_t bytes);
+void kf_backend_free(kf_backend *b, void *dev);
+kf_status kf_backend_copy_in(kf_backend *b, void *dev, const void *host, size_t bytes);
+kf_status kf_backend_copy_out(kf_backend *b, void *host, const void *dev, size_t bytes);
+kf_status kf_backend_sync(kf_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,172 @@
+/*
+ * kforge graph IR: a hardware-agnostic operator graph (values and the nodes that produce
+ * them), the op table, the .kf parser and the float64 reference interpreter.
+ *
+ * A graph is a list of values in definition order. A value is a graph input, a scalar
+ * constant, or the single result of a node. Nodes are stored in topological order (the
+ * parser and kf_graph_add_node only accept already-defined operands). Values that are
+ * marked as outputs are what a kernel must write.
+ *
+ * Memory layout of every tensor is dense row-major (C order). Rank 0 is a scalar.
+ */
+#ifndef KFORGE_IR_H
+#define KFORGE_IR_H
+
+#include "kforge/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kf_dtype { KF_F32 = 0, KF_F16, KF_BF16, KF_I64, KF_F64, KF_DTYPE_COUNT } kf_dtype;
+
+const char *kf_dtype_name(kf_dtype t);          /* "f32", ... */
+int kf_dtype_size(kf_dtype t);                  /* bytes per element */
+int kf_dtype_parse(const char *s, kf_dtype *out); /* 1 if s names a dtype */
+
+#define KF_MAX_DIMS 8
+
+typedef struct kf_shape {
+    int rank;
+    int64_t d[KF_MAX_DIMS];
+} kf_shape;
+
+int64_t kf_shape_numel(const kf_shape *s);
+int kf_shape_equal(const kf_shape *a, const kf_shape *b);
+/* "[4, 1024]" into buf */
+void kf_shape_format(const kf_shape *s, char *buf, size_t cap);
+/* numpy broadcasting of a and b into out; returns 0 when they do not broadcast. */
+int kf_shape_broadcast(const kf_shape *a, const kf_shape *b, kf_shape *out);
+
+typedef enum kf_op {
+#define KF_OP(id, name, kind, min_in, max_in, flops, attrs, domain) KF_OP_##id,
+#include "kforge/ops.def"
+#undef KF_OP
+    KF_OP_COUNT
+} kf_op;
+
+typedef enum kf_op_kind {
+    KF_KIND_UNARY, KF_KIND_BINARY, KF_KIND_REDUCE, KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_MATMUL
+} kf_op_kind;
+
+typedef enum kf_domain { KF_DOMAIN_ANY, KF_DOMAIN_POS } kf_domain;
+
+typedef struct kf_op_info {
+    kf_op op;
+    const char *name;
+    kf_op_kind kind;
+    int min_in, max_in;
+    int flops;          /* see ops.def */
+    const char *attrs;  /* attribute spec, see ops.def */
+    kf_domain domain;
+} kf_op_info;
+
+const kf_op_info *kf_op_get(kf_op op);
+/* Look an op up by its .kf name; returns KF_OP_COUNT when unknown. */
+kf_op kf_op_lookup(const char *name);
+const char *kf_op_kind_name(kf_op_kind k);
+int kf_op_is_elementwise(kf_op op); /* UNARY or BINARY */
+
+/* Attribute slots. The parser fills them from the op's spec (defaults included); code
+ * that builds graphs by hand starts from kf_attrs_default(op). axes is a bitmask of
+ * non-negative axes of the op's (first) input after resolution. */
+typedef struct kf_attrs {
+    double alpha, beta, eps;
+    uint32_t axes;
+    int keepdim;
+    int ta, tb;
+} kf_attrs;
+
+/* Defaults for op when its input has the given rank (resolves "all" and -1). */
+kf_attrs kf_attrs_default(kf_op op, int input_rank);
+
+typedef struct kf_value {
+    char name[64];
+    kf_dtype dtype;
+    kf_shape shape;
+    int producer;     /* node index, or -1 for graph inputs and constants */
+    int input_index;  /* position among graph inputs, or -1 */
+    int output_index; /* position among graph outputs, or -1 */
+    int is_const;     /* rank-0 literal */
+    double cval;
+    int has_range;    /* task asked for inputs drawn from [lo, hi] */
+    double lo, hi;
+    int line, col;    /* where it was defined in the task text (0 if built by hand) */
+} kf_value;
+
+#define KF_MAX_NODE_IN 4
+
+typedef struct kf_node {
+    kf_op op;
+    int nin;
+    int in[KF_MAX_NODE_IN]; /* value ids */
+    kf_attrs attr;
+    int out;                /* value id of the result */
+    int line, col;
+} kf_node;
+
+typedef struct kf_graph {
+    char name[64];
+    char path[256];         /* source file, "" when built by hand */
+    kf_value *values;
+    int nvalues, cap_values;
+    kf_node *nodes;
+    int nnodes, cap_nodes;
+    int *inputs;            /* value ids, in declaration order */
+    int ninputs;
+    int *outputs;           /* value ids, in declaration order */
+    int noutputs;
+    int has_tol;            /* task gave tolerances (override the dtype defaults) */
+    double atol, rtol, nmse;
+    char *source;           /* task text, when parsed (owned) */
+} kf_graph;
+
+kf_graph *kf_graph_new(const char *name);
+void kf_graph_free(kf_graph *g);
+
+/* Add a graph input. Returns the value id, or -1 with err set (duplicate name, bad shape). */
+int kf_graph_add_input(kf_graph *g, const char *name, kf_dtype dt, const kf_shape *shape,
+                       kf_error *err);
+/* Add a rank-0 f32 constant; returns its value id. */
+int kf_graph_add_const(kf_graph *g, double v);
+/* Apply op to operands, inferring the result's dtype and shape. name may be NULL (a
+ * temporary "%N" is made up). attrs may be NULL for the op's defaults. Returns the result's
+ * value id, or -1 with err set to a type error (err->line/col are taken from line, col). */
+int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_attrs *attrs,
+                      const char *name, int line, int col, kf_error *err);
+/* Mark a value as an output; returns KF_OK or an error (constant, already marked). */
+kf_status kf_graph_mark_output(kf_graph *g, int value, kf_error *err);
+/* Find a value by name; -1 if absent. */
+int kf_graph_find(const kf_graph *g, const char *name);
+
+/* Total FLOPs, and the minimum bytes any kernel must move (graph inputs read once plus
+ * graph outputs written once; constants are free). */
+double kf_graph_flops(const kf_graph *g);
+double kf_graph_min_bytes(const kf_graph *g);
+/* Per-node FLOPs. */
+double kf_node_flops(const kf_graph *g, const kf_node *n);
+
+/* Default tolerances for an output dtype, used when the task gives none. */
+void kf_tolerance_default(kf_dtype dt, double *atol, double *rtol, double *nmse);
+
+/* Parse a .kf task. On failure returns NULL status and fills err with file:line:col,
+ * what was found and what was expected. The graph owns a copy of the text. */
+kf_status kf_parse_file(const char *path, kf_graph **out, kf_error *err);
+kf_status kf_parse_string(const char *text, const char *filename, kf_graph **out,
+                          kf_error *err);
+
+/* Reference interpreter in float64. inputs[i] holds numel(graph input i) doubles (i64
+ * inputs as their integer values); outputs[j] must hold numel(graph output j) doubles and
+ * receives the results (argmax/argmin indices as exact integers). Intermediates are
+ * allocated internally. Returns KF_OK, or an error for unsupported dtypes/ops. */
+kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
+                        kf_error *err);
+
+/* Evaluate one unary or binary op on doubles, with the op's attributes; the interpreter
+ * and tests use it (binary ops use both a and b; unary ops ignore b). */
+double kf_interp_scalar(kf_op op, const kf_attrs *attr, double a, double b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+/*
+ * kforge builtin generator: turns a graph into candidate source for a platform, over a
+ * schedule space. The graph is split into stages (a fused elementwise cluster, a
+ * reduction, a softmax, a norm, a matmul); each stage's template declares named integer
+ * parameters (threads, vector width, unroll, tiles, ...) with the values worth trying.
+ * A point in the space picks one value per parameter; rendering a point gives a candidate.
+ *
+ * The generator renders; it never compiles or runs anything.
+ */
+#ifndef KFORGE_SYNTH_H
+#define KFORGE_SYNTH_H
+
+#include "kforge/core.h"
+#include "kforge/ir.h"
+#include "kforge/backend.h"
+#include "kforge/candidate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KF_MAX_PARAMS 24
+#define KF_MAX_PARAM_VALUES 12
+
+typedef struct kf_param {
+    char name[32];          /* "s0.threads" (stage-prefixed) */
+    int nvalues;
+    long values[KF_MAX_PARAM_VALUES];
+    int dflt;               /* index of the default value (the first candidate's) */
+} kf_param;
+
+typedef struct kf_space {
+    int nparams;
+    kf_param p[KF_MAX_PARAMS];
+} kf_space;
+
+typedef struct kf_point {
+    int idx[KF_MAX_PARAMS]; /* value index per parameter */
+} kf_point;
+
+typedef struct kf_synth kf_synth;
+
+/* Plan g for a platform/device: split into stages and build the schedule space.
+ * KF_ERR_UNSUPPORTED names the op or dtype this generator cannot handle. */
+kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
+                        kf_synth **out, kf_error *err);
+void kf_synth_free(kf_synth *s);
+const kf_space *kf_synth_space(const kf_synth *s);
+/* Text summary of the stages, e.g. "ewise[3 ops] -> reduce(sum)". */
+const char *kf_synth_describe(const kf_synth *s);
+/* The default point, and the "naive" point (the baseline first candidate). */
+void kf_synth_default_point(const kf_synth *s, kf_point *p);
+/* Render point p into candidate c (c is initialised here; clear it afterwards). */
+kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err);
+/* "threads=2 vw=8 ..." */
+void kf_point_format(const kf_space *sp, const kf_point *p, char *buf, size_t cap);
+/* Value of parameter name at p; def if the space has no such parameter. */
+long kf_point_get(const kf_space *sp, const kf_point *p, const char *name, long def);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

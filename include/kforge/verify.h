@@ -1,0 +1,110 @@
+/*
+ * kforge verification harness. A candidate counts only when every rule of DESIGN.md
+ * section 5 holds:
+ *   - the reference is the float64 interpreter, computed here; the candidate never sees it;
+ *   - several input sets from several distributions (uniform, normal, wide magnitude,
+ *     heavy tailed), never zeros, positive where an op's domain needs it;
+ *   - outputs are NaN-poisoned before every run and every element must be written;
+ *   - guard zones around every buffer; inputs checked unchanged after the run;
+ *   - per-dtype tolerances (abs + rel) plus NMSE; NaN/Inf mismatches fail;
+ *   - the candidate runs in a child process (kforge-runner) with CPU-time, memory,
+ *     wall-clock and output-size limits; a crash, hang or flood is a result;
+ *   - timing: warm-up, many repetitions, median, cache flush between repetitions when the
+ *     working set fits in cache;
+ *   - results faster than the roofline floor are rejected as impossible.
+ */
+#ifndef KFORGE_VERIFY_H
+#define KFORGE_VERIFY_H
+
+#include "kforge/core.h"
+#include "kforge/ir.h"
+#include "kforge/backend.h"
+#include "kforge/candidate.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kf_vstatus {
+    KF_V_OK = 0,
+    KF_V_COMPILE_ERROR,  /* did not compile (set by the caller that compiled) */
+    KF_V_LOAD_ERROR,     /* artifact would not load or entry missing */
+    KF_V_CRASH,          /* killed by a signal (SIGSEGV, SIGABRT, ...) */
+    KF_V_TIMEOUT,        /* wall-clock limit */
+    KF_V_CPU_LIMIT,      /* CPU-time limit */
+    KF_V_MEM_LIMIT,      /* memory limit (allocation failure in the runner) */
+    KF_V_OUTPUT_FLOOD,   /* wrote more than the stdout/stderr cap */
+    KF_V_KERNEL_ERROR,   /* kernel returned non-zero */
+    KF_V_UNWRITTEN,      /* an output element still holds the poison */
+    KF_V_OOB_WRITE,      /* a guard zone was touched */
+    KF_V_INPUT_MODIFIED, /* an input changed */
+    KF_V_MISMATCH,       /* numbers out of tolerance (incl. NaN/Inf mismatch) */
+    KF_V_IMPOSSIBLE,     /* faster than the roofline floor */
+    KF_V_INTERNAL,       /* kforge failed to run the check */
+    KF_V_COUNT
+} kf_vstatus;
+
+const char *kf_vstatus_name(kf_vstatus s); /* "ok", "compile-error", "crash", ... */
+
+typedef struct kf_vresult {
+    kf_vstatus status;
+    char detail[2048];      /* human-readable reason: signal, first bad element, log tail */
+    int sets_run;           /* input sets checked */
+    int bad_set;            /* input set that failed, -1 if none */
+    char bad_dist[32];      /* its distribution name */
+    int bad_output;         /* output index of the first failure, -1 if none */
+    int64_t first_bad;      /* flat index of the first bad element, -1 if none */
+    double got, want;       /* values at first_bad */
+    double max_abs_err, max_rel_err, nmse; /* worst over all sets and outputs */
+    /* timing (only when timed and correct) */
+    int timed;
+    int reps;
+    double time_ms;         /* median */
+    double time_min_ms, time_mean_ms;
+    double run_wall_s;      /* wall time the whole check took */
+} kf_vresult;
+
+typedef struct kf_verify_opts {
+    int nsets;              /* input sets (default 3) */
+    uint64_t seed;          /* 0 = draw from the clock */
+    double wall_limit_s;    /* per runner process (default 20) */
+    double cpu_limit_s;     /* per runner process (default 60) */
+    int64_t mem_limit;      /* bytes of address space beyond the buffers (default 2 GiB) */
+    int64_t output_cap;     /* bytes of stdout+stderr allowed (default 64 KiB) */
+    int threads;            /* OMP_NUM_THREADS for the candidate (0 = device threads) */
+    int time_it;            /* measure after a correct check */
+    int min_reps;           /* default 5 */
+    double min_time_s;      /* keep repeating until this much time is spent (default 0.2) */
+    int max_reps;           /* default 200 */
+    double floor_s;         /* roofline floor in seconds; 0 = unknown (no impossibility test) */
+    int64_t cache_bytes;    /* flush between reps when the working set is below this */
+    const char *workdir;    /* scratch directory (must exist) */
+    const char *runner;     /* path of kforge-runner; NULL = find it (KFORGE_RUNNER, next to
+                               the executable, or the build directory) */
+} kf_verify_opts;
+
+void kf_verify_opts_default(kf_verify_opts *o);
+
+typedef struct kf_verify_ctx kf_verify_ctx;
+
+/* Draw the input sets for g and compute their reference outputs with the interpreter.
+ * The context keeps them for every candidate checked against it. */
+kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
+                            kf_error *err);
+void kf_verify_ctx_free(kf_verify_ctx *ctx);
+
+/* Check (and, when opts.time_it, time) an already-compiled artifact of candidate c on
+ * backend b. Always fills r; returns KF_OK when the check itself could be carried out
+ * (whatever the verdict), or an error when kforge could not run it at all. */
+kf_status kf_verify_artifact(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
+                             const char *artifact, kf_vresult *r, kf_error *err);
+
+/* Compile c with b into opts.workdir and check it; a compile error becomes
+ * KF_V_COMPILE_ERROR with the compiler log's tail in r->detail. */
+kf_status kf_verify_candidate(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
+                              kf_vresult *r, kf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/*
+ * Internal interface between the generator's planner (synth.c) and its op templates.
+ *
+ * Every template works on one stage and offers two things:
+ *   - *_params: append its tunable parameters (prefixed with the stage's prefix, e.g.
+ *     "s0.") to a space, each with the values worth trying on this device and a default;
+ *   - *_emit: append to a C source buffer one `static void NAME(...)` function that
+ *     computes the stage for the parameter values it is given.
+ * The planner writes the entry point `kforge_kernel` that calls the stage functions.
+ * Generated code is plain C11 + OpenMP + GCC vector extensions; the CPU backend compiles it
+ * with -O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math (no -ffast-math: NaN
+ * and Inf semantics are kept).
+ */
+#ifndef KF_SYNTH_TPL_H
+#define KF_SYNTH_TPL_H
+
+#include "kforge/synth.h"
+
+/* Look up "<prefix><name>" in the space at point p. Asserts the parameter exists. */
+long kf_tpl_get(const kf_space *sp, const kf_point *p, const char *prefix, const char *name);
+/* Append a parameter "<prefix><name>" with values[0..n-1]; dflt is the default's index. */
+void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, const long *values,
+                      int n, int dflt);
+
+/* The math prelude every CPU candidate starts with: branch-free, vectorisable float
+ * versions of exp, log, tanh, erf, sigmoid, ... (names kf_expf, kf_logf, kf_tanhf,
+ * kf_erff, kf_sigmoidf, kf_log1pf, kf_expm1f, kf_powf). Accurate to a few ulp. */
+void kf_tpl_prelude_c(kf_buf *out);
+
+/* ---- matmul (src/synth/tpl_matmul.c) ---- */
+typedef struct kf_matmul_desc {
+    int64_t batch;           /* number of (M x N) output matrices */
+    int64_t M, N, K;
+    int ta, tb;              /* A stored as [K, M] (ta) / B stored as [N, K] (tb) */
+    /* batch broadcasting: output matrix b uses A matrix a_index(b) and B matrix b_index(b).
+     * Batch dims are given merged: out batch shape [nb dims] and per-operand strides in
+     * matrices (0 where broadcast). */
+    int nbdims;
+    int64_t bdim[KF_MAX_DIMS];
+    int64_t a_bstride[KF_MAX_DIMS], b_bstride[KF_MAX_DIMS];
+} kf_matmul_desc;
+
+void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
+                          const char *prefix);
+/* Emits: static void NAME(const float *restrict A, const float *restrict B,
+ *                         float *restrict C)
+ * C is dense [batch, M, N]; A dense [A-batch, M, K] (or [.., K, M] when ta); B likewise. */
+void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
+                        const kf_space *sp, const kf_point *p, const char *prefix);
+
+#endif
