@@ -1,0 +1,67 @@
+/*
+ * kforge synthesis loop: propose -> compile -> run in isolation -> compare with the
+ * reference -> time -> place on the roofline -> propose again. The builtin agent searches
+ * the generator's schedule space; the best verified candidate wins and is written out.
+ */
+#ifndef KFORGE_AGENT_H
+#define KFORGE_AGENT_H
+
+#include <stdio.h>
+
+#include "kforge/core.h"
+#include "kforge/ir.h"
+#include "kforge/backend.h"
+#include "kforge/verify.h"
+#include "kforge/perf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kf_loop_opts {
+    const char *target;      /* platform, default "cpu" */
+    int iters;               /* candidates to evaluate at most (default 12) */
+    double time_budget_s;    /* stop starting new candidates after this long (0 = none) */
+    const char *out_dir;     /* where the best kernel goes (default kforge-out/<task>) */
+    int threads;             /* 0 = all the device's threads */
+    uint64_t seed;           /* input sets and search (0 = from the clock) */
+    FILE *table;             /* live iteration table (NULL = none) */
+    int recalibrate;         /* re-measure the device's ceilings */
+} kf_loop_opts;
+
+void kf_loop_opts_default(kf_loop_opts *o);
+
+typedef struct kf_iter_record {
+    int iter;                /* 1-based */
+    char label[160];         /* schedule */
+    char hash[17];           /* source+flags hash */
+    kf_vresult res;
+    kf_perf_point perf;      /* valid when res.status == KF_V_OK */
+    int best_so_far;         /* this iteration improved the best time */
+} kf_iter_record;
+
+typedef struct kf_run_result {
+    kf_device_info dev;
+    kf_ceilings ceil;
+    kf_roofline roof;
+    char plan[512];          /* the generator's stages */
+    kf_iter_record *iters;
+    int niters;
+    int best;                /* index into iters, -1 when nothing verified */
+    char *best_source;       /* owned */
+    char best_flags[512];
+    char out_dir[512];
+    double wall_s;
+} kf_run_result;
+
+/* Run the loop on g. Returns KF_OK when the loop ran (r->best may still be -1 when no
+ * candidate verified), or an error when it could not start (unsupported task, no
+ * backend, ...). Writes kernel.c, manifest.json and run.json into the output directory
+ * when a candidate verified. */
+kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err);
+void kf_run_result_free(kf_run_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

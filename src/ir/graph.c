@@ -1,0 +1,659 @@
+/*
+ * kforge graph IR, construction half: dtypes, shapes and numpy broadcasting, the op table
+ * (built from the one X-macro list in ops.def), attribute defaults from each op's spec
+ * string, and the graph itself with the shape/type rules every node must satisfy.
+ *
+ * Design notes:
+ *   - kf_graph_add_node is the single gate for shape and dtype rules, so graphs built by
+ *     hand, by the .kf parser and by the JSON importer are held to the same rules and give
+ *     the same messages. Messages name what was found and what was expected.
+ *   - Operand ids are trusted (a bad id is a caller bug and asserts); everything that a
+ *     task author can get wrong returns KF_ERR_TYPE with the node's position.
+ *   - An elementwise op whose operands are all constants folds into a new constant, computed
+ *     by kf_interp_scalar so that folding and the reference agree on every op (NaN rules
+ *     included). No node therefore has only literal operands, and `-2` is a literal.
+ *   - Temporaries are named "%1", "%2", ... in creation order; a name a caller chose is
+ *     never reused for a temporary.
+ *   - FLOPs and bytes are doubles: 2048^3 matmuls and 16M-element tensors overflow nothing.
+ */
+#include "kforge/ir.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- dtypes */
+
+static const struct {
+    const char *name;
+    int size;
+} dtype_table[KF_DTYPE_COUNT] = {
+    [KF_F32] = {"f32", 4}, [KF_F16] = {"f16", 2}, [KF_BF16] = {"bf16", 2},
+    [KF_I64] = {"i64", 8}, [KF_F64] = {"f64", 8},
+};
+
+/* Name of dtype t ("f32", ...); "?" for an out-of-range value. */
+const char *kf_dtype_name(kf_dtype t) {
+    if ((unsigned)t >= KF_DTYPE_COUNT) return "?";
+    return dtype_table[t].name;
+}
+
+/* Bytes per element of t; asserts t is a real dtype. */
+int kf_dtype_size(kf_dtype t) {
+    assert((unsigned)t < KF_DTYPE_COUNT);
+    return dtype_table[t].size;
+}
+
+/* 1 and *out set when s names a dtype exactly, else 0 (out untouched). */
+int kf_dtype_parse(const char *s, kf_dtype *out) {
+    for (int i = 0; i < KF_DTYPE_COUNT; i++)
+        if (strcmp(s, dtype_table[i].name) == 0) {
+            if (out) *out = (kf_dtype)i;
+            return 1;
+        }
+    return 0;
+}
+
+static int is_float(kf_dtype t) { return t == KF_F32 || t == KF_F16 || t == KF_BF16 || t == KF_F64; }
+
+/* ---------------------------------------------------------------- shapes */
+
+/* Number of elements (1 for rank 0). */
+int64_t kf_shape_numel(const kf_shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= s->d[i];
+    return n;
+}
+
+/* 1 when a and b have the same rank and dims. */
+int kf_shape_equal(const kf_shape *a, const kf_shape *b) {
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i] != b->d[i]) return 0;
+    return 1;
+}
+
+/* Writes "[d0, d1, ...]" ("[]" for rank 0) into buf, truncating to cap. */
+void kf_shape_format(const kf_shape *s, char *buf, size_t cap) {
+    if (!cap) return;
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < s->rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)s->d[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+/* numpy broadcasting: align from the right, each pair equal or one of them 1. */
+int kf_shape_broadcast(const kf_shape *a, const kf_shape *b, kf_shape *out) {
+    kf_shape r;
+    r.rank = a->rank > b->rank ? a->rank : b->rank;
+    memset(r.d, 0, sizeof r.d);
+    for (int i = 0; i < r.rank; i++) {
+        int ia = a->rank - 1 - i, ib = b->rank - 1 - i;
+        int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+        if (da != db && da != 1 && db != 1) return 0;
+        r.d[r.rank - 1 - i] = da == 1 ? db : da;
+    }
+    if (out) *out = r;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- op table */
+
+static const kf_op_info op_table[KF_OP_COUNT] = {
+#define KF_OP(id, name, kind, min_in, max_in, flops, attrs, domain) \
+    {KF_OP_##id, name, KF_KIND_##kind, min_in, max_in, flops, attrs, KF_DOMAIN_##domain},
+#include "kforge/ops.def"
+#undef KF_OP
+};
+
+/* The table row of op; asserts op is a real op. */
+const kf_op_info *kf_op_get(kf_op op) {
+    assert((unsigned)op < KF_OP_COUNT);
+    return &op_table[op];
+}
+
+/* Op by its .kf spelling; KF_OP_COUNT when unknown. */
+kf_op kf_op_lookup(const char *name) {
+    for (int i = 0; i < KF_OP_COUNT; i++)
+        if (strcmp(op_table[i].name, name) == 0) return (kf_op)i;
+    return KF_OP_COUNT;
+}
+
+/* "unary", "binary", "reduce", "softmax", "norm", "matmul". */
+const char *kf_op_kind_name(kf_op_kind k) {
+    switch (k) {
+    case KF_KIND_UNARY: return "unary";
+    case KF_KIND_BINARY: return "binary";
+    case KF_KIND_REDUCE: return "reduce";
+    case KF_KIND_SOFTMAX: return "softmax";
+    case KF_KIND_NORM: return "norm";
+    case KF_KIND_MATMUL: return "matmul";
+    }
+    return "?";
+}
+
+/* 1 for UNARY and BINARY ops. */
+int kf_op_is_elementwise(kf_op op) {
+    kf_op_kind k = kf_op_get(op)->kind;
+    return k == KF_KIND_UNARY || k == KF_KIND_BINARY;
+}
+
+/* Defaults from the spec "user:slot=default,...". An axis default that does not exist at
+ * this rank (-1 of a scalar) leaves axes empty, which kf_graph_add_node then rejects. */
+kf_attrs kf_attrs_default(kf_op op, int input_rank) {
+    assert(input_rank >= 0 && input_rank <= KF_MAX_DIMS);
+    kf_attrs a;
+    memset(&a, 0, sizeof a);
+    const char *p = kf_op_get(op)->attrs;
+    while (*p) {
+        const char *colon = strchr(p, ':'), *eq = strchr(p, '=');
+        assert(colon && eq && colon < eq); /* ops.def is malformed otherwise */
+        const char *slot = colon + 1, *val = eq + 1;
+        size_t slot_len = (size_t)(eq - slot);
+        size_t val_len = strcspn(val, ",");
+        char text[32];
+        assert(val_len < sizeof text);
+        memcpy(text, val, val_len);
+        text[val_len] = 0;
+#define SLOT_IS(s) (slot_len == strlen(s) && strncmp(slot, s, slot_len) == 0)
+        if (SLOT_IS("alpha")) a.alpha = strtod(text, NULL);
+        else if (SLOT_IS("beta")) a.beta = strtod(text, NULL);
+        else if (SLOT_IS("eps")) a.eps = strtod(text, NULL);
+        else if (SLOT_IS("keepdim")) a.keepdim = atoi(text);
+        else if (SLOT_IS("ta")) a.ta = atoi(text);
+        else if (SLOT_IS("tb")) a.tb = atoi(text);
+        else if (SLOT_IS("axes")) {
+            if (strcmp(text, "all") == 0) {
+                a.axes = (uint32_t)((1u << input_rank) - 1u);
+            } else {
+                int k = atoi(text);
+                if (k < 0) k += input_rank;
+                a.axes = (k >= 0 && k < input_rank) ? 1u << k : 0u;
+            }
+        } else {
+            assert(!"ops.def names an unknown attribute slot");
+        }
+#undef SLOT_IS
+        p = val + val_len;
+        if (*p == ',') p++;
+    }
+    return a;
+}
+
+/* ---------------------------------------------------------------- graph */
+
+/* New empty graph named name (NULL = ""). Never NULL (allocation aborts). */
+kf_graph *kf_graph_new(const char *name) {
+    kf_graph *g = kf_calloc(1, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%s", name ? name : "");
+    return g;
+}
+
+/* Frees g and everything it owns; NULL is a no-op. */
+void kf_graph_free(kf_graph *g) {
+    if (!g) return;
+    free(g->values);
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->source);
+    free(g);
+}
+
+/* Value id of name, or -1. */
+int kf_graph_find(const kf_graph *g, const char *name) {
+    for (int i = 0; i < g->nvalues; i++)
+        if (strcmp(g->values[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Appends a zeroed value (not yet named) and returns its id. */
+static int push_value(kf_graph *g) {
+    if (g->nvalues == g->cap_values) {
+        g->cap_values = g->cap_values ? 2 * g->cap_values : 16;
+        g->values = kf_realloc(g->values, (size_t)g->cap_values * sizeof *g->values);
+    }
+    kf_value *v = &g->values[g->nvalues];
+    memset(v, 0, sizeof *v);
+    v->producer = -1;
+    v->input_index = -1;
+    v->output_index = -1;
+    return g->nvalues++;
+}
+
+/* Gives value id the first free temporary name "%N", N counting the temporaries so far. */
+static void name_temporary(kf_graph *g, int id) {
+    int n = 1;
+    for (int i = 0; i < g->nvalues; i++)
+        if (i != id && g->values[i].name[0] == '%') n++;
+    char name[64];
+    do snprintf(name, sizeof name, "%%%d", n++);
+    while (kf_graph_find(g, name) >= 0);
+    snprintf(g->values[id].name, sizeof g->values[id].name, "%s", name);
+}
+
+static int check_name(kf_graph *g, const char *name, int line, int col, kf_error *err) {
+    if (!name[0]) {
+        kf_error_set(err, KF_ERR_ARG, g->path, line, col, "a value name must not be empty");
+        return -1;
+    }
+    if (strlen(name) >= sizeof g->values[0].name) {
+        kf_error_set(err, KF_ERR_ARG, g->path, line, col,
+                     "value name '%.40s...' is too long (at most %d characters)", name,
+                     (int)sizeof g->values[0].name - 1);
+        return -1;
+    }
+    int old = kf_graph_find(g, name);
+    if (old >= 0) {
+        kf_error_set(err, KF_ERR_ARG, g->path, line, col, "'%s' is already defined", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Adds a graph input; see ir.h. Errors (KF_ERR_ARG): bad or duplicate name, bad dtype,
+ * rank over KF_MAX_DIMS, a dim < 1, or more elements than fit in int64. */
+int kf_graph_add_input(kf_graph *g, const char *name, kf_dtype dt, const kf_shape *shape,
+                       kf_error *err) {
+    if (check_name(g, name, 0, 0, err) < 0) return -1;
+    if ((unsigned)dt >= KF_DTYPE_COUNT) {
+        kf_error_set(err, KF_ERR_ARG, g->path, 0, 0, "input '%s': unknown dtype %d", name, (int)dt);
+        return -1;
+    }
+    if (shape->rank < 0 || shape->rank > KF_MAX_DIMS) {
+        kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
+                     "input '%s': rank %d is out of range (0 to %d dimensions)", name,
+                     shape->rank, KF_MAX_DIMS);
+        return -1;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < shape->rank; i++) {
+        if (shape->d[i] < 1) {
+            kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
+                         "input '%s': dimension %d is %lld, expected a positive size", name, i,
+                         (long long)shape->d[i]);
+            return -1;
+        }
+        if (__builtin_mul_overflow(n, shape->d[i], &n)) {
+            kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
+                         "input '%s': too many elements (the product of the dimensions "
+                         "overflows 64 bits)", name);
+            return -1;
+        }
+    }
+    int id = push_value(g);
+    kf_value *v = &g->values[id];
+    snprintf(v->name, sizeof v->name, "%s", name);
+    v->dtype = dt;
+    v->shape = *shape;
+    for (int i = shape->rank; i < KF_MAX_DIMS; i++) v->shape.d[i] = 0;
+    g->inputs = kf_realloc(g->inputs, (size_t)(g->ninputs + 1) * sizeof *g->inputs);
+    v->input_index = g->ninputs;
+    g->inputs[g->ninputs++] = id;
+    return id;
+}
+
+/* Adds a rank-0 f32 constant named as a temporary; returns its id. */
+int kf_graph_add_const(kf_graph *g, double v) {
+    int id = push_value(g);
+    g->values[id].dtype = KF_F32;
+    g->values[id].is_const = 1;
+    g->values[id].cval = v;
+    name_temporary(g, id);
+    return id;
+}
+
+/* Marks value as the next output. KF_ERR_ARG for a constant, a graph input (a kernel's
+ * outputs are buffers it computes, never aliases of its inputs) or a value already marked. */
+kf_status kf_graph_mark_output(kf_graph *g, int value, kf_error *err) {
+    assert(value >= 0 && value < g->nvalues);
+    kf_value *v = &g->values[value];
+    if (v->is_const)
+        return kf_error_set(err, KF_ERR_ARG, g->path, v->line, v->col,
+                            "'%s' is a constant; an output must be computed from the inputs",
+                            v->name);
+    if (v->input_index >= 0)
+        return kf_error_set(err, KF_ERR_ARG, g->path, v->line, v->col,
+                            "'%s' is a graph input; an output must be computed by an op",
+                            v->name);
+    if (v->output_index >= 0)
+        return kf_error_set(err, KF_ERR_ARG, g->path, v->line, v->col,
+                            "'%s' is already an output", v->name);
+    g->outputs = kf_realloc(g->outputs, (size_t)(g->noutputs + 1) * sizeof *g->outputs);
+    v->output_index = g->noutputs;
+    g->outputs[g->noutputs++] = value;
+    return KF_OK;
+}
+
+/* ------------------------------------------------------ shape/type rules */
+
+/* Context of one kf_graph_add_node call, for messages. */
+typedef struct node_ctx {
+    kf_graph *g;
+    const kf_op_info *info;
+    int line, col;
+    kf_error *err;
+} node_ctx;
+
+static int type_error(const node_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int type_error(const node_ctx *c, const char *fmt, ...) {
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kf_error_set(c->err, KF_ERR_TYPE, c->g->path, c->line, c->col, "%s: %s", c->info->name, msg);
+    return -1;
+}
+
+/* "'x' [4, 8] f32" or "constant 2.5", for messages. */
+static void describe(const kf_graph *g, int id, char *buf, size_t cap) {
+    const kf_value *v = &g->values[id];
+    if (v->is_const) {
+        snprintf(buf, cap, "constant %g", v->cval);
+        return;
+    }
+    char sh[160];
+    kf_shape_format(&v->shape, sh, sizeof sh);
+    snprintf(buf, cap, "'%s' %s %s", v->name, sh, kf_dtype_name(v->dtype));
+}
+
+static int require_float(const node_ctx *c, int id, const char *role) {
+    const kf_value *v = &c->g->values[id];
+    if (is_float(v->dtype)) return 0;
+    return type_error(c, "%s '%s' is %s, expected a float dtype (f32, f16, bf16 or f64)", role,
+                      v->name, kf_dtype_name(v->dtype));
+}
+
+/* "[0, 2]" for an axes mask. */
+static void format_axes(uint32_t m, char *buf, size_t cap) {
+    kf_shape s = {0};
+    for (int i = 0; i < 32; i++)
+        if (m & (1u << i)) s.d[s.rank++] = i;
+    kf_shape_format(&s, buf, cap);
+}
+
+/* Checks axes is a non-empty set of axes < rank (and exactly one when one is set). */
+static int check_axes(const node_ctx *c, const kf_value *x, uint32_t axes, int exactly_one) {
+    char sh[160], ax[160];
+    kf_shape_format(&x->shape, sh, sizeof sh);
+    if (axes == 0)
+        return type_error(c, "needs at least one axis, found none (input '%s' is %s)", x->name, sh);
+    if ((axes >> x->shape.rank) != 0) {
+        int hi = 31 - __builtin_clz(axes);
+        return type_error(c, "axis %d is out of range for input '%s' of shape %s (rank %d)", hi,
+                          x->name, sh, x->shape.rank);
+    }
+    if (exactly_one && __builtin_popcount(axes) != 1) {
+        format_axes(axes, ax, sizeof ax);
+        return type_error(c, "takes exactly one axis, found %d (axes %s)",
+                          __builtin_popcount(axes), ax);
+    }
+    return 0;
+}
+
+static int rule_binary(const node_ctx *c, const int *in, kf_value *res) {
+    const kf_value *a = &c->g->values[in[0]], *b = &c->g->values[in[1]];
+    if (require_float(c, in[0], "operand") < 0 || require_float(c, in[1], "operand") < 0)
+        return -1;
+    /* A literal takes the other side's dtype, so `h * 0.5` stays f16. */
+    kf_dtype dt = a->is_const ? b->dtype : a->dtype;
+    if (!a->is_const && !b->is_const && a->dtype != b->dtype) {
+        char da[256], db[256];
+        describe(c->g, in[0], da, sizeof da);
+        describe(c->g, in[1], db, sizeof db);
+        return type_error(c, "operand dtypes differ: %s and %s (both must have the same dtype)",
+                          da, db);
+    }
+    if (!kf_shape_broadcast(&a->shape, &b->shape, &res->shape)) {
+        char sa[160], sb[160];
+        kf_shape_format(&a->shape, sa, sizeof sa);
+        kf_shape_format(&b->shape, sb, sizeof sb);
+        for (int i = 0;; i++) { /* the pair that fails, counted from the right */
+            int ia = a->shape.rank - 1 - i, ib = b->shape.rank - 1 - i;
+            assert(ia >= 0 && ib >= 0);
+            if (a->shape.d[ia] != b->shape.d[ib] && a->shape.d[ia] != 1 && b->shape.d[ib] != 1)
+                return type_error(c,
+                                  "shapes do not broadcast: '%s' is %s and '%s' is %s (dimension "
+                                  "%d of '%s' is %lld, dimension %d of '%s' is %lld; each pair "
+                                  "aligned from the right must be equal or 1)",
+                                  a->name, sa, b->name, sb, ia, a->name, (long long)a->shape.d[ia],
+                                  ib, b->name, (long long)b->shape.d[ib]);
+        }
+    }
+    res->dtype = dt;
+    return 0;
+}
+
+static int rule_reduce(const node_ctx *c, const int *in, const kf_attrs *at, kf_value *res) {
+    const kf_value *x = &c->g->values[in[0]];
+    kf_op op = c->info->op;
+    int arg = op == KF_OP_ARGMAX || op == KF_OP_ARGMIN;
+    if (require_float(c, in[0], "input") < 0 || check_axes(c, x, at->axes, arg) < 0) return -1;
+    res->shape.rank = 0;
+    for (int i = 0; i < x->shape.rank; i++) {
+        if (at->axes & (1u << i)) {
+            if (at->keepdim) res->shape.d[res->shape.rank++] = 1;
+        } else {
+            res->shape.d[res->shape.rank++] = x->shape.d[i];
+        }
+    }
+    res->dtype = arg ? KF_I64 : x->dtype;
+    return 0;
+}
+
+static int rule_norm(const node_ctx *c, const int *in, int nin, const kf_attrs *at,
+                     kf_value *res) {
+    const kf_value *x = &c->g->values[in[0]];
+    if (require_float(c, in[0], "input") < 0 || check_axes(c, x, at->axes, 0) < 0) return -1;
+    int r = x->shape.rank, first = __builtin_ctz(at->axes);
+    uint32_t trailing = (uint32_t)((1u << r) - 1u) & ~(uint32_t)((1u << first) - 1u);
+    if (at->axes != trailing) {
+        char ax[160];
+        format_axes(at->axes, ax, sizeof ax);
+        return type_error(c,
+                          "axes must be the trailing dimensions of the input (e.g. [-1] or "
+                          "[-2, -1]), found %s for a rank-%d input", ax, r);
+    }
+    kf_shape norm = {.rank = r - first};
+    for (int i = first; i < r; i++) norm.d[i - first] = x->shape.d[i];
+    static const char *const role[] = {"", "weight", "bias"};
+    for (int k = 1; k < nin; k++) {
+        const kf_value *w = &c->g->values[in[k]];
+        char sw[160], sn[160], sx[160];
+        kf_shape_format(&w->shape, sw, sizeof sw);
+        kf_shape_format(&norm, sn, sizeof sn);
+        kf_shape_format(&x->shape, sx, sizeof sx);
+        if (!kf_shape_equal(&w->shape, &norm))
+            return type_error(c,
+                              "%s '%s' is %s, expected %s (the normalised trailing dims of "
+                              "input '%s' %s)", role[k], w->name, sw, sn, x->name, sx);
+        if (w->dtype != x->dtype)
+            return type_error(c, "%s '%s' is %s, expected %s like input '%s'", role[k], w->name,
+                              kf_dtype_name(w->dtype), kf_dtype_name(x->dtype), x->name);
+    }
+    res->shape = x->shape;
+    res->dtype = x->dtype;
+    return 0;
+}
+
+static int rule_matmul(const node_ctx *c, const int *in, const kf_attrs *at, kf_value *res) {
+    const kf_value *a = &c->g->values[in[0]], *b = &c->g->values[in[1]];
+    if (require_float(c, in[0], "operand") < 0 || require_float(c, in[1], "operand") < 0)
+        return -1;
+    char sa[160], sb[160];
+    kf_shape_format(&a->shape, sa, sizeof sa);
+    kf_shape_format(&b->shape, sb, sizeof sb);
+    if (a->shape.rank < 2 || b->shape.rank < 2)
+        return type_error(c, "both operands need rank >= 2, found '%s' %s and '%s' %s", a->name,
+                          sa, b->name, sb);
+    if (a->dtype != b->dtype)
+        return type_error(c, "operand dtypes differ: '%s' is %s and '%s' is %s", a->name,
+                          kf_dtype_name(a->dtype), b->name, kf_dtype_name(b->dtype));
+    int ra = a->shape.rank, rb = b->shape.rank;
+    int64_t M = at->ta ? a->shape.d[ra - 1] : a->shape.d[ra - 2];
+    int64_t Ka = at->ta ? a->shape.d[ra - 2] : a->shape.d[ra - 1];
+    int64_t Kb = at->tb ? b->shape.d[rb - 1] : b->shape.d[rb - 2];
+    int64_t N = at->tb ? b->shape.d[rb - 2] : b->shape.d[rb - 1];
+    if (Ka != Kb)
+        return type_error(c, "inner dimensions differ: a is %s%s (K=%lld), b is %s%s (K=%lld)",
+                          sa, at->ta ? " transposed" : "", (long long)Ka, sb,
+                          at->tb ? " transposed" : "", (long long)Kb);
+    kf_shape ba = a->shape, bb = b->shape, bo;
+    ba.rank -= 2;
+    bb.rank -= 2;
+    if (!kf_shape_broadcast(&ba, &bb, &bo)) {
+        char sba[160], sbb[160];
+        kf_shape_format(&ba, sba, sizeof sba);
+        kf_shape_format(&bb, sbb, sizeof sbb);
+        return type_error(c, "batch dimensions do not broadcast: a has %s, b has %s", sba, sbb);
+    }
+    res->shape = bo;
+    res->shape.d[res->shape.rank++] = M;
+    res->shape.d[res->shape.rank++] = N;
+    res->dtype = a->dtype;
+    return 0;
+}
+
+/* Applies op; see ir.h. Operand ids must exist (asserted). Errors are KF_ERR_TYPE at
+ * (line, col): wrong arity, non-float operands, shapes that do not fit the op's rule; and
+ * KF_ERR_ARG for a name that is taken or too long. */
+int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_attrs *attrs,
+                      const char *name, int line, int col, kf_error *err) {
+    node_ctx c = {g, kf_op_get(op), line, col, err};
+    const kf_op_info *info = c.info;
+    if (nin < info->min_in || nin > info->max_in) {
+        if (info->min_in == info->max_in)
+            return type_error(&c, "takes %d operand%s, found %d", info->min_in,
+                              info->min_in == 1 ? "" : "s", nin);
+        return type_error(&c, "takes %d to %d operands, found %d", info->min_in, info->max_in, nin);
+    }
+    for (int i = 0; i < nin; i++) assert(ins[i] >= 0 && ins[i] < g->nvalues);
+    if (name && check_name(g, name, line, col, err) < 0) return -1;
+
+    const kf_value *x = &g->values[ins[0]];
+    kf_attrs at = attrs ? *attrs : kf_attrs_default(op, x->shape.rank);
+    kf_value res;
+    memset(&res, 0, sizeof res);
+    int rc = 0;
+    switch (info->kind) {
+    case KF_KIND_UNARY:
+        rc = require_float(&c, ins[0], "input");
+        res.shape = x->shape;
+        res.dtype = x->dtype;
+        break;
+    case KF_KIND_BINARY: rc = rule_binary(&c, ins, &res); break;
+    case KF_KIND_REDUCE: rc = rule_reduce(&c, ins, &at, &res); break;
+    case KF_KIND_SOFTMAX:
+        rc = require_float(&c, ins[0], "input");
+        if (rc == 0) rc = check_axes(&c, x, at.axes, 1);
+        res.shape = x->shape;
+        res.dtype = x->dtype;
+        break;
+    case KF_KIND_NORM: rc = rule_norm(&c, ins, nin, &at, &res); break;
+    case KF_KIND_MATMUL: rc = rule_matmul(&c, ins, &at, &res); break;
+    }
+    if (rc < 0) return -1;
+
+    int all_const = 1;
+    for (int i = 0; i < nin; i++) all_const &= g->values[ins[i]].is_const;
+    if (all_const && kf_op_is_elementwise(op)) {
+        double b = nin > 1 ? g->values[ins[1]].cval : 0;
+        int id = kf_graph_add_const(g, kf_interp_scalar(op, &at, x->cval, b));
+        if (name) snprintf(g->values[id].name, sizeof g->values[id].name, "%s", name);
+        g->values[id].line = line;
+        g->values[id].col = col;
+        return id;
+    }
+
+    if (g->nnodes == g->cap_nodes) {
+        g->cap_nodes = g->cap_nodes ? 2 * g->cap_nodes : 16;
+        g->nodes = kf_realloc(g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
+    }
+    int id = push_value(g); /* may move g->values: x is not used below */
+    kf_value *v = &g->values[id];
+    v->dtype = res.dtype;
+    v->shape = res.shape;
+    for (int i = v->shape.rank; i < KF_MAX_DIMS; i++) v->shape.d[i] = 0;
+    v->producer = g->nnodes;
+    v->line = line;
+    v->col = col;
+    if (name) snprintf(v->name, sizeof v->name, "%s", name);
+    else name_temporary(g, id);
+
+    kf_node *n = &g->nodes[g->nnodes++];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->nin = nin;
+    for (int i = 0; i < nin; i++) n->in[i] = ins[i];
+    n->attr = at;
+    n->out = id;
+    n->line = line;
+    n->col = col;
+    return id;
+}
+
+/* ------------------------------------------------------------- counting */
+
+static double numel_of(const kf_graph *g, int id) {
+    return (double)kf_shape_numel(&g->values[id].shape);
+}
+
+/* FLOPs of one node by the ops.def convention (see the header of ops.def). */
+double kf_node_flops(const kf_graph *g, const kf_node *n) {
+    const kf_op_info *info = kf_op_get(n->op);
+    switch (info->kind) {
+    case KF_KIND_UNARY:
+    case KF_KIND_BINARY: return info->flops * numel_of(g, n->out);
+    case KF_KIND_REDUCE:
+    case KF_KIND_SOFTMAX:
+    case KF_KIND_NORM: return info->flops * numel_of(g, n->in[0]);
+    case KF_KIND_MATMUL: {
+        /* flops is 2 per multiply-add: 2*M*N*K per output matrix. */
+        const kf_value *a = &g->values[n->in[0]];
+        int ra = a->shape.rank;
+        double K = (double)(n->attr.ta ? a->shape.d[ra - 2] : a->shape.d[ra - 1]);
+        return info->flops * numel_of(g, n->out) * K;
+    }
+    }
+    return 0;
+}
+
+/* Sum of kf_node_flops over every node. */
+double kf_graph_flops(const kf_graph *g) {
+    double f = 0;
+    for (int i = 0; i < g->nnodes; i++) f += kf_node_flops(g, &g->nodes[i]);
+    return f;
+}
+
+/* Bytes of the graph inputs plus the graph outputs; constants are free. Inputs and outputs
+ * are distinct values (kf_graph_mark_output refuses inputs), so each counts once. */
+double kf_graph_min_bytes(const kf_graph *g) {
+    double b = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        const kf_value *v = &g->values[g->inputs[i]];
+        b += numel_of(g, g->inputs[i]) * kf_dtype_size(v->dtype);
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        const kf_value *v = &g->values[g->outputs[i]];
+        b += numel_of(g, g->outputs[i]) * kf_dtype_size(v->dtype);
+    }
+    return b;
+}
+
+/* Default (atol, rtol, nmse) for outputs of dtype dt; integer outputs must match exactly. */
+void kf_tolerance_default(kf_dtype dt, double *atol, double *rtol, double *nmse) {
+    double a = 1e-4, r = 1e-4, e = 1e-8; /* f32 */
+    switch (dt) {
+    case KF_F32: break;
+    case KF_F16: a = 1e-2, r = 1e-2, e = 1e-4; break;
+    case KF_BF16: a = 2e-2, r = 2e-2, e = 1e-3; break;
+    case KF_F64: a = 1e-10, r = 1e-10, e = 1e-18; break;
+    case KF_I64: a = 0, r = 0, e = 0; break;
+    default: assert(!"kf_tolerance_default: bad dtype");
+    }
+    if (atol) *atol = a;
+    if (rtol) *rtol = r;
+    if (nmse) *nmse = e;
+}

@@ -1,0 +1,935 @@
+/*
+ * The float64 reference interpreter: kforge's ground truth.
+ *
+ * Design note. Every value is a dense row-major array of doubles, whatever its dtype (f16,
+ * bf16 and f32 data arrive already widened; i64 values are exact integers). Nodes run in
+ * graph order. Before running, a backward pass marks the nodes that reach an output (dead
+ * nodes are skipped) and records each value's last consumer, so that an intermediate
+ * buffer is freed right after its last use; elementwise nodes reuse a dying operand's
+ * buffer in place, and nodes whose result is a graph output write straight into the
+ * caller's array. Peak memory is therefore about the live working set, not the graph.
+ *
+ * Semantics follow PyTorch: NaN propagates through max/min/maximum/minimum, argmax/argmin
+ * return the first extreme (or the first NaN), softmax subtracts the row max, layer_norm
+ * uses the biased variance. All arithmetic is double; nothing rounds to the task's dtype.
+ *
+ * Speed. Elementwise work goes through a "broadcast plan": the output's dims with each
+ * operand's strides (0 where broadcast), with unit dims dropped and mergeable dims merged,
+ * so the inner loop is one long contiguous (or stride-0) run and the per-row offset is
+ * computed once per row, never per element. Reductions are viewed as [O, R, In] (outer kept,
+ * reduced, inner kept); a reduction over non-adjacent axes first permutes the data so the
+ * reduced axes are trailing. Work is split into (row, block) units for OpenMP; when there
+ * are too few output units for the threads, the reduced extent is split into ordered
+ * chunks whose partial results are combined in order (so results do not depend on the
+ * thread count). Matmul calls OpenBLAS dgemm once per output batch matrix, from one thread
+ * (the pthread OpenBLAS parallelises each call itself).
+ */
+#include "kforge/ir.h"
+
+#include <assert.h>
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many elements a loop runs on one thread: fork/join would cost more. */
+#define KF_INTERP_PAR_MIN 32768
+/* Elements per unit of parallel elementwise work, and lanes per reduction block. */
+#define KF_INTERP_CHUNK 16384
+#define KF_INTERP_LANES 256
+
+/* ------------------------------------------------------------------------------------ */
+/* Scalar semantics                                                                      */
+
+static inline double u_sigmoid(double x) {
+    if (x >= 0) return 1.0 / (1.0 + exp(-x));
+    double e = exp(x); /* x < 0 (or NaN): exp cannot overflow */
+    return e / (1.0 + e);
+}
+
+static inline double u_clamp(double x, double lo, double hi) {
+    /* NaN passes through, as torch.clamp does */
+    return x < lo ? lo : (x > hi ? hi : x);
+}
+
+static inline double u_softplus(double x, double beta, double threshold) {
+    return x * beta > threshold ? x : log1p(exp(beta * x)) / beta;
+}
+
+static inline double u_gelu_tanh(double x) {
+    const double c = 0.79788456080286535587989211986876; /* sqrt(2/pi) */
+    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+#define KF_SELU_SCALE 1.0507009873554804934193349852946
+#define KF_SELU_ALPHA 1.6732632423543772848170429916717
+
+static inline double b_maximum(double a, double b) {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+}
+
+static inline double b_minimum(double a, double b) {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a < b ? a : b;
+}
+
+/* X(op id, expression in x and the attribute pointer A) */
+#define KF_UNARY_OPS(X)                                                                    \
+    X(RELU, (x < 0 ? 0.0 : x))                                                            \
+    X(LEAKY_RELU, (x >= 0 ? x : A->alpha * x))                                            \
+    X(SIGMOID, u_sigmoid(x))                                                              \
+    X(TANH, tanh(x))                                                                      \
+    X(GELU, (0.5 * x * erfc(-x * M_SQRT1_2)))                                             \
+    X(GELU_TANH, u_gelu_tanh(x))                                                          \
+    X(SILU, (x * u_sigmoid(x)))                                                           \
+    X(SWISH, (x * u_sigmoid(x)))                                                          \
+    X(SELU, (KF_SELU_SCALE * (x > 0 ? x : KF_SELU_ALPHA * expm1(x))))                     \
+    X(ELU, (x > 0 ? x : A->alpha * expm1(x)))                                             \
+    X(HARDSIGMOID, u_clamp(x / 6.0 + 0.5, 0.0, 1.0))                                      \
+    X(HARDTANH, u_clamp(x, A->alpha, A->beta))                                            \
+    X(SOFTPLUS, u_softplus(x, A->alpha, A->beta))                                         \
+    X(SOFTSIGN, (x / (1.0 + fabs(x))))                                                    \
+    X(EXP, exp(x))                                                                        \
+    X(LOG, log(x))                                                                        \
+    X(SQRT, sqrt(x))                                                                      \
+    X(RSQRT, (1.0 / sqrt(x)))                                                             \
+    X(ABS, fabs(x))                                                                       \
+    X(NEG, (-x))                                                                          \
+    X(SQUARE, (x * x))
+
+/* X(op id, expression in a and b) */
+#define KF_BINARY_OPS(X)                                                                   \
+    X(ADD, (a + b))                                                                       \
+    X(SUB, (a - b))                                                                       \
+    X(MUL, (a * b))                                                                       \
+    X(DIV, (a / b))                                                                       \
+    X(MAXIMUM, b_maximum(a, b))                                                           \
+    X(MINIMUM, b_minimum(a, b))                                                           \
+    X(POW, pow(a, b))
+
+/* Contract: op must be a unary or binary op (asserted); attr may be NULL for ops without
+ * attributes (the op's defaults are then used). Returns op(a) or op(a, b) in double. */
+double kf_interp_scalar(kf_op op, const kf_attrs *attr, double a, double b) {
+    kf_attrs dflt;
+    if (!attr) {
+        dflt = kf_attrs_default(op, 0);
+        attr = &dflt;
+    }
+    const kf_attrs *A = attr;
+    double x = a;
+    (void)A;
+    (void)x;
+    switch (op) {
+#define X(id, expr) case KF_OP_##id: return expr;
+        KF_UNARY_OPS(X)
+        KF_BINARY_OPS(X)
+#undef X
+    default: break;
+    }
+    assert(!"kf_interp_scalar: not an elementwise op");
+    return NAN;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Shapes and broadcast plans                                                            */
+
+static int64_t ip_numel(const kf_shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= s->d[i];
+    return n;
+}
+
+static void ip_contig_strides(const kf_shape *s, int64_t *st) {
+    int64_t acc = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= s->d[i];
+    }
+}
+
+/* Strides of in, read as if broadcast to out (right-aligned, 0 where broadcast). Returns 0
+ * when in does not broadcast to out. */
+static int ip_bcast_strides(const kf_shape *in, const kf_shape *out, int64_t *st) {
+    int64_t cs[KF_MAX_DIMS];
+    if (in->rank > out->rank) return 0;
+    ip_contig_strides(in, cs);
+    int lead = out->rank - in->rank;
+    for (int k = 0; k < out->rank; k++) {
+        int j = k - lead;
+        if (j < 0 || in->d[j] == 1) st[k] = 0;
+        else if (in->d[j] == out->d[k]) st[k] = cs[j];
+        else return 0;
+    }
+    return 1;
+}
+
+/* Output dims (contiguous) with each operand's element strides, coalesced. */
+typedef struct ip_plan {
+    int rank, nops;
+    int64_t n[KF_MAX_DIMS];
+    int64_t st[2][KF_MAX_DIMS];
+} ip_plan;
+
+static void ip_plan_init(ip_plan *p, int rank, const int64_t *dims, int nops,
+                         int64_t st[][KF_MAX_DIMS]) {
+    p->rank = 0;
+    p->nops = nops;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1) continue;
+        int merge = p->rank > 0;
+        for (int o = 0; merge && o < nops; o++)
+            merge = p->st[o][p->rank - 1] == st[o][d] * dims[d];
+        if (merge) {
+            p->n[p->rank - 1] *= dims[d];
+            for (int o = 0; o < nops; o++) p->st[o][p->rank - 1] = st[o][d];
+        } else {
+            p->n[p->rank] = dims[d];
+            for (int o = 0; o < nops; o++) p->st[o][p->rank] = st[o][d];
+            p->rank++;
+        }
+    }
+    if (p->rank == 0) {
+        p->rank = 1;
+        p->n[0] = 1;
+        for (int o = 0; o < nops; o++) p->st[o][0] = 0;
+    }
+}
+
+/* Offsets of row `row` (all dims but the last), and that row's index per dim. */
+static void ip_plan_row(const ip_plan *p, int64_t row, int64_t off[2], int64_t *idx) {
+    off[0] = off[1] = 0;
+    for (int d = p->rank - 2; d >= 0; d--) {
+        int64_t i = row % p->n[d];
+        row /= p->n[d];
+        idx[d] = i;
+        for (int o = 0; o < p->nops; o++) off[o] += i * p->st[o][d];
+    }
+}
+
+/* Advance (off, idx) to the next row, odometer style: no division. */
+static void ip_plan_next(const ip_plan *p, int64_t off[2], int64_t *idx) {
+    for (int d = p->rank - 2; d >= 0; d--) {
+        for (int o = 0; o < p->nops; o++) off[o] += p->st[o][d];
+        if (++idx[d] < p->n[d]) return;
+        for (int o = 0; o < p->nops; o++) off[o] -= p->n[d] * p->st[o][d];
+        idx[d] = 0;
+    }
+}
+
+/* One run of a binary op (or a strided copy when op == KF_OP_COUNT). */
+static void ip_bin_run(kf_op op, const double *pa, int64_t sa, const double *pb, int64_t sb,
+                       double *po, int64_t n) {
+    switch (op) {
+#define X(id, expr)                                                                        \
+    case KF_OP_##id:                                                                       \
+        if (sa == 1 && sb == 1) {                                                          \
+            for (int64_t j = 0; j < n; j++) {                                              \
+                double a = pa[j], b = pb[j];                                               \
+                po[j] = expr;                                                              \
+            }                                                                              \
+        } else if (sb == 0) {                                                              \
+            double b = pb[0];                                                              \
+            for (int64_t j = 0; j < n; j++) {                                              \
+                double a = pa[j * sa];                                                     \
+                po[j] = expr;                                                              \
+            }                                                                              \
+        } else if (sa == 0) {                                                              \
+            double a = pa[0];                                                              \
+            for (int64_t j = 0; j < n; j++) {                                              \
+                double b = pb[j * sb];                                                     \
+                po[j] = expr;                                                              \
+            }                                                                              \
+        } else {                                                                           \
+            for (int64_t j = 0; j < n; j++) {                                              \
+                double a = pa[j * sa], b = pb[j * sb];                                     \
+                po[j] = expr;                                                              \
+            }                                                                              \
+        }                                                                                  \
+        break;
+        KF_BINARY_OPS(X)
+#undef X
+    case KF_OP_COUNT:
+        if (sa == 1) memmove(po, pa, (size_t)n * sizeof *po);
+        else
+            for (int64_t j = 0; j < n; j++) po[j] = pa[j * sa];
+        break;
+    default: assert(!"ip_bin_run: not a binary op");
+    }
+}
+
+/* Run a plan: out (contiguous over the plan's dims) = op(a, b); op KF_OP_COUNT copies a. */
+static void ip_plan_exec(const ip_plan *p, kf_op op, const double *a, const double *b,
+                         double *out) {
+    int64_t inner = p->n[p->rank - 1], rows = 1;
+    for (int d = 0; d < p->rank - 1; d++) rows *= p->n[d];
+    /* a unit is a column chunk of one long row, or a block of whole short rows */
+    int64_t per_row = 1, row_block = 1;
+    if (inner >= KF_INTERP_CHUNK) per_row = (inner + KF_INTERP_CHUNK - 1) / KF_INTERP_CHUNK;
+    else row_block = KF_INTERP_CHUNK / (inner > 0 ? inner : 1);
+    int64_t units = ((rows + row_block - 1) / row_block) * per_row;
+    int64_t sa = p->st[0][p->rank - 1], sb = p->nops > 1 ? p->st[1][p->rank - 1] : 0;
+    if (!b) b = a;
+#pragma omp parallel for schedule(static) if (rows * inner >= KF_INTERP_PAR_MIN)
+    for (int64_t u = 0; u < units; u++) {
+        int64_t r0 = (u / per_row) * row_block, j0 = (u % per_row) * KF_INTERP_CHUNK;
+        int64_t r1 = r0 + row_block < rows ? r0 + row_block : rows;
+        int64_t j1 = j0 + KF_INTERP_CHUNK < inner ? j0 + KF_INTERP_CHUNK : inner;
+        int64_t off[2], idx[KF_MAX_DIMS];
+        ip_plan_row(p, r0, off, idx);
+        for (int64_t row = r0; row < r1; row++) {
+            ip_bin_run(op, a + off[0] + j0 * sa, sa, b + off[1] + j0 * sb, sb,
+                       out + row * inner + j0, j1 - j0);
+            if (row + 1 < r1) ip_plan_next(p, off, idx);
+        }
+    }
+}
+
+/* Write src (shape s) broadcast to shape d into dst. Returns 0 if it does not broadcast. */
+static int ip_broadcast_to(const double *src, const kf_shape *s, double *dst,
+                           const kf_shape *d) {
+    int64_t st[1][KF_MAX_DIMS];
+    if (!ip_bcast_strides(s, d, st[0])) return 0;
+    ip_plan p;
+    ip_plan_init(&p, d->rank, d->d, 1, st);
+    ip_plan_exec(&p, KF_OP_COUNT, src, NULL, dst);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Elementwise ops                                                                       */
+
+static void ip_unary(kf_op op, const kf_attrs *A, const double *in, double *out, int64_t n) {
+    switch (op) {
+#define X(id, expr)                                                                        \
+    case KF_OP_##id: {                                                                     \
+        _Pragma("omp parallel for schedule(static) if (n >= KF_INTERP_PAR_MIN)")           \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            double x = in[i];                                                              \
+            out[i] = expr;                                                                 \
+        }                                                                                  \
+        break;                                                                             \
+    }
+        KF_UNARY_OPS(X)
+#undef X
+    default: assert(!"ip_unary: not a unary op");
+    }
+    (void)A;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Reductions                                                                            */
+
+static inline int ip_is_arg(kf_op op) { return op == KF_OP_ARGMAX || op == KF_OP_ARGMIN; }
+
+/* Fold (v, index j) into (acc, arg) for op. For arg ops the earlier element wins ties and
+ * a NaN, once taken, sticks (torch returns the first NaN's index). */
+static inline void ip_red_fold(kf_op op, double *acc, double *arg, double v, double j) {
+    switch (op) {
+    case KF_OP_SUM:
+    case KF_OP_MEAN: *acc += v; break;
+    case KF_OP_PROD: *acc *= v; break;
+    case KF_OP_MAX:
+        if (v > *acc || v != v) *acc = (*acc != *acc) ? *acc : v;
+        break;
+    case KF_OP_MIN:
+        if (v < *acc || v != v) *acc = (*acc != *acc) ? *acc : v;
+        break;
+    case KF_OP_ARGMAX:
+        if (*acc == *acc && (v != v || v > *acc)) *acc = v, *arg = j;
+        break;
+    case KF_OP_ARGMIN:
+        if (*acc == *acc && (v != v || v < *acc)) *acc = v, *arg = j;
+        break;
+    default: assert(!"ip_red_fold: not a reduction");
+    }
+}
+
+/* Reduce x[r * In + i] over r in [r0, r1) for lanes i in [0, ni) into acc/arg (absolute r
+ * as the index). r1 > r0 is required for arg ops. */
+static void ip_red_block(kf_op op, const double *x, int64_t In, int64_t r0, int64_t r1,
+                         int64_t ni, double *acc, double *arg) {
+    if (ip_is_arg(op)) {
+        for (int64_t i = 0; i < ni; i++) acc[i] = x[r0 * In + i], arg[i] = (double)r0;
+        r0++;
+    } else {
+        double init = op == KF_OP_PROD ? 1.0 : op == KF_OP_MAX ? -INFINITY
+                                            : op == KF_OP_MIN ? INFINITY : 0.0;
+        for (int64_t i = 0; i < ni; i++) acc[i] = init;
+    }
+    if (ni == 1 && (op == KF_OP_SUM || op == KF_OP_MEAN)) {
+        /* four accumulators: more accurate and four times the ILP of one */
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        int64_t r = r0;
+        for (; r + 4 <= r1; r += 4) {
+            s0 += x[r * In];
+            s1 += x[(r + 1) * In];
+            s2 += x[(r + 2) * In];
+            s3 += x[(r + 3) * In];
+        }
+        for (; r < r1; r++) s0 += x[r * In];
+        acc[0] = (s0 + s1) + (s2 + s3);
+        return;
+    }
+    if (ni == 1) {
+        for (int64_t r = r0; r < r1; r++) ip_red_fold(op, acc, arg, x[r * In], (double)r);
+        return;
+    }
+    switch (op) {
+    case KF_OP_SUM:
+    case KF_OP_MEAN:
+        for (int64_t r = r0; r < r1; r++) {
+            const double *row = x + r * In;
+            for (int64_t i = 0; i < ni; i++) acc[i] += row[i];
+        }
+        break;
+    case KF_OP_PROD:
+        for (int64_t r = r0; r < r1; r++) {
+            const double *row = x + r * In;
+            for (int64_t i = 0; i < ni; i++) acc[i] *= row[i];
+        }
+        break;
+    default:
+        for (int64_t r = r0; r < r1; r++) {
+            const double *row = x + r * In;
+            for (int64_t i = 0; i < ni; i++) ip_red_fold(op, &acc[i], &arg[i], row[i], (double)r);
+        }
+        break;
+    }
+}
+
+/* Fold partial result (v, j) of a later chunk into (acc, arg). */
+static inline void ip_red_merge(kf_op op, double *acc, double *arg, double v, double j) {
+    if (op == KF_OP_SUM || op == KF_OP_MEAN) *acc += v;
+    else ip_red_fold(op, acc, arg, v, j);
+}
+
+/* out[o * In + i] = reduce over r of x[(o * R + r) * In + i]. R >= 1 for max/min/arg ops. */
+static void ip_reduce_ori(kf_op op, const double *x, int64_t O, int64_t R, int64_t In,
+                          double *out) {
+    int64_t nlb = (In + KF_INTERP_LANES - 1) / KF_INTERP_LANES;
+    int64_t units = O * nlb;
+    int64_t total = O * R * In;
+    int threads = omp_get_max_threads();
+    int64_t nc = 1;
+    if (units < 2 * threads && total >= KF_INTERP_PAR_MIN) {
+        nc = (4 * threads + units - 1) / units;
+        if (nc > R / 1024) nc = R / 1024;
+        if (nc < 1) nc = 1;
+    }
+    int arg = ip_is_arg(op);
+    if (R == 0) {
+        assert(!arg && op != KF_OP_MAX && op != KF_OP_MIN);
+        double v = op == KF_OP_PROD ? 1.0 : op == KF_OP_MEAN ? NAN : 0.0;
+        for (int64_t k = 0; k < O * In; k++) out[k] = v;
+        return;
+    }
+    double *pacc = NULL, *parg = NULL;
+    if (nc > 1) {
+        pacc = kf_malloc((size_t)(nc * O * In) * sizeof *pacc);
+        if (arg) parg = kf_malloc((size_t)(nc * O * In) * sizeof *parg);
+    }
+#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN)
+    for (int64_t w = 0; w < units * nc; w++) {
+        double acc[KF_INTERP_LANES], idx[KF_INTERP_LANES];
+        int64_t unit = w / nc, c = w % nc;
+        int64_t o = unit / nlb, i0 = (unit % nlb) * KF_INTERP_LANES;
+        int64_t ni = In - i0 < KF_INTERP_LANES ? In - i0 : KF_INTERP_LANES;
+        int64_t r0 = c * R / nc, r1 = (c + 1) * R / nc;
+        ip_red_block(op, x + o * R * In + i0, In, r0, r1, ni, acc, idx);
+        if (nc > 1) {
+            memcpy(pacc + c * O * In + o * In + i0, acc, (size_t)ni * sizeof *acc);
+            if (arg) memcpy(parg + c * O * In + o * In + i0, idx, (size_t)ni * sizeof *idx);
+        } else {
+            for (int64_t i = 0; i < ni; i++) out[o * In + i0 + i] = arg ? idx[i] : acc[i];
+        }
+    }
+    if (nc > 1) {
+        for (int64_t k = 0; k < O * In; k++) {
+            double a = pacc[k], j = arg ? parg[k] : 0.0;
+            for (int64_t c = 1; c < nc; c++)
+                ip_red_merge(op, &a, &j, pacc[c * O * In + k], arg ? parg[c * O * In + k] : 0.0);
+            out[k] = arg ? j : a;
+        }
+        free(pacc);
+        free(parg);
+    }
+    if (op == KF_OP_MEAN)
+        for (int64_t k = 0; k < O * In; k++) out[k] /= (double)R;
+}
+
+/* View shape s reduced over the axes in mask as [O, R, In]. Returns 0 when the reduced axes
+ * (ignoring unit dims) are not adjacent, so that no such view exists. */
+static int ip_ori(const kf_shape *s, uint32_t mask, int64_t *O, int64_t *R, int64_t *In) {
+    int phase = 0; /* 0: before the reduced run, 1: inside it, 2: after it */
+    *O = *R = *In = 1;
+    for (int d = 0; d < s->rank; d++) {
+        int red = (mask >> d) & 1u;
+        if (s->d[d] == 1) continue;
+        if (red) {
+            if (phase == 2) return 0;
+            phase = 1;
+            *R *= s->d[d];
+        } else {
+            if (phase == 1) phase = 2;
+            if (phase == 0) *O *= s->d[d];
+            else *In *= s->d[d];
+        }
+    }
+    return 1;
+}
+
+static kf_status ip_reduce(const kf_graph *g, const kf_node *n, const double *x,
+                           double *out, kf_error *err) {
+    const kf_shape *s = &g->values[n->in[0]].shape;
+    uint32_t mask = n->attr.axes & (s->rank >= 32 ? 0xffffffffu : ((1u << s->rank) - 1u));
+    int64_t O, R, In, total = ip_numel(s);
+    double *perm = NULL;
+    if (!ip_ori(s, mask, &O, &R, &In)) {
+        /* gather the kept axes first and the reduced axes last, then reduce rows */
+        int64_t cs[KF_MAX_DIMS], dims[KF_MAX_DIMS], st[1][KF_MAX_DIMS];
+        int k = 0;
+        ip_contig_strides(s, cs);
+        O = R = 1;
+        In = 1;
+        for (int pass = 0; pass < 2; pass++)
+            for (int d = 0; d < s->rank; d++)
+                if ((int)((mask >> d) & 1u) == pass) {
+                    dims[k] = s->d[d];
+                    st[0][k++] = cs[d];
+                    if (pass) R *= s->d[d];
+                    else O *= s->d[d];
+                }
+        perm = kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *perm);
+        ip_plan p;
+        ip_plan_init(&p, k, dims, 1, st);
+        if (total > 0) ip_plan_exec(&p, KF_OP_COUNT, x, NULL, perm);
+        x = perm;
+    }
+    if (ip_numel(&g->values[n->out].shape) != O * In) {
+        free(perm);
+        return kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
+                            "%s: result has %lld elements, expected %lld",
+                            kf_op_get(n->op)->name,
+                            (long long)ip_numel(&g->values[n->out].shape),
+                            (long long)(O * In));
+    }
+    if (R == 0 && O * In > 0 &&
+        (ip_is_arg(n->op) || n->op == KF_OP_MAX || n->op == KF_OP_MIN)) {
+        free(perm);
+        return kf_error_set(err, KF_ERR_ARG, g->path, n->line, n->col,
+                            "%s over an empty axis has no result", kf_op_get(n->op)->name);
+    }
+    if (O * In > 0) ip_reduce_ori(n->op, x, O, R, In, out);
+    free(perm);
+    return KF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Softmax family                                                                        */
+
+static void ip_softmax_row(int logsm, const double *x, double *y, int64_t R) {
+    double m = -INFINITY;
+    for (int64_t r = 0; r < R; r++) m = b_maximum(m, x[r]);
+    double s = 0;
+    if (logsm) {
+        for (int64_t r = 0; r < R; r++) s += exp(x[r] - m);
+        double ls = log(s);
+        for (int64_t r = 0; r < R; r++) y[r] = x[r] - m - ls;
+    } else {
+        for (int64_t r = 0; r < R; r++) s += (y[r] = exp(x[r] - m));
+        double inv = 1.0 / s;
+        for (int64_t r = 0; r < R; r++) y[r] *= inv;
+    }
+}
+
+/* The same over lanes i in [0, ni) of a strided axis: element (r, i) is x[r * In + i]. */
+static void ip_softmax_lanes(int logsm, const double *x, double *y, int64_t R, int64_t In,
+                             int64_t ni) {
+    double m[KF_INTERP_LANES], s[KF_INTERP_LANES];
+    for (int64_t i = 0; i < ni; i++) m[i] = -INFINITY, s[i] = 0;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = 0; i < ni; i++) m[i] = b_maximum(m[i], x[r * In + i]);
+    if (logsm) {
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = 0; i < ni; i++) s[i] += exp(x[r * In + i] - m[i]);
+        for (int64_t i = 0; i < ni; i++) s[i] = log(s[i]);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = 0; i < ni; i++) y[r * In + i] = x[r * In + i] - m[i] - s[i];
+    } else {
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = 0; i < ni; i++) s[i] += (y[r * In + i] = exp(x[r * In + i] - m[i]));
+        for (int64_t i = 0; i < ni; i++) s[i] = 1.0 / s[i];
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t i = 0; i < ni; i++) y[r * In + i] *= s[i];
+    }
+}
+
+static kf_status ip_softmax(const kf_graph *g, const kf_node *n, const double *x,
+                            double *y, kf_error *err) {
+    const kf_shape *s = &g->values[n->in[0]].shape;
+    uint32_t mask = n->attr.axes;
+    int axis = -1;
+    for (int d = 0; d < s->rank; d++)
+        if ((mask >> d) & 1u) {
+            if (axis >= 0)
+                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                                    "%s over more than one axis", kf_op_get(n->op)->name);
+            axis = d;
+        }
+    int64_t O = 1, R = 1, In = 1;
+    for (int d = 0; d < s->rank; d++) {
+        if (d < axis) O *= s->d[d];
+        else if (d == axis) R = s->d[d];
+        else In *= s->d[d];
+    }
+    int logsm = n->op == KF_OP_LOG_SOFTMAX;
+    int64_t total = O * R * In;
+    if (total == 0) return KF_OK;
+    if (In == 1) {
+#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN && O > 1)
+        for (int64_t o = 0; o < O; o++) ip_softmax_row(logsm, x + o * R, y + o * R, R);
+    } else {
+        int64_t nlb = (In + KF_INTERP_LANES - 1) / KF_INTERP_LANES;
+#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN)
+        for (int64_t u = 0; u < O * nlb; u++) {
+            int64_t o = u / nlb, i0 = (u % nlb) * KF_INTERP_LANES;
+            int64_t ni = In - i0 < KF_INTERP_LANES ? In - i0 : KF_INTERP_LANES;
+            ip_softmax_lanes(logsm, x + o * R * In + i0, y + o * R * In + i0, R, In, ni);
+        }
+    }
+    return KF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Normalisations                                                                        */
+
+/* A norm's weight or bias: one value, one value per normalised position r (the torch
+ * case, normalized_shape), or, for any other broadcastable shape, materialised at the
+ * input's full size and indexed by the flat element o * R + r. */
+typedef struct ip_affine {
+    const double *p;
+    int full;   /* indexed by the flat element (materialised broadcast) */
+    int scalar; /* one value for everything */
+    double *owned;
+} ip_affine;
+
+/* Decide how the norm's weight/bias (value v) is indexed against input shape xs, whose
+ * trailing R elements are normalised together. */
+static kf_status ip_affine_setup(const kf_graph *g, const kf_node *n, int v, const double *p,
+                                 const kf_shape *xs, int64_t R, ip_affine *a, kf_error *err) {
+    const kf_shape *ws = &g->values[v].shape;
+    memset(a, 0, sizeof *a);
+    a->p = p;
+    int64_t wn = ip_numel(ws);
+    if (wn == 1) {
+        a->scalar = 1;
+        return KF_OK;
+    }
+    int lead = 0;
+    while (lead < ws->rank && ws->d[lead] == 1) lead++;
+    int k = ws->rank - lead, match = wn == R && k <= xs->rank;
+    for (int j = 0; match && j < k; j++) match = ws->d[lead + j] == xs->d[xs->rank - k + j];
+    if (match) return KF_OK;
+    int64_t xn = ip_numel(xs);
+    a->owned = kf_malloc((size_t)(xn > 0 ? xn : 1) * sizeof *a->owned);
+    if (!ip_broadcast_to(p, ws, a->owned, xs)) {
+        free(a->owned);
+        a->owned = NULL;
+        return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
+                            "%s: affine operand does not broadcast to the input",
+                            kf_op_get(n->op)->name);
+    }
+    a->p = a->owned;
+    a->full = 1;
+    return KF_OK;
+}
+
+static inline double ip_affine_at(const ip_affine *a, int64_t o, int64_t R, int64_t r) {
+    if (a->scalar) return a->p[0];
+    return a->full ? a->p[o * R + r] : a->p[r];
+}
+
+static kf_status ip_norm(const kf_graph *g, const kf_node *n, const double *const *in,
+                         double *y, kf_error *err) {
+    const kf_shape *s = &g->values[n->in[0]].shape;
+    uint32_t mask = n->attr.axes;
+    int64_t O, R, In;
+    if (!ip_ori(s, mask, &O, &R, &In) || In != 1)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                            "%s over axes that are not trailing", kf_op_get(n->op)->name);
+    int64_t total = O * R;
+    if (total == 0) return KF_OK;
+    int layer = n->op == KF_OP_LAYER_NORM;
+    double eps = n->attr.eps;
+    ip_affine w = {0}, b = {0};
+    int hw = n->nin >= 2, hb = layer && n->nin >= 3;
+    kf_status st = KF_OK;
+    if (hw) st = ip_affine_setup(g, n, n->in[1], in[1], s, R, &w, err);
+    if (!st && hb) st = ip_affine_setup(g, n, n->in[2], in[2], s, R, &b, err);
+    if (st) {
+        free(w.owned);
+        return st;
+    }
+    const double *x = in[0];
+#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN && O > 1)
+    for (int64_t o = 0; o < O; o++) {
+        const double *xr = x + o * R;
+        double *yr = y + o * R;
+        double center = 0, scale;
+        if (layer) {
+            double sum = 0, sq = 0;
+            for (int64_t r = 0; r < R; r++) sum += xr[r];
+            center = sum / (double)R;
+            for (int64_t r = 0; r < R; r++) sq += (xr[r] - center) * (xr[r] - center);
+            scale = 1.0 / sqrt(sq / (double)R + eps);
+        } else {
+            double sq = 0;
+            for (int64_t r = 0; r < R; r++) sq += xr[r] * xr[r];
+            scale = 1.0 / sqrt(sq / (double)R + eps);
+        }
+        for (int64_t r = 0; r < R; r++) {
+            double v = (xr[r] - center) * scale;
+            if (hw) v *= ip_affine_at(&w, o, R, r);
+            if (hb) v += ip_affine_at(&b, o, R, r);
+            yr[r] = v;
+        }
+    }
+    free(w.owned);
+    free(b.owned);
+    return KF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Matmul                                                                                */
+
+static kf_status ip_matmul(const kf_graph *g, const kf_node *n, const double *A,
+                           const double *B, double *C, kf_error *err) {
+    const kf_shape *as = &g->values[n->in[0]].shape, *bs = &g->values[n->in[1]].shape;
+    int ta = n->attr.ta && as->rank >= 2, tb = n->attr.tb && bs->rank >= 2;
+    int64_t M, K, Kb, N;
+    if (as->rank < 1 || bs->rank < 1)
+        return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
+                            "matmul of a scalar");
+    if (as->rank == 1) M = 1, K = as->d[0];
+    else if (ta) K = as->d[as->rank - 2], M = as->d[as->rank - 1];
+    else M = as->d[as->rank - 2], K = as->d[as->rank - 1];
+    if (bs->rank == 1) Kb = bs->d[0], N = 1;
+    else if (tb) N = bs->d[bs->rank - 2], Kb = bs->d[bs->rank - 1];
+    else Kb = bs->d[bs->rank - 2], N = bs->d[bs->rank - 1];
+    if (K != Kb)
+        return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
+                            "matmul: inner dims differ (%lld vs %lld)", (long long)K,
+                            (long long)Kb);
+    /* batch dims, broadcast; strides in whole matrices */
+    kf_shape ab = {0}, bb = {0}, ob = {0};
+    ab.rank = as->rank > 2 ? as->rank - 2 : 0;
+    bb.rank = bs->rank > 2 ? bs->rank - 2 : 0;
+    memcpy(ab.d, as->d, (size_t)ab.rank * sizeof ab.d[0]);
+    memcpy(bb.d, bs->d, (size_t)bb.rank * sizeof bb.d[0]);
+    ob.rank = ab.rank > bb.rank ? ab.rank : bb.rank;
+    for (int k = 0; k < ob.rank; k++) {
+        int ja = k - (ob.rank - ab.rank), jb = k - (ob.rank - bb.rank);
+        int64_t da = ja >= 0 ? ab.d[ja] : 1, db = jb >= 0 ? bb.d[jb] : 1;
+        if (da != db && da != 1 && db != 1)
+            return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
+                                "matmul: batch dims do not broadcast");
+        ob.d[k] = da == 1 ? db : da;
+    }
+    int64_t sa[KF_MAX_DIMS], sb[KF_MAX_DIMS];
+    ip_bcast_strides(&ab, &ob, sa);
+    ip_bcast_strides(&bb, &ob, sb);
+    int64_t nb = ip_numel(&ob);
+    if (ip_numel(&g->values[n->out].shape) != nb * M * N)
+        return kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
+                            "matmul: result has %lld elements, expected %lld",
+                            (long long)ip_numel(&g->values[n->out].shape),
+                            (long long)(nb * M * N));
+    if (nb * M * N == 0) return KF_OK;
+    if (K == 0) {
+        memset(C, 0, (size_t)(nb * M * N) * sizeof *C);
+        return KF_OK;
+    }
+    for (int64_t bi = 0; bi < nb; bi++) {
+        int64_t rem = bi, ia = 0, ib = 0;
+        for (int k = ob.rank - 1; k >= 0; k--) {
+            int64_t i = rem % ob.d[k];
+            rem /= ob.d[k];
+            ia += i * sa[k];
+            ib += i * sb[k];
+        }
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (blasint)M, (blasint)N, (blasint)K, 1.0, A + ia * M * K,
+                    (blasint)(ta ? M : K), B + ib * K * N, (blasint)(tb ? K : N), 0.0,
+                    C + bi * M * N, (blasint)N);
+    }
+    return KF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Driver                                                                                */
+
+static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *const *in,
+                         double *out, kf_error *err) {
+    const kf_op_info *info = kf_op_get(n->op);
+    const kf_value *ov = &g->values[n->out];
+    switch (info->kind) {
+    case KF_KIND_UNARY:
+        ip_unary(n->op, &n->attr, in[0], out, ip_numel(&ov->shape));
+        return KF_OK;
+    case KF_KIND_BINARY: {
+        int64_t st[2][KF_MAX_DIMS];
+        for (int k = 0; k < 2; k++)
+            if (!ip_bcast_strides(&g->values[n->in[k]].shape, &ov->shape, st[k]))
+                return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
+                                    "%s: operand %d does not broadcast to the result",
+                                    info->name, k + 1);
+        if (ip_numel(&ov->shape) == 0) return KF_OK;
+        ip_plan p;
+        ip_plan_init(&p, ov->shape.rank, ov->shape.d, 2, st);
+        ip_plan_exec(&p, n->op, in[0], in[1], out);
+        return KF_OK;
+    }
+    case KF_KIND_REDUCE: return ip_reduce(g, n, in[0], out, err);
+    case KF_KIND_SOFTMAX: return ip_softmax(g, n, in[0], out, err);
+    case KF_KIND_NORM: return ip_norm(g, n, in, out, err);
+    case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
+    }
+    return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                        "op %s is not supported by the interpreter", info->name);
+}
+
+/* Contract: see ir.h. g must be type-checked (kf_graph_add_node / the parser do this).
+ * inputs[i] holds numel(g->inputs[i]) doubles, outputs[j] room for numel(g->outputs[j]).
+ * Returns KF_OK, KF_ERR_ARG for missing buffers or an empty-axis max/argmax, KF_ERR_TYPE /
+ * KF_ERR_INTERNAL for shapes that contradict the op, KF_ERR_UNSUPPORTED for dtypes/ops
+ * this interpreter does not evaluate. Nothing is retained; outputs may be partly written
+ * on failure. */
+kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
+                        kf_error *err) {
+    if (!g) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_interp_run: no graph");
+    if ((g->ninputs > 0 && !inputs) || (g->noutputs > 0 && !outputs))
+        return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
+                            "kf_interp_run: missing input or output array");
+    int nv = g->nvalues;
+    const double **ptr = kf_calloc((size_t)nv + 1, sizeof *ptr);
+    double **owned = kf_calloc((size_t)nv + 1, sizeof *owned);
+    double **dest = kf_calloc((size_t)nv + 1, sizeof *dest); /* caller's output array */
+    int *last = kf_malloc(((size_t)nv + 1) * sizeof *last);
+    char *need = kf_calloc((size_t)nv + 1, 1);
+    char *live = kf_calloc((size_t)g->nnodes + 1, 1);
+    kf_status st = KF_OK;
+
+    for (int v = 0; v < nv; v++) {
+        last[v] = -1;
+        if ((int)g->values[v].dtype < 0 || (int)g->values[v].dtype >= (int)KF_DTYPE_COUNT) {
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, g->values[v].line,
+                              g->values[v].col, "value %s has an unknown dtype",
+                              g->values[v].name);
+            goto done;
+        }
+        if (g->values[v].is_const) ptr[v] = &g->values[v].cval;
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        int v = g->inputs[i];
+        if (!inputs[i] && ip_numel(&g->values[v].shape) > 0) {
+            st = kf_error_set(err, KF_ERR_ARG, g->path, 0, 0, "input %d (%s) has no data", i,
+                              g->values[v].name);
+            goto done;
+        }
+        ptr[v] = inputs[i];
+    }
+    for (int j = 0; j < g->noutputs; j++) {
+        int v = g->outputs[j];
+        assert(v >= 0 && v < nv);
+        if (!outputs[j] && ip_numel(&g->values[v].shape) > 0) {
+            st = kf_error_set(err, KF_ERR_ARG, g->path, 0, 0, "output %d (%s) has no room", j,
+                              g->values[v].name);
+            goto done;
+        }
+        need[v] = 1;
+        if (g->values[v].producer >= 0 && !dest[v]) dest[v] = outputs[j];
+    }
+    /* liveness: a node runs only if its result is needed */
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const kf_node *n = &g->nodes[k];
+        if (!need[n->out]) continue;
+        live[k] = 1;
+        for (int a = 0; a < n->nin; a++) need[n->in[a]] = 1;
+    }
+    for (int k = 0; k < g->nnodes; k++)
+        if (live[k])
+            for (int a = 0; a < g->nodes[k].nin; a++) last[g->nodes[k].in[a]] = k;
+
+    for (int k = 0; k < g->nnodes && !st; k++) {
+        if (!live[k]) continue;
+        const kf_node *n = &g->nodes[k];
+        const kf_value *ov = &g->values[n->out];
+        const double *in[KF_MAX_NODE_IN] = {0};
+        assert(n->nin >= 1 && n->nin <= KF_MAX_NODE_IN);
+        for (int a = 0; a < n->nin; a++) {
+            in[a] = ptr[n->in[a]];
+            if (!in[a] && ip_numel(&g->values[n->in[a]].shape) > 0) {
+                st = kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
+                                  "operand %s used before it is defined",
+                                  g->values[n->in[a]].name);
+                break;
+            }
+        }
+        if (st) break;
+        double *out = dest[n->out];
+        if (!out && kf_op_is_elementwise(n->op)) {
+            /* reuse a dying operand of the same shape: out[i] reads only operand[i] */
+            for (int a = 0; a < n->nin && !out; a++) {
+                int u = n->in[a];
+                if (owned[u] && last[u] == k && kf_shape_equal(&g->values[u].shape, &ov->shape)) {
+                    out = owned[u];
+                    owned[u] = NULL;
+                }
+            }
+        }
+        if (!out) {
+            int64_t cnt = ip_numel(&ov->shape);
+            out = kf_malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *out);
+            owned[n->out] = out;
+        } else if (!dest[n->out]) {
+            owned[n->out] = out;
+        }
+        ptr[n->out] = out;
+        st = ip_node(g, n, in, out, err);
+        for (int a = 0; a < n->nin; a++) {
+            int u = n->in[a];
+            if (last[u] == k && owned[u]) {
+                free(owned[u]);
+                owned[u] = NULL;
+                ptr[u] = NULL;
+            }
+        }
+    }
+    if (st) goto done;
+    /* outputs that were not written in place: graph inputs and repeated outputs */
+    for (int j = 0; j < g->noutputs; j++) {
+        int v = g->outputs[j];
+        int64_t cnt = ip_numel(&g->values[v].shape);
+        if (cnt == 0 || dest[v] == outputs[j]) continue;
+        if (g->values[v].is_const) {
+            for (int64_t e = 0; e < cnt; e++) outputs[j][e] = g->values[v].cval;
+            continue;
+        }
+        const double *src = dest[v] ? dest[v] : ptr[v];
+        assert(src);
+        memmove(outputs[j], src, (size_t)cnt * sizeof *outputs[j]);
+    }
+done:
+    for (int v = 0; v < nv; v++) free(owned[v]);
+    free(ptr);
+    free(owned);
+    free(dest);
+    free(last);
+    free(need);
+    free(live);
+    return st;
+}

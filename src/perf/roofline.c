@@ -1,0 +1,53 @@
+/*
+ * kforge roofline: the floor no kernel can beat on a device, and where a measured time
+ * sits against it.
+ *
+ * Design note. The floor of a task is max(min_bytes / bandwidth, flops / peak): a kernel
+ * must at least move the graph's inputs and outputs once (kf_graph_min_bytes) and do its
+ * FLOPs (kf_graph_flops). The bandwidth is the streaming copy ceiling (read+write bytes,
+ * the faster of plain and streaming stores), the peak is the f32 FMA peak, whatever the
+ * task's dtype: both are the highest rates the device showed, so the floor stays a true
+ * lower bound (f64 or narrow-dtype tasks get a lower, still valid, floor). A ceiling of 0
+ * (unknown) gives a floor of 0 for that side: no floor is better than a wrong one.
+ */
+#include "kforge/perf.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+/* Contract: fill *out with g's bytes, FLOPs and floors on a device with ceilings c. Never
+ * fails; g, c and out must be non-NULL. bound is "memory" unless the compute floor is the
+ * strictly larger one. Non-positive or non-finite ceilings count as unknown (floor 0). */
+void kf_roofline_of(const kf_graph *g, const kf_ceilings *c, kf_roofline *out) {
+    assert(g && c && out);
+    memset(out, 0, sizeof *out);
+    out->bytes = kf_graph_min_bytes(g);
+    out->flops = kf_graph_flops(g);
+    out->bw_gbs = isfinite(c->copy_gbs) && c->copy_gbs > 0 ? c->copy_gbs : 0;
+    out->peak_gflops = isfinite(c->peak_gflops_f32) && c->peak_gflops_f32 > 0
+                           ? c->peak_gflops_f32 : 0;
+    out->measured = c->measured;
+    out->mem_floor_s = out->bw_gbs > 0 ? out->bytes / (out->bw_gbs * 1e9) : 0;
+    out->compute_floor_s = out->peak_gflops > 0 ? out->flops / (out->peak_gflops * 1e9) : 0;
+    if (out->compute_floor_s > out->mem_floor_s) {
+        out->floor_s = out->compute_floor_s;
+        out->bound = "compute";
+    } else {
+        out->floor_s = out->mem_floor_s;
+        out->bound = "memory";
+    }
+}
+
+/* Contract: place a measured time against roofline r: achieved GB/s and GFLOP/s (1e9) and
+ * the percentage of the floor reached (100 = at the floor; above 100 would be faster than
+ * physically possible). A non-positive or non-finite time gives zero rates and pct_floor. */
+void kf_perf_place(const kf_roofline *r, double time_s, kf_perf_point *out) {
+    assert(r && out);
+    memset(out, 0, sizeof *out);
+    out->time_s = time_s;
+    if (!(time_s > 0) || !isfinite(time_s)) return;
+    out->gbs = r->bytes / time_s / 1e9;
+    out->gflops = r->flops / time_s / 1e9;
+    out->pct_floor = 100.0 * r->floor_s / time_s;
+}

@@ -1,0 +1,295 @@
+/*
+ * Tests of the architecture ceilings (src/arch): calibration on this machine gives
+ * positive, plausible numbers; the cache round-trips entries per device key, resolves its
+ * directory from the environment, writes atomically and treats a corrupt file as an error
+ * naming the file, which kf_arch_get_cpu then re-measures and overwrites.
+ *
+ * Each Criterion test runs in its own process, so setenv() in one does not leak into another.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kforge/arch.h"
+
+/* A fresh temporary directory; the cache lives in a not-yet-existing subdirectory so that
+ * saving must create it. */
+static char tmpdir[256];
+static char cachedir[320];
+static char cachefile[400];
+
+static void make_cache_dir(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/kf_test_arch_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    snprintf(cachedir, sizeof cachedir, "%s/sub/cache", tmpdir);
+    snprintf(cachefile, sizeof cachefile, "%s/calibration.json", cachedir);
+    cr_assert_eq(setenv("KFORGE_CACHE_DIR", cachedir, 1), 0);
+}
+
+static void rm_rf(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) rm_rf(p);
+        else unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void remove_cache_dir(void) { rm_rf(tmpdir); }
+
+static kf_ceilings fake(const char *key, double copy) {
+    kf_ceilings c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.device_key, sizeof c.device_key, "%s", key);
+    c.measured = 1;
+    c.threads = 2;
+    c.copy_gbs = copy;
+    c.read_gbs = 21.5;
+    c.write_gbs = 19.25;
+    c.peak_gflops_f32 = 187.125;
+    c.peak_gflops_f64 = 93.5;
+    snprintf(c.when, sizeof c.when, "2025-01-02T03:04:05Z");
+    return c;
+}
+
+static void write_text(const char *path, const char *text) {
+    kf_error err = {0};
+    cr_assert_eq(kf_mkdirs(cachedir, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_write_file(path, text, strlen(text), &err), KF_OK, "%s", err.msg);
+}
+
+static void assert_plausible(const kf_ceilings *c) {
+    cr_assert_eq(c->measured, 1);
+    cr_assert_gt(c->copy_gbs, 1.0, "copy %.2f GB/s", c->copy_gbs);
+    cr_assert_lt(c->copy_gbs, 1000.0, "copy %.2f GB/s", c->copy_gbs);
+    cr_assert_gt(c->read_gbs, 1.0, "read %.2f GB/s", c->read_gbs);
+    cr_assert_lt(c->read_gbs, 1000.0, "read %.2f GB/s", c->read_gbs);
+    cr_assert_gt(c->write_gbs, 1.0, "write %.2f GB/s", c->write_gbs);
+    cr_assert_lt(c->write_gbs, 1000.0, "write %.2f GB/s", c->write_gbs);
+    cr_assert_gt(c->peak_gflops_f32, 1.0, "f32 %.2f GFLOP/s", c->peak_gflops_f32);
+    cr_assert_lt(c->peak_gflops_f32, 100000.0, "f32 %.2f GFLOP/s", c->peak_gflops_f32);
+    cr_assert_gt(c->peak_gflops_f64, 0.5, "f64 %.2f GFLOP/s", c->peak_gflops_f64);
+    cr_assert_geq(c->peak_gflops_f32, c->peak_gflops_f64, "f32 %.1f < f64 %.1f",
+                  c->peak_gflops_f32, c->peak_gflops_f64);
+    /* "YYYY-MM-DDTHH:MM:SSZ" */
+    cr_assert_eq(strlen(c->when), 20, "when '%s'", c->when);
+    cr_assert_eq(c->when[4], '-');
+    cr_assert_eq(c->when[10], 'T');
+    cr_assert_eq(c->when[19], 'Z');
+}
+
+Test(calibrate, all_threads_plausible) {
+    kf_ceilings c;
+    memset(&c, 0x5a, sizeof c);
+    kf_error err = {0};
+    cr_assert_eq(kf_arch_calibrate_cpu(0, &c, &err), KF_OK, "%s", err.msg);
+    assert_plausible(&c);
+    cr_assert_geq(c.threads, 1);
+    cr_assert_leq(c.threads, sysconf(_SC_NPROCESSORS_ONLN));
+    cr_assert_str_eq(c.device_key, "");
+    fprintf(stderr,
+            "calibration (%d threads): copy %.1f GB/s, read %.1f GB/s, write %.1f GB/s, "
+            "peak f32 %.1f GFLOP/s, f64 %.1f GFLOP/s, at %s\n",
+            c.threads, c.copy_gbs, c.read_gbs, c.write_gbs, c.peak_gflops_f32,
+            c.peak_gflops_f64, c.when);
+}
+
+Test(calibrate, one_thread) {
+    kf_ceilings c;
+    kf_error err = {0};
+    cr_assert_eq(kf_arch_calibrate_cpu(1, &c, &err), KF_OK, "%s", err.msg);
+    assert_plausible(&c);
+    cr_assert_eq(c.threads, 1);
+    fprintf(stderr, "calibration (1 thread): copy %.1f GB/s, peak f32 %.1f GFLOP/s\n",
+            c.copy_gbs, c.peak_gflops_f32);
+}
+
+Test(calibrate, bad_arguments) {
+    kf_ceilings c;
+    kf_error err = {0};
+    cr_assert_eq(kf_arch_calibrate_cpu(-1, &c, &err), KF_ERR_ARG);
+    cr_assert_eq(err.code, KF_ERR_ARG);
+    cr_assert_eq(kf_arch_calibrate_cpu(1, NULL, NULL), KF_ERR_ARG);
+}
+
+Test(cache, round_trip, .init = make_cache_dir, .fini = remove_cache_dir) {
+    kf_error err = {0};
+    kf_ceilings got;
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_ERR_IO, "absent file: %s", err.msg);
+
+    kf_ceilings a = fake("cpu:a", 31.5), b = fake("cpu:b \"quoted\" \\ key", 12.0);
+    b.measured = 0;
+    b.threads = 1;
+    cr_assert_eq(kf_arch_save(&a, &err), KF_OK, "%s", err.msg);
+    struct stat st;
+    cr_assert_eq(stat(cachefile, &st), 0, "save must create %s", cachefile);
+    cr_assert_eq(kf_arch_load("cpu:b \"quoted\" \\ key", &got, &err), KF_ERR_IO,
+                 "absent entry");
+    cr_assert(strstr(err.msg, "no calibration cached"), "%s", err.msg);
+    cr_assert_eq(kf_arch_save(&b, &err), KF_OK, "%s", err.msg);
+
+    memset(&got, 0, sizeof got);
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(&got, &a, sizeof a), 0, "entry a round trip");
+    cr_assert_eq(kf_arch_load("cpu:b \"quoted\" \\ key", &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(&got, &b, sizeof b), 0, "entry b round trip");
+
+    /* replacing a keeps b */
+    a.copy_gbs = 99.75;
+    cr_assert_eq(kf_arch_save(&a, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_OK);
+    cr_assert_eq(got.copy_gbs, 99.75);
+    cr_assert_eq(kf_arch_load("cpu:b \"quoted\" \\ key", &got, &err), KF_OK);
+    cr_assert_eq(got.copy_gbs, 12.0);
+
+    /* no temporary files left behind: only the cache and its lock */
+    DIR *d = opendir(cachedir);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || !strcmp(e->d_name, ".."))) continue;
+        cr_assert(!strcmp(e->d_name, "calibration.json") ||
+                      !strcmp(e->d_name, "calibration.json.lock"),
+                  "stray file %s", e->d_name);
+        n++;
+    }
+    closedir(d);
+    cr_assert_leq(n, 2);
+}
+
+Test(cache, bad_keys_and_values, .init = make_cache_dir, .fini = remove_cache_dir) {
+    kf_error err = {0};
+    kf_ceilings got;
+    cr_assert_eq(kf_arch_load("", &got, &err), KF_ERR_ARG);
+    char longkey[300];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = 0;
+    cr_assert_eq(kf_arch_load(longkey, &got, &err), KF_ERR_ARG);
+    kf_ceilings c = fake("", 1.0);
+    cr_assert_eq(kf_arch_save(&c, &err), KF_ERR_ARG);
+    c = fake("cpu:x", NAN);
+    cr_assert_eq(kf_arch_save(&c, &err), KF_ERR_ARG);
+    c = fake("cpu:x", -3.0);
+    cr_assert_eq(kf_arch_save(&c, &err), KF_ERR_ARG);
+    cr_assert_eq(kf_arch_save(NULL, &err), KF_ERR_ARG);
+    c = fake("cpu:\xff\xfe", 1.0); /* not UTF-8: JSON cannot hold it */
+    cr_assert_eq(kf_arch_save(&c, &err), KF_ERR_ARG, "%s", err.msg);
+}
+
+Test(cache, directory_from_xdg_and_home) {
+    char base[] = "/tmp/kf_test_arch_env_XXXXXX";
+    cr_assert_not_null(mkdtemp(base));
+    unsetenv("KFORGE_CACHE_DIR");
+    char xdg[128], home[128], path[256];
+    snprintf(xdg, sizeof xdg, "%s/xdg", base);
+    snprintf(home, sizeof home, "%s/home", base);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    setenv("HOME", home, 1);
+    kf_error err = {0};
+    kf_ceilings c = fake("cpu:env", 5.0), got;
+    cr_assert_eq(kf_arch_save(&c, &err), KF_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/kforge/calibration.json", xdg);
+    cr_assert_eq(access(path, R_OK), 0, "expected %s", path);
+
+    unsetenv("XDG_CACHE_HOME");
+    cr_assert_eq(kf_arch_load("cpu:env", &got, &err), KF_ERR_IO, "HOME cache is empty");
+    cr_assert_eq(kf_arch_save(&c, &err), KF_OK, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/.cache/kforge/calibration.json", home);
+    cr_assert_eq(access(path, R_OK), 0, "expected %s", path);
+    cr_assert_eq(kf_arch_load("cpu:env", &got, &err), KF_OK, "%s", err.msg);
+    rm_rf(base);
+}
+
+Test(cache, corrupt_file_is_an_error_naming_it, .init = make_cache_dir,
+     .fini = remove_cache_dir) {
+    kf_error err = {0};
+    kf_ceilings got;
+    write_text(cachefile, "{\n  \"format\": \"kforge-calibration\",\n  oops\n");
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_ERR_PARSE, "%s", err.msg);
+    cr_assert_str_eq(err.file, cachefile);
+    cr_assert_eq(err.line, 3, "line %d", err.line);
+    char msg[2048];
+    kf_error_format(&err, msg, sizeof msg);
+    cr_assert(strstr(msg, cachefile) && strstr(msg, "corrupt"), "%s", msg);
+
+    /* valid JSON of the wrong shape */
+    write_text(cachefile, "[1, 2, 3]\n");
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_ERR_PARSE);
+    cr_assert_str_eq(err.file, cachefile);
+    write_text(cachefile,
+               "{\"format\": \"kforge-calibration\", \"version\": 1, \"devices\": 7}");
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_ERR_PARSE);
+
+    /* an entry with a bad field */
+    write_text(cachefile,
+               "{\"format\": \"kforge-calibration\", \"version\": 1, \"devices\": {\"cpu:a\": "
+               "{\"measured\": 1, \"threads\": 2, \"copy_gbs\": \"fast\", \"read_gbs\": 1, "
+               "\"write_gbs\": 1, \"peak_gflops_f32\": 1, \"peak_gflops_f64\": 1, "
+               "\"when\": \"x\"}}}");
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_ERR_PARSE);
+    cr_assert_str_eq(err.file, cachefile);
+    cr_assert(strstr(err.msg, "copy_gbs"), "%s", err.msg);
+
+    /* save replaces a corrupt file whole */
+    write_text(cachefile, "garbage");
+    kf_ceilings c = fake("cpu:a", 7.0);
+    cr_assert_eq(kf_arch_save(&c, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_load("cpu:a", &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(got.copy_gbs, 7.0);
+}
+
+Test(cache, get_cpu_uses_the_cache, .init = make_cache_dir, .fini = remove_cache_dir) {
+    kf_error err = {0};
+    kf_ceilings c = fake("cpu:cached", 123.0), got;
+    cr_assert_eq(kf_arch_save(&c, &err), KF_OK, "%s", err.msg);
+    double t0 = kf_now();
+    cr_assert_eq(kf_arch_get_cpu("cpu:cached", 0, 0, &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(&got, &c, sizeof c), 0, "the cached entry, not a measurement");
+    cr_assert_eq(kf_arch_get_cpu("cpu:cached", 2, 0, &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(got.copy_gbs, 123.0, "same thread count: cached");
+    cr_assert_lt(kf_now() - t0, 0.5, "no calibration should have run");
+    cr_assert_eq(kf_arch_get_cpu("", 0, 0, &got, &err), KF_ERR_ARG);
+}
+
+Test(cache, get_cpu_measures_and_saves, .init = make_cache_dir, .fini = remove_cache_dir) {
+    kf_error err = {0};
+    kf_ceilings got, again;
+    cr_assert_eq(kf_arch_get_cpu("cpu:new", 1, 0, &got, &err), KF_OK, "%s", err.msg);
+    assert_plausible(&got);
+    cr_assert_str_eq(got.device_key, "cpu:new");
+    cr_assert_eq(got.threads, 1);
+    cr_assert_eq(kf_arch_load("cpu:new", &again, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(memcmp(&got, &again, sizeof got), 0, "saved what it measured");
+
+    /* force re-measures even with an entry present */
+    kf_ceilings c = fake("cpu:new", 555.0);
+    c.threads = 1;
+    cr_assert_eq(kf_arch_save(&c, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_get_cpu("cpu:new", 1, 1, &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_neq(got.copy_gbs, 555.0);
+    assert_plausible(&got);
+}
+
+Test(cache, get_cpu_overwrites_a_corrupt_file, .init = make_cache_dir,
+     .fini = remove_cache_dir) {
+    write_text(cachefile, "{ this is not json");
+    kf_error err = {0};
+    kf_ceilings got, again;
+    cr_assert_eq(kf_arch_get_cpu("cpu:c", 1, 0, &got, &err), KF_OK, "%s", err.msg);
+    assert_plausible(&got);
+    cr_assert_eq(kf_arch_load("cpu:c", &again, &err), KF_OK, "rewritten: %s", err.msg);
+    cr_assert_eq(again.copy_gbs, got.copy_gbs);
+}
