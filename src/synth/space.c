@@ -1,0 +1,57 @@
+/*
+ * Schedule spaces: named integer parameters, each with its candidate values and a
+ * default. Templates add their parameters under a stage prefix ("s0."); the search
+ * moves between points (one value index per parameter).
+ */
+#include "tpl.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, const long *values,
+                      int n, int dflt) {
+    assert(sp->nparams < KF_MAX_PARAMS);
+    assert(n > 0 && n <= KF_MAX_PARAM_VALUES);
+    assert(dflt >= 0 && dflt < n);
+    kf_param *p = &sp->p[sp->nparams++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s%s", prefix ? prefix : "", name);
+    p->nvalues = n;
+    memcpy(p->values, values, (size_t)n * sizeof *values);
+    p->dflt = dflt;
+}
+
+static int find_param(const kf_space *sp, const char *full) {
+    for (int i = 0; i < sp->nparams; i++)
+        if (strcmp(sp->p[i].name, full) == 0) return i;
+    return -1;
+}
+
+long kf_tpl_get(const kf_space *sp, const kf_point *p, const char *prefix, const char *name) {
+    char full[64];
+    snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", name);
+    int i = find_param(sp, full);
+    assert(i >= 0 && "template asked for a parameter it did not declare");
+    return sp->p[i].values[p->idx[i]];
+}
+
+long kf_point_get(const kf_space *sp, const kf_point *p, const char *name, long def) {
+    int i = find_param(sp, name);
+    return i < 0 ? def : sp->p[i].values[p->idx[i]];
+}
+
+void kf_point_format(const kf_space *sp, const kf_point *p, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < sp->nparams && used + 1 < cap; i++) {
+        const char *nm = sp->p[i].name;
+        /* single-stage graphs read better without the stage prefix */
+        const char *dot = strchr(nm, '.');
+        if (dot && strncmp(nm, "s0.", 3) == 0) nm = dot + 1;
+        int w = snprintf(buf + used, cap - used, "%s%s=%ld", i ? " " : "", nm,
+                         sp->p[i].values[p->idx[i]]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}

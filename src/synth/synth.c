@@ -1,0 +1,362 @@
+/*
+ * The builtin generator's planner. It splits a graph into stages, gives each stage its
+ * template's schedule parameters, and renders a point of the space into one C source:
+ *
+ *     <math prelude> <one static function per stage> int kforge_kernel(void *const *args)
+ *
+ * Stages: a fused elementwise cluster (any DAG of unary/binary ops over one iteration
+ * domain, with broadcasting inputs, computed in one pass), or one reduction, softmax,
+ * norm or matmul node. Values that cross stages or are graph outputs are materialised
+ * (graph outputs straight into the caller's buffers, other crossings into scratch); every
+ * other intermediate lives in registers.
+ *
+ * Fusion rule: an elementwise node joins the latest elementwise cluster with the same
+ * iteration domain as long as none of its operands is produced by a later stage.
+ */
+#include "tpl.h"
+#include "synth_int.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const char kf_cpu_prelude_text[];
+
+void kf_tpl_prelude_c(kf_buf *out) { kf_buf_puts(out, kf_cpu_prelude_text); }
+
+static int graph_dtype_ok(const kf_graph *g, kf_error *err) {
+    for (int i = 0; i < g->nvalues; i++) {
+        const kf_value *v = &g->values[i];
+        if (v->is_const) continue;
+        if (v->dtype == KF_F32) continue;
+        if (v->dtype == KF_I64 && v->producer >= 0) {
+            kf_op op = g->nodes[v->producer].op;
+            if (op == KF_OP_ARGMAX || op == KF_OP_ARGMIN) continue;
+        }
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
+                            "the cpu generator handles f32 tensors (and i64 argmax/argmin "
+                            "results); '%s' is %s",
+                            v->name, kf_dtype_name(v->dtype)) == KF_OK;
+    }
+    return 1;
+}
+
+static void add_threads_param(kf_space *sp, const char *prefix, const kf_device_info *dev,
+                              int64_t work) {
+    long vals[KF_MAX_PARAM_VALUES];
+    int n = 0;
+    int maxt = dev->threads > 0 ? dev->threads : 1;
+    for (long t = 1; t < maxt && n < KF_MAX_PARAM_VALUES - 1; t *= 2) vals[n++] = t;
+    vals[n++] = maxt;
+    /* tiny problems are not worth waking threads for */
+    int dflt = work < 32768 ? 0 : n - 1;
+    kf_tpl_add_param(sp, prefix, "threads", vals, n, dflt);
+}
+
+static void plan_params(kf_synth *s) {
+    const kf_graph *g = s->g;
+    /* vector width of the prelude's helpers and of the auto-vectoriser, for the file */
+    long vws[3];
+    int nvw = 0, maxw = s->dev.simd_bits >= 256 ? s->dev.simd_bits / 32 : 4;
+    for (long w = 4; w <= maxw && nvw < 3; w *= 2) vws[nvw++] = w;
+    kf_tpl_add_param(&s->space, "", "vw", vws, nvw, nvw - 1);
+    for (int k = 0; k < s->nst; k++) {
+        kf_stage *st = &s->st[k];
+        snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
+        const kf_node *n0 = &g->nodes[st->nodes[0]];
+        (void)k;
+        int64_t work = kf_shape_numel(&g->values[n0->out].shape);
+        if (st->kind == KF_STAGE_MATMUL) {
+            kf_synth_matmul_desc(g, n0, &st->mm);
+            kf_tpl_matmul_params(&st->mm, &s->dev, &s->space, st->prefix);
+            continue;
+        }
+        if (st->kind != KF_STAGE_EWISE) work = kf_shape_numel(&g->values[n0->in[0]].shape);
+        add_threads_param(&s->space, st->prefix, &s->dev, work);
+        if (st->kind == KF_STAGE_EWISE) kf_synth_ewise_params(s, st);
+        else kf_synth_reduce_params(s, st);
+    }
+}
+
+static int stage_of_value(const kf_synth *s, int v) { return s->val_stage[v]; }
+
+/* Split g's nodes into stages. With allow_bcast, an elementwise node whose result only
+ * broadcasts into a cluster's domain (e.g. a [N, 1] temporary inside an [N, M] cluster) is
+ * recomputed inside that cluster. Marks what must be materialised. Returns 0 when a
+ * broadcast-shaped member would have to be stored (the caller then re-plans without). */
+static int cluster(kf_synth *s, int allow_bcast) {
+    const kf_graph *g = s->g;
+    for (int i = 0; i < g->nvalues; i++) { s->val_stage[i] = -1; s->materialize[i] = 0; }
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        const kf_value *ov = &g->values[n->out];
+        int target = -1;
+        if (kf_op_is_elementwise(n->op)) {
+            for (int k = s->nst - 1; k >= 0; k--) {
+                kf_stage *st = &s->st[k];
+                if (st->kind != KF_STAGE_EWISE) continue;
+                kf_shape bc;
+                int fits = kf_shape_equal(&st->dom, &ov->shape) ||
+                           (allow_bcast && ov->output_index < 0 &&
+                            kf_shape_broadcast(&st->dom, &ov->shape, &bc) &&
+                            kf_shape_equal(&bc, &st->dom));
+                if (!fits) continue;
+                int ok = 1;
+                for (int a = 0; a < n->nin; a++)
+                    if (stage_of_value(s, n->in[a]) > k) ok = 0;
+                if (ok) target = k;
+                break; /* only the latest elementwise cluster of that domain */
+            }
+        }
+        if (target < 0) {
+            kf_stage *st = &s->st[s->nst];
+            memset(st, 0, sizeof *st);
+            st->nodes = kf_malloc((size_t)g->nnodes * sizeof *st->nodes);
+            switch (kf_op_get(n->op)->kind) {
+            case KF_KIND_UNARY:
+            case KF_KIND_BINARY: st->kind = KF_STAGE_EWISE; break;
+            case KF_KIND_REDUCE: st->kind = KF_STAGE_REDUCE; break;
+            case KF_KIND_SOFTMAX: st->kind = KF_STAGE_SOFTMAX; break;
+            case KF_KIND_NORM: st->kind = KF_STAGE_NORM; break;
+            case KF_KIND_MATMUL: st->kind = KF_STAGE_MATMUL; break;
+            }
+            st->dom = ov->shape;
+            target = s->nst++;
+        }
+        kf_stage *st = &s->st[target];
+        st->nodes[st->nnodes++] = ni;
+        s->val_stage[n->out] = target;
+    }
+    /* materialise graph outputs and values read by another stage */
+    for (int j = 0; j < g->noutputs; j++) s->materialize[g->outputs[j]] = 1;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        int k = s->val_stage[n->out];
+        for (int a = 0; a < n->nin; a++) {
+            int v = n->in[a];
+            if (s->val_stage[v] >= 0 && s->val_stage[v] != k) s->materialize[v] = 1;
+            /* non-elementwise stages read whole tensors from memory */
+            if (s->val_stage[v] >= 0 && s->st[k].kind != KF_STAGE_EWISE) s->materialize[v] = 1;
+        }
+    }
+    for (int v = 0; v < g->nvalues; v++) {
+        int k = s->val_stage[v];
+        if (k >= 0 && s->materialize[v] && s->st[k].kind == KF_STAGE_EWISE &&
+            !kf_shape_equal(&g->values[v].shape, &s->st[k].dom))
+            return 0;
+    }
+    return 1;
+}
+
+kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
+                        kf_synth **out, kf_error *err) {
+    *out = NULL;
+    if (!platform || strcmp(platform, "cpu") != 0)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                            "the builtin generator has no templates for platform '%s' yet "
+                            "(available: cpu)",
+                            platform ? platform : "(null)");
+    if (g->nnodes == 0)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
+                            "task has no operations (outputs must be computed)");
+    if (!graph_dtype_ok(g, err)) return err ? err->code : KF_ERR_UNSUPPORTED;
+    for (int j = 0; j < g->noutputs; j++) {
+        const kf_value *v = &g->values[g->outputs[j]];
+        if (v->producer < 0)
+            return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
+                                "output '%s' is a graph input; nothing to compute", v->name);
+    }
+
+    kf_synth *s = kf_calloc(1, sizeof *s);
+    s->g = g;
+    s->dev = *dev;
+    snprintf(s->platform, sizeof s->platform, "%s", platform);
+    s->st = kf_calloc((size_t)g->nnodes, sizeof *s->st);
+    s->val_stage = kf_malloc((size_t)g->nvalues * sizeof *s->val_stage);
+    s->materialize = kf_calloc((size_t)g->nvalues, sizeof *s->materialize);
+    for (int i = 0; i < g->nvalues; i++) s->val_stage[i] = -1;
+
+    if (!cluster(s, 1)) {
+        /* a broadcast-shaped temporary would have to be stored from a larger domain */
+        for (int k = 0; k < s->nst; k++) free(s->st[k].nodes);
+        s->nst = 0;
+        cluster(s, 0);
+    }
+    plan_params(s);
+
+    kf_buf d = {0};
+    for (int k = 0; k < s->nst; k++) {
+        const kf_stage *st = &s->st[k];
+        const kf_node *n0 = &g->nodes[st->nodes[0]];
+        if (k) kf_buf_puts(&d, " -> ");
+        if (st->kind == KF_STAGE_EWISE)
+            kf_buf_printf(&d, "ewise[%d op%s]", st->nnodes, st->nnodes == 1 ? "" : "s");
+        else
+            kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
+    }
+    snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
+    kf_buf_free(&d);
+    *out = s;
+    return KF_OK;
+}
+
+void kf_synth_free(kf_synth *s) {
+    if (!s) return;
+    for (int k = 0; k < s->nst; k++) free(s->st[k].nodes);
+    free(s->st);
+    free(s->val_stage);
+    free(s->materialize);
+    free(s);
+}
+
+const kf_space *kf_synth_space(const kf_synth *s) { return &s->space; }
+const char *kf_synth_describe(const kf_synth *s) { return s->desc; }
+
+void kf_synth_default_point(const kf_synth *s, kf_point *p) {
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < s->space.nparams; i++) p->idx[i] = s->space.p[i].dflt;
+}
+
+const char *kf_synth_ctype(const kf_graph *g, int v) {
+    return g->values[v].dtype == KF_I64 ? "int64_t" : "float";
+}
+
+/* Buffers a stage reads (materialised values and graph inputs) and writes. */
+static void stage_buffers(const kf_synth *s, int k, int *reads, int *nr, int *writes, int *nw) {
+    const kf_graph *g = s->g;
+    const kf_stage *st = &s->st[k];
+    *nr = *nw = 0;
+    for (int i = 0; i < st->nnodes; i++) {
+        const kf_node *n = &g->nodes[st->nodes[i]];
+        for (int a = 0; a < n->nin; a++) {
+            int v = n->in[a];
+            if (g->values[v].is_const || s->val_stage[v] == k) continue;
+            int dup = 0;
+            for (int r = 0; r < *nr; r++) dup |= reads[r] == v;
+            if (!dup) reads[(*nr)++] = v;
+        }
+        if (s->materialize[n->out]) writes[(*nw)++] = n->out;
+    }
+}
+
+kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err) {
+    const kf_graph *g = s->g;
+    kf_buf src = {0};
+    char pt[512];
+    kf_point_format(&s->space, p, pt, sizeof pt);
+    kf_buf_printf(&src, "/* kforge builtin candidate for task '%s': %s\n * schedule: %s */\n",
+                  g->name, s->desc, pt);
+    long vw = kf_point_get(&s->space, p, "vw", 0);
+    if (vw > 0) kf_buf_printf(&src, "#define KF_VW %ld\n", vw);
+    kf_tpl_prelude_c(&src);
+    int *reads = kf_malloc((size_t)(g->nvalues + 1) * sizeof *reads);
+    int *writes = kf_malloc((size_t)(g->nvalues + 1) * sizeof *writes);
+    for (int k = 0; k < s->nst; k++) {
+        const kf_stage *st = &s->st[k];
+        int nr, nw;
+        stage_buffers(s, k, reads, &nr, writes, &nw);
+        char fname[32];
+        snprintf(fname, sizeof fname, "kf_stage%d", k);
+        kf_buf_puts(&src, "\n");
+        if (st->kind == KF_STAGE_MATMUL) {
+            kf_tpl_matmul_emit(&src, fname, &st->mm, &s->space, p, st->prefix);
+            continue;
+        }
+        kf_buf_printf(&src, "static void %s(", fname);
+        for (int r = 0; r < nr; r++)
+            kf_buf_printf(&src, "%sconst %s *restrict b%d", r ? ", " : "",
+                          kf_synth_ctype(g, reads[r]), reads[r]);
+        for (int w = 0; w < nw; w++)
+            kf_buf_printf(&src, "%s%s *restrict b%d", nr + w ? ", " : "",
+                          kf_synth_ctype(g, writes[w]), writes[w]);
+        kf_buf_puts(&src, ") {\n");
+        if (st->kind == KF_STAGE_EWISE) kf_synth_ewise_emit(s, st, p, &src);
+        else kf_synth_reduce_emit(s, st, p, &src);
+        kf_buf_puts(&src, "}\n");
+    }
+    /* entry */
+    kf_buf_puts(&src, "\nint kforge_kernel(void *const *args) {\n");
+    for (int i = 0; i < g->ninputs; i++) {
+        int v = g->inputs[i];
+        kf_buf_printf(&src, "    const %s *b%d = (const %s *)args[%d]; /* input %s */\n",
+                      kf_synth_ctype(g, v), v, kf_synth_ctype(g, v), i, g->values[v].name);
+    }
+    for (int j = 0; j < g->noutputs; j++) {
+        int v = g->outputs[j];
+        kf_buf_printf(&src, "    %s *b%d = (%s *)args[%d]; /* output %s */\n",
+                      kf_synth_ctype(g, v), v, kf_synth_ctype(g, v), g->ninputs + j,
+                      g->values[v].name);
+    }
+    int nscratch = 0;
+    for (int v = 0; v < g->nvalues; v++) {
+        if (!s->materialize[v] || g->values[v].output_index >= 0) continue;
+        int64_t bytes = kf_shape_numel(&g->values[v].shape) * kf_dtype_size(g->values[v].dtype);
+        kf_buf_printf(&src, "    %s *b%d = kf_scratch(%lld); /* %s */\n", kf_synth_ctype(g, v), v,
+                      (long long)bytes, g->values[v].name);
+        kf_buf_printf(&src, "    if (!b%d) return 12; /* ENOMEM */\n", v);
+        nscratch++;
+    }
+    for (int k = 0; k < s->nst; k++) {
+        int nr, nw;
+        stage_buffers(s, k, reads, &nr, writes, &nw);
+        if (s->st[k].kind == KF_STAGE_MATMUL) {
+            const kf_node *n = &g->nodes[s->st[k].nodes[0]];
+            kf_buf_printf(&src, "    kf_stage%d(b%d, b%d, b%d);\n", k, n->in[0], n->in[1], n->out);
+            continue;
+        }
+        kf_buf_printf(&src, "    kf_stage%d(", k);
+        for (int r = 0; r < nr; r++) kf_buf_printf(&src, "%sb%d", r ? ", " : "", reads[r]);
+        for (int w = 0; w < nw; w++) kf_buf_printf(&src, "%sb%d", nr + w ? ", " : "", writes[w]);
+        kf_buf_puts(&src, ");\n");
+    }
+    for (int v = 0; v < g->nvalues && nscratch; v++)
+        if (s->materialize[v] && g->values[v].output_index < 0) kf_buf_printf(&src, "    free(b%d);\n", v);
+    kf_buf_puts(&src, "    return 0;\n}\n");
+    free(reads);
+    free(writes);
+
+    char *text = kf_buf_take(&src);
+    kf_status st = kf_candidate_init(c, s->platform, text, "kforge_kernel", err);
+    free(text);
+    if (st != KF_OK) return st;
+    snprintf(c->label, sizeof c->label, "%s", pt);
+    /* compile flags that are part of the schedule */
+    if (vw > 0) {
+        int bits = (int)vw * 32;
+        snprintf(c->flags, sizeof c->flags, "-mprefer-vector-width=%d", bits < 128 ? 128 : bits);
+    }
+    return KF_OK;
+}
+
+void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d) {
+    const kf_shape *as = &g->values[n->in[0]].shape, *bs = &g->values[n->in[1]].shape;
+    const kf_shape *os = &g->values[n->out].shape;
+    memset(d, 0, sizeof *d);
+    d->ta = n->attr.ta;
+    d->tb = n->attr.tb;
+    d->M = os->d[os->rank - 2];
+    d->N = os->d[os->rank - 1];
+    d->K = d->ta ? as->d[as->rank - 2] : as->d[as->rank - 1];
+    d->nbdims = os->rank - 2;
+    d->batch = 1;
+    const kf_shape *ops[2] = {as, bs};
+    int64_t *strides[2] = {d->a_bstride, d->b_bstride};
+    for (int j = 0; j < d->nbdims; j++) {
+        d->bdim[j] = os->d[j];
+        d->batch *= os->d[j];
+    }
+    for (int k = 0; k < 2; k++) {
+        int nb = ops[k]->rank - 2;
+        int64_t run = 1;
+        for (int j = d->nbdims - 1; j >= 0; j--) {
+            int oj = j - (d->nbdims - nb);
+            if (oj < 0 || ops[k]->d[oj] == 1) {
+                strides[k][j] = 0;
+            } else {
+                strides[k][j] = run;
+            }
+            if (oj >= 0) run *= ops[k]->d[oj];
+        }
+    }
+}

@@ -1,0 +1,261 @@
+/*
+ * Elementwise template: a fused cluster of unary/binary ops over one iteration domain,
+ * computed in a single pass. Broadcast operands are handled by coalescing the domain's
+ * dimensions (adjacent dims merge when every operand is contiguous or broadcast across
+ * both), then looping over the outer dims with a contiguous inner loop in which each
+ * operand either streams (stride 1) or is a hoisted scalar (stride 0). The inner loop is
+ * straight-line float code over the prelude's branch-free math, so GCC vectorises it.
+ *
+ * Parameters: threads, block (inner elements per parallel task), unroll.
+ */
+#include "synth_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void kf_synth_float_lit(double v, char *buf, size_t cap) {
+    if (isnan(v)) snprintf(buf, cap, "NAN");
+    else if (isinf(v)) snprintf(buf, cap, v > 0 ? "INFINITY" : "(-INFINITY)");
+    else snprintf(buf, cap, "((float)%.17g)", v);
+}
+
+void kf_synth_ewise_params(kf_synth *s, kf_stage *st) {
+    static const long blocks[] = {2048, 8192, 32768, 131072};
+    static const long unroll[] = {1, 2, 4};
+    static const long nt[] = {0, 1};
+    kf_tpl_add_param(&s->space, st->prefix, "block", blocks, 4, 2);
+    kf_tpl_add_param(&s->space, st->prefix, "unroll", unroll, 3, 0);
+    /* streaming stores pay off when the outputs do not fit in the last-level cache */
+    int64_t bytes = 0;
+    for (int i = 0; i < st->nnodes; i++) {
+        int v = s->g->nodes[st->nodes[i]].out;
+        if (s->g->values[v].output_index >= 0) bytes += kf_shape_numel(&s->g->values[v].shape) * 4;
+    }
+    kf_tpl_add_param(&s->space, st->prefix, "nt", nt, 2, s->dev.l3_bytes > 0 && bytes > s->dev.l3_bytes ? 1 : 0);
+}
+
+/* operand reference in the loop body */
+static void operand(const kf_synth *s, const kf_stage *st, int v, char *buf, size_t cap) {
+    const kf_value *val = &s->g->values[v];
+    if (val->is_const) kf_synth_float_lit(val->cval, buf, cap);
+    else snprintf(buf, cap, "r%d", v);
+    (void)st;
+}
+
+static int const_int_exponent(const kf_value *b, long *n) {
+    if (!b->is_const) return 0;
+    double e = b->cval;
+    if (e != floor(e) || fabs(e) > 8) return 0;
+    *n = (long)e;
+    return 1;
+}
+
+/* Emit "const float r<out> = <expr>;" for node n. */
+static void emit_node(const kf_synth *s, const kf_stage *st, const kf_node *n, kf_buf *o) {
+    char a[64], b[64] = "", al[64], be[64];
+    operand(s, st, n->in[0], a, sizeof a);
+    if (n->nin > 1) operand(s, st, n->in[1], b, sizeof b);
+    kf_synth_float_lit(n->attr.alpha, al, sizeof al);
+    kf_synth_float_lit(n->attr.beta, be, sizeof be);
+    kf_buf_printf(o, "            const float r%d = ", n->out);
+    switch (n->op) {
+    case KF_OP_RELU: kf_buf_printf(o, "(%s < 0.0f ? 0.0f : %s)", a, a); break;
+    case KF_OP_LEAKY_RELU: kf_buf_printf(o, "(%s >= 0.0f ? %s : %s * %s)", a, a, al, a); break;
+    case KF_OP_SIGMOID: kf_buf_printf(o, "kf_sigmoidf(%s)", a); break;
+    case KF_OP_TANH: kf_buf_printf(o, "kf_tanhf(%s)", a); break;
+    case KF_OP_GELU:
+        kf_buf_printf(o, "0.5f * %s * (1.0f + kf_erff(%s * 0.70710678118654752f))", a, a);
+        break;
+    case KF_OP_GELU_TANH:
+        kf_buf_printf(o, "0.5f * %s * (1.0f + kf_tanhf(0.79788456080286536f * (%s + "
+                         "0.044715f * %s * %s * %s)))", a, a, a, a, a);
+        break;
+    case KF_OP_SILU:
+    case KF_OP_SWISH: kf_buf_printf(o, "%s / (1.0f + kf_expf(-%s))", a, a); break;
+    case KF_OP_SELU:
+        kf_buf_printf(o, "1.0507009873554804934f * (%s > 0.0f ? %s : "
+                         "1.6732632423543772848f * kf_expm1f(%s))", a, a, a);
+        break;
+    case KF_OP_ELU: kf_buf_printf(o, "(%s > 0.0f ? %s : %s * kf_expm1f(%s))", a, a, al, a); break;
+    case KF_OP_HARDSIGMOID:
+        kf_buf_printf(o, "kf_clampf(%s / 6.0f + 0.5f, 0.0f, 1.0f)", a);
+        break;
+    case KF_OP_HARDTANH: kf_buf_printf(o, "kf_clampf(%s, %s, %s)", a, al, be); break;
+    case KF_OP_SOFTPLUS:
+        kf_buf_printf(o, "(%s * %s > %s ? %s : kf_log1pf(kf_expf(%s * %s)) / %s)", a, al, be, a,
+                      al, a, al);
+        break;
+    case KF_OP_SOFTSIGN: kf_buf_printf(o, "%s / (1.0f + fabsf(%s))", a, a); break;
+    case KF_OP_EXP: kf_buf_printf(o, "kf_expf(%s)", a); break;
+    case KF_OP_LOG: kf_buf_printf(o, "kf_logf(%s)", a); break;
+    case KF_OP_SQRT: kf_buf_printf(o, "sqrtf(%s)", a); break;
+    case KF_OP_RSQRT: kf_buf_printf(o, "1.0f / sqrtf(%s)", a); break;
+    case KF_OP_ABS: kf_buf_printf(o, "fabsf(%s)", a); break;
+    case KF_OP_NEG: kf_buf_printf(o, "-%s", a); break;
+    case KF_OP_SQUARE: kf_buf_printf(o, "%s * %s", a, a); break;
+    case KF_OP_ADD: kf_buf_printf(o, "%s + %s", a, b); break;
+    case KF_OP_SUB: kf_buf_printf(o, "%s - %s", a, b); break;
+    case KF_OP_MUL: kf_buf_printf(o, "%s * %s", a, b); break;
+    case KF_OP_DIV: kf_buf_printf(o, "%s / %s", a, b); break;
+    case KF_OP_MAXIMUM: kf_buf_printf(o, "((%s > %s || %s != %s) ? %s : %s)", a, b, a, a, a, b); break;
+    case KF_OP_MINIMUM: kf_buf_printf(o, "((%s < %s || %s != %s) ? %s : %s)", a, b, a, a, a, b); break;
+    case KF_OP_POW: {
+        long e;
+        if (const_int_exponent(&s->g->values[n->in[1]], &e)) {
+            if (e == 0) { kf_buf_puts(o, "1.0f"); break; }
+            kf_buf_puts(o, e < 0 ? "1.0f / (" : "(");
+            for (long i = 0; i < (e < 0 ? -e : e); i++) kf_buf_printf(o, "%s%s", i ? " * " : "", a);
+            kf_buf_puts(o, ")");
+        } else if (s->g->values[n->in[1]].is_const && s->g->values[n->in[1]].cval == 0.5) {
+            kf_buf_printf(o, "sqrtf(%s)", a);
+        } else {
+            kf_buf_printf(o, "kf_powf(%s, %s)", a, b);
+        }
+        break;
+    }
+    default: kf_buf_printf(o, "0.0f /* op %s is not elementwise */", kf_op_get(n->op)->name); break;
+    }
+    kf_buf_puts(o, ";\n");
+}
+
+#define MAX_OPS 64
+
+typedef struct ew_operand {
+    int v;                   /* value id */
+    int64_t stride[KF_MAX_DIMS]; /* element stride per domain dim (0 = broadcast) */
+} ew_operand;
+
+/* strides of value v (shape vs, row-major) seen over domain dom (right-aligned) */
+static void domain_strides(const kf_shape *dom, const kf_shape *vs, int64_t *stride) {
+    int64_t run = 1;
+    for (int j = dom->rank - 1; j >= 0; j--) {
+        int vj = j - (dom->rank - vs->rank);
+        if (vj < 0) { stride[j] = 0; continue; }
+        stride[j] = (vs->d[vj] == 1 && dom->d[j] != 1) ? 0 : run;
+        if (vs->d[vj] == 1) stride[j] = 0;
+        run *= vs->d[vj];
+    }
+}
+
+void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
+    const kf_graph *g = s->g;
+    const kf_space *sp = &s->space;
+    long threads = kf_tpl_get(sp, p, st->prefix, "threads");
+    long block = kf_tpl_get(sp, p, st->prefix, "block");
+    long unroll = kf_tpl_get(sp, p, st->prefix, "unroll");
+    long nt = kf_tpl_get(sp, p, st->prefix, "nt");
+
+    /* operands: external reads and materialised writes */
+    ew_operand ops[MAX_OPS * 2];
+    int nops = 0, nreads = 0;
+    for (int i = 0; i < st->nnodes; i++) {
+        const kf_node *n = &g->nodes[st->nodes[i]];
+        for (int a = 0; a < n->nin; a++) {
+            int v = n->in[a];
+            if (g->values[v].is_const || s->val_stage[v] == s->val_stage[n->out]) continue;
+            int dup = 0;
+            for (int r = 0; r < nops; r++) dup |= ops[r].v == v;
+            if (dup || nops >= MAX_OPS) continue;
+            ops[nops].v = v;
+            domain_strides(&st->dom, &g->values[v].shape, ops[nops].stride);
+            nops++;
+        }
+    }
+    nreads = nops;
+    for (int i = 0; i < st->nnodes; i++) {
+        int v = g->nodes[st->nodes[i]].out;
+        if (!s->materialize[v] || nops >= MAX_OPS * 2) continue;
+        ops[nops].v = v;
+        domain_strides(&st->dom, &g->values[v].shape, ops[nops].stride);
+        nops++;
+    }
+
+    /* coalesce dims: drop size-1 dims, merge neighbours that every operand walks alike */
+    int64_t dim[KF_MAX_DIMS];
+    int64_t str[MAX_OPS * 2][KF_MAX_DIMS];
+    int q = 0;
+    for (int j = 0; j < st->dom.rank; j++) {
+        if (st->dom.d[j] == 1) continue;
+        int merge = q > 0;
+        for (int r = 0; r < nops && merge; r++) {
+            int64_t prev = str[r][q - 1], cur = ops[r].stride[j];
+            if (!((prev == 0 && cur == 0) || (cur != 0 && prev == cur * st->dom.d[j]))) merge = 0;
+        }
+        if (merge) {
+            dim[q - 1] *= st->dom.d[j];
+            for (int r = 0; r < nops; r++) str[r][q - 1] = ops[r].stride[j];
+        } else {
+            dim[q] = st->dom.d[j];
+            for (int r = 0; r < nops; r++) str[r][q] = ops[r].stride[j];
+            q++;
+        }
+    }
+    int64_t inner = q ? dim[q - 1] : 1, outer = 1;
+    for (int j = 0; j + 1 < q; j++) outer *= dim[j];
+    if (block > inner) block = inner;
+    int64_t chunks = (inner + block - 1) / block;
+
+    kf_buf_printf(o, "    /* domain coalesced to %lld x %lld, %lld chunk(s) of %ld per row */\n",
+                  (long long)outer, (long long)inner, (long long)chunks, block);
+    if (threads > 1 && outer * chunks > 1)
+        kf_buf_printf(o, "    #pragma omp parallel for schedule(static) num_threads(%ld)\n", threads);
+    kf_buf_printf(o, "    for (long task = 0; task < %lldL; task++) {\n", (long long)(outer * chunks));
+    kf_buf_printf(o, "        const long o = task / %lldL, c = task %% %lldL;\n", (long long)chunks,
+                  (long long)chunks);
+    kf_buf_printf(o, "        const long j0 = c * %ldL;\n", block);
+    kf_buf_printf(o, "        const long j1 = j0 + %ldL < %lldL ? j0 + %ldL : %lldL;\n", block,
+                  (long long)inner, block, (long long)inner);
+    kf_buf_puts(o, "        (void)o;\n");
+    for (int r = 0; r < nops; r++) {
+        kf_buf_printf(o, "        long off%d = 0;\n", r);
+    }
+    if (q > 1) {
+        kf_buf_puts(o, "        { long rem = o, idx;\n");
+        for (int j = q - 2; j >= 0; j--) {
+            kf_buf_printf(o, "          idx = rem %% %lldL; rem /= %lldL;\n", (long long)dim[j],
+                          (long long)dim[j]);
+            for (int r = 0; r < nops; r++)
+                if (str[r][j]) kf_buf_printf(o, "          off%d += idx * %lldL;\n", r, (long long)str[r][j]);
+        }
+        kf_buf_puts(o, "          (void)rem; }\n");
+    }
+    for (int r = 0; r < nops; r++) {
+        int v = ops[r].v;
+        const char *ct = kf_synth_ctype(g, v);
+        int64_t inner_stride = q ? str[r][q - 1] : 0;
+        if (r < nreads) {
+            if (inner_stride) kf_buf_printf(o, "        const %s *restrict p%d = b%d + off%d;\n", ct, v, v, r);
+            else kf_buf_printf(o, "        const %s s%d = b%d[off%d];\n", ct, v, v, r);
+        } else {
+            kf_buf_printf(o, "        %s *restrict p%d = b%d + off%d;\n", ct, v, v, r);
+        }
+    }
+    const char *ind = nt ? "    " : "";
+    if (nt) {
+        kf_buf_puts(o, "        for (long jb = j0; jb < j1; jb += 512) {\n");
+        kf_buf_puts(o, "          const long je = jb + 512 < j1 ? jb + 512 : j1;\n");
+        for (int r = nreads; r < nops; r++)
+            kf_buf_printf(o, "          float t%d[512] __attribute__((aligned(64)));\n", ops[r].v);
+    }
+    if (unroll > 1) kf_buf_printf(o, "%s        #pragma GCC unroll %ld\n", ind, unroll);
+    kf_buf_printf(o, "%s        for (long j = %s; j < %s; j++) {\n", ind, nt ? "jb" : "j0", nt ? "je" : "j1");
+    for (int r = 0; r < nreads; r++) {
+        int v = ops[r].v;
+        int64_t inner_stride = q ? str[r][q - 1] : 0;
+        if (inner_stride) kf_buf_printf(o, "            const float r%d = p%d[j];\n", v, v);
+        else kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
+    }
+    for (int i = 0; i < st->nnodes; i++) emit_node(s, st, &g->nodes[st->nodes[i]], o);
+    for (int r = nreads; r < nops; r++) {
+        if (nt) kf_buf_printf(o, "            t%d[j - jb] = r%d;\n", ops[r].v, ops[r].v);
+        else kf_buf_printf(o, "            p%d[j] = r%d;\n", ops[r].v, ops[r].v);
+    }
+    kf_buf_printf(o, "%s        }\n", ind);
+    if (nt) {
+        for (int r = nreads; r < nops; r++)
+            kf_buf_printf(o, "          kf_stream_copy(p%d + jb, t%d, je - jb);\n", ops[r].v, ops[r].v);
+        kf_buf_puts(o, "        }\n        kf_sfence();\n");
+    }
+    kf_buf_puts(o, "    }\n");
+}

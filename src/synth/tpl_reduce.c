@@ -1,0 +1,343 @@
+/*
+ * Reduction-family templates: axis reductions (sum, mean, max, min, prod, argmax, argmin),
+ * softmax / log_softmax over one axis, and layer_norm / rms_norm over trailing axes, each
+ * as one fused kernel.
+ *
+ * The input's dims are canonicalised into alternating kept/reduced groups (size-1 dims
+ * dropped, neighbours of the same kind merged). Two layouts follow:
+ *   row: the innermost group is reduced, so each output reduces contiguous rows with the
+ *        prelude's vector helpers (several accumulators, blocks summed in double);
+ *   col: the innermost group is kept, so a block of neighbouring outputs is accumulated
+ *        together across the reduced rows (vectorised over the kept dim).
+ * Softmax and norms work row by row (rows stay in cache between their passes) or, for a
+ * softmax over a non-innermost axis, in the col layout.
+ *
+ * Parameters: threads (all), block (col layouts: outputs per task).
+ */
+#include "synth_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct rgroup {
+    int64_t size, stride;
+    int reduced;
+} rgroup;
+
+/* Canonical groups of shape sh under reduced-axes mask; returns the count. */
+static int canon(const kf_shape *sh, uint32_t mask, rgroup *gr) {
+    int64_t stride[KF_MAX_DIMS], run = 1;
+    for (int j = sh->rank - 1; j >= 0; j--) { stride[j] = run; run *= sh->d[j]; }
+    int m = 0;
+    for (int j = 0; j < sh->rank; j++) {
+        if (sh->d[j] == 1) continue;
+        int red = (mask >> j) & 1u;
+        if (m > 0 && gr[m - 1].reduced == red) {
+            gr[m - 1].size *= sh->d[j];
+            gr[m - 1].stride = stride[j];
+        } else {
+            gr[m].size = sh->d[j];
+            gr[m].stride = stride[j];
+            gr[m].reduced = red;
+            m++;
+        }
+    }
+    return m;
+}
+
+static int is_col_layout(const kf_synth *s, const kf_stage *st) {
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    rgroup gr[KF_MAX_DIMS];
+    int m = canon(&s->g->values[n->in[0]].shape, n->attr.axes, gr);
+    return m > 0 && !gr[m - 1].reduced;
+}
+
+void kf_synth_reduce_params(kf_synth *s, kf_stage *st) {
+    static const long blocks[] = {64, 256, 1024};
+    if ((st->kind == KF_STAGE_REDUCE || st->kind == KF_STAGE_SOFTMAX) && is_col_layout(s, st))
+        kf_tpl_add_param(&s->space, st->prefix, "block", blocks, 3, 1);
+}
+
+static void omp_for(kf_buf *o, long threads, int64_t tasks, const char *ind) {
+    if (threads > 1 && tasks > 1)
+        kf_buf_printf(o, "%s#pragma omp parallel for schedule(static) num_threads(%ld)\n", ind, threads);
+}
+
+/* Emit code decomposing "o" over the kept groups (all but skip) into offset "base". */
+static void emit_decompose(kf_buf *o, const rgroup *gr, int m, int skip, const char *ind) {
+    kf_buf_printf(o, "%slong base = 0;\n%s{ long rem = oi, idx;\n", ind, ind);
+    for (int j = m - 1; j >= 0; j--) {
+        if (gr[j].reduced || j == skip) continue;
+        kf_buf_printf(o, "%s  idx = rem %% %lldL; rem /= %lldL; base += idx * %lldL;\n", ind,
+                      (long long)gr[j].size, (long long)gr[j].size, (long long)gr[j].stride);
+    }
+    kf_buf_printf(o, "%s  (void)rem; (void)idx; }\n", ind);
+}
+
+/* Open nested loops over the reduced groups except skip; offset "roff". Returns depth. */
+static int emit_reduce_loops(kf_buf *o, const rgroup *gr, int m, int skip, const char *ind) {
+    int depth = 0;
+    kf_buf_printf(o, "%slong roff0 = 0;\n", ind);
+    for (int j = 0; j < m; j++) {
+        if (!gr[j].reduced || j == skip) continue;
+        kf_buf_printf(o, "%sfor (long q%d = 0; q%d < %lldL; q%d++) { const long roff%d = roff%d + q%d * %lldL;\n",
+                      ind, j, j, (long long)gr[j].size, j, depth + 1, depth, j,
+                      (long long)gr[j].stride);
+        depth++;
+    }
+    kf_buf_printf(o, "%sconst long roff = roff%d;\n", ind, depth);
+    return depth;
+}
+
+static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
+    const kf_graph *g = s->g;
+    const kf_node *n = &g->nodes[st->nodes[0]];
+    int x = n->in[0], y = n->out;
+    long threads = kf_tpl_get(&s->space, p, st->prefix, "threads");
+    rgroup gr[KF_MAX_DIMS];
+    int m = canon(&g->values[x].shape, n->attr.axes, gr);
+    int64_t nout = kf_shape_numel(&g->values[y].shape);
+    int64_t count = 1;
+    for (int j = 0; j < m; j++)
+        if (gr[j].reduced) count *= gr[j].size;
+    int isarg = n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN;
+    int wantmax = n->op == KF_OP_MAX || n->op == KF_OP_ARGMAX;
+
+    if (m == 0 || count == 1) { /* nothing reduced: copy (or index 0) */
+        omp_for(o, threads, nout, "    ");
+        if (isarg)
+            kf_buf_printf(o, "    for (long i = 0; i < %lldL; i++) b%d[i] = 0;\n", (long long)nout, y);
+        else
+            kf_buf_printf(o, "    for (long i = 0; i < %lldL; i++) b%d[i] = b%d[i];\n", (long long)nout, y, x);
+        return;
+    }
+    if (!gr[m - 1].reduced) { /* col layout */
+        long block = kf_tpl_get(&s->space, p, st->prefix, "block");
+        int64_t inner = gr[m - 1].size;
+        if (block > inner) block = inner;
+        int64_t chunks = (inner + block - 1) / block, outer = nout / inner;
+        const char *acct = (n->op == KF_OP_SUM || n->op == KF_OP_MEAN || n->op == KF_OP_PROD) ? "double" : "float";
+        kf_buf_printf(o, "    /* col layout: %lld outputs x %lld inner, %lld reduced */\n",
+                      (long long)outer, (long long)inner, (long long)count);
+        omp_for(o, threads, outer * chunks, "    ");
+        kf_buf_printf(o, "    for (long task = 0; task < %lldL; task++) {\n", (long long)(outer * chunks));
+        kf_buf_printf(o, "        const long oi = task / %lldL, j0 = (task %% %lldL) * %ldL;\n",
+                      (long long)chunks, (long long)chunks, block);
+        kf_buf_printf(o, "        const long len = j0 + %ldL < %lldL ? %ldL : %lldL - j0;\n", block,
+                      (long long)inner, block, (long long)inner);
+        emit_decompose(o, gr, m, m - 1, "        ");
+        kf_buf_printf(o, "        %s acc[%ld];\n", acct, block);
+        if (isarg) kf_buf_printf(o, "        int64_t arg[%ld];\n", block);
+        const char *init = n->op == KF_OP_PROD ? "1.0" : n->op == KF_OP_SUM || n->op == KF_OP_MEAN ? "0.0"
+                           : wantmax ? "-INFINITY" : "INFINITY";
+        kf_buf_printf(o, "        for (long j = 0; j < len; j++) acc[j] = %s;\n", init);
+        if (isarg) kf_buf_puts(o, "        for (long j = 0; j < len; j++) arg[j] = 0;\n");
+        int depth = emit_reduce_loops(o, gr, m, -1, "        ");
+        kf_buf_printf(o, "        const float *restrict row = b%d + base + roff + j0;\n", x);
+        switch (n->op) {
+        case KF_OP_SUM:
+        case KF_OP_MEAN: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] += (double)row[j];\n"); break;
+        case KF_OP_PROD: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] *= (double)row[j];\n"); break;
+        case KF_OP_MAX:
+            kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (v > acc[j] || v != v) ? v : acc[j]; }\n");
+            break;
+        case KF_OP_MIN:
+            kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (v < acc[j] || v != v) ? v : acc[j]; }\n");
+            break;
+        default: {
+            /* argmax/argmin: the flat index along the single reduced axis is roff / stride */
+            int64_t rstride = 1;
+            for (int j = 0; j < m; j++) if (gr[j].reduced) rstride = gr[j].stride;
+            kf_buf_printf(o, "        const int64_t ri = roff / %lldL;\n", (long long)rstride);
+            kf_buf_printf(o, "        for (long j = 0; j < len; j++) { float v = row[j]; int take = (v %s acc[j]) || (v != v && acc[j] == acc[j]); acc[j] = take ? v : acc[j]; arg[j] = take ? ri : arg[j]; }\n",
+                          wantmax ? ">" : "<");
+            break;
+        }
+        }
+        for (int d = 0; d < depth; d++) kf_buf_puts(o, "        }\n");
+        kf_buf_printf(o, "        %s *restrict out = b%d + oi * %lldL + j0;\n", kf_synth_ctype(g, y), y,
+                      (long long)inner);
+        if (isarg) kf_buf_puts(o, "        for (long j = 0; j < len; j++) out[j] = arg[j];\n");
+        else if (n->op == KF_OP_MEAN)
+            kf_buf_printf(o, "        for (long j = 0; j < len; j++) out[j] = (float)(acc[j] / %lld.0);\n", (long long)count);
+        else kf_buf_puts(o, "        for (long j = 0; j < len; j++) out[j] = (float)acc[j];\n");
+        kf_buf_puts(o, "    }\n");
+        return;
+    }
+    /* row layout: innermost group reduced and contiguous */
+    int64_t rowlen = gr[m - 1].size;
+    if (nout == 1 && m == 1 && !isarg && n->op != KF_OP_PROD && threads > 1) {
+        /* one output over one contiguous run: split the run across threads */
+        kf_buf_printf(o, "    double part[%ld]; float ext[%ld];\n", threads, threads);
+        kf_buf_printf(o, "    #pragma omp parallel num_threads(%ld)\n    {\n", threads);
+        kf_buf_puts(o, "        const int t = omp_get_thread_num(), nt = omp_get_num_threads();\n");
+        kf_buf_printf(o, "        const long lo = %lldL * t / nt, hi = %lldL * (t + 1) / nt;\n",
+                      (long long)rowlen, (long long)rowlen);
+        if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN)
+            kf_buf_printf(o, "        part[t] = kf_vsum(b%d + lo, hi - lo); ext[t] = 0;\n", x);
+        else
+            kf_buf_printf(o, "        ext[t] = kf_vextreme(b%d + lo, hi - lo, %d); part[t] = 0;\n", x, wantmax);
+        kf_buf_printf(o, "        if (t == 0) for (int k = nt; k < %ld; k++) { part[k] = 0; ext[k] = %s; }\n",
+                      threads, wantmax ? "-INFINITY" : "INFINITY");
+        kf_buf_puts(o, "    }\n");
+        if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN) {
+            kf_buf_printf(o, "    double tot = 0; for (int k = 0; k < %ld; k++) tot += part[k];\n", threads);
+            if (n->op == KF_OP_MEAN)
+                kf_buf_printf(o, "    b%d[0] = (float)(tot / %lld.0);\n", y, (long long)count);
+            else
+                kf_buf_printf(o, "    b%d[0] = (float)tot;\n", y);
+        } else {
+            kf_buf_printf(o, "    float r = ext[0]; for (int k = 1; k < %ld; k++) { float v = ext[k]; r = (v %s r || v != v) ? v : r; }\n",
+                          threads, wantmax ? ">" : "<");
+            kf_buf_printf(o, "    b%d[0] = r;\n", y);
+        }
+        return;
+    }
+    kf_buf_printf(o, "    /* row layout: %lld outputs, rows of %lld, %lld reduced */\n", (long long)nout,
+                  (long long)rowlen, (long long)count);
+    omp_for(o, threads, nout, "    ");
+    kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)nout);
+    emit_decompose(o, gr, m, -1, "        ");
+    const char *acct = isarg ? "float" : (n->op == KF_OP_MAX || n->op == KF_OP_MIN) ? "float" : "double";
+    const char *init = n->op == KF_OP_PROD ? "1.0" : n->op == KF_OP_SUM || n->op == KF_OP_MEAN ? "0.0"
+                       : wantmax ? "-INFINITY" : "INFINITY";
+    kf_buf_printf(o, "        %s acc = %s;\n", acct, init);
+    if (isarg) kf_buf_puts(o, "        int64_t arg = 0;\n");
+    int depth = emit_reduce_loops(o, gr, m, m - 1, "        ");
+    kf_buf_printf(o, "        const float *restrict row = b%d + base + roff;\n", x);
+    switch (n->op) {
+    case KF_OP_SUM:
+    case KF_OP_MEAN: kf_buf_printf(o, "        acc += kf_vsum(row, %lldL);\n", (long long)rowlen); break;
+    case KF_OP_PROD:
+        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) acc *= (double)row[j];\n", (long long)rowlen);
+        break;
+    case KF_OP_MAX:
+    case KF_OP_MIN:
+        kf_buf_printf(o, "        { float v = kf_vextreme(row, %lldL, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
+                      (long long)rowlen, wantmax, wantmax ? ">" : "<");
+        break;
+    default:
+        /* single reduced axis: find the extreme with vectors, then its first position */
+        kf_buf_printf(o, "        acc = kf_vextreme(row, %lldL, %d);\n", (long long)rowlen, wantmax);
+        kf_buf_printf(o, "        if (acc != acc) { for (long j = 0; j < %lldL; j++) if (row[j] != row[j]) { arg = j; break; } }\n",
+                      (long long)rowlen);
+        kf_buf_printf(o, "        else { for (long j = 0; j < %lldL; j++) if (row[j] == acc) { arg = j; break; } }\n",
+                      (long long)rowlen);
+        break;
+    }
+    for (int d = 0; d < depth; d++) kf_buf_puts(o, "        }\n");
+    if (isarg) kf_buf_printf(o, "        b%d[oi] = arg;\n", y);
+    else if (n->op == KF_OP_MEAN) kf_buf_printf(o, "        b%d[oi] = (float)(acc / %lld.0);\n", y, (long long)count);
+    else kf_buf_printf(o, "        b%d[oi] = (float)acc;\n", y);
+    kf_buf_puts(o, "    }\n");
+}
+
+static int axis_of(uint32_t mask) {
+    for (int j = 0; j < 32; j++)
+        if ((mask >> j) & 1u) return j;
+    return 0;
+}
+
+static void emit_softmax(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
+    const kf_graph *g = s->g;
+    const kf_node *n = &g->nodes[st->nodes[0]];
+    int x = n->in[0], y = n->out;
+    long threads = kf_tpl_get(&s->space, p, st->prefix, "threads");
+    const kf_shape *sh = &g->values[x].shape;
+    int ax = axis_of(n->attr.axes);
+    int64_t O = 1, N = sh->d[ax], I = 1;
+    for (int j = 0; j < ax; j++) O *= sh->d[j];
+    for (int j = ax + 1; j < sh->rank; j++) I *= sh->d[j];
+    int logsm = n->op == KF_OP_LOG_SOFTMAX;
+    if (I == 1) {
+        kf_buf_printf(o, "    /* row layout: %lld rows of %lld */\n", (long long)O, (long long)N);
+        omp_for(o, threads, O, "    ");
+        kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)O);
+        kf_buf_printf(o, "        const float *restrict xr = b%d + oi * %lldL;\n", x, (long long)N);
+        kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
+        kf_buf_printf(o, "        const float m = kf_vextreme(xr, %lldL, 1);\n", (long long)N);
+        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = kf_expf(xr[j] - m);\n", (long long)N);
+        kf_buf_printf(o, "        const float sum = (float)kf_vsum(yr, %lldL);\n", (long long)N);
+        if (logsm) {
+            kf_buf_puts(o, "        const float lse = m + logf(sum);\n");
+            kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = xr[j] - lse;\n", (long long)N);
+        } else {
+            kf_buf_puts(o, "        const float inv = 1.0f / sum;\n");
+            kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] *= inv;\n", (long long)N);
+        }
+        kf_buf_puts(o, "    }\n");
+        return;
+    }
+    long block = kf_tpl_get(&s->space, p, st->prefix, "block");
+    if (block > I) block = I;
+    int64_t chunks = (I + block - 1) / block;
+    kf_buf_printf(o, "    /* col layout: %lld x [%lld] x %lld */\n", (long long)O, (long long)N, (long long)I);
+    omp_for(o, threads, O * chunks, "    ");
+    kf_buf_printf(o, "    for (long task = 0; task < %lldL; task++) {\n", (long long)(O * chunks));
+    kf_buf_printf(o, "        const long oi = task / %lldL, j0 = (task %% %lldL) * %ldL;\n", (long long)chunks,
+                  (long long)chunks, block);
+    kf_buf_printf(o, "        const long len = j0 + %ldL < %lldL ? %ldL : %lldL - j0;\n", block, (long long)I,
+                  block, (long long)I);
+    kf_buf_printf(o, "        const float *restrict xb = b%d + oi * %lldL + j0;\n", x, (long long)(N * I));
+    kf_buf_printf(o, "        float *restrict yb = b%d + oi * %lldL + j0;\n", y, (long long)(N * I));
+    kf_buf_printf(o, "        float m[%ld], sum[%ld];\n", block, block);
+    kf_buf_puts(o, "        for (long j = 0; j < len; j++) { m[j] = -INFINITY; sum[j] = 0.0f; }\n");
+    kf_buf_printf(o, "        for (long r = 0; r < %lldL; r++) { const float *xr = xb + r * %lldL;\n", (long long)N, (long long)I);
+    kf_buf_puts(o, "            for (long j = 0; j < len; j++) { float v = xr[j]; m[j] = (v > m[j] || v != v) ? v : m[j]; } }\n");
+    kf_buf_printf(o, "        for (long r = 0; r < %lldL; r++) { const float *xr = xb + r * %lldL; float *yr = yb + r * %lldL;\n",
+                  (long long)N, (long long)I, (long long)I);
+    kf_buf_puts(o, "            for (long j = 0; j < len; j++) { float e = kf_expf(xr[j] - m[j]); yr[j] = e; sum[j] += e; } }\n");
+    if (logsm) {
+        kf_buf_puts(o, "        for (long j = 0; j < len; j++) sum[j] = m[j] + logf(sum[j]);\n");
+        kf_buf_printf(o, "        for (long r = 0; r < %lldL; r++) { const float *xr = xb + r * %lldL; float *yr = yb + r * %lldL;\n",
+                      (long long)N, (long long)I, (long long)I);
+        kf_buf_puts(o, "            for (long j = 0; j < len; j++) yr[j] = xr[j] - sum[j]; }\n");
+    } else {
+        kf_buf_puts(o, "        for (long j = 0; j < len; j++) sum[j] = 1.0f / sum[j];\n");
+        kf_buf_printf(o, "        for (long r = 0; r < %lldL; r++) { float *yr = yb + r * %lldL;\n", (long long)N, (long long)I);
+        kf_buf_puts(o, "            for (long j = 0; j < len; j++) yr[j] *= sum[j]; }\n");
+    }
+    kf_buf_puts(o, "    }\n");
+}
+
+static void emit_norm(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
+    const kf_graph *g = s->g;
+    const kf_node *n = &g->nodes[st->nodes[0]];
+    int x = n->in[0], y = n->out;
+    long threads = kf_tpl_get(&s->space, p, st->prefix, "threads");
+    const kf_shape *sh = &g->values[x].shape;
+    int64_t N = 1;
+    for (int j = 0; j < sh->rank; j++)
+        if ((n->attr.axes >> j) & 1u) N *= sh->d[j];
+    int64_t rows = kf_shape_numel(sh) / N;
+    int w = n->nin > 1 ? n->in[1] : -1, b = n->nin > 2 ? n->in[2] : -1;
+    char eps[64];
+    kf_synth_float_lit(n->attr.eps, eps, sizeof eps);
+    kf_buf_printf(o, "    /* %lld rows of %lld */\n", (long long)rows, (long long)N);
+    omp_for(o, threads, rows, "    ");
+    kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)rows);
+    kf_buf_printf(o, "        const float *restrict xr = b%d + oi * %lldL;\n", x, (long long)N);
+    kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
+    if (n->op == KF_OP_LAYER_NORM) {
+        kf_buf_printf(o, "        const float mean = (float)(kf_vsum(xr, %lldL) / %lld.0);\n", (long long)N, (long long)N);
+        kf_buf_printf(o, "        const float var = (float)(kf_vsumsqdev(xr, %lldL, mean) / %lld.0);\n", (long long)N, (long long)N);
+        kf_buf_printf(o, "        const float rstd = 1.0f / sqrtf(var + %s);\n", eps);
+        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = (xr[j] - mean) * rstd", (long long)N);
+    } else {
+        kf_buf_printf(o, "        const float ms = (float)(kf_vsumsqdev(xr, %lldL, 0.0f) / %lld.0);\n", (long long)N, (long long)N);
+        kf_buf_printf(o, "        const float rstd = 1.0f / sqrtf(ms + %s);\n", eps);
+        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = xr[j] * rstd", (long long)N);
+    }
+    if (w >= 0) kf_buf_printf(o, " * b%d[j]", w);
+    if (b >= 0) kf_buf_printf(o, " + b%d[j]", b);
+    kf_buf_puts(o, ";\n    }\n");
+}
+
+void kf_synth_reduce_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
+    switch (st->kind) {
+    case KF_STAGE_REDUCE: emit_reduce(s, st, p, o); break;
+    case KF_STAGE_SOFTMAX: emit_softmax(s, st, p, o); break;
+    case KF_STAGE_NORM: emit_norm(s, st, p, o); break;
+    default: break;
+    }
+}
