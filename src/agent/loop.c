@@ -1,0 +1,339 @@
+/*
+ * The synthesis loop with the builtin generation agent.
+ *
+ * Search: the first candidate is the generator's default point. After that the agent
+ * walks the schedule space by coordinate moves around the best point so far (every other
+ * value of one parameter at a time, in the template's parameter order), and when every
+ * neighbour of the best has been tried it draws unexplored points at random. Points
+ * already evaluated are never re-run. Each candidate is compiled, verified in the
+ * sandbox against the float64 reference on several input sets, timed, and placed on the
+ * roofline. The loop stops after opts.iters candidates, at the time budget, or when the
+ * space is exhausted.
+ */
+#include "kforge/agent.h"
+#include "kforge/report.h"
+#include "kforge/synth.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+void kf_loop_opts_default(kf_loop_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->target = "cpu";
+    o->iters = 12;
+}
+
+void kf_run_result_free(kf_run_result *r) {
+    free(r->iters);
+    free(r->best_source);
+    memset(r, 0, sizeof *r);
+}
+
+typedef struct seen_set {
+    uint64_t *h;
+    int n, cap;
+} seen_set;
+
+static uint64_t point_hash(const kf_space *sp, const kf_point *p) {
+    return kf_hash64(p->idx, (size_t)sp->nparams * sizeof p->idx[0], 7);
+}
+
+static int seen_has(const seen_set *s, uint64_t h) {
+    for (int i = 0; i < s->n; i++)
+        if (s->h[i] == h) return 1;
+    return 0;
+}
+
+static void seen_add(seen_set *s, uint64_t h) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 64;
+        s->h = kf_realloc(s->h, (size_t)s->cap * sizeof *s->h);
+    }
+    s->h[s->n++] = h;
+}
+
+static uint64_t rng_next(uint64_t *st) {
+    uint64_t z = (*st += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double space_size(const kf_space *sp) {
+    double n = 1;
+    for (int i = 0; i < sp->nparams; i++) n *= sp->p[i].nvalues;
+    return n;
+}
+
+/* Next point to try: a neighbour of best, else a random unexplored point. 0 = none left. */
+static int propose(const kf_space *sp, const kf_point *best, const seen_set *seen, uint64_t *rng,
+                   kf_point *out) {
+    for (int i = 0; i < sp->nparams; i++) {
+        for (int v = 0; v < sp->p[i].nvalues; v++) {
+            if (v == best->idx[i]) continue;
+            kf_point q = *best;
+            q.idx[i] = v;
+            if (!seen_has(seen, point_hash(sp, &q))) {
+                *out = q;
+                return 1;
+            }
+        }
+    }
+    if ((double)seen->n >= space_size(sp)) return 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        kf_point q;
+        memset(&q, 0, sizeof q);
+        for (int i = 0; i < sp->nparams; i++) q.idx[i] = (int)(rng_next(rng) % (uint64_t)sp->p[i].nvalues);
+        if (!seen_has(seen, point_hash(sp, &q))) {
+            *out = q;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void fill_row(const kf_iter_record *it, kf_report_row *row) {
+    memset(row, 0, sizeof *row);
+    row->iter = it->iter;
+    row->label = it->label;
+    row->status = kf_vstatus_name(it->res.status);
+    row->has_time = it->res.status == KF_V_OK && it->res.timed;
+    row->time_ms = it->perf.time_s * 1e3;
+    row->gbs = it->perf.gbs;
+    row->gflops = it->perf.gflops;
+    row->pct_floor = it->perf.pct_floor;
+    row->best = it->best_so_far;
+    row->note = it->res.status == KF_V_OK ? NULL : it->res.detail;
+}
+
+static json_t *iter_json(const kf_iter_record *it) {
+    json_t *j = json_object();
+    json_object_set_new(j, "iter", json_integer(it->iter));
+    json_object_set_new(j, "candidate", json_string(it->label));
+    json_object_set_new(j, "hash", json_string(it->hash));
+    json_object_set_new(j, "status", json_string(kf_vstatus_name(it->res.status)));
+    json_object_set_new(j, "detail", json_string(it->res.detail));
+    json_object_set_new(j, "sets_run", json_integer(it->res.sets_run));
+    json_object_set_new(j, "max_abs_err", json_real(it->res.max_abs_err));
+    json_object_set_new(j, "max_rel_err", json_real(it->res.max_rel_err));
+    json_object_set_new(j, "nmse", json_real(it->res.nmse));
+    if (it->res.first_bad >= 0) {
+        json_object_set_new(j, "bad_output", json_integer(it->res.bad_output));
+        json_object_set_new(j, "first_bad", json_integer(it->res.first_bad));
+        json_object_set_new(j, "got", json_real(it->res.got));
+        json_object_set_new(j, "want", json_real(it->res.want));
+    }
+    if (it->res.status == KF_V_OK && it->res.timed) {
+        json_object_set_new(j, "time_ms", json_real(it->res.time_ms));
+        json_object_set_new(j, "time_min_ms", json_real(it->res.time_min_ms));
+        json_object_set_new(j, "time_mean_ms", json_real(it->res.time_mean_ms));
+        json_object_set_new(j, "reps", json_integer(it->res.reps));
+        json_object_set_new(j, "gbs", json_real(it->perf.gbs));
+        json_object_set_new(j, "gflops", json_real(it->perf.gflops));
+        json_object_set_new(j, "pct_floor", json_real(it->perf.pct_floor));
+    }
+    json_object_set_new(j, "best_so_far", json_boolean(it->best_so_far));
+    return j;
+}
+
+static json_t *device_json(const kf_device_info *d, const kf_ceilings *c) {
+    json_t *j = json_object();
+    json_object_set_new(j, "platform", json_string(d->platform));
+    json_object_set_new(j, "name", json_string(d->name));
+    json_object_set_new(j, "arch", json_string(d->arch));
+    json_object_set_new(j, "cores", json_integer(d->cores));
+    json_object_set_new(j, "threads", json_integer(d->threads));
+    json_object_set_new(j, "simd_bits", json_integer(d->simd_bits));
+    json_object_set_new(j, "l1d_bytes", json_integer(d->l1d_bytes));
+    json_object_set_new(j, "l2_bytes", json_integer(d->l2_bytes));
+    json_object_set_new(j, "l3_bytes", json_integer(d->l3_bytes));
+    json_object_set_new(j, "compiler", json_string(d->compiler));
+    json_t *cj = json_object();
+    json_object_set_new(cj, "measured", json_boolean(c->measured));
+    json_object_set_new(cj, "copy_gbs", json_real(c->copy_gbs));
+    json_object_set_new(cj, "read_gbs", json_real(c->read_gbs));
+    json_object_set_new(cj, "write_gbs", json_real(c->write_gbs));
+    json_object_set_new(cj, "peak_gflops_f32", json_real(c->peak_gflops_f32));
+    json_object_set_new(cj, "peak_gflops_f64", json_real(c->peak_gflops_f64));
+    json_object_set_new(cj, "when", json_string(c->when));
+    json_object_set_new(j, "ceilings", cj);
+    return j;
+}
+
+static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_error *err) {
+    kf_status st = kf_mkdirs(r->out_dir, err);
+    if (st != KF_OK) return st;
+    char path[1024];
+    json_t *run = json_object();
+    json_object_set_new(run, "task", json_string(g->name));
+    json_object_set_new(run, "task_path", json_string(g->path));
+    json_object_set_new(run, "plan", json_string(r->plan));
+    json_object_set_new(run, "device", device_json(&r->dev, &r->ceil));
+    json_t *roof = json_object();
+    json_object_set_new(roof, "bytes", json_real(r->roof.bytes));
+    json_object_set_new(roof, "flops", json_real(r->roof.flops));
+    json_object_set_new(roof, "floor_ms", json_real(r->roof.floor_s * 1e3));
+    json_object_set_new(roof, "bound", json_string(r->roof.bound ? r->roof.bound : ""));
+    json_object_set_new(run, "roofline", roof);
+    json_t *its = json_array();
+    for (int i = 0; i < r->niters; i++) json_array_append_new(its, iter_json(&r->iters[i]));
+    json_object_set_new(run, "iterations", its);
+    json_object_set_new(run, "best_iter", r->best >= 0 ? json_integer(r->iters[r->best].iter) : json_null());
+    json_object_set_new(run, "wall_s", json_real(r->wall_s));
+    snprintf(path, sizeof path, "%s/run.json", r->out_dir);
+    int bad = json_dump_file(run, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(run);
+    if (bad) return kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot write the run record");
+    if (r->best < 0) return KF_OK;
+
+    const kf_iter_record *b = &r->iters[r->best];
+    snprintf(path, sizeof path, "%s/kernel.c", r->out_dir);
+    st = kf_write_file(path, r->best_source, strlen(r->best_source), err);
+    if (st != KF_OK) return st;
+    json_t *man = json_object();
+    json_object_set_new(man, "task", json_string(g->name));
+    json_object_set_new(man, "platform", json_string(r->dev.platform));
+    json_object_set_new(man, "source", json_string("kernel.c"));
+    json_object_set_new(man, "entry", json_string("kforge_kernel"));
+    json_object_set_new(man, "schedule", json_string(b->label));
+    char flags[1024];
+    snprintf(flags, sizeof flags, "%s %s", r->dev.flags, r->best_flags);
+    json_object_set_new(man, "compile", json_sprintf("%s %s -o kernel.so kernel.c", r->dev.compiler, flags));
+    json_object_set_new(man, "compiler", json_string(r->dev.compiler));
+    json_object_set_new(man, "flags", json_string(flags));
+    json_t *args = json_array();
+    for (int i = 0; i < g->ninputs; i++) {
+        const kf_value *v = &g->values[g->inputs[i]];
+        char sh[128];
+        kf_shape_format(&v->shape, sh, sizeof sh);
+        json_array_append_new(args, json_sprintf("in %s: %s%s", v->name, kf_dtype_name(v->dtype), sh));
+    }
+    for (int j = 0; j < g->noutputs; j++) {
+        const kf_value *v = &g->values[g->outputs[j]];
+        char sh[128];
+        kf_shape_format(&v->shape, sh, sizeof sh);
+        json_array_append_new(args, json_sprintf("out %s: %s%s", v->name, kf_dtype_name(v->dtype), sh));
+    }
+    json_object_set_new(man, "args", args);
+    json_object_set_new(man, "time_ms", json_real(b->res.time_ms));
+    json_object_set_new(man, "pct_floor", json_real(b->perf.pct_floor));
+    json_object_set_new(man, "verified_sets", json_integer(b->res.sets_run));
+    snprintf(path, sizeof path, "%s/manifest.json", r->out_dir);
+    bad = json_dump_file(man, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+    json_decref(man);
+    if (bad) return kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot write the manifest");
+    return KF_OK;
+}
+
+kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
+    memset(r, 0, sizeof *r);
+    r->best = -1;
+    double t0 = kf_now();
+    kf_status st;
+    kf_backend *be = NULL;
+    kf_synth *syn = NULL;
+    kf_verify_ctx *vctx = NULL;
+    seen_set seen = {0};
+    const char *target = o->target ? o->target : "cpu";
+
+    st = kf_backend_open(target, &be, err);
+    if (st != KF_OK) goto done;
+    r->dev = be->info;
+    st = kf_synth_plan(g, target, &be->info, &syn, err);
+    if (st != KF_OK) goto done;
+    snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn));
+
+    char key[160];
+    snprintf(key, sizeof key, "%s|%s|%d", r->dev.platform, r->dev.name, o->threads ? o->threads : r->dev.threads);
+    st = kf_arch_get_cpu(key, o->threads, o->recalibrate, &r->ceil, err);
+    if (st != KF_OK) goto done;
+    kf_roofline_of(g, &r->ceil, &r->roof);
+
+    if (o->out_dir) snprintf(r->out_dir, sizeof r->out_dir, "%s", o->out_dir);
+    else snprintf(r->out_dir, sizeof r->out_dir, "kforge-out/%s", g->name);
+    char work[600];
+    snprintf(work, sizeof work, "%s/work", r->out_dir);
+    st = kf_mkdirs(work, err);
+    if (st != KF_OK) goto done;
+
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    vo.seed = o->seed;
+    vo.threads = o->threads;
+    vo.time_it = 1;
+    vo.floor_s = r->roof.floor_s;
+    vo.workdir = work;
+    if (o->table) fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);
+    st = kf_verify_ctx_new(g, &vo, &vctx, err);
+    if (st != KF_OK) goto done;
+
+    if (o->table)
+        kf_report_table_header(o->table, g->name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
+                               r->roof.bound ? r->roof.bound : "?", r->ceil.measured);
+
+    const kf_space *sp = kf_synth_space(syn);
+    kf_point best_pt, pt;
+    kf_synth_default_point(syn, &pt);
+    best_pt = pt;
+    uint64_t rng = o->seed ? o->seed : (uint64_t)time(NULL);
+    int iters = o->iters > 0 ? o->iters : 12;
+    r->iters = kf_calloc((size_t)iters, sizeof *r->iters);
+    double best_time = 0;
+    for (int it = 0; it < iters; it++) {
+        if (it > 0) {
+            if (o->time_budget_s > 0 && kf_now() - t0 > o->time_budget_s) break;
+            if (!propose(sp, &best_pt, &seen, &rng, &pt)) break;
+        }
+        seen_add(&seen, point_hash(sp, &pt));
+        kf_iter_record *rec = &r->iters[r->niters++];
+        rec->iter = it + 1;
+        kf_candidate cand;
+        st = kf_synth_render(syn, &pt, &cand, err);
+        if (st != KF_OK) goto done;
+        snprintf(rec->label, sizeof rec->label, "%s", cand.label);
+        kf_hash_hex(kf_hash64(cand.flags, strlen(cand.flags), kf_hash64(cand.source, strlen(cand.source), 0)), rec->hash);
+        kf_error verr = {0};
+        st = kf_verify_candidate(vctx, be, &cand, &rec->res, &verr);
+        if (st != KF_OK) {
+            rec->res.status = KF_V_INTERNAL;
+            snprintf(rec->res.detail, sizeof rec->res.detail, "%s", verr.msg);
+        }
+        if (rec->res.status == KF_V_OK && rec->res.timed) {
+            kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
+            if (r->best < 0 || rec->res.time_ms < best_time) {
+                best_time = rec->res.time_ms;
+                r->best = r->niters - 1;
+                rec->best_so_far = 1;
+                best_pt = pt;
+                free(r->best_source);
+                r->best_source = kf_strdup(cand.source);
+                snprintf(r->best_flags, sizeof r->best_flags, "%s", cand.flags);
+            }
+        }
+        kf_candidate_clear(&cand);
+        if (o->table) {
+            kf_report_row row;
+            fill_row(rec, &row);
+            kf_report_table_row(o->table, &row);
+        }
+    }
+    r->wall_s = kf_now() - t0;
+    if (o->table) {
+        kf_report_row brow;
+        if (r->best >= 0) fill_row(&r->iters[r->best], &brow);
+        double first = r->niters && r->iters[0].res.status == KF_V_OK ? r->iters[0].res.time_ms : 0;
+        kf_report_table_footer(o->table, r->best >= 0 ? &brow : NULL, first, r->wall_s);
+    }
+    st = write_outputs(g, r, err);
+
+done:
+    free(seen.h);
+    kf_verify_ctx_free(vctx);
+    kf_synth_free(syn);
+    kf_backend_close(be);
+    return st;
+}

@@ -1,0 +1,432 @@
+/*
+ * The kforge command line: `kforge synth`, `kforge verify`, `kforge ops`, `kforge devices`.
+ * Each subcommand parses its flags, calls the library, and maps the outcome to an exit
+ * code: 0 success, 1 no verified kernel / verification failed, 2 usage or task error,
+ * 3 internal error.
+ */
+#include "kforge/agent.h"
+#include "kforge/backend.h"
+#include "kforge/ir.h"
+#include "kforge/verify.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXIT_VERIFY 1
+#define EXIT_USAGE 2
+#define EXIT_INTERNAL 3
+
+static const char *kVersion = "0.1.0";
+
+static void usage_main(FILE *f) {
+    fprintf(f,
+            "usage: kforge <command> [options]\n"
+            "\n"
+            "Synthesize compute kernels that are verified against a float64 reference and\n"
+            "measured against the hardware's roofline.\n"
+            "\n"
+            "commands:\n"
+            "  synth TASK.kf     search for the fastest verified kernel for a task\n"
+            "  verify TASK.kf KERNEL.c\n"
+            "                    check a hand-written kernel with the same harness\n"
+            "  ops               list the supported operators\n"
+            "  devices           list the platforms and devices kforge can use\n"
+            "  help [COMMAND]    show help\n"
+            "\n"
+            "exit codes: 0 success, 1 no verified kernel / verification failed,\n"
+            "            2 usage or task error, 3 internal error\n"
+            "Run 'kforge COMMAND --help' for a command's options.\n");
+}
+
+static void usage_synth(FILE *f) {
+    fprintf(f,
+            "usage: kforge synth TASK.kf [options]\n"
+            "\n"
+            "Runs the synthesis loop: the builtin agent proposes candidates from the generator's\n"
+            "schedule space; each is compiled, run in a sandboxed child process on several input\n"
+            "sets, compared with the float64 reference, timed and placed on the roofline. Prints a\n"
+            "live iteration table and writes the best kernel (kernel.c), its manifest\n"
+            "(manifest.json) and the run record (run.json) into the output directory.\n"
+            "\n"
+            "options:\n"
+            "  --target T         platform (default cpu)\n"
+            "  --iters N          evaluate at most N candidates (default 12)\n"
+            "  --time-budget S    stop starting candidates after S seconds\n"
+            "  --out DIR          output directory (default kforge-out/<task>)\n"
+            "  --threads N        threads for candidates (default: all usable)\n"
+            "  --seed N           seed for the input sets and the search\n"
+            "  --recalibrate      re-measure the device's ceilings\n"
+            "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
+            "  -q, --quiet        no table\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "exit codes: 0 a kernel verified, 1 none verified, 2 usage or task error, 3 internal\n");
+}
+
+static void usage_verify(FILE *f) {
+    fprintf(f,
+            "usage: kforge verify TASK.kf KERNEL.c [options]\n"
+            "\n"
+            "Compiles a kernel written to the CPU kernel contract (docs/kernel-contract.md) and\n"
+            "checks it with the synthesis loop's harness: several input sets, NaN-poisoned outputs,\n"
+            "guard zones, unchanged inputs, tolerances and NMSE, in a sandboxed child process.\n"
+            "\n"
+            "options:\n"
+            "  --sets N           input sets (default 3)\n"
+            "  --seed N           seed for the input sets\n"
+            "  --time             also time the kernel when it verifies\n"
+            "  --threads N        OMP_NUM_THREADS for the kernel\n"
+            "  --timeout S        wall-clock limit per run (default 20)\n"
+            "  -D NAME=VALUE      set a tunable / macro (repeatable)\n"
+            "  --json             print the verification record as JSON\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "exit codes: 0 verified, 1 failed verification, 2 usage or task error, 3 internal\n");
+}
+
+static void usage_ops(FILE *f) {
+    fprintf(f, "usage: kforge ops [--json]\n\nLists every operator of the op table with its kind,\n"
+               "arity, attributes (with defaults) and input domain.\n");
+}
+
+static void usage_devices(FILE *f) {
+    fprintf(f, "usage: kforge devices [--json]\n\nLists the platforms compiled into kforge and the\n"
+               "device each one sees, with its architecture data.\n");
+}
+
+static int print_error(const kf_error *e) {
+    char buf[1400];
+    kf_error_format(e, buf, sizeof buf);
+    fprintf(stderr, "kforge: %s\n", buf);
+    switch (e->code) {
+    case KF_ERR_ARG:
+    case KF_ERR_IO:
+    case KF_ERR_PARSE:
+    case KF_ERR_TYPE:
+    case KF_ERR_UNSUPPORTED: return EXIT_USAGE;
+    default: return EXIT_INTERNAL;
+    }
+}
+
+static int parse_long(const char *s, long *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end) return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_double(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end) return 0;
+    *out = v;
+    return 1;
+}
+
+static int cmd_synth(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"target", required_argument, 0, 't'}, {"iters", required_argument, 0, 'n'},
+        {"time-budget", required_argument, 0, 'b'}, {"out", required_argument, 0, 'o'},
+        {"threads", required_argument, 0, 'j'}, {"seed", required_argument, 0, 's'},
+        {"recalibrate", no_argument, 0, 'R'}, {"json", no_argument, 0, 'J'},
+        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    kf_loop_opts o;
+    kf_loop_opts_default(&o);
+    int json = 0, quiet = 0, c;
+    long lv;
+    double dv;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "qh", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': o.target = optarg; break;
+        case 'n':
+            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --iters needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            o.iters = (int)lv;
+            break;
+        case 'b':
+            if (!parse_double(optarg, &dv) || dv <= 0) { fprintf(stderr, "kforge synth: --time-budget needs seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
+            o.time_budget_s = dv;
+            break;
+        case 'o': o.out_dir = optarg; break;
+        case 'j':
+            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --threads needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            o.threads = (int)lv;
+            break;
+        case 's':
+            if (!parse_long(optarg, &lv)) { fprintf(stderr, "kforge synth: --seed needs an integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            o.seed = (uint64_t)lv;
+            break;
+        case 'R': o.recalibrate = 1; break;
+        case 'J': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': usage_synth(stdout); return 0;
+        default: usage_synth(stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "kforge synth: expected one task file, got %d arguments\n", argc - optind);
+        usage_synth(stderr);
+        return EXIT_USAGE;
+    }
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    if (kf_parse_file(argv[optind], &g, &err) != KF_OK) return print_error(&err);
+    o.table = quiet ? NULL : (json ? stderr : stdout);
+    kf_run_result r;
+    kf_status st = kf_loop_run(g, &o, &r, &err);
+    int rc;
+    if (st != KF_OK) {
+        rc = print_error(&err);
+    } else {
+        rc = r.best >= 0 ? 0 : EXIT_VERIFY;
+        if (o.table && r.best >= 0) fprintf(o.table, "wrote %s/kernel.c, manifest.json, run.json\n", r.out_dir);
+        if (json) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/run.json", r.out_dir);
+            char *text = NULL;
+            if (kf_read_file(path, &text, NULL, &err) == KF_OK) {
+                fputs(text, stdout);
+                fputc('\n', stdout);
+                free(text);
+            }
+        }
+    }
+    kf_run_result_free(&r);
+    kf_graph_free(g);
+    return rc;
+}
+
+static json_t *vresult_json(const kf_vresult *r) {
+    json_t *j = json_object();
+    json_object_set_new(j, "status", json_string(kf_vstatus_name(r->status)));
+    json_object_set_new(j, "detail", json_string(r->detail));
+    json_object_set_new(j, "sets_run", json_integer(r->sets_run));
+    json_object_set_new(j, "bad_set", json_integer(r->bad_set));
+    json_object_set_new(j, "bad_dist", json_string(r->bad_dist));
+    json_object_set_new(j, "bad_output", json_integer(r->bad_output));
+    json_object_set_new(j, "first_bad", json_integer(r->first_bad));
+    json_object_set_new(j, "got", json_real(r->got));
+    json_object_set_new(j, "want", json_real(r->want));
+    json_object_set_new(j, "max_abs_err", json_real(r->max_abs_err));
+    json_object_set_new(j, "max_rel_err", json_real(r->max_rel_err));
+    json_object_set_new(j, "nmse", json_real(r->nmse));
+    if (r->timed) {
+        json_object_set_new(j, "time_ms", json_real(r->time_ms));
+        json_object_set_new(j, "time_min_ms", json_real(r->time_min_ms));
+        json_object_set_new(j, "reps", json_integer(r->reps));
+    }
+    return j;
+}
+
+static int cmd_verify(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"sets", required_argument, 0, 'n'}, {"seed", required_argument, 0, 's'},
+        {"time", no_argument, 0, 'T'}, {"threads", required_argument, 0, 'j'},
+        {"timeout", required_argument, 0, 'w'}, {"json", no_argument, 0, 'J'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    int json = 0, c;
+    long lv;
+    double dv;
+    char flags[512] = "";
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "hD:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (!parse_long(optarg, &lv) || lv < 1 || lv > 16) { fprintf(stderr, "kforge verify: --sets needs 1..16, got '%s'\n", optarg); return EXIT_USAGE; }
+            vo.nsets = (int)lv;
+            break;
+        case 's':
+            if (!parse_long(optarg, &lv)) { fprintf(stderr, "kforge verify: --seed needs an integer\n"); return EXIT_USAGE; }
+            vo.seed = (uint64_t)lv;
+            break;
+        case 'T': vo.time_it = 1; break;
+        case 'j':
+            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge verify: --threads needs a positive integer\n"); return EXIT_USAGE; }
+            vo.threads = (int)lv;
+            break;
+        case 'w':
+            if (!parse_double(optarg, &dv) || dv <= 0) { fprintf(stderr, "kforge verify: --timeout needs seconds > 0\n"); return EXIT_USAGE; }
+            vo.wall_limit_s = dv;
+            if (vo.cpu_limit_s < dv) vo.cpu_limit_s = dv * 4;
+            break;
+        case 'D': {
+            size_t used = strlen(flags);
+            snprintf(flags + used, sizeof flags - used, "%s-D%s", used ? " " : "", optarg);
+            break;
+        }
+        case 'J': json = 1; break;
+        case 'h': usage_verify(stdout); return 0;
+        default: usage_verify(stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind + 2 != argc) {
+        fprintf(stderr, "kforge verify: expected TASK.kf KERNEL.c\n");
+        usage_verify(stderr);
+        return EXIT_USAGE;
+    }
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    char *src = NULL;
+    kf_backend *be = NULL;
+    kf_verify_ctx *ctx = NULL;
+    kf_candidate cand;
+    memset(&cand, 0, sizeof cand);
+    int rc = EXIT_INTERNAL;
+    char work[] = "/tmp/kforge-verify-XXXXXX";
+    if (kf_parse_file(argv[optind], &g, &err) != KF_OK) { rc = print_error(&err); goto out; }
+    if (kf_read_file(argv[optind + 1], &src, NULL, &err) != KF_OK) { rc = print_error(&err); goto out; }
+    if (kf_candidate_init(&cand, "cpu", src, NULL, &err) != KF_OK) {
+        snprintf(err.file, sizeof err.file, "%s", argv[optind + 1]);
+        rc = print_error(&err);
+        goto out;
+    }
+    snprintf(cand.flags, sizeof cand.flags, "%s", flags);
+    snprintf(cand.label, sizeof cand.label, "%s", argv[optind + 1]);
+    if (!mkdtemp(work)) { fprintf(stderr, "kforge verify: cannot create a scratch directory in /tmp\n"); goto out; }
+    vo.workdir = work;
+    if (kf_backend_open("cpu", &be, &err) != KF_OK) { rc = print_error(&err); goto out; }
+    if (kf_verify_ctx_new(g, &vo, &ctx, &err) != KF_OK) { rc = print_error(&err); goto out; }
+    kf_vresult r;
+    if (kf_verify_candidate(ctx, be, &cand, &r, &err) != KF_OK) { rc = print_error(&err); goto out; }
+    if (json) {
+        json_t *j = vresult_json(&r);
+        json_object_set_new(j, "task", json_string(g->name));
+        json_object_set_new(j, "kernel", json_string(argv[optind + 1]));
+        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(text);
+        free(text);
+        json_decref(j);
+    } else {
+        printf("%s: %s (%d input set%s)\n", argv[optind + 1], kf_vstatus_name(r.status), r.sets_run,
+               r.sets_run == 1 ? "" : "s");
+        if (r.status != KF_V_OK && r.detail[0]) printf("  %s\n", r.detail);
+        if (r.status == KF_V_OK)
+            printf("  max abs err %.3g, max rel err %.3g, nmse %.3g\n", r.max_abs_err, r.max_rel_err, r.nmse);
+        if (r.timed) printf("  time %.4f ms (median of %d, min %.4f ms)\n", r.time_ms, r.reps, r.time_min_ms);
+    }
+    rc = r.status == KF_V_OK ? 0 : EXIT_VERIFY;
+out:
+    kf_verify_ctx_free(ctx);
+    kf_backend_close(be);
+    kf_candidate_clear(&cand);
+    free(src);
+    kf_graph_free(g);
+    if (strstr(work, "XXXXXX") == NULL) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+        if (system(cmd) != 0) fprintf(stderr, "kforge verify: could not remove %s\n", work);
+    }
+    return rc;
+}
+
+static int cmd_ops(int argc, char **argv) {
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage_ops(stdout); return 0; }
+        else { fprintf(stderr, "kforge ops: unknown option '%s'\n", argv[i]); usage_ops(stderr); return EXIT_USAGE; }
+    }
+    json_t *arr = json ? json_array() : NULL;
+    if (!json) printf("%-12s %-8s %-6s %-7s %s\n", "op", "kind", "inputs", "domain", "attributes (defaults)");
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_info *in = kf_op_get((kf_op)k);
+        char arity[16];
+        if (in->min_in == in->max_in) snprintf(arity, sizeof arity, "%d", in->min_in);
+        else snprintf(arity, sizeof arity, "%d-%d", in->min_in, in->max_in);
+        const char *dom = in->domain == KF_DOMAIN_POS ? "x>0" : "any";
+        if (json) {
+            json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:i}", "name", in->name, "kind",
+                                  kf_op_kind_name(in->kind), "min_inputs", in->min_in, "max_inputs",
+                                  in->max_in, "attributes", in->attrs, "domain", dom, "flops", in->flops);
+            json_array_append_new(arr, o);
+        } else {
+            printf("%-12s %-8s %-6s %-7s %s\n", in->name, kf_op_kind_name(in->kind), arity, dom,
+                   in->attrs[0] ? in->attrs : "-");
+        }
+    }
+    if (json) {
+        char *text = json_dumps(arr, JSON_INDENT(2));
+        puts(text);
+        free(text);
+        json_decref(arr);
+    }
+    return 0;
+}
+
+static int cmd_devices(int argc, char **argv) {
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage_devices(stdout); return 0; }
+        else { fprintf(stderr, "kforge devices: unknown option '%s'\n", argv[i]); return EXIT_USAGE; }
+    }
+    json_t *arr = json ? json_array() : NULL;
+    for (const char *const *n = kf_backend_names(); *n; n++) {
+        kf_backend *b = NULL;
+        kf_error err = {0};
+        if (kf_backend_open(*n, &b, &err) != KF_OK) {
+            if (json) json_array_append_new(arr, json_pack("{s:s, s:s}", "platform", *n, "error", err.msg));
+            else printf("%-8s unavailable: %s\n", *n, err.msg);
+            continue;
+        }
+        const kf_device_info *d = &b->info;
+        if (json) {
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:s, s:s}",
+                                                 "platform", d->platform, "name", d->name, "arch", d->arch,
+                                                 "cores", d->cores, "threads", d->threads, "simd_bits", d->simd_bits,
+                                                 "l1d_bytes", (json_int_t)d->l1d_bytes, "l2_bytes", (json_int_t)d->l2_bytes,
+                                                 "l3_bytes", (json_int_t)d->l3_bytes, "mem_bytes", (json_int_t)d->mem_bytes,
+                                                 "compiler", d->compiler, "flags", d->flags));
+        } else {
+            printf("%-8s %s\n", d->platform, d->name);
+            printf("         arch %s, %d cores / %d threads, SIMD %d bits\n", d->arch, d->cores, d->threads, d->simd_bits);
+            printf("         L1d %lld KiB, L2 %lld KiB, L3 %lld MiB, memory %lld MiB\n", (long long)d->l1d_bytes >> 10,
+                   (long long)d->l2_bytes >> 10, (long long)d->l3_bytes >> 20, (long long)d->mem_bytes >> 20);
+            printf("         compiler %s\n         flags %s\n", d->compiler, d->flags);
+        }
+        kf_backend_close(b);
+    }
+    if (json) {
+        char *text = json_dumps(arr, JSON_INDENT(2));
+        puts(text);
+        free(text);
+        json_decref(arr);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage_main(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "synth")) return cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
+    if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("kforge %s\n", kVersion);
+        return 0;
+    }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        const char *sub = argc > 2 ? argv[2] : NULL;
+        if (!sub) usage_main(stdout);
+        else if (!strcmp(sub, "synth")) usage_synth(stdout);
+        else if (!strcmp(sub, "verify")) usage_verify(stdout);
+        else if (!strcmp(sub, "ops")) usage_ops(stdout);
+        else if (!strcmp(sub, "devices")) usage_devices(stdout);
+        else { fprintf(stderr, "kforge: no command '%s'\n", sub); return EXIT_USAGE; }
+        return 0;
+    }
+    fprintf(stderr, "kforge: unknown command '%s'\n\n", cmd);
+    usage_main(stderr);
+    return EXIT_USAGE;
+}

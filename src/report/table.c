@@ -1,0 +1,49 @@
+/*
+ * The live iteration table printed during `kforge synth`: one row per candidate, flushed
+ * as soon as it is known, so a long search shows progress.
+ */
+#include "kforge/report.h"
+
+#include <string.h>
+
+void kf_report_table_header(FILE *f, const char *task, const char *plan, const char *device,
+                            double floor_ms, const char *bound, int measured) {
+    fprintf(f, "task %s  plan %s\n", task, plan);
+    fprintf(f, "device %s  roofline floor %.4f ms (%s-bound, %s ceilings)\n", device, floor_ms,
+            bound, measured ? "measured" : "nominal");
+    fprintf(f, "%4s  %-44s %-15s %10s %9s %9s %8s\n", "iter", "candidate", "status", "time ms",
+            "GB/s", "GFLOP/s", "% floor");
+    fflush(f);
+}
+
+void kf_report_table_row(FILE *f, const kf_report_row *r) {
+    char label[45];
+    snprintf(label, sizeof label, "%s", r->label ? r->label : "");
+    if (r->has_time)
+        fprintf(f, "%4d  %-44s %-15s %10.4f %9.2f %9.2f %7.1f%%%s\n", r->iter, label, r->status,
+                r->time_ms, r->gbs, r->gflops, r->pct_floor, r->best ? "  *" : "");
+    else
+        fprintf(f, "%4d  %-44s %-15s %10s %9s %9s %8s\n", r->iter, label, r->status, "-", "-", "-",
+                "-");
+    if (r->note && r->note[0]) {
+        /* first line of the detail, indented under the row */
+        const char *nl = strchr(r->note, '\n');
+        int len = nl ? (int)(nl - r->note) : (int)strlen(r->note);
+        if (len > 110) len = 110;
+        fprintf(f, "      %.*s\n", len, r->note);
+    }
+    fflush(f);
+}
+
+void kf_report_table_footer(FILE *f, const kf_report_row *best, double first_ms, double wall_s) {
+    if (!best) {
+        fprintf(f, "no candidate verified (%.1f s)\n", wall_s);
+        fflush(f);
+        return;
+    }
+    fprintf(f, "best: iter %d  %.4f ms  %.2f GB/s  %.2f GFLOP/s  %.1f%% of floor", best->iter,
+            best->time_ms, best->gbs, best->gflops, best->pct_floor);
+    if (first_ms > 0) fprintf(f, "  (%.2fx vs first candidate)", first_ms / best->time_ms);
+    fprintf(f, "  [%.1f s]\n", wall_s);
+    fflush(f);
+}
