@@ -1,0 +1,208 @@
+/*
+ * Output comparison against the reference (DESIGN.md section 5).
+ *
+ * First every element is checked for the poison pattern (unwritten). Then, for float
+ * outputs, element i passes when |got - want| <= atol*s + rtol*|want|, where want is the
+ * reference already rounded to the output dtype (so an f32 overflow is expected as inf)
+ * and s = max(1, RMS of that reference output): the RMS scale keeps the absolute term
+ * meaningful for outputs far from unit size. A NaN on one side only, or an infinity that
+ * is not matched exactly, fails. Over the whole output NMSE = sum (got-want)^2 / sum want^2
+ * (finite elements) must stay within nmse.
+ *
+ * Integer outputs (argmax/argmin indices) must be exact, except that a different index of
+ * an equal input value is a legal tie; that is checked when the index op reads a graph
+ * input directly (the only place the verifier has the values it compared).
+ */
+#include "verify/verify_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* "[3, 17]" (row-major coordinates of flat index i). */
+void kf_verify_format_index(const kf_shape *sh, int64_t i, char *buf, size_t cap) {
+    int64_t c[KF_MAX_DIMS];
+    for (int d = sh->rank - 1; d >= 0; d--) {
+        int64_t n = sh->d[d] > 0 ? sh->d[d] : 1;
+        c[d] = i % n;
+        i /= n;
+    }
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, cap - k, "[");
+    for (int d = 0; d < sh->rank && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", d ? ", " : "", (long long)c[d]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+/* When output j is argmax/argmin of a graph input, fill the reduction geometry. */
+static int tie_geometry(const kf_graph *g, int j, int *in_index, int64_t *outer, int64_t *axn,
+                        int64_t *inner, int *is_max) {
+    const kf_value *v = &g->values[g->outputs[j]];
+    if (v->producer < 0) return 0;
+    const kf_node *n = &g->nodes[v->producer];
+    if (n->op != KF_OP_ARGMAX && n->op != KF_OP_ARGMIN) return 0;
+    const kf_value *x = &g->values[n->in[0]];
+    if (x->input_index < 0) return 0;
+    uint32_t axes = n->attr.axes;
+    if (axes == 0 || (axes & (axes - 1)) != 0) return 0; /* exactly one axis */
+    int ax = 0;
+    while (!(axes & (1u << ax))) ax++;
+    if (ax >= x->shape.rank) return 0;
+    int64_t o = 1, in = 1;
+    for (int d = 0; d < ax; d++) o *= x->shape.d[d];
+    for (int d = ax + 1; d < x->shape.rank; d++) in *= x->shape.d[d];
+    if (o * in != kf_shape_numel(&v->shape)) return 0;
+    *in_index = x->input_index;
+    *outer = o;
+    *axn = x->shape.d[ax];
+    *inner = in;
+    *is_max = n->op == KF_OP_ARGMAX;
+    return 1;
+}
+
+static void compare_int(const kf_verify_ctx *ctx, int s, int j, const void *data, kf_cmp *res) {
+    const kf_graph *g = ctx->g;
+    const kf_value *v = &g->values[g->outputs[j]];
+    const void *ref = ctx->sets[s].ref[j];
+    int64_t n = ctx->out_numel[j];
+    int tin = -1, is_max = 0;
+    int64_t outer = 0, axn = 0, inner = 0;
+    int ties = tie_geometry(g, j, &tin, &outer, &axn, &inner, &is_max);
+    const void *x = ties ? ctx->sets[s].in[tin] : NULL;
+    kf_dtype xdt = ties ? g->values[g->inputs[tin]].dtype : KF_F32;
+    int64_t ntie = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t got = ((const int64_t *)data)[i], want = ((const int64_t *)ref)[i];
+        if (got == want) continue;
+        if (ties && got >= 0 && got < axn) {
+            int64_t base = (i / inner) * axn * inner + i % inner;
+            double a = kf_verify_load(xdt, x, base + got * inner);
+            double b = kf_verify_load(xdt, x, base + want * inner);
+            if (a == b) {
+                ntie++;
+                continue;
+            }
+        }
+        double d = fabs((double)got - (double)want);
+        if (d > res->max_abs) res->max_abs = d;
+        if (want != 0 && d / fabs((double)want) > res->max_rel) res->max_rel = d / fabs((double)want);
+        if (res->nbad++ == 0) {
+            res->first_bad = i;
+            res->got = (double)got;
+            res->want = (double)want;
+        }
+    }
+    res->nmse = 0;
+    if (res->nbad) {
+        char idx[160];
+        kf_verify_format_index(&v->shape, res->first_bad, idx, sizeof idx);
+        res->status = KF_V_MISMATCH;
+        snprintf(res->detail, sizeof res->detail,
+                 "output '%s' (i64, exact): element %lld %s got %lld want %lld; %lld of %lld "
+                 "elements differ%s",
+                 v->name, (long long)res->first_bad, idx, (long long)res->got,
+                 (long long)res->want, (long long)res->nbad, (long long)n,
+                 ties ? " (ties of equal input values accepted)" : "");
+    }
+    (void)ntie;
+}
+
+/* Compare output j of set s with the reference; see the file comment for the rules. */
+void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data, kf_cmp *res) {
+    const kf_graph *g = ctx->g;
+    const kf_value *v = &g->values[g->outputs[j]];
+    kf_dtype dt = v->dtype;
+    int64_t n = ctx->out_numel[j];
+    memset(res, 0, sizeof *res);
+    res->status = KF_V_OK;
+    res->first_bad = -1;
+
+    for (int64_t i = 0; i < n; i++) {
+        if (!kf_verify_is_poison(dt, data, i)) continue;
+        int64_t cnt = 0;
+        for (int64_t k = i; k < n; k++) cnt += kf_verify_is_poison(dt, data, k);
+        char idx[160];
+        kf_verify_format_index(&v->shape, i, idx, sizeof idx);
+        res->status = KF_V_UNWRITTEN;
+        res->first_bad = i;
+        res->nbad = cnt;
+        res->got = NAN;
+        res->want = kf_verify_load(dt, ctx->sets[s].ref[j], i);
+        snprintf(res->detail, sizeof res->detail,
+                 "output '%s': element %lld %s was never written (still the poison NaN); %lld "
+                 "of %lld elements unwritten",
+                 v->name, (long long)i, idx, (long long)cnt, (long long)n);
+        return;
+    }
+    if (dt == KF_I64) {
+        compare_int(ctx, s, j, data, res);
+        return;
+    }
+
+    double atol, rtol, nmse_tol;
+    if (g->has_tol) {
+        atol = g->atol;
+        rtol = g->rtol;
+        nmse_tol = g->nmse;
+    } else {
+        kf_tolerance_default(dt, &atol, &rtol, &nmse_tol);
+    }
+    const void *ref = ctx->sets[s].ref[j];
+    double scale = ctx->sets[s].ref_rms[j];
+    if (!(scale > 1.0)) scale = 1.0;
+    double err2 = 0, ref2 = 0, worst_excess = -1;
+    int64_t worst = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double got = kf_verify_load(dt, data, i), want = kf_verify_load(dt, ref, i);
+        int bad = 0;
+        double d = 0;
+        if (isnan(want) || isnan(got)) {
+            bad = isnan(want) != isnan(got);
+        } else if (isinf(want) || isinf(got)) {
+            bad = got != want;
+        } else {
+            d = fabs(got - want);
+            double tol = atol * scale + rtol * fabs(want);
+            bad = d > tol;
+            err2 += d * d;
+            ref2 += want * want;
+            if (d > res->max_abs) res->max_abs = d;
+            if (want != 0 && d / fabs(want) > res->max_rel) res->max_rel = d / fabs(want);
+            if (d - tol > worst_excess) {
+                worst_excess = d - tol;
+                worst = i;
+            }
+        }
+        if (bad && res->nbad++ == 0) {
+            res->first_bad = i;
+            res->got = got;
+            res->want = want;
+        }
+    }
+    res->nmse = ref2 > 0 ? err2 / ref2 : (err2 > 0 ? INFINITY : 0.0);
+    char idx[160];
+    if (res->nbad) {
+        kf_verify_format_index(&v->shape, res->first_bad, idx, sizeof idx);
+        double tol = isfinite(res->want) ? atol * scale + rtol * fabs(res->want) : 0;
+        res->status = KF_V_MISMATCH;
+        snprintf(res->detail, sizeof res->detail,
+                 "output '%s': element %lld %s got %.9g want %.9g (|err| %.3g > tol %.3g = "
+                 "atol %.3g * scale %.3g + rtol %.3g * |want|); %lld of %lld elements out of "
+                 "tolerance; max abs err %.3g, NMSE %.3g",
+                 v->name, (long long)res->first_bad, idx, res->got, res->want,
+                 fabs(res->got - res->want), tol, atol, scale, rtol, (long long)res->nbad,
+                 (long long)n, res->max_abs, res->nmse);
+    } else if (res->nmse > nmse_tol) {
+        res->status = KF_V_MISMATCH;
+        res->first_bad = worst;
+        if (worst >= 0) {
+            res->got = kf_verify_load(dt, data, worst);
+            res->want = kf_verify_load(dt, ref, worst);
+        }
+        kf_verify_format_index(&v->shape, worst < 0 ? 0 : worst, idx, sizeof idx);
+        snprintf(res->detail, sizeof res->detail,
+                 "output '%s': NMSE %.3g exceeds %.3g although every element is within "
+                 "tolerance (largest error at element %lld %s: got %.9g want %.9g)",
+                 v->name, res->nmse, nmse_tol, (long long)worst, idx, res->got, res->want);
+    }
+}

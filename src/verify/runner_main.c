@@ -1,0 +1,248 @@
+/*
+ * kforge-runner: the process that hosts one untrusted candidate.
+ *
+ *   kforge-runner FD
+ *
+ * FD is a memfd laid out as in verify/runproto.h. The runner maps it, dlopens the
+ * artifact, resolves the entry and either calls it once (check mode) or warms it up and
+ * times repetitions with CLOCK_MONOTONIC (time mode), then writes the results into the
+ * control page and exits. Limits, stdout/stderr redirection and the process group were
+ * set up by the parent before exec; everything the parent learns comes from the exit
+ * status, the stage in the live page and the control page.
+ *
+ * While the kernel runs the control page is read-only, so a stray write into it faults
+ * (a crash) instead of forging results; progress goes to the live page, which stays
+ * writable. malloc & co. are wrapped (glibc's __libc_* entry points) so that an
+ * allocation failure inside the candidate is recorded in the live page before the
+ * candidate gets to dereference the NULL: the parent reports mem-limit, not a mystery
+ * crash. The wrapper needs this executable to export malloc, which the linker does
+ * because libc references it.
+ *
+ * Built alone: no libkforge, never sanitized (it runs under RLIMIT_AS).
+ */
+#include "verify/runproto.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static kf_run_live *g_live;
+
+#ifdef __GLIBC__
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t align, size_t n);
+extern void __libc_free(void *p);
+
+static void note_nomem(size_t n) {
+    kf_run_live *l = g_live;
+    if (!l) return;
+    if (__atomic_fetch_add(&l->nomem, 1, __ATOMIC_RELAXED) == 0) l->nomem_bytes = n;
+}
+
+/* The allocator interposition: each function below is glibc's own (via __libc_*), plus a
+ * note in the live page when it fails. They replace the C library's for the whole process,
+ * the candidate and libgomp included. */
+void *malloc(size_t n) {
+    void *p = __libc_malloc(n);
+    if (!p) note_nomem(n);
+    return p;
+}
+
+void free(void *p) { __libc_free(p); }
+
+void *calloc(size_t n, size_t size) {
+    void *p = __libc_calloc(n, size);
+    if (!p) note_nomem(n * size);
+    return p;
+}
+
+void *realloc(void *p, size_t n) {
+    void *q = __libc_realloc(p, n);
+    if (!q && n) note_nomem(n);
+    return q;
+}
+
+void *memalign(size_t align, size_t n) {
+    void *p = __libc_memalign(align, n);
+    if (!p) note_nomem(n);
+    return p;
+}
+
+void *aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
+
+int posix_memalign(void **out, size_t align, size_t n) {
+    if (align < sizeof(void *) || (align & (align - 1)) != 0) return EINVAL;
+    void *p = memalign(align, n);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+void *valloc(size_t n) { return memalign((size_t)sysconf(_SC_PAGESIZE), n); }
+
+void *pvalloc(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return memalign(pg, (n + pg - 1) / pg * pg);
+}
+#endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static volatile uint64_t flush_sink;
+
+/* Evict the caches: write then read a buffer larger than the last-level cache, spread
+ * over the threads so that every core's private caches are touched too. */
+static void flush_caches(uint8_t *buf, uint64_t n) {
+    uint64_t lines = n / 64, acc = 0;
+#pragma omp parallel for schedule(static) reduction(+ : acc)
+    for (uint64_t i = 0; i < lines; i++) {
+        buf[i * 64] = (uint8_t)(buf[i * 64] + 1);
+        acc += buf[i * 64];
+    }
+    flush_sink += acc;
+}
+
+static double times_buf[KF_RUN_MAX_REPS];
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: kforge-runner FD   (started by kforge, not by hand)\n");
+        return KF_RUN_EXIT_USAGE;
+    }
+    int fd = atoi(argv[1]);
+    size_t head = kf_run_round_up(sizeof(kf_run_ctl), KF_RUN_PAGE);
+    void *h = mmap(NULL, head, PROT_READ, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) return KF_RUN_EXIT_USAGE;
+    const kf_run_ctl *hc = h;
+    if (hc->magic != KF_RUN_MAGIC || hc->version != KF_RUN_VERSION || hc->total_size < head) {
+        munmap(h, head);
+        return KF_RUN_EXIT_USAGE;
+    }
+    uint64_t total = hc->total_size;
+    munmap(h, head);
+    uint8_t *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) return KF_RUN_EXIT_NOMEM;
+    close(fd);
+    kf_run_ctl *ctl = (kf_run_ctl *)base;
+    if (ctl->live_offset < head || ctl->live_offset + KF_RUN_PAGE > total) return KF_RUN_EXIT_USAGE;
+    size_t ctl_size = (size_t)ctl->live_offset;
+    kf_run_live *live = (kf_run_live *)(base + ctl->live_offset);
+    g_live = live;
+    live->stage = KF_STAGE_START;
+
+    /* copy the configuration out of shared memory before anything untrusted runs */
+    uint32_t mode = ctl->mode;
+    int nbufs = ctl->nbufs;
+    int min_reps = ctl->min_reps, max_reps = ctl->max_reps;
+    double min_time = ctl->min_time_s, warmup = ctl->warmup_s, budget = ctl->budget_s;
+    uint64_t flush_bytes = ctl->flush_bytes;
+    char entry[sizeof ctl->entry], artifact[sizeof ctl->artifact];
+    memcpy(entry, ctl->entry, sizeof entry);
+    entry[sizeof entry - 1] = 0;
+    memcpy(artifact, ctl->artifact, sizeof artifact);
+    artifact[sizeof artifact - 1] = 0;
+    if (nbufs < 0 || nbufs > KF_RUN_MAX_BUFS || (mode != KF_RUN_CHECK && mode != KF_RUN_TIME)) {
+        snprintf(ctl->message, sizeof ctl->message, "bad control page (mode %u, %d buffers)",
+                 mode, nbufs);
+        return KF_RUN_EXIT_USAGE;
+    }
+    void *args[KF_RUN_MAX_BUFS + 1];
+    for (int i = 0; i < nbufs; i++) {
+        const kf_run_buf *b = &ctl->bufs[i];
+        if (b->offset < ctl_size + KF_RUN_PAGE || b->offset + b->size > total) {
+            snprintf(ctl->message, sizeof ctl->message, "buffer %d lies outside the region", i);
+            return KF_RUN_EXIT_USAGE;
+        }
+        args[i] = base + b->offset;
+    }
+    args[nbufs] = NULL;
+    if (max_reps > KF_RUN_MAX_REPS) max_reps = KF_RUN_MAX_REPS;
+    if (max_reps < 1) max_reps = 1;
+    if (min_reps < 1) min_reps = 1;
+    if (min_reps > max_reps) min_reps = max_reps;
+
+    uint8_t *flush = NULL;
+    if (mode == KF_RUN_TIME && flush_bytes > 0) {
+        flush = malloc(flush_bytes);
+        if (!flush) {
+            snprintf(ctl->message, sizeof ctl->message,
+                     "cannot allocate the %llu-byte cache-flush buffer",
+                     (unsigned long long)flush_bytes);
+            return KF_RUN_EXIT_NOMEM;
+        }
+        memset(flush, 1, flush_bytes);
+    }
+
+    live->stage = KF_STAGE_LOADING;
+    dlerror();
+    void *dl = dlopen(artifact, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *e = dlerror();
+        snprintf(ctl->message, sizeof ctl->message, "cannot load %s: %s", artifact,
+                 e ? e : "unknown dlopen error");
+        return KF_RUN_EXIT_LOAD;
+    }
+    dlerror();
+    void *sym = dlsym(dl, entry);
+    if (!sym) {
+        const char *e = dlerror();
+        snprintf(ctl->message, sizeof ctl->message,
+                 "entry point '%s' not found in %s: %s (the kernel must define "
+                 "`int %s(void *const *args)` with external linkage)",
+                 entry, artifact, e ? e : "symbol is NULL", entry);
+        return KF_RUN_EXIT_SYM;
+    }
+    int (*fn)(void *const *);
+    memcpy(&fn, &sym, sizeof fn);
+    live->stage = KF_STAGE_LOADED;
+
+    int rc = 0, reps = 0, warm = 0;
+    live->rep = -1;
+    live->stage = KF_STAGE_KERNEL;
+    mprotect(base, ctl_size, PROT_READ);
+    if (mode == KF_RUN_CHECK) {
+        rc = fn(args);
+    } else {
+        double t0 = now_s();
+        do {
+            rc = fn(args);
+            warm++;
+        } while (rc == 0 && now_s() - t0 < warmup && warm < 1000);
+        double start = now_s(), spent = 0;
+        while (rc == 0 && reps < max_reps) {
+            if (flush) {
+                live->stage = KF_STAGE_BETWEEN;
+                flush_caches(flush, flush_bytes);
+            }
+            live->rep = reps;
+            live->stage = KF_STAGE_KERNEL;
+            double a = now_s();
+            rc = fn(args);
+            double dt = now_s() - a;
+            times_buf[reps++] = dt;
+            spent += dt;
+            if (reps >= min_reps && spent >= min_time) break;
+            if (now_s() - start > budget && budget > 0) break;
+        }
+    }
+    mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+    ctl->kernel_rc = rc;
+    ctl->reps = reps;
+    ctl->warmups = warm;
+    memcpy(ctl->times, times_buf, sizeof(double) * (size_t)reps);
+    ctl->done = 1;
+    live->stage = KF_STAGE_DONE;
+    fflush(NULL);
+    return KF_RUN_EXIT_OK;
+}

@@ -1,0 +1,100 @@
+/*
+ * The wire format between the verifier (libkforge) and kforge-runner: one memfd, mapped
+ * MAP_SHARED by both processes, laid out as
+ *
+ *   [control page(s): kf_run_ctl]   config written by the parent, results by the runner;
+ *                                   read-only in the runner while the kernel runs, so a
+ *                                   stray write cannot forge a result without faulting
+ *   [live page: kf_run_live]        progress and allocation failures, always writable
+ *                                   (the runner's malloc wrapper writes here mid-kernel)
+ *   then per buffer: [guard KF_RUN_GUARD][data size][guard >= KF_RUN_GUARD, padded so the
+ *                    next data is 64-byte aligned]
+ *
+ * The trailing guard starts exactly at data + size, so a write one element past the end
+ * lands in it. Guards hold kf_run_guard_byte(offset within the guard zone).
+ *
+ * This header is compiled into the runner alone (no libkforge), so it holds only types,
+ * constants and static inline helpers.
+ */
+#ifndef KF_VERIFY_RUNPROTO_H
+#define KF_VERIFY_RUNPROTO_H
+
+#include <stdint.h>
+
+#define KF_RUN_MAGIC 0x4b46524e52554e31ULL /* "KFRNRUN1" */
+#define KF_RUN_VERSION 1
+#define KF_RUN_PAGE 4096
+#define KF_RUN_GUARD 4096
+#define KF_RUN_ALIGN 64
+#define KF_RUN_MAX_BUFS 64
+#define KF_RUN_MAX_REPS 4096
+
+enum kf_run_mode { KF_RUN_CHECK = 1, KF_RUN_TIME = 2 };
+
+/* Stages the runner reports in kf_run_live.stage. */
+enum kf_run_stage {
+    KF_STAGE_START = 0, /* mapped the memfd */
+    KF_STAGE_LOADING,   /* inside dlopen/dlsym (constructors of the candidate run here) */
+    KF_STAGE_LOADED,
+    KF_STAGE_KERNEL,    /* inside the kernel (check run, or a timed/warm-up rep) */
+    KF_STAGE_BETWEEN,   /* between reps (cache flush) */
+    KF_STAGE_DONE       /* results written; about to exit(0) */
+};
+
+/* Exit codes of the runner; the parent trusts them only together with the stage. */
+enum kf_run_exit {
+    KF_RUN_EXIT_OK = 0,
+    KF_RUN_EXIT_USAGE = 2,  /* bad arguments or a corrupt control page */
+    KF_RUN_EXIT_LOAD = 3,   /* dlopen failed (message in ctl.message) */
+    KF_RUN_EXIT_SYM = 4,    /* dlsym failed (message in ctl.message) */
+    KF_RUN_EXIT_NOMEM = 5   /* the runner's own allocation failed */
+};
+
+typedef struct kf_run_buf {
+    uint64_t offset;  /* of the data, from the start of the memfd */
+    uint64_t size;    /* bytes of data */
+    int32_t is_output;
+    int32_t pad;
+} kf_run_buf;
+
+typedef struct kf_run_ctl {
+    /* written by the parent */
+    uint64_t magic;
+    uint32_t version;
+    uint32_t mode;          /* kf_run_mode */
+    uint64_t total_size;    /* bytes of the whole memfd */
+    uint64_t live_offset;   /* offset of kf_run_live */
+    int32_t nbufs;
+    int32_t min_reps, max_reps;
+    int32_t pad0;
+    double min_time_s;      /* timing: keep repeating until this much measured time */
+    double warmup_s;        /* timing: warm up for about this long (at least one run) */
+    double budget_s;        /* timing: stop repeating after this much wall time */
+    uint64_t flush_bytes;   /* timing: > 0 = touch this many bytes between reps */
+    char entry[64];
+    char artifact[4096];
+    kf_run_buf bufs[KF_RUN_MAX_BUFS];
+    /* written by the runner */
+    int32_t done;           /* 1 when the results below are complete */
+    int32_t kernel_rc;      /* the last kernel return value (first non-zero one) */
+    int32_t reps;           /* timed reps in times[] */
+    int32_t warmups;
+    char message[1024];     /* load/symbol error text */
+    double times[KF_RUN_MAX_REPS]; /* seconds per timed rep */
+} kf_run_ctl;
+
+typedef struct kf_run_live {
+    volatile int32_t stage;       /* kf_run_stage */
+    volatile int32_t rep;         /* current rep (-1 during warm-up / check run) */
+    volatile int32_t nomem;       /* allocation failures seen by the runner's malloc */
+    volatile int32_t pad;
+    volatile uint64_t nomem_bytes;/* size of the first failed allocation */
+} kf_run_live;
+
+static inline uint64_t kf_run_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+/* Guard pattern byte at position i of a guard zone: position-dependent so a kernel that
+ * happens to write one constant byte value still changes it. */
+static inline uint8_t kf_run_guard_byte(uint64_t i) { return (uint8_t)(0xA5u ^ (i * 29u)); }
+
+#endif

@@ -1,0 +1,485 @@
+/*
+ * The sandbox: runs a candidate only inside kforge-runner, a separate process, and turns
+ * whatever happens to that process into a verdict.
+ *
+ * Buffers travel through one memfd mapped MAP_SHARED by both sides (layout in
+ * runproto.h): no copies, and the parent inspects guards, inputs and outputs after the
+ * child is gone. The child is forked and, before exec, given its own process group,
+ * stdout/stderr redirected to a file in the workdir, and rlimits: CPU time (SIGXCPU, then
+ * SIGKILL at the hard limit), address space (region + mem_limit + a per-thread allowance
+ * for stacks and malloc arenas), file size = the output cap (a flood dies of SIGXFSZ), a
+ * process count bound, and no core dumps. Everything the child needs is prepared before
+ * fork(): between fork and exec it only calls async-signal-safe functions, because the
+ * parent may be multi-threaded.
+ *
+ * The child also gets PR_SET_PDEATHSIG = SIGKILL, so it dies with kforge; note that the
+ * "parent" there is the forking thread, so verification must run on a thread that
+ * outlives the check (any ordinary caller does).
+ *
+ * The parent polls with waitid(WNOWAIT) and short sleeps under a wall-clock deadline. The
+ * process group is killed with SIGKILL while the leader is still an unreaped zombie (its
+ * id cannot be reused yet), on timeout and after every normal exit too, so no stray
+ * grandchild outlives a run.
+ */
+#include "verify/verify_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIB (1024.0 * 1024.0)
+/* Address space the runner needs besides the region and the kernel's own allowance:
+ * executable, libc, libgomp, the candidate, and per thread a stack and a malloc arena. */
+#define AS_BASE_BYTES (256ll << 20)
+#define AS_PER_THREAD_BYTES (80ll << 20)
+
+/* ---- the region ---- */
+
+/* Lay out and map a region for nbufs buffers; the caller owns sb (kf_sbx_free). */
+kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sbx *sb,
+                     kf_error *err) {
+    memset(sb, 0, sizeof *sb);
+    sb->fd = -1;
+    if (nbufs > KF_RUN_MAX_BUFS)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                            "the verifier supports at most %d inputs+outputs, the task has %d",
+                            KF_RUN_MAX_BUFS, nbufs);
+    size_t ctl = kf_run_round_up(sizeof(kf_run_ctl), KF_RUN_PAGE);
+    uint64_t off = ctl + KF_RUN_PAGE;
+    sb->data_bytes = 0;
+    for (int i = 0; i < nbufs; i++) {
+        off += KF_RUN_GUARD;
+        sb->off[i] = off;
+        sb->size[i] = sizes[i];
+        sb->is_output[i] = is_output[i];
+        sb->data_bytes += sizes[i];
+        off = kf_run_round_up(off + sizes[i] + KF_RUN_GUARD, KF_RUN_ALIGN);
+    }
+    sb->nbufs = nbufs;
+    sb->ctl_size = ctl;
+    sb->total = kf_run_round_up(off, KF_RUN_PAGE);
+    sb->fd = memfd_create("kforge-run", MFD_CLOEXEC);
+    if (sb->fd < 0)
+        return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "memfd_create: %s", strerror(errno));
+    if (ftruncate(sb->fd, (off_t)sb->total) != 0) {
+        int e = errno;
+        close(sb->fd);
+        sb->fd = -1;
+        return kf_error_set(err, e == ENOMEM || e == ENOSPC ? KF_ERR_NOMEM : KF_ERR_INTERNAL,
+                            NULL, 0, 0, "cannot size the %.1f MiB buffer region: %s",
+                            (double)sb->total / MIB, strerror(e));
+    }
+    void *p = mmap(NULL, sb->total, PROT_READ | PROT_WRITE, MAP_SHARED, sb->fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(sb->fd);
+        sb->fd = -1;
+        return kf_error_set(err, KF_ERR_NOMEM, NULL, 0, 0, "cannot map the %.1f MiB region: %s",
+                            (double)sb->total / MIB, strerror(e));
+    }
+    sb->base = p;
+    sb->ctl = p;
+    sb->live = (kf_run_live *)(sb->base + ctl);
+    return KF_OK;
+}
+
+/* Unmap and close; safe on a zeroed or failed sb. */
+void kf_sbx_free(kf_sbx *sb) {
+    if (sb->base) munmap(sb->base, sb->total);
+    if (sb->fd >= 0) close(sb->fd);
+    memset(sb, 0, sizeof *sb);
+    sb->fd = -1;
+}
+
+/* Data pointer of buffer i (64-byte aligned). */
+void *kf_sbx_data(const kf_sbx *sb, int i) { return sb->base + sb->off[i]; }
+
+static uint64_t guard_end(const kf_sbx *sb, int i) {
+    return i + 1 < sb->nbufs ? sb->off[i + 1] - KF_RUN_GUARD : sb->total;
+}
+
+/* Fill every guard zone with its position-dependent pattern. */
+void kf_sbx_fill_guards(kf_sbx *sb) {
+    for (int i = 0; i < sb->nbufs; i++) {
+        for (uint64_t p = sb->off[i] - KF_RUN_GUARD; p < sb->off[i]; p++)
+            sb->base[p] = kf_run_guard_byte(p);
+        for (uint64_t p = sb->off[i] + sb->size[i], e = guard_end(sb, i); p < e; p++)
+            sb->base[p] = kf_run_guard_byte(p);
+    }
+}
+
+/* Find the touched guard byte nearest to some buffer's data; see verify_int.h. */
+int kf_sbx_check_guards(const kf_sbx *sb, int *buf, int64_t *off) {
+    for (int i = 0; i < sb->nbufs; i++) {
+        uint64_t d = sb->off[i], end = d + sb->size[i];
+        for (uint64_t p = end, e = guard_end(sb, i); p < e; p++)
+            if (sb->base[p] != kf_run_guard_byte(p)) {
+                *buf = i;
+                *off = (int64_t)(p - d);
+                return 1;
+            }
+        for (uint64_t p = d; p-- > d - KF_RUN_GUARD;)
+            if (sb->base[p] != kf_run_guard_byte(p)) {
+                *buf = i;
+                *off = -(int64_t)(d - p);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* ---- running ---- */
+
+static const char *signal_abbrev(int sig) {
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGALRM: return "SIGALRM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    }
+    return "signal";
+}
+
+static void stage_text(const kf_run_live *live, uint32_t mode, char *buf, size_t cap) {
+    int st = live->stage, rep = live->rep;
+    switch (st) {
+    case KF_STAGE_START: snprintf(buf, cap, "while the runner was starting"); break;
+    case KF_STAGE_LOADING: snprintf(buf, cap, "while loading the artifact (dlopen)"); break;
+    case KF_STAGE_LOADED: snprintf(buf, cap, "after loading, before the kernel ran"); break;
+    case KF_STAGE_KERNEL:
+        if (mode == KF_RUN_TIME && rep < 0) snprintf(buf, cap, "in a warm-up run of the kernel");
+        else if (mode == KF_RUN_TIME) snprintf(buf, cap, "in timed rep %d of the kernel", rep + 1);
+        else snprintf(buf, cap, "in the kernel");
+        break;
+    case KF_STAGE_BETWEEN: snprintf(buf, cap, "between timed reps"); break;
+    case KF_STAGE_DONE: snprintf(buf, cap, "after the kernel finished (at exit)"); break;
+    default: snprintf(buf, cap, "before the runner started"); break;
+    }
+}
+
+/* Up to cap-1 printable bytes of the output file: its head or its tail. */
+static void output_excerpt(int fd, int tail, char *buf, size_t cap) {
+    buf[0] = 0;
+    struct stat stt;
+    if (fd < 0 || fstat(fd, &stt) != 0 || stt.st_size <= 0 || cap < 2) return;
+    size_t want = cap - 1;
+    off_t from = 0;
+    if (tail && stt.st_size > (off_t)want) from = stt.st_size - (off_t)want;
+    ssize_t n = pread(fd, buf, want, from);
+    if (n <= 0) {
+        buf[0] = 0;
+        return;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c == '\n' || c == '\t') buf[i] = ' ';
+        else if (c < 32 || c > 126) buf[i] = '.';
+    }
+    while (n > 0 && buf[n - 1] == ' ') n--;
+    buf[n] = 0;
+}
+
+static void clamp_limit(int res, rlim_t want_soft, rlim_t want_hard, struct rlimit *out) {
+    struct rlimit cur;
+    if (getrlimit(res, &cur) != 0) cur.rlim_max = RLIM_INFINITY;
+    if (cur.rlim_max != RLIM_INFINITY) {
+        if (want_hard > cur.rlim_max) want_hard = cur.rlim_max;
+        if (want_soft > want_hard) want_soft = want_hard;
+    }
+    out->rlim_cur = want_soft;
+    out->rlim_max = want_hard;
+}
+
+/* Threads on the whole system (from /proc/loadavg), a bound for RLIMIT_NPROC that leaves
+ * the user's other processes alone while still stopping a fork bomb. */
+static long system_threads(void) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return 4096;
+    double a, b, c;
+    long running = 0, total = 0;
+    int n = fscanf(f, "%lf %lf %lf %ld/%ld", &a, &b, &c, &running, &total);
+    fclose(f);
+    return n == 5 && total > 0 ? total : 4096;
+}
+
+extern char **environ;
+
+/* Run the runner once; see verify_int.h for the contract. */
+kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
+                     size_t cap, double *wall_s, kf_error *err) {
+    kf_run_ctl *ctl = sb->ctl;
+    kf_run_live *live = sb->live;
+    *vs = KF_V_INTERNAL;
+    detail[0] = 0;
+    if (wall_s) *wall_s = 0;
+    /* the layout, from the parent's own copy */
+    ctl->magic = KF_RUN_MAGIC;
+    ctl->version = KF_RUN_VERSION;
+    ctl->total_size = sb->total;
+    ctl->live_offset = sb->ctl_size;
+    ctl->nbufs = sb->nbufs;
+    for (int i = 0; i < sb->nbufs; i++) {
+        ctl->bufs[i].offset = sb->off[i];
+        ctl->bufs[i].size = sb->size[i];
+        ctl->bufs[i].is_output = sb->is_output[i];
+        ctl->bufs[i].pad = 0;
+    }
+    ctl->done = 0;
+    ctl->kernel_rc = 0;
+    ctl->reps = 0;
+    ctl->warmups = 0;
+    ctl->message[0] = 0;
+    live->stage = -1;
+    live->rep = -1;
+    live->nomem = 0;
+    live->nomem_bytes = 0;
+    uint32_t mode = ctl->mode;
+
+    char outpath[1200];
+    snprintf(outpath, sizeof outpath, "%s/kf-run-%ld-%lu.out", lim->workdir, (long)getpid(),
+             lim->tag);
+    int outfd = open(outpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (outfd < 0)
+        return kf_error_set(err, KF_ERR_IO, outpath, 0, 0, "cannot create the runner's output file: %s",
+                            strerror(errno));
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    /* environment: ours, with OMP_NUM_THREADS replaced */
+    size_t nenv = 0;
+    while (environ && environ[nenv]) nenv++;
+    char **envp = kf_calloc(nenv + 2, sizeof *envp);
+    size_t k = 0;
+    for (size_t i = 0; i < nenv; i++)
+        if (strncmp(environ[i], "OMP_NUM_THREADS=", 16) != 0) envp[k++] = environ[i];
+    char omp[64];
+    snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", lim->threads > 0 ? lim->threads : 1);
+    envp[k++] = omp;
+    envp[k] = NULL;
+    char runner[1024];
+    snprintf(runner, sizeof runner, "%s", lim->runner);
+    char fdarg[] = "3";
+    char *argv[] = {runner, fdarg, NULL};
+
+    struct rlimit rl_cpu, rl_as, rl_fsize, rl_nproc, rl_core;
+    rlim_t cpu = (rlim_t)ceil(lim->cpu_s > 0 ? lim->cpu_s : 1);
+    if (cpu < 1) cpu = 1;
+    clamp_limit(RLIMIT_CPU, cpu, cpu + 1, &rl_cpu);
+    int threads = lim->threads > 0 ? lim->threads : 1;
+    int64_t as = (int64_t)sb->total + lim->mem_bytes + AS_BASE_BYTES +
+                 (int64_t)threads * AS_PER_THREAD_BYTES + (int64_t)ctl->flush_bytes;
+    clamp_limit(RLIMIT_AS, (rlim_t)as, (rlim_t)as, &rl_as);
+    rlim_t fsz = (rlim_t)(lim->output_cap > 0 ? lim->output_cap : 0);
+    clamp_limit(RLIMIT_FSIZE, fsz, fsz, &rl_fsize);
+    rlim_t np = (rlim_t)(system_threads() + threads + 64);
+    clamp_limit(RLIMIT_NPROC, np, np, &rl_nproc);
+    rl_core.rlim_cur = rl_core.rlim_max = 0;
+
+    double t0 = kf_now();
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        free(envp);
+        close(outfd);
+        unlink(outpath);
+        if (devnull >= 0) close(devnull);
+        return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        /* child: async-signal-safe calls only, until execve */
+        setpgid(0, 0);
+        /* die with kforge (a sleeping kernel would otherwise outlive a killed kforge:
+         * it left the terminal's process group, so Ctrl-C does not reach it) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(126);
+        int mfd = fcntl(sb->fd, F_DUPFD, 10); /* the copy is not close-on-exec */
+        if (mfd < 0) _exit(126);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(outfd, 1);
+        dup2(outfd, 2);
+        dup2(mfd, 3);
+#ifdef SYS_close_range
+        syscall(SYS_close_range, 4u, ~0u, 0u);
+#endif
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        for (int s = 1; s < NSIG; s++)
+            if (s != SIGKILL && s != SIGSTOP) sigaction(s, &sa, NULL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        setrlimit(RLIMIT_CORE, &rl_core);
+        setrlimit(RLIMIT_NPROC, &rl_nproc);
+        setrlimit(RLIMIT_CPU, &rl_cpu);
+        setrlimit(RLIMIT_FSIZE, &rl_fsize);
+        setrlimit(RLIMIT_AS, &rl_as);
+        execve(runner, argv, envp);
+        _exit(127);
+    }
+    setpgid(pid, pid); /* also done by the child; whichever runs first wins the race */
+    free(envp);
+    if (devnull >= 0) close(devnull);
+
+    double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
+    int timed_out = 0;
+    long nap = 50000;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+        if (w == 0 && si.si_pid == pid) break;
+        if (w < 0 && errno != EINTR) break;
+        if (kf_now() >= deadline) {
+            timed_out = 1;
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            memset(&si, 0, sizeof si);
+            while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+            break;
+        }
+        struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
+        if (nap < 5000000) nap *= 2;
+    }
+    kill(-pid, SIGKILL); /* anything the candidate left behind in its group */
+    int st = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    pid_t reaped;
+    while ((reaped = wait4(pid, &st, 0, &ru)) < 0 && errno == EINTR) {}
+    double wall = kf_now() - t0;
+    if (reaped != pid) {
+        /* someone else reaped it (SIGCHLD ignored?): the verdict is unknown */
+        *vs = KF_V_INTERNAL;
+        snprintf(detail, cap, "lost track of the runner process (wait4: %s); is SIGCHLD ignored?",
+                 strerror(errno));
+        close(outfd);
+        unlink(outpath);
+        return KF_OK;
+    }
+    if (wall_s) *wall_s = wall;
+    double cpu_used = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                      (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+
+    char where[96], out[400];
+    stage_text(live, mode, where, sizeof where);
+    struct stat ost;
+    int64_t out_size = fstat(outfd, &ost) == 0 ? (int64_t)ost.st_size : 0;
+    int nomem = live->nomem;
+    unsigned long long nomem_bytes = (unsigned long long)live->nomem_bytes;
+    char memtxt[320];
+    snprintf(memtxt, sizeof memtxt,
+             "an allocation of %llu bytes failed under the memory limit (%.0f MiB of address "
+             "space beyond the %.1f MiB of buffers)",
+             nomem_bytes, (double)lim->mem_bytes / MIB, (double)sb->data_bytes / MIB);
+
+    int signaled = !timed_out && WIFSIGNALED(st);
+    /* A flood normally dies of SIGXFSZ; one that ignores SIGXFSZ spins on EFBIG until a
+     * limit hits, with the file full: that is a flood too. */
+    int flooded = (signaled && WTERMSIG(st) == SIGXFSZ) || out_size > lim->output_cap ||
+                  (lim->output_cap > 0 && out_size >= lim->output_cap && (timed_out || signaled));
+    if (flooded) {
+        *vs = KF_V_OUTPUT_FLOOD;
+        output_excerpt(outfd, 0, out, 120);
+        snprintf(detail, cap, "wrote more than the %lld-byte stdout/stderr cap (%s) %s; output "
+                 "starts: \"%s\"", (long long)lim->output_cap,
+                 signaled && WTERMSIG(st) == SIGXFSZ ? "killed by SIGXFSZ" : "file full",
+                 where, out);
+    } else if (timed_out) {
+        *vs = KF_V_TIMEOUT;
+        output_excerpt(outfd, 1, out, 200);
+        snprintf(detail, cap, "ran past the wall-clock limit of %.3g s %s and was killed%s%s",
+                 lim->wall_s, where, out[0] ? "; output tail: " : "", out);
+    } else if (WIFSIGNALED(st)) {
+        int sig = WTERMSIG(st);
+        if (sig == SIGXCPU || (sig == SIGKILL && cpu_used >= (double)cpu - 0.05)) {
+            *vs = KF_V_CPU_LIMIT;
+            snprintf(detail, cap, "used its CPU-time limit of %llu s (%.2f s CPU in %.2f s wall) %s",
+                     (unsigned long long)cpu, cpu_used, wall, where);
+        } else if (nomem) {
+            *vs = KF_V_MEM_LIMIT;
+            snprintf(detail, cap, "%s, then the process was killed by %s (%s) %s", memtxt,
+                     signal_abbrev(sig), strsignal(sig), where);
+        } else {
+            *vs = KF_V_CRASH;
+            output_excerpt(outfd, 1, out, 300);
+            snprintf(detail, cap, "killed by %s (%s) %s%s%s", signal_abbrev(sig), strsignal(sig),
+                     where, out[0] ? "; output tail: " : "", out);
+        }
+    } else {
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        int stage = live->stage;
+        char msg[sizeof ctl->message];
+        memcpy(msg, ctl->message, sizeof msg);
+        msg[sizeof msg - 1] = 0;
+        if (code == 0 && ctl->done == 1 && stage == KF_STAGE_DONE &&
+                   ctl->magic == KF_RUN_MAGIC) {
+            if (ctl->kernel_rc != 0 && nomem) {
+                *vs = KF_V_MEM_LIMIT;
+                snprintf(detail, cap, "%s, then the kernel returned %d", memtxt, ctl->kernel_rc);
+            } else if (ctl->kernel_rc != 0) {
+                *vs = KF_V_KERNEL_ERROR;
+                output_excerpt(outfd, 1, out, 300);
+                snprintf(detail, cap, "the kernel returned %d (non-zero means it reports its own "
+                         "failure)%s%s", ctl->kernel_rc, out[0] ? "; output tail: " : "", out);
+            } else {
+                *vs = KF_V_OK;
+            }
+        } else if ((code == KF_RUN_EXIT_LOAD || code == KF_RUN_EXIT_SYM) &&
+                   stage == KF_STAGE_LOADING) {
+            *vs = KF_V_LOAD_ERROR;
+            snprintf(detail, cap, "%s", msg[0] ? msg : "the artifact could not be loaded");
+        } else if (code == KF_RUN_EXIT_NOMEM && stage != KF_STAGE_KERNEL) {
+            *vs = KF_V_MEM_LIMIT;
+            snprintf(detail, cap, "the runner could not allocate its buffers under the memory "
+                     "limit %s%s%s", where, msg[0] ? ": " : "", msg);
+        } else if (nomem) {
+            *vs = KF_V_MEM_LIMIT;
+            output_excerpt(outfd, 1, out, 200);
+            snprintf(detail, cap, "%s, then the process exited with status %d %s%s%s", memtxt,
+                     code, where, out[0] ? "; output tail: " : "", out);
+        } else if (stage < KF_STAGE_START && (code == 127 || code == 126)) {
+            *vs = KF_V_INTERNAL;
+            snprintf(detail, cap, "could not start the runner '%s' (exit status %d)", runner, code);
+        } else if (stage <= KF_STAGE_START && code == KF_RUN_EXIT_USAGE) {
+            *vs = KF_V_INTERNAL;
+            snprintf(detail, cap, "the runner rejected its control page: %s", msg);
+        } else {
+            *vs = KF_V_CRASH;
+            output_excerpt(outfd, 1, out, 300);
+            snprintf(detail, cap, "the process exited with status %d %s before the run was "
+                     "complete (did the kernel call exit()?)%s%s", code, where,
+                     out[0] ? "; output tail: " : "", out);
+        }
+    }
+    close(outfd);
+    unlink(outpath);
+    return KF_OK;
+}

@@ -1,0 +1,255 @@
+/*
+ * Values for the verifier: a small deterministic PRNG (xoshiro256** seeded through
+ * splitmix64), the input distributions, and typed element access with correct
+ * round-to-nearest-even conversion from double into every stored dtype.
+ *
+ * Rounding is done here once, when an input is drawn: the kernel gets the stored bytes,
+ * and the interpreter gets exactly those values back as doubles (kf_verify_load), so the
+ * reference and the candidate see the same numbers.
+ *
+ * Poison patterns are NaNs with a payload no arithmetic produces (hardware NaNs carry a
+ * zero payload), and an improbable negative integer for i64.
+ */
+#include "verify/verify_int.h"
+
+#include <math.h>
+#include <string.h>
+
+#define POISON_F32 0x7FDEAD01u
+#define POISON_F64 0x7FFDEAD0BADF00D1ull
+#define POISON_F16 0x7E5Du
+#define POISON_BF16 0x7FDDu
+#define POISON_I64 ((int64_t)0x8BADF00DDEADBEEFull)
+
+/* ---- PRNG ---- */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Seed r from one 64-bit value. */
+void kf_verify_rng_seed(kf_rng *r, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* Next 64 random bits. */
+uint64_t kf_verify_rng_next(kf_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+double kf_verify_rng_uniform(kf_rng *r) {
+    return (double)(kf_verify_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Standard normal (Box-Muller; one value per call, the second is dropped for simplicity). */
+double kf_verify_rng_normal(kf_rng *r) {
+    double u1 = 1.0 - kf_verify_rng_uniform(r); /* (0, 1] */
+    double u2 = kf_verify_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Name of a distribution, as reported in kf_vresult.bad_dist. */
+const char *kf_verify_dist_name(int dist) {
+    switch (dist) {
+    case KF_DIST_UNIFORM: return "uniform";
+    case KF_DIST_NORMAL: return "normal";
+    case KF_DIST_WIDE: return "wide-magnitude";
+    case KF_DIST_HEAVY: return "heavy-tailed";
+    }
+    return "?";
+}
+
+/* ---- narrow float formats (f16, bf16) ---- */
+
+/* Round x to a binary format with mb mantissa bits and eb exponent bits (nearest even). */
+static uint32_t f64_to_small(double x, int mb, int eb) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    uint32_t sign = (uint32_t)(b >> 63) << (mb + eb);
+    int exp = (int)((b >> 52) & 0x7FF);
+    uint64_t man = b & ((1ull << 52) - 1);
+    uint32_t inf = ((1u << eb) - 1) << mb;
+    if (exp == 0x7FF)
+        return sign | inf |
+               (man ? (1u << (mb - 1)) | (uint32_t)((man >> (52 - mb)) & ((1u << mb) - 1)) : 0);
+    if (exp == 0) return sign; /* zero or a double subnormal: far below the format */
+    int bias = (1 << (eb - 1)) - 1;
+    int e = exp - 1023;
+    if (e > bias) return sign | inf;
+    uint64_t sig = man | (1ull << 52);
+    int shift;
+    uint32_t efield;
+    if (e >= 1 - bias) {
+        shift = 52 - mb;
+        efield = (uint32_t)(e + bias);
+    } else {
+        shift = 52 - mb + (1 - bias - e);
+        efield = 0;
+    }
+    if (shift >= 64) return sign;
+    uint64_t m = sig >> shift, rem = sig & ((1ull << shift) - 1), half = 1ull << (shift - 1);
+    if (rem > half || (rem == half && (m & 1))) m++;
+    if (efield) return sign | ((efield << mb) + (uint32_t)(m - (1ull << mb))); /* carry → inf ok */
+    return sign | (uint32_t)m;
+}
+
+static double small_to_f64(uint32_t h, int mb, int eb) {
+    int sign = (int)((h >> (mb + eb)) & 1);
+    uint32_t ef = (h >> mb) & ((1u << eb) - 1);
+    uint32_t m = h & ((1u << mb) - 1);
+    int bias = (1 << (eb - 1)) - 1;
+    double v;
+    if (ef == (1u << eb) - 1) v = m ? NAN : INFINITY;
+    else if (ef == 0) v = ldexp((double)m, 1 - bias - mb);
+    else v = ldexp((double)(m + (1u << mb)), (int)ef - bias - mb);
+    return sign ? -v : v;
+}
+
+/* ---- typed access ---- */
+
+/* Whether the verifier can store elements of dt. */
+int kf_verify_dtype_ok(kf_dtype dt) {
+    return dt == KF_F32 || dt == KF_F64 || dt == KF_F16 || dt == KF_BF16 || dt == KF_I64;
+}
+
+/* Element i as a double. */
+double kf_verify_load(kf_dtype dt, const void *data, int64_t i) {
+    switch (dt) {
+    case KF_F32: return (double)((const float *)data)[i];
+    case KF_F64: return ((const double *)data)[i];
+    case KF_F16: return small_to_f64(((const uint16_t *)data)[i], 10, 5);
+    case KF_BF16: return small_to_f64(((const uint16_t *)data)[i], 7, 8);
+    case KF_I64: return (double)((const int64_t *)data)[i];
+    default: break;
+    }
+    return NAN;
+}
+
+/* Store v into element i, rounded to the dtype. */
+void kf_verify_store(kf_dtype dt, void *data, int64_t i, double v) {
+    switch (dt) {
+    case KF_F32: ((float *)data)[i] = (float)v; break;
+    case KF_F64: ((double *)data)[i] = v; break;
+    case KF_F16: ((uint16_t *)data)[i] = (uint16_t)f64_to_small(v, 10, 5); break;
+    case KF_BF16: ((uint16_t *)data)[i] = (uint16_t)f64_to_small(v, 7, 8); break;
+    case KF_I64: {
+        int64_t x;
+        if (isnan(v)) x = 0;
+        else if (v >= 9.2e18) x = INT64_MAX;
+        else if (v <= -9.2e18) x = INT64_MIN;
+        else x = (int64_t)llround(v);
+        ((int64_t *)data)[i] = x;
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Whether element i holds exactly the poison bit pattern. */
+int kf_verify_is_poison(kf_dtype dt, const void *data, int64_t i) {
+    switch (dt) {
+    case KF_F32: {
+        uint32_t u;
+        memcpy(&u, (const char *)data + 4 * i, 4);
+        return u == POISON_F32;
+    }
+    case KF_F64: {
+        uint64_t u;
+        memcpy(&u, (const char *)data + 8 * i, 8);
+        return u == POISON_F64;
+    }
+    case KF_F16: return ((const uint16_t *)data)[i] == POISON_F16;
+    case KF_BF16: return ((const uint16_t *)data)[i] == POISON_BF16;
+    case KF_I64: return ((const int64_t *)data)[i] == POISON_I64;
+    default: break;
+    }
+    return 0;
+}
+
+/* Fill n elements with the poison pattern of dt. */
+void kf_verify_poison(kf_dtype dt, void *data, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case KF_F32: {
+            uint32_t u = POISON_F32;
+            memcpy((char *)data + 4 * i, &u, 4);
+            break;
+        }
+        case KF_F64: {
+            uint64_t u = POISON_F64;
+            memcpy((char *)data + 8 * i, &u, 8);
+            break;
+        }
+        case KF_F16: ((uint16_t *)data)[i] = POISON_F16; break;
+        case KF_BF16: ((uint16_t *)data)[i] = POISON_BF16; break;
+        case KF_I64: ((int64_t *)data)[i] = POISON_I64; break;
+        default: break;
+        }
+    }
+}
+
+/* ---- distributions ---- */
+
+static double draw_one(kf_rng *r, int dist, int pos) {
+    double x;
+    switch (dist) {
+    case KF_DIST_UNIFORM: x = 2.0 * kf_verify_rng_uniform(r) - 1.0; break;
+    case KF_DIST_NORMAL: x = kf_verify_rng_normal(r); break;
+    case KF_DIST_WIDE: {
+        double sgn = (kf_verify_rng_next(r) >> 63) ? -1.0 : 1.0;
+        x = sgn * exp2(-6.0 + 12.0 * kf_verify_rng_uniform(r));
+        break;
+    }
+    default: { /* heavy tailed: a normal over a small uniform, clipped */
+        double d = 0.05 + 0.95 * kf_verify_rng_uniform(r);
+        x = kf_verify_rng_normal(r) / d;
+        if (x > 1e4) x = 1e4;
+        if (x < -1e4) x = -1e4;
+        break;
+    }
+    }
+    if (pos) x = fabs(x) + 1e-3;
+    return x;
+}
+
+/* Fill n elements of data with values of the distribution (see verify_int.h). */
+void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, int has_range, double lo,
+                    double hi, void *data, int64_t n) {
+    int integer = dt == KF_I64;
+    for (int64_t i = 0; i < n; i++) {
+        for (int attempt = 0;; attempt++) {
+            double x;
+            if (has_range) {
+                if (integer) {
+                    double a = ceil(lo), b = floor(hi);
+                    if (b < a) b = a;
+                    x = a + floor(kf_verify_rng_uniform(r) * (b - a + 1.0));
+                    if (x > b) x = b;
+                } else {
+                    x = lo + (hi - lo) * kf_verify_rng_uniform(r);
+                }
+            } else {
+                x = draw_one(r, dist, pos);
+                if (integer) x = x < 0 ? floor(x * 100.0) : ceil(x * 100.0); /* never 0 */
+            }
+            kf_verify_store(dt, data, i, x);
+            if (kf_verify_load(dt, data, i) != 0.0 || attempt >= 64) break;
+        }
+    }
+}

@@ -1,0 +1,610 @@
+/*
+ * The verifier's public API (include/kforge/verify.h): draws the input sets, computes the
+ * reference once with the float64 interpreter, and checks a candidate by running it in
+ * the sandbox on every set, then (when asked and correct) times it in one more sandboxed
+ * process.
+ *
+ * Per set the parent writes the inputs, poisons the outputs and fills the guard zones,
+ * runs the runner, and then judges in a fixed order: the run itself (crash, timeout,
+ * limits, load or kernel error), guard zones (oob-write), inputs (input-modified), then
+ * each output (unwritten, mismatch). The first failure is the verdict; the set that
+ * showed it and its distribution are recorded, and the seed is printed so a failure can
+ * be reproduced with opts.seed.
+ *
+ * Which inputs must be positive is found by walking the graph backwards from every node
+ * whose op has KF_DOMAIN_POS: every graph input that reaches such a node is drawn
+ * positive (unless the task gave it a range).
+ */
+#include "verify/verify_int.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Short stable name of a verdict, e.g. "oob-write". */
+const char *kf_vstatus_name(kf_vstatus s) {
+    switch (s) {
+    case KF_V_OK: return "ok";
+    case KF_V_COMPILE_ERROR: return "compile-error";
+    case KF_V_LOAD_ERROR: return "load-error";
+    case KF_V_CRASH: return "crash";
+    case KF_V_TIMEOUT: return "timeout";
+    case KF_V_CPU_LIMIT: return "cpu-limit";
+    case KF_V_MEM_LIMIT: return "mem-limit";
+    case KF_V_OUTPUT_FLOOD: return "output-flood";
+    case KF_V_KERNEL_ERROR: return "kernel-error";
+    case KF_V_UNWRITTEN: return "unwritten";
+    case KF_V_OOB_WRITE: return "oob-write";
+    case KF_V_INPUT_MODIFIED: return "input-modified";
+    case KF_V_MISMATCH: return "mismatch";
+    case KF_V_IMPOSSIBLE: return "impossible";
+    case KF_V_INTERNAL: return "internal";
+    case KF_V_COUNT: break;
+    }
+    return "unknown";
+}
+
+/* Defaults of verify.h; time_it is off (callers that want timing ask for it). */
+void kf_verify_opts_default(kf_verify_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->nsets = 3;
+    o->seed = 0;
+    o->wall_limit_s = 20;
+    o->cpu_limit_s = 60;
+    o->mem_limit = 2ll << 30;
+    o->output_cap = 64 << 10;
+    o->threads = 0;
+    o->time_it = 0;
+    o->min_reps = 5;
+    o->min_time_s = 0.2;
+    o->max_reps = 200;
+    o->floor_s = 0;
+    o->cache_bytes = 0;
+    o->workdir = NULL;
+    o->runner = NULL;
+}
+
+/* Mark the graph inputs that feed, through any path, a node whose op needs positive
+ * operands. pos has g->ninputs entries. */
+static void positive_inputs(const kf_graph *g, int *pos) {
+    char *need = kf_calloc((size_t)g->nvalues + 1, 1);
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const kf_node *n = &g->nodes[k];
+        int mark = need[n->out] || kf_op_get(n->op)->domain == KF_DOMAIN_POS;
+        if (!mark) continue;
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] >= 0 && n->in[i] < g->nvalues) need[n->in[i]] = 1;
+    }
+    for (int i = 0; i < g->ninputs; i++) pos[i] = need[g->inputs[i]];
+    free(need);
+}
+
+static void free_sets(kf_verify_ctx *c) {
+    if (!c->sets) return;
+    for (int s = 0; s < c->nsets; s++) {
+        kf_vset *v = &c->sets[s];
+        for (int i = 0; v->in && i < c->nin; i++) free(v->in[i]);
+        for (int j = 0; v->ref && j < c->nout; j++) free(v->ref[j]);
+        free(v->in);
+        free(v->ref);
+        free(v->ref_rms);
+    }
+    free(c->sets);
+    c->sets = NULL;
+}
+
+/* Release a context; NULL is a no-op. */
+void kf_verify_ctx_free(kf_verify_ctx *c) {
+    if (!c) return;
+    free_sets(c);
+    free(c->in_numel);
+    free(c->out_numel);
+    free(c->in_bytes);
+    free(c->out_bytes);
+    free(c);
+}
+
+static uint64_t mix_seed(uint64_t seed, int set, int input) {
+    uint64_t x = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(set + 1));
+    x ^= 0xD1B54A32D192ED03ull * (uint64_t)(input + 1);
+    x ^= x >> 29;
+    return x * 0xBF58476D1CE4E5B9ull;
+}
+
+/* Elements per independently seeded block: the blocks are drawn in parallel, and the
+ * values depend only on (seed, set, input, block), never on the thread count. */
+#define DRAW_BLOCK 65536
+
+static void draw_input(const kf_verify_ctx *c, int s, int i, const kf_value *x, int pos,
+                       void *data, double *vals) {
+    int64_t n = c->in_numel[i];
+    int es = kf_dtype_size(x->dtype);
+    int64_t nblk = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
+    uint64_t base = mix_seed(c->seed, s, i);
+    int dist = c->sets[s].dist;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t k = 0; k < nblk; k++) {
+        kf_rng r;
+        kf_verify_rng_seed(&r, base + 0x9E3779B97F4A7C15ull * (uint64_t)k);
+        int64_t from = k * DRAW_BLOCK, cnt = n - from < DRAW_BLOCK ? n - from : DRAW_BLOCK;
+        void *p = (char *)data + from * es;
+        kf_verify_draw(&r, dist, x->dtype, pos, x->has_range, x->lo, x->hi, p, cnt);
+        for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
+    }
+}
+
+/* Draw the sets and their references; see verify.h. g must outlive the context. */
+kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
+                            kf_error *err) {
+    *out = NULL;
+    if (!g) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_ctx_new: no graph");
+    if (g->noutputs < 1)
+        return kf_error_set(err, KF_ERR_TYPE, g->path, 0, 0, "task '%s' has no outputs", g->name);
+    if (g->ninputs + g->noutputs > KF_RUN_MAX_BUFS)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
+                            "the verifier supports at most %d inputs+outputs", KF_RUN_MAX_BUFS);
+    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
+        int id = k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs];
+        const kf_value *v = &g->values[id];
+        if (!kf_verify_dtype_ok(v->dtype))
+            return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
+                                "the verifier cannot store dtype %s of '%s'",
+                                kf_dtype_name(v->dtype), v->name);
+    }
+    kf_verify_ctx *c = kf_calloc(1, sizeof *c);
+    c->g = g;
+    if (o) c->opts = *o;
+    else kf_verify_opts_default(&c->opts);
+    if (c->opts.nsets < 1) c->opts.nsets = 1;
+    c->seed = c->opts.seed;
+    if (!c->seed) {
+        double t = kf_now();
+        uint64_t pid = (uint64_t)getpid();
+        c->seed = kf_hash64(&t, sizeof t, pid) | 1;
+    }
+    const char *wd = c->opts.workdir;
+    if (!wd || !wd[0]) wd = getenv("TMPDIR");
+    if (!wd || !wd[0]) wd = "/tmp";
+    snprintf(c->workdir, sizeof c->workdir, "%s", wd);
+    c->opts.workdir = c->workdir;
+    if (c->opts.runner) {
+        snprintf(c->runner, sizeof c->runner, "%s", c->opts.runner);
+        c->opts.runner = c->runner;
+    }
+
+    c->nin = g->ninputs;
+    c->nout = g->noutputs;
+    c->in_numel = kf_calloc((size_t)c->nin + 1, sizeof *c->in_numel);
+    c->in_bytes = kf_calloc((size_t)c->nin + 1, sizeof *c->in_bytes);
+    c->out_numel = kf_calloc((size_t)c->nout, sizeof *c->out_numel);
+    c->out_bytes = kf_calloc((size_t)c->nout, sizeof *c->out_bytes);
+    for (int i = 0; i < c->nin; i++) {
+        const kf_value *v = &g->values[g->inputs[i]];
+        c->in_numel[i] = kf_shape_numel(&v->shape);
+        c->in_bytes[i] = (size_t)c->in_numel[i] * (size_t)kf_dtype_size(v->dtype);
+    }
+    for (int j = 0; j < c->nout; j++) {
+        const kf_value *v = &g->values[g->outputs[j]];
+        c->out_numel[j] = kf_shape_numel(&v->shape);
+        c->out_bytes[j] = (size_t)c->out_numel[j] * (size_t)kf_dtype_size(v->dtype);
+    }
+
+    int *pos = kf_calloc((size_t)c->nin + 1, sizeof *pos);
+    positive_inputs(g, pos);
+    c->nsets = c->opts.nsets;
+    c->sets = kf_calloc((size_t)c->nsets, sizeof *c->sets);
+    double **din = kf_calloc((size_t)c->nin + 1, sizeof *din);
+    double **dout = kf_calloc((size_t)c->nout, sizeof *dout);
+    kf_status st = KF_OK;
+    double t_draw = 0, t_ref = 0;
+    for (int s = 0; s < c->nsets && st == KF_OK; s++) {
+        double ta = kf_now();
+        kf_vset *v = &c->sets[s];
+        v->dist = s % KF_DIST_COUNT;
+        v->in = kf_calloc((size_t)c->nin + 1, sizeof *v->in);
+        v->ref = kf_calloc((size_t)c->nout, sizeof *v->ref);
+        v->ref_rms = kf_calloc((size_t)c->nout, sizeof *v->ref_rms);
+        for (int i = 0; i < c->nin; i++) {
+            const kf_value *x = &g->values[g->inputs[i]];
+            v->in[i] = kf_malloc(c->in_bytes[i] ? c->in_bytes[i] : 1);
+            din[i] = kf_malloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
+            draw_input(c, s, i, x, pos[i], v->in[i], din[i]);
+        }
+        for (int j = 0; j < c->nout; j++)
+            dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+        double tb = kf_now();
+        st = kf_interp_run(g, (const double *const *)din, dout, err);
+        t_draw += tb - ta;
+        t_ref += kf_now() - tb;
+        for (int j = 0; j < c->nout && st == KF_OK; j++) {
+            kf_dtype dt = g->values[g->outputs[j]].dtype;
+            v->ref[j] = kf_malloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
+            double ss = 0;
+            int64_t nf = 0;
+            void *ref = v->ref[j];
+            const double *dj = dout[j];
+#pragma omp parallel for schedule(static)
+            for (int64_t e = 0; e < c->out_numel[j]; e++) kf_verify_store(dt, ref, e, dj[e]);
+            for (int64_t e = 0; e < c->out_numel[j]; e++) {
+                double w = kf_verify_load(dt, ref, e);
+                if (isfinite(w)) {
+                    ss += w * w;
+                    nf++;
+                }
+            }
+            v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
+        }
+        for (int i = 0; i < c->nin; i++) {
+            free(din[i]);
+            din[i] = NULL;
+        }
+        for (int j = 0; j < c->nout; j++) {
+            free(dout[j]);
+            dout[j] = NULL;
+        }
+    }
+    free(din);
+    free(dout);
+    free(pos);
+    kf_log(2, "verify: %d input sets of '%s' drawn in %.2f s, reference computed in %.2f s "
+              "(seed %llu)", c->nsets, g->name, t_draw, t_ref, (unsigned long long)c->seed);
+    if (st != KF_OK) {
+        kf_verify_ctx_free(c);
+        return st;
+    }
+    *out = c;
+    return KF_OK;
+}
+
+/* ---- checking ---- */
+
+static kf_status find_runner(kf_verify_ctx *c, char *out, size_t cap, kf_error *err) {
+    if (c->runner[0]) {
+        if (access(c->runner, X_OK) != 0)
+            return kf_error_set(err, KF_ERR_IO, c->runner, 0, 0, "kforge-runner is not executable: %s",
+                                strerror(errno));
+        snprintf(out, cap, "%s", c->runner);
+        return KF_OK;
+    }
+    const char *env = getenv("KFORGE_RUNNER");
+    if (env && env[0]) {
+        if (access(env, X_OK) != 0)
+            return kf_error_set(err, KF_ERR_IO, env, 0, 0,
+                                "KFORGE_RUNNER names '%s', which is not executable: %s", env,
+                                strerror(errno));
+        snprintf(out, cap, "%s", env);
+        return KF_OK;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            char p[PATH_MAX + 32];
+            snprintf(p, sizeof p, "%s/kforge-runner", exe);
+            if (access(p, X_OK) == 0) {
+                snprintf(out, cap, "%s", p);
+                return KF_OK;
+            }
+        }
+    }
+#ifdef KF_BUILD_DIR
+    if (access(KF_BUILD_DIR "/kforge-runner", X_OK) == 0) {
+        snprintf(out, cap, "%s", KF_BUILD_DIR "/kforge-runner");
+        return KF_OK;
+    }
+#endif
+    return kf_error_set(err, KF_ERR_IO, NULL, 0, 0,
+                        "cannot find kforge-runner (set KFORGE_RUNNER or opts.runner, or keep it "
+                        "next to the executable)");
+}
+
+static void result_init(kf_vresult *r) {
+    memset(r, 0, sizeof *r);
+    r->status = KF_V_INTERNAL;
+    r->bad_set = -1;
+    r->bad_output = -1;
+    r->first_bad = -1;
+}
+
+static void fail_set(kf_verify_ctx *c, kf_vresult *r, kf_vstatus vs, int s, const char *what,
+                     const char *detail) {
+    r->status = vs;
+    r->bad_set = s;
+    snprintf(r->bad_dist, sizeof r->bad_dist, "%s", kf_verify_dist_name(c->sets[s].dist));
+    snprintf(r->detail, sizeof r->detail, "%s %d (%s inputs, seed %llu): %s", what, s,
+             r->bad_dist, (unsigned long long)c->seed, detail);
+}
+
+static const char *buf_name(const kf_verify_ctx *c, int k, int *is_out) {
+    const kf_graph *g = c->g;
+    *is_out = k >= c->nin;
+    int id = k < c->nin ? g->inputs[k] : g->outputs[k - c->nin];
+    return g->values[id].name;
+}
+
+/* Guards and inputs after a run; returns the failing status or KF_V_OK. */
+static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
+                               char *detail, size_t cap) {
+    const kf_graph *g = c->g;
+    int b;
+    int64_t off;
+    if (kf_sbx_check_guards(sb, &b, &off)) {
+        int is_out;
+        const char *name = buf_name(c, b, &is_out);
+        int id = b < c->nin ? g->inputs[b] : g->outputs[b - c->nin];
+        const kf_value *v = &g->values[id];
+        int es = kf_dtype_size(v->dtype);
+        char shp[128];
+        kf_shape_format(&v->shape, shp, sizeof shp);
+        int64_t size = (int64_t)sb->size[b];
+        if (off == size)
+            snprintf(detail, cap,
+                     "%s '%s' (%s %s, %lld bytes): wrote into the guard zone right after its "
+                     "end (element index %lld; valid indices are 0..%lld)",
+                     is_out ? "output" : "input", name, kf_dtype_name(v->dtype), shp,
+                     (long long)size, (long long)(off / es), (long long)(size / es - 1));
+        else if (off > size)
+            snprintf(detail, cap,
+                     "%s '%s' (%s %s, %lld bytes): wrote into the guard zone %lld bytes after "
+                     "its end (element index %lld; valid indices are 0..%lld)",
+                     is_out ? "output" : "input", name, kf_dtype_name(v->dtype), shp,
+                     (long long)size, (long long)(off - size), (long long)(off / es),
+                     (long long)(size / es - 1));
+        else
+            snprintf(detail, cap,
+                     "%s '%s' (%s %s): wrote into the guard zone %lld bytes before its start "
+                     "(element index %lld)",
+                     is_out ? "output" : "input", name, kf_dtype_name(v->dtype), shp,
+                     (long long)-off, (long long)-((-off + es - 1) / es));
+        if (is_out) r->bad_output = b - c->nin;
+        return KF_V_OOB_WRITE;
+    }
+    for (int i = 0; i < c->nin; i++) {
+        const void *now = kf_sbx_data(sb, i), *was = c->sets[s].in[i];
+        if (memcmp(now, was, c->in_bytes[i]) == 0) continue;
+        const kf_value *v = &g->values[g->inputs[i]];
+        int es = kf_dtype_size(v->dtype);
+        int64_t e = 0;
+        while (e < c->in_numel[i] &&
+               memcmp((const char *)now + e * es, (const char *)was + e * es, (size_t)es) == 0)
+            e++;
+        int64_t nchanged = 0;
+        for (int64_t k = e; k < c->in_numel[i]; k++)
+            nchanged += memcmp((const char *)now + k * es, (const char *)was + k * es, (size_t)es) != 0;
+        char idx[160];
+        kf_verify_format_index(&v->shape, e, idx, sizeof idx);
+        snprintf(detail, cap,
+                 "input '%s' was written (inputs are read-only): element %lld %s changed from "
+                 "%.9g to %.9g; %lld of %lld elements changed",
+                 v->name, (long long)e, idx, kf_verify_load(v->dtype, was, e),
+                 kf_verify_load(v->dtype, now, e), (long long)nchanged,
+                 (long long)c->in_numel[i]);
+        r->first_bad = e;
+        return KF_V_INPUT_MODIFIED;
+    }
+    return KF_V_OK;
+}
+
+static void load_set(kf_verify_ctx *c, kf_sbx *sb, int s) {
+    const kf_graph *g = c->g;
+    for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(sb, i), c->sets[s].in[i], c->in_bytes[i]);
+    for (int j = 0; j < c->nout; j++)
+        kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j), c->out_numel[j]);
+    kf_sbx_fill_guards(sb);
+}
+
+/* Names the runner's output files uniquely across contexts and threads of this process. */
+static unsigned long run_counter;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Check (and time) an artifact; see verify.h. */
+kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate *cand,
+                             const char *artifact, kf_vresult *r, kf_error *err) {
+    result_init(r);
+    double t0 = kf_now();
+    if (!c || !cand || !artifact) {
+        snprintf(r->detail, sizeof r->detail, "kf_verify_artifact: missing argument");
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_artifact: missing argument");
+    }
+    char runner[PATH_MAX];
+    kf_status st = find_runner(c, runner, sizeof runner, err);
+    if (st != KF_OK) {
+        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot find kforge-runner");
+        return st;
+    }
+    char abs_art[PATH_MAX];
+    if (artifact[0] != '/' && realpath(artifact, abs_art)) artifact = abs_art;
+    if (strlen(artifact) >= sizeof ((kf_run_ctl *)0)->artifact) {
+        snprintf(r->detail, sizeof r->detail, "artifact path too long");
+        return kf_error_set(err, KF_ERR_ARG, artifact, 0, 0, "artifact path too long");
+    }
+    const kf_verify_opts *o = &c->opts;
+    int threads = o->threads > 0 ? o->threads : (b && b->info.threads > 0 ? b->info.threads : 0);
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+
+    int nb = c->nin + c->nout;
+    size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
+    int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
+    for (int i = 0; i < c->nin; i++) sizes[i] = c->in_bytes[i];
+    for (int j = 0; j < c->nout; j++) {
+        sizes[c->nin + j] = c->out_bytes[j];
+        is_out[c->nin + j] = 1;
+    }
+    kf_sbx sb;
+    st = kf_sbx_new(sizes, is_out, nb, &sb, err);
+    free(sizes);
+    free(is_out);
+    if (st != KF_OK) {
+        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot create the buffer region");
+        return st;
+    }
+    kf_run_ctl *ctl = sb.ctl;
+    snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
+    snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
+    kf_sbx_limits lim = {
+        .wall_s = o->wall_limit_s, .cpu_s = o->cpu_limit_s, .mem_bytes = o->mem_limit,
+        .output_cap = o->output_cap, .threads = threads, .runner = runner,
+        .workdir = c->workdir,
+    };
+    char detail[1500];
+    kf_vstatus vs = KF_V_OK;
+    double slowest = 0;
+    for (int s = 0; s < c->nsets; s++) {
+        load_set(c, &sb, s);
+        ctl->mode = KF_RUN_CHECK;
+        lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
+        double w = 0;
+        st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, &w, err);
+        if (w > slowest) slowest = w;
+        if (st != KF_OK) {
+            snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
+            goto done;
+        }
+        r->sets_run = s + 1;
+        if (vs != KF_V_OK) {
+            fail_set(c, r, vs, s, "set", detail);
+            goto done;
+        }
+        vs = check_memory(c, &sb, s, r, detail, sizeof detail);
+        if (vs != KF_V_OK) {
+            fail_set(c, r, vs, s, "set", detail);
+            goto done;
+        }
+        for (int j = 0; j < c->nout; j++) {
+            kf_cmp cmp;
+            kf_verify_compare(c, s, j, kf_sbx_data(&sb, c->nin + j), &cmp);
+            r->max_abs_err = fmax(r->max_abs_err, cmp.max_abs);
+            r->max_rel_err = fmax(r->max_rel_err, cmp.max_rel);
+            r->nmse = fmax(r->nmse, cmp.nmse);
+            if (cmp.status != KF_V_OK) {
+                fail_set(c, r, cmp.status, s, "set", cmp.detail);
+                r->bad_output = j;
+                r->first_bad = cmp.first_bad;
+                r->got = cmp.got;
+                r->want = cmp.want;
+                goto done;
+            }
+        }
+    }
+    r->status = KF_V_OK;
+
+    if (o->time_it) {
+        load_set(c, &sb, 0);
+        ctl->mode = KF_RUN_TIME;
+        ctl->min_reps = o->min_reps > 0 ? o->min_reps : 1;
+        ctl->max_reps = o->max_reps > 0 ? o->max_reps : 1;
+        if (ctl->max_reps > KF_RUN_MAX_REPS) ctl->max_reps = KF_RUN_MAX_REPS;
+        if (ctl->min_reps > ctl->max_reps) ctl->min_reps = ctl->max_reps;
+        ctl->min_time_s = o->min_time_s;
+        ctl->warmup_s = 0.05;
+        ctl->budget_s = o->wall_limit_s > 0 ? 0.5 * o->wall_limit_s : 10.0;
+        int64_t cache = o->cache_bytes > 0 ? o->cache_bytes
+                        : (b && b->info.l3_bytes > 0 ? b->info.l3_bytes : (32ll << 20));
+        ctl->flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
+        /* A kernel that passed the check within the wall limit is not hanging; the timing
+         * run needs at least a warm-up and a rep, so it gets room for a few more runs. */
+        double need = ctl->budget_s + 3.0 * slowest + 1.0;
+        if (lim.wall_s > 0 && lim.wall_s < need) lim.wall_s = need;
+        lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
+        st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
+        if (st != KF_OK) {
+            r->status = KF_V_INTERNAL;
+            snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
+            goto done;
+        }
+        if (vs == KF_V_OK) vs = check_memory(c, &sb, 0, r, detail, sizeof detail);
+        if (vs != KF_V_OK) {
+            fail_set(c, r, vs, 0, "timing run on set", detail);
+            goto done;
+        }
+        int reps = ctl->reps;
+        if (reps < 1 || reps > KF_RUN_MAX_REPS) {
+            r->status = KF_V_INTERNAL;
+            snprintf(r->detail, sizeof r->detail, "the timing run reported %d reps", reps);
+            goto done;
+        }
+        double *t = kf_malloc(sizeof *t * (size_t)reps);
+        memcpy(t, ctl->times, sizeof *t * (size_t)reps);
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        double sum = 0;
+        for (int i = 0; i < reps; i++) sum += t[i];
+        double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        r->timed = 1;
+        r->reps = reps;
+        r->time_ms = med * 1e3;
+        r->time_min_ms = t[0] * 1e3;
+        r->time_mean_ms = sum / reps * 1e3;
+        free(t);
+        if (o->floor_s > 0 && med < 0.9 * o->floor_s) {
+            r->status = KF_V_IMPOSSIBLE;
+            snprintf(r->detail, sizeof r->detail,
+                     "median time %.4g ms is below 90%% of the roofline floor %.4g ms: no kernel "
+                     "can move the task's bytes or do its FLOPs that fast (results cached "
+                     "across calls, or work skipped?)",
+                     r->time_ms, o->floor_s * 1e3);
+        }
+    }
+done:
+    kf_sbx_free(&sb);
+    r->run_wall_s = kf_now() - t0;
+    return st;
+}
+
+/* Compile with b into the context's workdir, then check; see verify.h. */
+kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidate *cand,
+                              kf_vresult *r, kf_error *err) {
+    result_init(r);
+    double t0 = kf_now();
+    if (!c || !b || !cand || !cand->source) {
+        snprintf(r->detail, sizeof r->detail, "kf_verify_candidate: missing argument");
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_candidate: missing argument");
+    }
+    if (cand->platform[0] && strcmp(cand->platform, b->info.platform) != 0) {
+        snprintf(r->detail, sizeof r->detail, "candidate is for platform '%s', backend is '%s'",
+                 cand->platform, b->info.platform);
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "%s", r->detail);
+    }
+    kf_buf log = {0};
+    char art[PATH_MAX];
+    kf_error e = {0};
+    kf_status st = kf_backend_compile(b, cand->source, cand->flags, c->workdir, art, sizeof art,
+                                      &log, &e);
+    if (st == KF_ERR_COMPILE) {
+        r->status = KF_V_COMPILE_ERROR;
+        const char *tail = log.data ? log.data : "";
+        size_t keep = sizeof r->detail - strlen(e.msg) - 8;
+        if (log.len > keep) {
+            tail = log.data + log.len - keep;
+            const char *nl = strchr(tail, '\n');
+            if (nl && nl[1]) tail = nl + 1;
+        }
+        snprintf(r->detail, sizeof r->detail, "%s\n%s", e.msg, tail);
+        kf_buf_free(&log);
+        r->run_wall_s = kf_now() - t0;
+        return KF_OK;
+    }
+    kf_buf_free(&log);
+    if (st != KF_OK) {
+        snprintf(r->detail, sizeof r->detail, "%s", e.msg);
+        if (err) *err = e;
+        r->run_wall_s = kf_now() - t0;
+        return st;
+    }
+    st = kf_verify_artifact(c, b, cand, art, r, err);
+    r->run_wall_s = kf_now() - t0;
+    return st;
+}

@@ -1,0 +1,132 @@
+/*
+ * Internal interface of the verifier (src/verify/): the context's layout, typed element
+ * access, the output comparison and the sandbox that runs kforge-runner.
+ *
+ *   verify.c   public API: options, input sets, reference, the check/time sequence
+ *   values.c   PRNG, input distributions, dtype rounding/storage, poison patterns
+ *   compare.c  output comparison against the reference (tolerances, NaN/Inf, ties)
+ *   sandbox.c  the memfd region (guards), fork/exec of the runner under limits, outcome
+ */
+#ifndef KF_VERIFY_INT_H
+#define KF_VERIFY_INT_H
+
+#include "kforge/verify.h"
+#include "verify/runproto.h"
+
+#include <stddef.h>
+
+/* ---- values.c ---- */
+
+typedef struct kf_rng {
+    uint64_t s[4];
+} kf_rng;
+
+void kf_verify_rng_seed(kf_rng *r, uint64_t seed);
+uint64_t kf_verify_rng_next(kf_rng *r);
+double kf_verify_rng_uniform(kf_rng *r); /* [0, 1) */
+double kf_verify_rng_normal(kf_rng *r);  /* N(0, 1) */
+
+enum { KF_DIST_UNIFORM, KF_DIST_NORMAL, KF_DIST_WIDE, KF_DIST_HEAVY, KF_DIST_COUNT };
+const char *kf_verify_dist_name(int dist);
+
+/* Draw n elements of an input into data (stored in dt). pos: strictly positive values are
+ * needed (ignored when has_range). Never stores an exact zero unless the range is [0, 0]. */
+void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, int has_range, double lo,
+                    double hi, void *data, int64_t n);
+
+/* Element i of a typed array as a double (exact for every supported dtype but i64 beyond
+ * 2^53). */
+double kf_verify_load(kf_dtype dt, const void *data, int64_t i);
+/* Store v rounded to nearest-even into element i (i64: rounded to nearest, saturated). */
+void kf_verify_store(kf_dtype dt, void *data, int64_t i, double v);
+/* Whether element i holds exactly the poison pattern; fill n elements with poison. */
+int kf_verify_is_poison(kf_dtype dt, const void *data, int64_t i);
+void kf_verify_poison(kf_dtype dt, void *data, int64_t n);
+/* Whether the verifier can store this dtype. */
+int kf_verify_dtype_ok(kf_dtype dt);
+
+/* ---- the context ---- */
+
+typedef struct kf_vset {
+    int dist;       /* KF_DIST_* */
+    void **in;      /* per graph input: typed data (the exact bytes the kernel gets) */
+    void **ref;     /* per graph output: reference rounded to the output dtype, typed */
+    double *ref_rms;/* per graph output: RMS of the rounded reference (finite elements) */
+} kf_vset;
+
+struct kf_verify_ctx {
+    const kf_graph *g;      /* borrowed: must outlive the context */
+    kf_verify_opts opts;
+    uint64_t seed;          /* the seed actually used */
+    char workdir[1024];
+    char runner[1024];      /* "" until resolved */
+    int nin, nout;
+    int64_t *in_numel, *out_numel;
+    size_t *in_bytes, *out_bytes;
+    int nsets;
+    kf_vset *sets;
+};
+
+/* ---- compare.c ---- */
+
+typedef struct kf_cmp {
+    kf_vstatus status;      /* OK, UNWRITTEN or MISMATCH */
+    int64_t first_bad;      /* -1 if none */
+    double got, want;
+    int64_t nbad;
+    double max_abs, max_rel, nmse;
+    char detail[1024];
+} kf_cmp;
+
+/* Compare output j of set s (data as the kernel left it) with the reference. */
+void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data, kf_cmp *res);
+
+/* "[3, 17]" for flat index i of shape sh. */
+void kf_verify_format_index(const kf_shape *sh, int64_t i, char *buf, size_t cap);
+
+/* ---- sandbox.c ---- */
+
+typedef struct kf_sbx {
+    int fd;
+    uint8_t *base;
+    size_t total;
+    size_t ctl_size;    /* bytes of the control pages */
+    kf_run_ctl *ctl;
+    kf_run_live *live;
+    int nbufs;
+    size_t data_bytes;  /* sum of buffer sizes (the working set) */
+    /* The parent's own copy of the layout: the shared control page is writable by the
+     * candidate's process, so it is rewritten from here before each run and never read
+     * back for the layout. */
+    uint64_t off[KF_RUN_MAX_BUFS], size[KF_RUN_MAX_BUFS];
+    int is_output[KF_RUN_MAX_BUFS];
+} kf_sbx;
+
+typedef struct kf_sbx_limits {
+    double wall_s, cpu_s;
+    int64_t mem_bytes;      /* address space beyond the region */
+    int64_t output_cap;
+    int threads;
+    const char *runner;
+    const char *workdir;
+    unsigned long tag;      /* makes the output file name unique */
+} kf_sbx_limits;
+
+/* Create a region with nbufs buffers of the given sizes (is_output per buffer). */
+kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sbx *sb,
+                     kf_error *err);
+void kf_sbx_free(kf_sbx *sb);
+void *kf_sbx_data(const kf_sbx *sb, int i);
+/* Fill every guard zone with its pattern. */
+void kf_sbx_fill_guards(kf_sbx *sb);
+/* First touched guard byte: returns 1 and sets *buf and *off (bytes relative to the data
+ * start: negative before it, >= size after it); 0 when every guard is intact. */
+int kf_sbx_check_guards(const kf_sbx *sb, int *buf, int64_t *off);
+/* Run the runner once on the region as configured in sb->ctl (mode etc. set by the
+ * caller; this resets the result fields). *vs is the verdict of the run itself: OK when
+ * the runner finished and the kernel returned 0, else the failure with a detail.
+ * Returns an error only when the runner could not be started at all. */
+kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
+                     size_t cap, double *wall_s, kf_error *err);
+
+#endif
