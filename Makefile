@@ -4,7 +4,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: all test test-release test-asan clean
+.PHONY: all test test-release test-asan bench clean
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
@@ -18,6 +18,11 @@ test-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKF_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+
+# CPU benchmark over tasks/ (see bench/cpu_suite.py); results go in docs/benchmarks.md.
+bench: all
+	cc -O2 -fopenmp bench/sgemm_openblas.c $$(pkg-config --cflags --libs openblas) -ldl -lm -o $(BUILD)/sgemm_openblas
+	python3 bench/cpu_suite.py --markdown
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

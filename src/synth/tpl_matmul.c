@@ -1,0 +1,595 @@
+/*
+ * CPU matmul / batched matmul template of the builtin generator.
+ *
+ * Design (BLIS/Goto): for every output matrix, loop over NC-wide column panels of B and
+ * KC-deep slices of K; pack B's KCxNC panel into NR-wide contiguous strips, then for each
+ * MC-tall block of A pack it into MR-tall strips and run an MRxNR register micro-kernel
+ * over (B strip x A strip) pairs, B strip outer (it stays in L1, the A block in L2). Packing absorbs the transposes (ta/tb) and zero-pads partial strips, so the
+ * micro-kernel always runs full tiles; partial tiles are written back through a small
+ * temporary. The first KC slice stores C (never reads it: outputs arrive NaN-poisoned),
+ * later slices accumulate. The micro-kernel is written with GCC vector extensions; with
+ * -march=native (GNU C's default -ffp-contract=fast) its inner loop is broadcast + FMA.
+ *
+ * Threads: the work is cut into independent tasks, each a rectangle of one output matrix
+ * (rows balanced to whole MR strips, columns to whole NR strips) run start to finish by
+ * one thread with its own packing buffers. Threads never meet at a barrier: on a small,
+ * shared (virtual) machine a spinning barrier costs far more than packing a B panel once
+ * per thread. The grid has the fewest tasks per matrix that give every thread the same
+ * work (batch x tasks a multiple of threads; 1 for a large batch), times "split".
+ *
+ * Parameters (all "<prefix>NAME"): threads, naive (0/1: a plain triple loop, the
+ * baseline), vl (vector length in floats: one value, the device's, so that emit, which
+ * sees no device, knows it), mk (micro-kernel shape encoded MR*100+NR, e.g. 616 = 6x16),
+ * mc/kc/nc (block sizes; capped and balanced against the real sizes at emit time), and
+ * split (tasks per thread: 1, 2, 4; only on a device with several threads). All sizes
+ * are baked into the generated code as constants.
+ *
+ * Every generated name starts with the stage function's name, so several matmul stages
+ * coexist in one file.
+ */
+#include "tpl.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- schedule space ---------------------------------------------------------------- */
+
+typedef struct mk_shape {
+    int mr, nv; /* rows, and NR in vectors */
+} mk_shape;
+
+/* Shapes for 16 vector registers (AVX2, SSE): accumulators + B vectors + 1 broadcast must
+ * fit. The first is the default. */
+static const mk_shape mk16[] = {{6, 2}, {4, 3}, {8, 1}, {4, 2}, {4, 1}};
+/* Shapes for 32 vector registers (AVX-512, NEON). */
+static const mk_shape mk32[] = {{12, 2}, {8, 3}, {14, 2}, {6, 4}, {8, 2}, {4, 2}};
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* Keep the values below limit plus the first one at or above it (which then stands for
+ * "all of it"); returns the new count. */
+static int filter_values(long *v, int n, int64_t limit) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        v[m++] = v[i];
+        if (v[i] >= limit) break;
+    }
+    return m;
+}
+
+/* Index of the largest value whose footprint (value * unit bytes) fits budget bytes; 0
+ * when none does. */
+static int pick_fit(const long *v, int n, int64_t unit, int64_t budget) {
+    int best = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i] * unit <= budget) best = i;
+    return best;
+}
+
+static int dev_vl(const kf_device_info *dev) {
+    int bits = dev && dev->simd_bits > 0 ? dev->simd_bits : 128;
+    return bits >= 512 ? 16 : bits >= 256 ? 8 : 4;
+}
+
+static int dev_nregs(const kf_device_info *dev, int vl) {
+    if (vl == 16) return 32;
+    if (dev && (strstr(dev->arch, "aarch64") || strstr(dev->arch, "arm64"))) return 32;
+    return 16;
+}
+
+/* Append the matmul stage's parameters for desc d on dev under prefix (see the design
+ * note for their meaning). Defaults come from the device's cache sizes: KC so that one
+ * B strip fills half of L1, MC so that the A block fills about half of L2, NC so that
+ * the B panel stays well inside L3. Never fails; asserts on a malformed desc. */
+void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
+                          const char *prefix) {
+    assert(d && sp);
+    assert(d->batch >= 1 && d->M >= 0 && d->N >= 0 && d->K >= 0);
+    int64_t l1 = dev && dev->l1d_bytes > 0 ? dev->l1d_bytes : 32 * 1024;
+    int64_t l2 = dev && dev->l2_bytes > 0 ? dev->l2_bytes : 512 * 1024;
+    int64_t l3 = dev && dev->l3_bytes > 0 ? dev->l3_bytes : 8 * 1024 * 1024;
+    int nthreads = dev && dev->threads > 0 ? dev->threads : 1;
+    int vl = dev_vl(dev);
+    int nregs = dev_nregs(dev, vl);
+    double work = (double)d->batch * (double)d->M * (double)d->N * (double)d->K;
+
+    /* threads: 1..max, thinned to powers of two (plus the max) when there are many */
+    long tv[KF_MAX_PARAM_VALUES];
+    int nt = 0;
+    if (nthreads <= KF_MAX_PARAM_VALUES) {
+        for (int t = 1; t <= nthreads; t++) tv[nt++] = t;
+    } else {
+        for (long t = 1; t < nthreads && nt < KF_MAX_PARAM_VALUES - 1; t *= 2) tv[nt++] = t;
+        tv[nt++] = nthreads;
+    }
+    /* below ~160^3 multiply-adds (~0.1 ms on one core) waking a thread team costs more
+     * than it saves, and on a busy machine a worker may not get a core for milliseconds */
+    kf_tpl_add_param(sp, prefix, "threads", tv, nt, work < 4194304.0 ? 0 : nt - 1);
+
+    long naive[] = {0, 1};
+    kf_tpl_add_param(sp, prefix, "naive", naive, 2, 0);
+
+    long vlv[] = {vl};
+    kf_tpl_add_param(sp, prefix, "vl", vlv, 1, 0);
+
+    const mk_shape *tab = nregs >= 32 ? mk32 : mk16;
+    int ntab = nregs >= 32 ? (int)(sizeof mk32 / sizeof mk32[0])
+                           : (int)(sizeof mk16 / sizeof mk16[0]);
+    long mkv[KF_MAX_PARAM_VALUES];
+    for (int i = 0; i < ntab; i++) mkv[i] = tab[i].mr * 100L + tab[i].nv * vl;
+    kf_tpl_add_param(sp, prefix, "mk", mkv, ntab, 0);
+    int mr0 = tab[0].mr, nr0 = tab[0].nv * vl;
+
+    long kcv[] = {64, 128, 192, 256, 384, 512, 768};
+    int nkc = filter_values(kcv, 7, d->K);
+    int kdef = pick_fit(kcv, nkc, 4L * nr0, l1 / 2);
+    kf_tpl_add_param(sp, prefix, "kc", kcv, nkc, kdef);
+    int64_t kc0 = kcv[kdef] < d->K ? kcv[kdef] : (d->K > 0 ? d->K : 1);
+
+    long mcv[] = {24, 48, 72, 96, 144, 192, 240, 288, 384, 576};
+    int nmc = filter_values(mcv, 10, round_up(d->M > 0 ? d->M : 1, mr0));
+    kf_tpl_add_param(sp, prefix, "mc", mcv, nmc, pick_fit(mcv, nmc, 4L * kc0, l2 / 2));
+
+    long ncv[] = {256, 512, 1024, 2048, 4096, 8192, 16384};
+    int nnc = filter_values(ncv, 7, round_up(d->N > 0 ? d->N : 1, nr0));
+    /* each thread packs its own B panel; together they should use under half of L3 */
+    kf_tpl_add_param(sp, prefix, "nc", ncv, nnc,
+                     pick_fit(ncv, nnc, 4L * kc0, l3 / (4 * nthreads)));
+
+    if (nthreads > 1) {
+        /* tasks per thread: more tasks balance a busy machine, at the price of packing
+         * B (or A) once more per extra task */
+        long split[] = {1, 2, 4};
+        kf_tpl_add_param(sp, prefix, "split", split, 3, 0);
+    }
+}
+
+/* ---- emitter ----------------------------------------------------------------------- */
+
+/* Everything the generated code needs, decided at emit time. */
+typedef struct mm_plan {
+    const kf_matmul_desc *d;
+    const char *name;
+    int threads, vl;
+    int mr, nr, nv;
+    int64_t kc, nc;      /* balanced K slice and N panel sizes */
+    int64_t per;         /* MR strips per M block, at most */
+    int64_t strips, nstrips; /* MR strips of M, NR strips of N */
+    int64_t rpm, tm, tn; /* tasks per matrix = tm (over M) x tn (over N) */
+    int64_t apf, bpf;    /* floats of one thread's A block and B panel buffers */
+} mm_plan;
+
+/* printf into out, with every '@' replaced by the stage's function name. */
+static void put(kf_buf *out, const mm_plan *pl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put(kf_buf *out, const mm_plan *pl, const char *fmt, ...) {
+    kf_buf tmp = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    kf_buf_vprintf(&tmp, fmt, ap);
+    va_end(ap);
+    const char *s = tmp.data ? tmp.data : "";
+    for (const char *at; (at = strchr(s, '@')) != NULL; s = at + 1) {
+        kf_buf_putn(out, s, (size_t)(at - s));
+        kf_buf_puts(out, pl->name);
+    }
+    kf_buf_puts(out, s);
+    kf_buf_free(&tmp);
+}
+
+static long long LL(int64_t v) { return (long long)v; }
+
+/* A batch operand's element offset for output matrix bt: decompose bt over the merged
+ * batch dims and dot with the operand's strides (in matrices). */
+static void emit_batch_offset(kf_buf *out, const mm_plan *pl, const char *which,
+                              const int64_t *bstride, int64_t msize) {
+    const kf_matmul_desc *d = pl->d;
+    put(out, pl, "static inline int64_t @_%soff(int64_t bt)\n{\n", which);
+    int all_zero = 1, dense = 1;
+    int64_t want = 1;
+    for (int i = d->nbdims - 1; i >= 0; i--) {
+        if (d->bdim[i] != 1 && bstride[i] != 0) all_zero = 0;
+        if (d->bdim[i] != 1 && bstride[i] != want) dense = 0;
+        want *= d->bdim[i];
+    }
+    if (d->batch == 1 || all_zero) {
+        put(out, pl, "    (void)bt;\n    return 0;\n}\n\n");
+    } else if (dense) {
+        put(out, pl, "    return bt * %lldLL;\n}\n\n", LL(msize));
+    } else {
+        put(out, pl, "    int64_t q = bt, m = 0;\n");
+        for (int i = d->nbdims - 1; i >= 0; i--) {
+            if (d->bdim[i] == 1) continue;
+            if (bstride[i] != 0)
+                put(out, pl, "    m += (q %% %lldLL) * %lldLL;\n", LL(d->bdim[i]),
+                    LL(bstride[i]));
+            put(out, pl, "    q /= %lldLL;\n", LL(d->bdim[i]));
+        }
+        put(out, pl, "    (void)q;\n    return m * %lldLL;\n}\n\n", LL(msize));
+    }
+}
+
+/* The plain triple loop: the baseline variant, and the fallback when scratch memory
+ * cannot be allocated. */
+static void emit_naive(kf_buf *out, const mm_plan *pl, const char *fname) {
+    const kf_matmul_desc *d = pl->d;
+    char aix[64], bix[64];
+    if (d->ta)
+        snprintf(aix, sizeof aix, "k * %lldLL + i", LL(d->M));
+    else
+        snprintf(aix, sizeof aix, "i * %lldLL + k", LL(d->K));
+    if (d->tb)
+        snprintf(bix, sizeof bix, "j * %lldLL + k", LL(d->K));
+    else
+        snprintf(bix, sizeof bix, "k * %lldLL + j", LL(d->N));
+    put(out, pl,
+        "static void %s(const float *restrict A, const float *restrict B, float *restrict C)\n"
+        "{\n",
+        fname);
+    if (pl->threads > 1)
+        put(out, pl, "#pragma omp parallel for collapse(2) num_threads(%d)\n", pl->threads);
+    put(out, pl,
+        "    for (int64_t bt = 0; bt < %lldLL; bt++)\n"
+        "        for (int64_t i = 0; i < %lldLL; i++) {\n"
+        "            const float *restrict a = A + @_aoff(bt);\n"
+        "            const float *restrict b = B + @_boff(bt);\n"
+        "            float *restrict c = C + bt * %lldLL + i * %lldLL;\n"
+        "            for (int64_t j = 0; j < %lldLL; j++) {\n"
+        "                float s = 0.0f;\n"
+        "                for (int64_t k = 0; k < %lldLL; k++)\n"
+        "                    s += a[%s] * b[%s];\n"
+        "                c[j] = s;\n"
+        "            }\n"
+        "        }\n"
+        "}\n\n",
+        LL(d->batch), LL(d->M), LL(d->M * d->N), LL(d->N), LL(d->N), LL(d->K), aix, bix);
+}
+
+/* Packing walks the source in its storage order, so every read stream is sequential:
+ * a row-major operand is read one row at a time and scattered into the strips (a strided
+ * walk down a column of rows would miss the cache on every row, and hardware prefetchers
+ * do not follow strides across pages). */
+static void emit_pack_a(kf_buf *out, const mm_plan *pl) {
+    const kf_matmul_desc *d = pl->d;
+    int mr = pl->mr;
+    put(out, pl,
+        "/* A block rows [ic, ic+mc) x depth [pc, pc+kc) into MR-tall strips, zero-padded */\n"
+        "static void @_pack_a(const float *restrict a, float *restrict ap, int64_t ic,\n"
+        "                     int64_t mc, int64_t pc, int64_t kc)\n"
+        "{\n");
+    if (d->ta) {
+        /* A is [K, M]: row k of the source holds the block's column k, contiguous in i */
+        put(out, pl,
+            "    const int64_t full = mc / %d * %d;\n"
+            "    for (int64_t k = 0; k < kc; k++) {\n"
+            "        const float *restrict s = a + (pc + k) * %lldLL + ic;\n"
+            "        for (int64_t ir = 0; ir < full; ir += %d)\n"
+            "            for (int64_t r = 0; r < %d; r++) ap[ir * kc + k * %d + r] = s[ir + r];\n"
+            "        if (full < mc)\n"
+            "            for (int64_t r = 0; r < %d; r++)\n"
+            "                ap[full * kc + k * %d + r] = full + r < mc ? s[full + r] : 0.0f;\n"
+            "    }\n"
+            "}\n\n",
+            mr, mr, LL(d->M), mr, mr, mr, mr, mr);
+    } else {
+        /* A is [M, K]: MR row streams per strip, each sequential in k */
+        put(out, pl,
+            "    for (int64_t ir = 0; ir < mc; ir += %d) {\n"
+            "        const int64_t mr = mc - ir < %d ? mc - ir : %d;\n"
+            "        float *restrict d = ap + ir * kc;\n"
+            "        const float *restrict s = a + (ic + ir) * %lldLL + pc;\n"
+            "        if (mr == %d) {\n"
+            "            for (int64_t k = 0; k < kc; k++)\n"
+            "                for (int64_t r = 0; r < %d; r++) d[k * %d + r] = s[r * %lldLL + k];\n"
+            "        } else {\n"
+            "            for (int64_t k = 0; k < kc; k++)\n"
+            "                for (int64_t r = 0; r < %d; r++)\n"
+            "                    d[k * %d + r] = r < mr ? s[r * %lldLL + k] : 0.0f;\n"
+            "        }\n"
+            "    }\n"
+            "}\n\n",
+            mr, mr, mr, LL(d->K), mr, mr, mr, LL(d->K), mr, mr, LL(d->K));
+    }
+}
+
+static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
+    const kf_matmul_desc *d = pl->d;
+    int nr = pl->nr;
+    put(out, pl,
+        "/* B panel columns [jc, jc+nc) x depth [pc, pc+kc) into NR-wide strips, zero-padded */\n"
+        "static void @_pack_b(const float *restrict b, float *restrict bp, int64_t jc,\n"
+        "                     int64_t nc, int64_t pc, int64_t kc)\n"
+        "{\n"
+        "    const int64_t full = nc / %d * %d;\n",
+        nr, nr);
+    if (!d->tb) {
+        /* B is [K, N]: row k of the source is the panel's row k, contiguous in j */
+        put(out, pl,
+            "    for (int64_t k = 0; k < kc; k++) {\n"
+            "        const float *restrict s = b + (pc + k) * %lldLL + jc;\n"
+            "        for (int64_t jr = 0; jr < full; jr += %d)\n"
+            "            for (int64_t j = 0; j < %d; j++) bp[jr * kc + k * %d + j] = s[jr + j];\n"
+            "        if (full < nc)\n"
+            "            for (int64_t j = 0; j < %d; j++)\n"
+            "                bp[full * kc + k * %d + j] = full + j < nc ? s[full + j] : 0.0f;\n"
+            "    }\n"
+            "}\n\n",
+            LL(d->N), nr, nr, nr, nr, nr);
+    } else {
+        /* B is [N, K]: row j of the source is the panel's column j, contiguous in k */
+        put(out, pl,
+            "    for (int64_t jr = 0; jr < nc; jr += %d) {\n"
+            "        float *restrict d = bp + jr * kc;\n"
+            "        for (int64_t j = 0; j < %d; j++) {\n"
+            "            if (jr + j < nc) {\n"
+            "                const float *restrict s = b + (jc + jr + j) * %lldLL + pc;\n"
+            "                for (int64_t k = 0; k < kc; k++) d[k * %d + j] = s[k];\n"
+            "            } else {\n"
+            "                for (int64_t k = 0; k < kc; k++) d[k * %d + j] = 0.0f;\n"
+            "            }\n"
+            "        }\n"
+            "    }\n"
+            "    (void)full;\n"
+            "}\n\n",
+            nr, nr, LL(d->K), nr, nr);
+    }
+}
+
+/* The MRxNR register micro-kernel: acc = sum_k a[k][0..MR) x b[k][0..NR); then C = acc
+ * (first) or C += acc, straight into C for a full tile, through a temporary otherwise. */
+static void emit_ukr(kf_buf *out, const mm_plan *pl) {
+    const kf_matmul_desc *d = pl->d;
+    int mr = pl->mr, nv = pl->nv, vl = pl->vl, nr = pl->nr;
+    put(out, pl,
+        "static inline __attribute__((always_inline)) void\n"
+        "@_ukr(int64_t kc, const float *restrict a, const float *restrict b,\n"
+        "      float *restrict c, int64_t mr, int64_t nr, int first)\n"
+        "{\n");
+    for (int i = 0; i < mr; i++) {
+        put(out, pl, "    @_vf");
+        for (int v = 0; v < nv; v++) put(out, pl, "%s c%d_%d = {0}", v ? "," : "", i, v);
+        put(out, pl, ";\n");
+    }
+    /* C's rows are a large stride apart: fetch the tile while the k loop runs */
+    put(out, pl,
+        "    for (int64_t i = 0; i < mr; i++) {\n"
+        "        __builtin_prefetch(c + i * %lldLL, 1, 3);\n"
+        "        __builtin_prefetch(c + i * %lldLL + (nr - 1), 1, 3);\n"
+        "    }\n",
+        LL(d->N), LL(d->N));
+    put(out, pl, "    for (int64_t k = 0; k < kc; k++) {\n");
+    for (int v = 0; v < nv; v++)
+        put(out, pl, "        const @_vf b%d = *(const @_vf *)(b + %d);\n", v, v * vl);
+    for (int i = 0; i < mr; i++) {
+        put(out, pl, "        {\n            const float ai = a[%d];\n", i);
+        for (int v = 0; v < nv; v++) put(out, pl, "            c%d_%d += b%d * ai;\n", i, v, v);
+        put(out, pl, "        }\n");
+    }
+    put(out, pl, "        a += %d;\n        b += %d;\n    }\n", mr, nr);
+    put(out, pl, "    if (mr == %d && nr == %d) {\n        if (first) {\n", mr, nr);
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            put(out, pl, "            *(@_vfu *)(c + %lldLL) = c%d_%d;\n",
+                LL((int64_t)i * d->N + v * vl), i, v);
+    put(out, pl, "        } else {\n");
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            put(out, pl, "            *(@_vfu *)(c + %lldLL) += c%d_%d;\n",
+                LL((int64_t)i * d->N + v * vl), i, v);
+    put(out, pl, "        }\n    } else {\n        float t[%d] __attribute__((aligned(64)));\n",
+        mr * nr);
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            put(out, pl, "        *(@_vf *)(t + %d) = c%d_%d;\n", i * nr + v * vl, i, v);
+    put(out, pl,
+        "        for (int64_t i = 0; i < mr; i++)\n"
+        "            for (int64_t j = 0; j < nr; j++)\n"
+        "                c[i * %lldLL + j] = first ? t[i * %d + j] : c[i * %lldLL + j] + t[i * %d + j];\n"
+        "    }\n"
+        "}\n\n",
+        LL(d->N), nr, LL(d->N), nr);
+}
+
+/* One task: C rows [i0, i1) x columns [j0, j1) of one matrix, start to finish, with the
+ * calling thread's own packing buffers (so threads never wait for each other). */
+static void emit_gemm(kf_buf *out, const mm_plan *pl) {
+    const kf_matmul_desc *d = pl->d;
+    put(out, pl,
+        "static void @_gemm(const float *restrict a, const float *restrict b, float *restrict c,\n"
+        "                   float *restrict ap, float *restrict bp, int64_t i0, int64_t i1,\n"
+        "                   int64_t j0, int64_t j1)\n"
+        "{\n"
+        "    /* M blocks of at most %lld strips, balanced to whole strips */\n"
+        "    const int64_t rs = (i1 - i0 + %d) / %d;\n"
+        "    const int64_t nmb = (rs + %lld) / %lld;\n"
+        "    for (int64_t jc = j0; jc < j1; jc += %lldLL) {\n"
+        "        const int64_t nc = j1 - jc < %lldLL ? j1 - jc : %lldLL;\n"
+        "        const int64_t ns = (nc + %d) / %d;\n"
+        "        for (int64_t pc = 0; pc < %lldLL; pc += %lldLL) {\n"
+        "            const int64_t kc = %lldLL - pc < %lldLL ? %lldLL - pc : %lldLL;\n"
+        "            @_pack_b(b, bp, jc, nc, pc, kc);\n"
+        "            for (int64_t ib = 0; ib < nmb; ib++) {\n"
+        "                const int64_t ic = i0 + (ib * rs / nmb) * %d;\n"
+        "                int64_t ie = i0 + ((ib + 1) * rs / nmb) * %d;\n"
+        "                if (ie > i1) ie = i1;\n"
+        "                const int64_t mc = ie - ic;\n"
+        "                @_pack_a(a, ap, ic, mc, pc, kc);\n"
+        "                for (int64_t s = 0; s < ns; s++) {\n"
+        "                    const int64_t jr = s * %d;\n"
+        "                    const int64_t nr = nc - jr < %d ? nc - jr : %d;\n"
+        "                    const float *restrict bs = bp + s * %dLL * kc;\n"
+        "                    float *restrict cs = c + ic * %lldLL + jc + jr;\n"
+        "                    for (int64_t ir = 0; ir < mc; ir += %d)\n"
+        "                        @_ukr(kc, ap + ir * kc, bs, cs + ir * %lldLL,\n"
+        "                              mc - ir < %d ? mc - ir : %d, nr, pc == 0);\n"
+        "                }\n"
+        "            }\n"
+        "        }\n"
+        "    }\n"
+        "}\n\n",
+        LL(pl->per), pl->mr - 1, pl->mr, LL(pl->per - 1), LL(pl->per), LL(pl->nc), LL(pl->nc),
+        LL(pl->nc), pl->nr - 1, pl->nr, LL(d->K), LL(pl->kc), LL(d->K), LL(pl->kc), LL(d->K),
+        LL(pl->kc), pl->mr, pl->mr, pl->nr,
+        pl->nr, pl->nr, pl->nr, LL(d->N), pl->mr, LL(d->N), pl->mr, pl->mr);
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Decide blocks and the task grid from the parameter values and the real sizes. */
+static void make_plan(mm_plan *pl, const kf_matmul_desc *d, const kf_space *sp,
+                      const kf_point *p, const char *prefix) {
+    long mk = kf_tpl_get(sp, p, prefix, "mk");
+    pl->vl = (int)kf_tpl_get(sp, p, prefix, "vl");
+    assert(pl->vl == 4 || pl->vl == 8 || pl->vl == 16);
+    pl->mr = (int)(mk / 100);
+    pl->nr = (int)(mk % 100);
+    assert(pl->mr >= 1 && pl->nr >= pl->vl && pl->nr % pl->vl == 0);
+    pl->nv = pl->nr / pl->vl;
+    char full[64]; /* split exists only when the device has several threads */
+    snprintf(full, sizeof full, "%ssplit", prefix ? prefix : "");
+    int64_t split = kf_point_get(sp, p, full, 1);
+    if (split < 1) split = 1;
+    int64_t T = pl->threads;
+    int64_t K = d->K > 0 ? d->K : 1, M = d->M > 0 ? d->M : 1, N = d->N > 0 ? d->N : 1;
+    pl->strips = ceil_div(M, pl->mr);
+    pl->nstrips = ceil_div(N, pl->nr);
+
+    int64_t KC = kf_tpl_get(sp, p, prefix, "kc"), MC = kf_tpl_get(sp, p, prefix, "mc"),
+            NC = kf_tpl_get(sp, p, prefix, "nc");
+
+    /* tasks per matrix: the fewest that make batch*rpm a multiple of the thread count,
+     * times split; laid out tm x tn to pack the least: a task packs its rows of A once
+     * per NC panel and its columns of B once */
+    pl->rpm = 1;
+    if (T > 1) pl->rpm = split * (d->batch >= 8 * T ? 1 : T / gcd64(d->batch, T));
+    pl->tm = 1;
+    double best = -1;
+    for (int64_t q = pl->rpm; q >= 1; q--) {
+        if (pl->rpm % q) continue;
+        int64_t tn = pl->rpm / q;
+        if (q > pl->strips || (tn > pl->nstrips && q < pl->strips)) continue;
+        int64_t rows = ceil_div(pl->strips, q) * pl->mr;
+        int64_t cols = ceil_div(pl->nstrips, tn) * pl->nr;
+        double cost = ((double)rows * (double)ceil_div(cols, NC) + (double)cols) * (double)K;
+        if (best < 0 || cost < best) {
+            best = cost;
+            pl->tm = q;
+        }
+    }
+    pl->tn = pl->rpm / pl->tm;
+
+    pl->kc = ceil_div(K, ceil_div(K, KC));
+    int64_t cols = ceil_div(pl->nstrips, pl->tn) * pl->nr; /* widest task */
+    pl->nc = round_up(ceil_div(cols, ceil_div(cols, NC)), pl->nr);
+    pl->per = MC / pl->mr > 0 ? MC / pl->mr : 1;
+    int64_t rows_strips = ceil_div(pl->strips, pl->tm); /* tallest task */
+    int64_t blk = rows_strips < pl->per ? rows_strips : pl->per;
+    pl->apf = round_up(blk * pl->mr * pl->kc, 16);
+    pl->bpf = round_up(pl->kc * pl->nc, 16);
+}
+
+/* Append the stage function fname for desc d at point p (see tpl.h for the signature).
+ * The text is self-contained: it includes the headers it uses and prefixes every helper
+ * with fname. Never fails; asserts when the space lacks this template's parameters. */
+void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
+                        const kf_space *sp, const kf_point *p, const char *prefix) {
+    assert(out && fname && d && sp && p);
+    assert(d->batch >= 1 && d->M >= 0 && d->N >= 0 && d->K >= 0);
+    assert(d->nbdims >= 0 && d->nbdims <= KF_MAX_DIMS);
+    mm_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.d = d;
+    pl.name = fname;
+    pl.threads = (int)kf_tpl_get(sp, p, prefix, "threads");
+    if (pl.threads < 1) pl.threads = 1;
+    int naive = (int)kf_tpl_get(sp, p, prefix, "naive");
+    make_plan(&pl, d, sp, p, prefix);
+
+    put(out, &pl,
+        "/* ---- @: matmul batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d ---- */\n"
+        "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n"
+        "#ifdef _OPENMP\n#include <omp.h>\n#endif\n\n",
+        LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb);
+    if (d->M == 0 || d->N == 0 || d->K == 0) {
+        put(out, &pl,
+            "static void @(const float *restrict A, const float *restrict B, float *restrict C)\n"
+            "{\n    (void)A;\n    (void)B;\n    memset(C, 0, %lluULL);\n}\n\n",
+            (unsigned long long)(d->batch * d->M * d->N * (int64_t)sizeof(float)));
+        return;
+    }
+    emit_batch_offset(out, &pl, "a", d->a_bstride, d->M * d->K);
+    emit_batch_offset(out, &pl, "b", d->b_bstride, d->K * d->N);
+    if (naive) {
+        put(out, &pl, "/* naive triple loop (threads=%d) */\n", pl.threads);
+        emit_naive(out, &pl, fname);
+        return;
+    }
+    char nv_name[160];
+    snprintf(nv_name, sizeof nv_name, "%s_naive", fname);
+    emit_naive(out, &pl, nv_name);
+
+    int64_t ntasks = d->batch * pl.rpm;
+    put(out, &pl,
+        "/* packed GEMM: mk=%dx%d kc=%lld mc<=%lld nc=%lld threads=%d, %lld tasks of %lldx%lld "
+        "per matrix */\n"
+        "typedef float @_vf __attribute__((vector_size(%d)));\n"
+        "typedef float @_vfu __attribute__((vector_size(%d), aligned(4)));\n\n",
+        pl.mr, pl.nr, LL(pl.kc), LL(pl.per * pl.mr), LL(pl.nc), pl.threads, LL(ntasks),
+        LL(pl.tm), LL(pl.tn), pl.vl * 4, pl.vl * 4);
+    emit_pack_a(out, &pl);
+    emit_pack_b(out, &pl);
+    emit_ukr(out, &pl);
+    emit_gemm(out, &pl);
+
+    int64_t per_thread = pl.apf + pl.bpf;
+    put(out, &pl,
+        "static void @(const float *restrict A, const float *restrict B, float *restrict C)\n"
+        "{\n"
+        "    float *buf = aligned_alloc(64, %lldULL);\n"
+        "    if (!buf) {\n        @_naive(A, B, C);\n        return;\n    }\n",
+        LL(per_thread * 4 * pl.threads));
+    if (pl.threads > 1) put(out, &pl, "#pragma omp parallel num_threads(%d)\n", pl.threads);
+    put(out, &pl,
+        "    {\n"
+        "#ifdef _OPENMP\n"
+        "        const int64_t tid = omp_get_thread_num();\n"
+        "#else\n"
+        "        const int64_t tid = 0;\n"
+        "#endif\n"
+        "        float *restrict ap = buf + tid * %lldLL;\n"
+        "        float *restrict bp = ap + %lldLL;\n",
+        LL(per_thread), LL(pl.apf));
+    if (pl.threads > 1)
+        put(out, &pl, "#pragma omp for schedule(%s) nowait\n",
+            ntasks > pl.threads ? "dynamic, 1" : "static");
+    put(out, &pl,
+        "        for (int64_t t = 0; t < %lldLL; t++) {\n"
+        "            const int64_t bt = t / %lldLL, r = t %% %lldLL;\n"
+        "            const int64_t rm = r / %lldLL, rn = r %% %lldLL;\n"
+        "            const int64_t i0 = (rm * %lldLL / %lldLL) * %d;\n"
+        "            int64_t i1 = ((rm + 1) * %lldLL / %lldLL) * %d;\n"
+        "            const int64_t j0 = (rn * %lldLL / %lldLL) * %d;\n"
+        "            int64_t j1 = ((rn + 1) * %lldLL / %lldLL) * %d;\n"
+        "            if (i1 > %lldLL) i1 = %lldLL;\n"
+        "            if (j1 > %lldLL) j1 = %lldLL;\n"
+        "            if (i0 >= i1 || j0 >= j1) continue;\n"
+        "            @_gemm(A + @_aoff(bt), B + @_boff(bt), C + bt * %lldLL, ap, bp, i0, i1, j0, j1);\n"
+        "        }\n"
+        "    }\n"
+        "    free(buf);\n"
+        "}\n\n",
+        LL(ntasks), LL(pl.rpm), LL(pl.rpm), LL(pl.tn), LL(pl.tn), LL(pl.strips), LL(pl.tm),
+        pl.mr, LL(pl.strips), LL(pl.tm), pl.mr, LL(pl.nstrips), LL(pl.tn), pl.nr,
+        LL(pl.nstrips), LL(pl.tn), pl.nr, LL(d->M), LL(d->M), LL(d->N), LL(d->N),
+        LL(d->M * d->N));
+}

@@ -1,0 +1,473 @@
+/*
+ * Tests of the CPU matmul template (src/synth/tpl_matmul.c).
+ *
+ * Each case emits stage functions for a desc at a point of its space, adds an exported
+ * wrapper per stage, compiles the text with the system compiler and the CPU backend's
+ * flags into a .so in a temp dir, dlopens it and runs it on random data. Outputs are
+ * NaN-poisoned before the run and fenced by guard words; inputs are checked unchanged;
+ * results are compared against a double-precision triple loop written here, with a
+ * tolerance scaled by sqrt(K) and by sum_k |a||b|. Inputs end right at a PROT_NONE page and
+ * are read-only during the run, so reads past their end and writes to them crash. Several stages go into one file, which
+ * also checks that two matmul stages coexist.
+ */
+#include <criterion/criterion.h>
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "synth/tpl.h"
+
+#define CFLAGS "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared"
+#define GUARD 64
+#define SENTINEL 1234.5f
+
+typedef struct mm_case {
+    int64_t M, N, K;
+    int ta, tb;
+    int nbdims;
+    int64_t bdim[4], astr[4], bstr[4]; /* strides in matrices, 0 = broadcast */
+    const char *params;                /* "threads=2 mk=616 kc=64 ..." overrides */
+    int simd_bits;                     /* device SIMD width for the space (0 = 256) */
+} mm_case;
+
+static void make_desc(const mm_case *c, kf_matmul_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->M = c->M;
+    d->N = c->N;
+    d->K = c->K;
+    d->ta = c->ta;
+    d->tb = c->tb;
+    d->nbdims = c->nbdims;
+    d->batch = 1;
+    for (int i = 0; i < c->nbdims; i++) {
+        d->bdim[i] = c->bdim[i];
+        d->a_bstride[i] = c->astr[i];
+        d->b_bstride[i] = c->bstr[i];
+        d->batch *= c->bdim[i];
+    }
+}
+
+static void make_dev(kf_device_info *dev, int simd_bits) {
+    memset(dev, 0, sizeof *dev);
+    snprintf(dev->platform, sizeof dev->platform, "cpu");
+    snprintf(dev->arch, sizeof dev->arch, "x86_64 avx2 fma");
+    dev->cores = dev->threads = 2;
+    dev->simd_bits = simd_bits ? simd_bits : 256;
+    dev->l1d_bytes = 32 * 1024;
+    dev->l2_bytes = 512 * 1024;
+    dev->l3_bytes = 32 * 1024 * 1024;
+}
+
+/* Default point, then "name=value" overrides; a value outside the parameter's list
+ * replaces its default value, so odd block sizes can be tried. */
+static void make_point(kf_space *sp, kf_point *pt, const char *params) {
+    for (int i = 0; i < sp->nparams; i++) pt->idx[i] = sp->p[i].dflt;
+    if (!params) return;
+    char *dup = strdup(params), *save = NULL;
+    for (char *tok = strtok_r(dup, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char name[32];
+        long v;
+        cr_assert(sscanf(tok, "%31[^=]=%ld", name, &v) == 2, "bad override %s", tok);
+        int found = 0;
+        for (int i = 0; i < sp->nparams && !found; i++) {
+            const char *nm = strchr(sp->p[i].name, '.');
+            nm = nm ? nm + 1 : sp->p[i].name;
+            if (strcmp(nm, name) != 0) continue;
+            found = 1;
+            int j;
+            for (j = 0; j < sp->p[i].nvalues && sp->p[i].values[j] != v; j++) {}
+            if (j == sp->p[i].nvalues) {
+                j = sp->p[i].dflt;
+                sp->p[i].values[j] = v;
+            }
+            pt->idx[i] = j;
+        }
+        cr_assert(found, "no parameter %s in the space", name);
+    }
+    free(dup);
+}
+
+static unsigned rng_state = 1u;
+static float frand(void) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static int64_t operand_matrix(const mm_case *c, const int64_t *str, int64_t bt) {
+    int64_t m = 0;
+    for (int i = c->nbdims - 1; i >= 0; i--) {
+        m += (bt % c->bdim[i]) * str[i];
+        bt /= c->bdim[i];
+    }
+    return m;
+}
+
+static int64_t operand_count(const mm_case *c, const int64_t *str) {
+    int64_t n = 1;
+    for (int i = 0; i < c->nbdims; i++)
+        if (str[i]) n *= c->bdim[i];
+    return n;
+}
+
+/* n floats ending exactly at an inaccessible page; fenced_seal makes them read-only. */
+typedef struct fenced {
+    void *base;
+    size_t len, data_len;
+    float *p;
+} fenced;
+
+static fenced fenced_alloc(int64_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
+    fenced f;
+    f.data_len = (bytes + pg - 1) / pg * pg;
+    f.len = f.data_len + pg;
+    f.base = mmap(NULL, f.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(f.base != MAP_FAILED);
+    cr_assert(mprotect((char *)f.base + f.data_len, pg, PROT_NONE) == 0);
+    f.p = (float *)((char *)f.base + f.data_len - bytes);
+    return f;
+}
+
+static void fenced_seal(fenced *f) { cr_assert(mprotect(f->base, f->data_len, PROT_READ) == 0); }
+static void fenced_free(fenced *f) { munmap(f->base, f->len); }
+
+/* Compile src into a .so in a fresh temp dir; returns the dlopen handle. */
+static void *compile_and_load(const char *src, char *dir, size_t cap) {
+    snprintf(dir, cap, "/tmp/kf_tpl_mm_XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    char path[512], so[512], log[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/k.c", dir);
+    snprintf(so, sizeof so, "%s/k.so", dir);
+    snprintf(log, sizeof log, "%s/cc.log", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL);
+    fputs(src, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cc " CFLAGS " -Wall -Wextra -Werror %s -o %s > %s 2>&1", path,
+             so, log);
+    int rc = system(cmd);
+    if (rc != 0) {
+        char buf[4096] = {0};
+        FILE *lf = fopen(log, "r");
+        if (lf) {
+            size_t n = fread(buf, 1, sizeof buf - 1, lf);
+            buf[n] = 0;
+            fclose(lf);
+        }
+        cr_assert_fail("generated code did not compile (source in %s):\n%s", path, buf);
+    }
+    /* NODELETE: the .so pulls in libgomp, whose idle worker threads must outlive dlclose */
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    cr_assert(h != NULL, "dlopen: %s", dlerror());
+    return h;
+}
+
+static void remove_dir(const char *dir) {
+    const char *files[] = {"k.c", "k.so", "cc.log"};
+    char p[512];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* Run one compiled stage on random data and check it. */
+static void check_case(void *h, int idx, const mm_case *c) {
+    kf_matmul_desc d;
+    make_desc(c, &d);
+    char sym[32];
+    snprintf(sym, sizeof sym, idx == 0 ? "kforge_kernel" : "kf_case_%d", idx);
+    int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, sym);
+    cr_assert(fn != NULL, "missing %s", sym);
+
+    int64_t na = operand_count(c, c->astr) * c->M * c->K;
+    int64_t nb = operand_count(c, c->bstr) * c->K * c->N;
+    int64_t nc = d.batch * c->M * c->N;
+    fenced fa = fenced_alloc(na), fb = fenced_alloc(nb);
+    float *A = fa.p, *B = fb.p;
+    float *A0 = malloc(sizeof(float) * (size_t)(na + 1)), *B0 = malloc(sizeof(float) * (size_t)(nb + 1));
+    float *Cg = malloc(sizeof(float) * (size_t)(nc + 2 * GUARD));
+    cr_assert(A0 && B0 && Cg);
+    for (int64_t i = 0; i < na; i++) A[i] = A0[i] = frand();
+    for (int64_t i = 0; i < nb; i++) B[i] = B0[i] = frand();
+    fenced_seal(&fa);
+    fenced_seal(&fb);
+    for (int64_t i = 0; i < nc + 2 * GUARD; i++) Cg[i] = SENTINEL;
+    float *C = Cg + GUARD;
+    for (int64_t i = 0; i < nc; i++) C[i] = NAN;
+
+    void *args[3] = {A, B, C};
+    cr_assert(fn(args) == 0);
+
+    for (int i = 0; i < GUARD; i++) {
+        cr_assert(Cg[i] == SENTINEL, "case %d: write before C at -%d", idx, GUARD - i);
+        cr_assert(Cg[GUARD + nc + i] == SENTINEL, "case %d: write after C at +%d", idx, i);
+    }
+    cr_assert(memcmp(A, A0, sizeof(float) * (size_t)na) == 0, "case %d: A changed", idx);
+    cr_assert(memcmp(B, B0, sizeof(float) * (size_t)nb) == 0, "case %d: B changed", idx);
+
+    double tol = 2e-5 * sqrt((double)(c->K > 0 ? c->K : 1));
+    for (int64_t bt = 0; bt < d.batch; bt++) {
+        const float *a = A + operand_matrix(c, c->astr, bt) * c->M * c->K;
+        const float *b = B + operand_matrix(c, c->bstr, bt) * c->K * c->N;
+        const float *cc = C + bt * c->M * c->N;
+        for (int64_t i = 0; i < c->M; i++)
+            for (int64_t j = 0; j < c->N; j++) {
+                double s = 0, sa = 0;
+                for (int64_t k = 0; k < c->K; k++) {
+                    double x = c->ta ? a[k * c->M + i] : a[i * c->K + k];
+                    double y = c->tb ? b[j * c->K + k] : b[k * c->N + j];
+                    s += x * y;
+                    sa += fabs(x * y);
+                }
+                double got = cc[i * c->N + j];
+                cr_assert(isfinite(got),
+                          "case %d (M=%lld N=%lld K=%lld ta=%d tb=%d %s): C[%lld][%lld][%lld] "
+                          "not written (%g)",
+                          idx, (long long)c->M, (long long)c->N, (long long)c->K, c->ta, c->tb,
+                          c->params ? c->params : "", (long long)bt, (long long)i, (long long)j,
+                          got);
+                cr_assert(fabs(got - s) <= tol * sa + 1e-30,
+                          "case %d (M=%lld N=%lld K=%lld ta=%d tb=%d %s): C[%lld][%lld][%lld] "
+                          "= %.9g, want %.9g",
+                          idx, (long long)c->M, (long long)c->N, (long long)c->K, c->ta, c->tb,
+                          c->params ? c->params : "", (long long)bt, (long long)i, (long long)j,
+                          got, s);
+            }
+    }
+    fenced_free(&fa);
+    fenced_free(&fb);
+    free(A0);
+    free(B0);
+    free(Cg);
+}
+
+/* Emit every case as its own stage into one file, compile once, run and check all. */
+static void run_cases(const mm_case *cs, int n) {
+    kf_buf src = {0};
+    for (int i = 0; i < n; i++) {
+        kf_matmul_desc d;
+        make_desc(&cs[i], &d);
+        kf_device_info dev;
+        make_dev(&dev, cs[i].simd_bits);
+        kf_space sp;
+        memset(&sp, 0, sizeof sp);
+        kf_tpl_matmul_params(&d, &dev, &sp, "s0.");
+        kf_point pt;
+        make_point(&sp, &pt, cs[i].params);
+        char fname[32];
+        snprintf(fname, sizeof fname, "kf_mm%d", i);
+        kf_tpl_matmul_emit(&src, fname, &d, &sp, &pt, "s0.");
+        if (i == 0)
+            kf_buf_printf(&src, "int kforge_kernel(void *const *args) {\n");
+        else
+            kf_buf_printf(&src, "int kf_case_%d(void *const *args) {\n", i);
+        kf_buf_printf(&src, "    %s(args[0], args[1], args[2]);\n    return 0;\n}\n\n", fname);
+    }
+    char dir[64];
+    void *h = compile_and_load(src.data, dir, sizeof dir);
+    for (int i = 0; i < n; i++) check_case(h, i, &cs[i]);
+    dlclose(h);
+    remove_dir(dir);
+    kf_buf_free(&src);
+}
+
+#define MM(m, n, k, a, b, p) {.M = m, .N = n, .K = k, .ta = a, .tb = b, .params = p}
+
+Test(tpl_matmul, odd_sizes) {
+    const mm_case cs[] = {
+        MM(1, 1, 1, 0, 0, NULL),
+        MM(1, 1, 1, 1, 1, "threads=2"),
+        MM(7, 5, 3, 0, 0, NULL),
+        MM(13, 17, 19, 0, 0, "threads=2"),
+        MM(31, 37, 1, 0, 0, "threads=2"),  /* K = 1 */
+        MM(2, 3, 300, 0, 0, "threads=2"),  /* M, N below one tile; K above kc */
+        MM(1, 300, 40, 0, 0, "threads=2"), /* one row: threads split N */
+        MM(5, 100, 20, 1, 1, "threads=2"),
+        MM(300, 1, 40, 0, 1, "threads=2"), /* one column */
+        MM(97, 89, 83, 0, 0, "threads=2"),
+    };
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+Test(tpl_matmul, transposes) {
+    const mm_case cs[] = {
+        MM(61, 67, 71, 0, 0, "threads=2"), MM(61, 67, 71, 1, 0, "threads=2"),
+        MM(61, 67, 71, 0, 1, "threads=2"), MM(61, 67, 71, 1, 1, "threads=2"),
+        MM(29, 45, 33, 1, 0, "threads=1"), MM(29, 45, 33, 0, 1, "threads=1"),
+    };
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+Test(tpl_matmul, edge_heavy_blocks) {
+    /* tiny and odd blocks: many partial tiles, K slices, N panels, unbalanced tasks */
+    const mm_case cs[] = {
+        MM(100, 130, 520, 0, 0, "threads=2 kc=64 mc=24 nc=256"),
+        MM(100, 130, 520, 1, 1, "threads=2 kc=7 mc=7 nc=17"),
+        MM(53, 59, 61, 0, 1, "threads=1 kc=5 mc=1 nc=1"),
+        MM(53, 59, 61, 1, 0, "threads=2 kc=13 mc=30 nc=40"),
+        MM(257, 129, 65, 0, 0, "threads=2 kc=64 mc=48 nc=64"),
+        /* more tasks than threads, and thread counts that do not divide anything */
+        MM(101, 77, 45, 0, 0, "threads=2 split=4 mc=24"),
+        MM(101, 77, 45, 1, 1, "threads=3 split=2"),
+        MM(7, 300, 45, 0, 1, "threads=4"),   /* fewer M strips than threads: split N */
+        MM(2, 3, 5, 1, 0, "threads=4 split=4"), /* more threads than tiles */
+    };
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+Test(tpl_matmul, micro_kernels) {
+    /* every shape of the AVX2 table, plus the SSE/NEON-width and AVX-512-width tables
+     * (they compile to narrower registers here but must stay correct) */
+    const long shapes[] = {616, 424, 808, 416, 408};
+    mm_case cs[16];
+    char params[16][64];
+    int n = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        snprintf(params[n], sizeof params[n], "threads=2 mk=%ld", shapes[i]);
+        cs[n] = (mm_case)MM(29, 45, 33, (int)(i & 1), (int)((i >> 1) & 1), params[n]);
+        n++;
+    }
+    const long sse[] = {608, 412, 804}, avx512[] = {1232, 848, 1432};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(params[n], sizeof params[n], "threads=2 mk=%ld", sse[i]);
+        cs[n] = (mm_case)MM(37, 41, 43, 0, (int)(i & 1), params[n]);
+        cs[n++].simd_bits = 128;
+        snprintf(params[n], sizeof params[n], "threads=1 mk=%ld", avx512[i]);
+        cs[n] = (mm_case)MM(37, 70, 43, (int)(i & 1), 0, params[n]);
+        cs[n++].simd_bits = 512;
+    }
+    run_cases(cs, n);
+}
+
+Test(tpl_matmul, naive_variant) {
+    const mm_case cs[] = {
+        MM(33, 29, 17, 0, 0, "naive=1"),
+        MM(33, 29, 17, 1, 1, "naive=1 threads=2"),
+        MM(1, 1, 1, 0, 1, "naive=1"),
+    };
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+Test(tpl_matmul, batched_broadcast) {
+    const mm_case cs[] = {
+        /* dense batch of 4, over threads and over the batch */
+        {.M = 19, .N = 23, .K = 29, .nbdims = 1, .bdim = {4}, .astr = {1}, .bstr = {1},
+         .params = "threads=2 split=1"},
+        {.M = 19, .N = 23, .K = 29, .nbdims = 1, .bdim = {4}, .astr = {1}, .bstr = {1},
+         .params = "threads=2 split=2"},
+        /* A broadcast over the batch */
+        {.M = 17, .N = 31, .K = 13, .ta = 1, .nbdims = 1, .bdim = {3}, .astr = {0},
+         .bstr = {1}, .params = "threads=2 split=2"},
+        /* B broadcast over the inner batch dim: out [2,3], A [2,3], B [2,1] */
+        {.M = 9, .N = 40, .K = 21, .tb = 1, .nbdims = 2, .bdim = {2, 3}, .astr = {3, 1},
+         .bstr = {1, 0}, .params = "threads=2 split=1"},
+        /* A [1,3] B [2,1] -> out [2,3] */
+        {.M = 7, .N = 11, .K = 300, .nbdims = 2, .bdim = {2, 3}, .astr = {0, 1},
+         .bstr = {1, 0}, .params = "threads=2 split=2 kc=64"},
+        /* odd batch with threads splitting each matrix */
+        {.M = 65, .N = 33, .K = 17, .ta = 1, .tb = 1, .nbdims = 1, .bdim = {5}, .astr = {1},
+         .bstr = {0}, .params = "threads=2 split=1"},
+        {.M = 1, .N = 1, .K = 1, .nbdims = 1, .bdim = {3}, .astr = {1}, .bstr = {1},
+         .params = "threads=2 naive=1"},
+        /* batch 3 on 2 and 4 threads: matrices are split so that tasks balance */
+        {.M = 30, .N = 50, .K = 20, .nbdims = 1, .bdim = {3}, .astr = {1}, .bstr = {1},
+         .params = "threads=2"},
+        {.M = 30, .N = 50, .K = 20, .ta = 1, .nbdims = 2, .bdim = {3, 1}, .astr = {1, 0},
+         .bstr = {0, 1}, .params = "threads=4 split=2"},
+        /* a large batch: whole matrices per task, handed out dynamically */
+        {.M = 5, .N = 9, .K = 7, .nbdims = 2, .bdim = {6, 7}, .astr = {7, 1}, .bstr = {0, 1},
+         .params = "threads=2"},
+    };
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+Test(tpl_matmul, larger_default) {
+    const mm_case cs[] = {
+        MM(256, 256, 256, 0, 0, NULL),
+        MM(300, 200, 700, 1, 0, NULL),
+    };
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+Test(tpl_matmul, empty_k_writes_zeros) {
+    kf_matmul_desc d;
+    mm_case c = MM(3, 4, 0, 0, 0, NULL);
+    make_desc(&c, &d);
+    kf_device_info dev;
+    make_dev(&dev, 256);
+    kf_space sp;
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matmul_params(&d, &dev, &sp, "s1.");
+    kf_point pt;
+    make_point(&sp, &pt, NULL);
+    kf_buf src = {0};
+    kf_tpl_matmul_emit(&src, "kf_mm0", &d, &sp, &pt, "s1.");
+    kf_buf_puts(&src, "int kforge_kernel(void *const *args) {\n"
+                      "    kf_mm0(args[0], args[1], args[2]);\n    return 0;\n}\n");
+    char dir[64];
+    void *h = compile_and_load(src.data, dir, sizeof dir);
+    int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, "kforge_kernel");
+    cr_assert(fn != NULL);
+    float a[1] = {1}, b[1] = {1}, out[12];
+    for (int i = 0; i < 12; i++) out[i] = NAN;
+    void *args[3] = {a, b, out};
+    cr_assert(fn(args) == 0);
+    for (int i = 0; i < 12; i++) cr_assert(out[i] == 0.0f);
+    dlclose(h);
+    remove_dir(dir);
+    kf_buf_free(&src);
+}
+
+Test(tpl_matmul, space_shape) {
+    kf_matmul_desc d;
+    mm_case c = MM(2048, 2048, 2048, 0, 0, NULL);
+    make_desc(&c, &d);
+    kf_device_info dev;
+    make_dev(&dev, 256);
+    kf_space sp;
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matmul_params(&d, &dev, &sp, "s0.");
+    kf_point pt;
+    make_point(&sp, &pt, NULL);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "threads"), 2);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "naive"), 0);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "vl"), 8);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "mk"), 616);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "kc"), 256);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "split"), 1);
+    /* every micro-kernel fits 16 registers: MR*NV accumulators + NV + 1 */
+    for (int i = 0; i < sp.nparams; i++) {
+        if (strcmp(sp.p[i].name, "s0.mk") != 0) continue;
+        for (int j = 0; j < sp.p[i].nvalues; j++) {
+            long mr = sp.p[i].values[j] / 100, nv = sp.p[i].values[j] % 100 / 8;
+            cr_assert(mr * nv + nv + 1 <= 16, "mk=%ld needs too many registers",
+                      sp.p[i].values[j]);
+        }
+    }
+
+    /* a tiny matmul: one thread by default, block values capped by the sizes */
+    mm_case t = MM(5, 7, 3, 0, 0, NULL);
+    make_desc(&t, &d);
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matmul_params(&d, &dev, &sp, "s2.");
+    make_point(&sp, &pt, NULL);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s2.", "threads"), 1);
+    for (int i = 0; i < sp.nparams; i++)
+        if (strcmp(sp.p[i].name, "s2.kc") == 0) cr_assert_eq(sp.p[i].nvalues, 1);
+
+    /* the naive point emits no micro-kernel */
+    make_point(&sp, &pt, "naive=1");
+    kf_buf src = {0};
+    kf_tpl_matmul_emit(&src, "kf_mmx", &d, &sp, &pt, "s2.");
+    cr_assert(strstr(src.data, "kf_mmx_ukr") == NULL);
+    cr_assert(strstr(src.data, "static void kf_mmx(") != NULL);
+    kf_buf_free(&src);
+}
