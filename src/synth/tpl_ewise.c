@@ -98,8 +98,10 @@ static void emit_node(const kf_synth *s, const kf_stage *st, const kf_node *n, k
     case KF_OP_SUB: kf_buf_printf(o, "%s - %s", a, b); break;
     case KF_OP_MUL: kf_buf_printf(o, "%s * %s", a, b); break;
     case KF_OP_DIV: kf_buf_printf(o, "%s / %s", a, b); break;
-    case KF_OP_MAXIMUM: kf_buf_printf(o, "((%s > %s || %s != %s) ? %s : %s)", a, b, a, a, a, b); break;
-    case KF_OP_MINIMUM: kf_buf_printf(o, "((%s < %s || %s != %s) ? %s : %s)", a, b, a, a, a, b); break;
+    /* NaN-propagating max/min: when either is NaN both compares fail and a + b is NaN.
+     * (Self-compares such as a != a stop GCC 12 from vectorising some loops.) */
+    case KF_OP_MAXIMUM: kf_buf_printf(o, "((%s < %s) ? %s : ((%s >= %s) ? %s : %s + %s))", b, a, a, b, a, b, a, b); break;
+    case KF_OP_MINIMUM: kf_buf_printf(o, "((%s > %s) ? %s : ((%s <= %s) ? %s : %s + %s))", b, a, a, b, a, b, a, b); break;
     case KF_OP_POW: {
         long e;
         if (const_int_exponent(&s->g->values[n->in[1]], &e)) {

@@ -139,17 +139,17 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         case KF_OP_MEAN: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] += (double)row[j];\n"); break;
         case KF_OP_PROD: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] *= (double)row[j];\n"); break;
         case KF_OP_MAX:
-            kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (v > acc[j] || v != v) ? v : acc[j]; }\n");
+            kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (acc[j] < v) ? v : ((acc[j] >= v) ? acc[j] : acc[j] + v); }\n");
             break;
         case KF_OP_MIN:
-            kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (v < acc[j] || v != v) ? v : acc[j]; }\n");
+            kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (acc[j] > v) ? v : ((acc[j] <= v) ? acc[j] : acc[j] + v); }\n");
             break;
         default: {
             /* argmax/argmin: the flat index along the single reduced axis is roff / stride */
             int64_t rstride = 1;
             for (int j = 0; j < m; j++) if (gr[j].reduced) rstride = gr[j].stride;
             kf_buf_printf(o, "        const int64_t ri = roff / %lldL;\n", (long long)rstride);
-            kf_buf_printf(o, "        for (long j = 0; j < len; j++) { float v = row[j]; int take = (v %s acc[j]) || (v != v && acc[j] == acc[j]); acc[j] = take ? v : acc[j]; arg[j] = take ? ri : arg[j]; }\n",
+            kf_buf_printf(o, "        for (long j = 0; j < len; j++) { float v = row[j]; int take = (v %s acc[j]) | ((v != v) & (acc[j] == acc[j])); acc[j] = take ? v : acc[j]; arg[j] = take ? ri : arg[j]; }\n",
                           wantmax ? ">" : "<");
             break;
         }
@@ -283,7 +283,7 @@ static void emit_softmax(const kf_synth *s, const kf_stage *st, const kf_point *
     kf_buf_printf(o, "        float m[%ld], sum[%ld];\n", block, block);
     kf_buf_puts(o, "        for (long j = 0; j < len; j++) { m[j] = -INFINITY; sum[j] = 0.0f; }\n");
     kf_buf_printf(o, "        for (long r = 0; r < %lldL; r++) { const float *xr = xb + r * %lldL;\n", (long long)N, (long long)I);
-    kf_buf_puts(o, "            for (long j = 0; j < len; j++) { float v = xr[j]; m[j] = (v > m[j] || v != v) ? v : m[j]; } }\n");
+    kf_buf_puts(o, "            for (long j = 0; j < len; j++) { float v = xr[j]; m[j] = (m[j] < v) ? v : ((m[j] >= v) ? m[j] : m[j] + v); } }\n");
     kf_buf_printf(o, "        for (long r = 0; r < %lldL; r++) { const float *xr = xb + r * %lldL; float *yr = yb + r * %lldL;\n",
                   (long long)N, (long long)I, (long long)I);
     kf_buf_puts(o, "            for (long j = 0; j < len; j++) { float e = kf_expf(xr[j] - m[j]); yr[j] = e; sum[j] += e; } }\n");
