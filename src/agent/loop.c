@@ -202,8 +202,15 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     json_object_set_new(man, "schedule", json_string(b->label));
     char flags[1024];
     snprintf(flags, sizeof flags, "%s %s", r->dev.flags, r->best_flags);
-    json_object_set_new(man, "compile", json_sprintf("%s %s -o kernel.so kernel.c", r->dev.compiler, flags));
-    json_object_set_new(man, "compiler", json_string(r->dev.compiler));
+    /* the device reports "COMMAND: VERSION" */
+    char cc[256];
+    snprintf(cc, sizeof cc, "%s", r->dev.compiler);
+    char *colon = strstr(cc, ": ");
+    const char *version = colon ? colon + 2 : "";
+    if (colon) *colon = 0;
+    json_object_set_new(man, "compile", json_sprintf("%s %s -o kernel.so kernel.c -lm", cc, flags));
+    json_object_set_new(man, "compiler", json_string(cc));
+    json_object_set_new(man, "compiler_version", json_string(version));
     json_object_set_new(man, "flags", json_string(flags));
     json_t *args = json_array();
     for (int i = 0; i < g->ninputs; i++) {

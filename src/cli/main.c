@@ -326,6 +326,26 @@ out:
     return rc;
 }
 
+/* "negative_slope:alpha=0.01,..." (user name, slot, default) as users write it:
+ * "negative_slope=0.01, ..." */
+static void attrs_for_users(const char *spec, char *out, size_t cap) {
+    size_t used = 0;
+    out[0] = 0;
+    const char *p = spec;
+    while (*p && used + 1 < cap) {
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        int nlen = (int)((colon ? colon : eq ? eq : end) - p);
+        int w = snprintf(out + used, cap - used, "%s%.*s=%.*s", used ? ", " : "", nlen, p,
+                         eq ? (int)(end - eq - 1) : 0, eq ? eq + 1 : "");
+        if (w < 0) break;
+        used += (size_t)w;
+        p = *end ? end + 1 : end;
+    }
+}
+
 static int cmd_ops(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -341,14 +361,16 @@ static int cmd_ops(int argc, char **argv) {
         if (in->min_in == in->max_in) snprintf(arity, sizeof arity, "%d", in->min_in);
         else snprintf(arity, sizeof arity, "%d-%d", in->min_in, in->max_in);
         const char *dom = in->domain == KF_DOMAIN_POS ? "x>0" : "any";
+        char attrs[256];
+        attrs_for_users(in->attrs, attrs, sizeof attrs);
         if (json) {
             json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:i}", "name", in->name, "kind",
                                   kf_op_kind_name(in->kind), "min_inputs", in->min_in, "max_inputs",
-                                  in->max_in, "attributes", in->attrs, "domain", dom, "flops", in->flops);
+                                  in->max_in, "attributes", attrs, "domain", dom, "flops", in->flops);
             json_array_append_new(arr, o);
         } else {
             printf("%-12s %-8s %-6s %-7s %s\n", in->name, kf_op_kind_name(in->kind), arity, dom,
-                   in->attrs[0] ? in->attrs : "-");
+                   attrs[0] ? attrs : "-");
         }
     }
     if (json) {
