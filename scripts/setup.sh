@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libcriterion-dev)
+PKGS=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libcriterion-dev valgrind)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

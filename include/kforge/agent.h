@@ -27,6 +27,8 @@ typedef struct kf_loop_opts {
     uint64_t seed;           /* input sets and search (0 = from the clock) */
     FILE *table;             /* live iteration table (NULL = none) */
     int recalibrate;         /* re-measure the device's ceilings */
+    int memcheck;            /* final candidate under valgrind: 0 auto (when the estimated
+                                checker time is under a minute), 1 always, -1 never */
 } kf_loop_opts;
 
 void kf_loop_opts_default(kf_loop_opts *o);
@@ -38,6 +40,8 @@ typedef struct kf_iter_record {
     kf_vresult res;
     kf_perf_point perf;      /* valid when res.status == KF_V_OK */
     int best_so_far;         /* this iteration improved the best time */
+    char *source;            /* candidate source (owned; kept for verified candidates) */
+    char flags[512];         /* its extra compile flags */
 } kf_iter_record;
 
 typedef struct kf_run_result {
@@ -51,6 +55,8 @@ typedef struct kf_run_result {
     char *best_source;       /* owned */
     char best_flags[512];
     char out_dir[512];
+    char memcheck[64];       /* "ok", "skipped", "memcheck", ... for the final candidate */
+    char memcheck_detail[2048];
     double wall_s;
 } kf_run_result;
 

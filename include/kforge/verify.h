@@ -41,6 +41,7 @@ typedef enum kf_vstatus {
     KF_V_MISMATCH,       /* numbers out of tolerance (incl. NaN/Inf mismatch) */
     KF_V_IMPOSSIBLE,     /* faster than the roofline floor */
     KF_V_INTERNAL,       /* kforge failed to run the check */
+    KF_V_MEMCHECK,       /* the memory checker (valgrind) reported an error */
     KF_V_COUNT
 } kf_vstatus;
 
@@ -103,6 +104,29 @@ kf_status kf_verify_artifact(kf_verify_ctx *ctx, kf_backend *b, const kf_candida
  * KF_V_COMPILE_ERROR with the compiler log's tail in r->detail. */
 kf_status kf_verify_candidate(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
                               kf_vresult *r, kf_error *err);
+
+/* Run the artifact once, on input set 0, under a memory checker (valgrind memcheck when
+ * installed) in the sandbox, and report invalid reads/writes, uses of uninitialised values,
+ * invalid frees and definite leaks of the kernel's own allocations (the shared buffers are
+ * not heap memory: their guards cover them). Meant for the final candidate: it is slow.
+ * Sequence: one native run on set 0, checked as usual (guards, inputs, outputs), which also
+ * measures the kernel's CPU time; then the checker run, with wall and CPU limits of
+ * 60 s + 1000x that CPU time (at most 600 s, at least the context's limits), no
+ * address-space limit and an 8 MiB output cap; then the usual checks on what the checker
+ * run left, so that a kernel that behaves differently under the checker is caught.
+ * Returns KF_OK whenever a verdict was reached, with r->status:
+ *   KF_V_OK        clean;
+ *   KF_V_MEMCHECK  the first report's lines (up to ~40, newline-separated) in r->detail;
+ *   other          the native run failed ("native run before the memory check on set 0
+ *                  ...": crash, mismatch, oob-write, ...) or the checker run did without a
+ *                  report ("run under valgrind on set 0 ...": e.g. mismatch);
+ * r->sets_run is 1 and bad_set 0 on a failure. Returns KF_ERR_UNSUPPORTED, with the reason
+ * in err and r->detail, when no checker is installed, when it cannot run this artifact
+ * (instructions valgrind cannot decode, e.g. AVX-512) or when it did not finish within its
+ * limits; these are no verdict on the kernel (the caller reports "memcheck skipped: ...").
+ * Other errors: kforge could not run the check at all (no runner, no region). */
+kf_status kf_verify_memcheck(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
+                             const char *artifact, kf_vresult *r, kf_error *err);
 
 #ifdef __cplusplus
 }

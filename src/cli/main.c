@@ -60,6 +60,8 @@ static void usage_synth(FILE *f) {
             "  --threads N        threads for candidates (default: all usable)\n"
             "  --seed N           seed for the input sets and the search\n"
             "  --recalibrate      re-measure the device's ceilings\n"
+            "  --memcheck M       run the final kernel under valgrind memcheck: auto (default:\n"
+            "                     when it would take under a minute), on, off\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
             "  -h, --help         this help\n"
@@ -134,6 +136,7 @@ static int cmd_synth(int argc, char **argv) {
         {"time-budget", required_argument, 0, 'b'}, {"out", required_argument, 0, 'o'},
         {"threads", required_argument, 0, 'j'}, {"seed", required_argument, 0, 's'},
         {"recalibrate", no_argument, 0, 'R'}, {"json", no_argument, 0, 'J'},
+        {"memcheck", required_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
@@ -162,6 +165,12 @@ static int cmd_synth(int argc, char **argv) {
             o.seed = (uint64_t)lv;
             break;
         case 'R': o.recalibrate = 1; break;
+        case 'M':
+            if (!strcmp(optarg, "auto")) o.memcheck = 0;
+            else if (!strcmp(optarg, "on")) o.memcheck = 1;
+            else if (!strcmp(optarg, "off")) o.memcheck = -1;
+            else { fprintf(stderr, "kforge synth: --memcheck takes auto, on or off, got '%s'\n", optarg); return EXIT_USAGE; }
+            break;
         case 'J': json = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage_synth(stdout); return 0;

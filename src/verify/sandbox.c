@@ -12,6 +12,10 @@
  * fork(): between fork and exec it only calls async-signal-safe functions, because the
  * parent may be multi-threaded.
  *
+ * For the memory-checker run (memcheck.c) the caller may put a wrapper in front of the
+ * runner (valgrind and its flags), lift the address-space limit, name the wrapper's
+ * "errors found" exit status, and take a copy of the captured output before the file goes.
+ *
  * The child also gets PR_SET_PDEATHSIG = SIGKILL, so it dies with kforge; note that the
  * "parent" there is the forking thread, so verification must run on a thread that
  * outlives the check (any ordinary caller does).
@@ -273,18 +277,26 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     /* environment: ours, with OMP_NUM_THREADS replaced */
     size_t nenv = 0;
     while (environ && environ[nenv]) nenv++;
-    char **envp = kf_calloc(nenv + 2, sizeof *envp);
+    char **envp = kf_calloc(nenv + 3, sizeof *envp);
     size_t k = 0;
     for (size_t i = 0; i < nenv; i++)
         if (strncmp(environ[i], "OMP_NUM_THREADS=", 16) != 0) envp[k++] = environ[i];
     char omp[64];
     snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", lim->threads > 0 ? lim->threads : 1);
     envp[k++] = omp;
+    if (lim->extra_env) envp[k++] = (char *)lim->extra_env;
     envp[k] = NULL;
     char runner[1024];
     snprintf(runner, sizeof runner, "%s", lim->runner);
     char fdarg[] = "3";
-    char *argv[] = {runner, fdarg, NULL};
+    /* argv: the wrapper's words (a memory checker), if any, then "runner FD" */
+    size_t nwrap = 0;
+    while (lim->wrapper && lim->wrapper[nwrap]) nwrap++;
+    char **argv = kf_calloc(nwrap + 3, sizeof *argv);
+    for (size_t i = 0; i < nwrap; i++) argv[i] = (char *)lim->wrapper[i];
+    argv[nwrap] = runner;
+    argv[nwrap + 1] = fdarg;
+    const char *exe = argv[0];
 
     struct rlimit rl_cpu, rl_as, rl_fsize, rl_nproc, rl_core;
     rlim_t cpu = (rlim_t)ceil(lim->cpu_s > 0 ? lim->cpu_s : 1);
@@ -293,7 +305,8 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     int threads = lim->threads > 0 ? lim->threads : 1;
     int64_t as = (int64_t)sb->total + lim->mem_bytes + AS_BASE_BYTES +
                  (int64_t)threads * AS_PER_THREAD_BYTES + (int64_t)ctl->flush_bytes;
-    clamp_limit(RLIMIT_AS, (rlim_t)as, (rlim_t)as, &rl_as);
+    if (lim->no_mem_limit) clamp_limit(RLIMIT_AS, RLIM_INFINITY, RLIM_INFINITY, &rl_as);
+    else clamp_limit(RLIMIT_AS, (rlim_t)as, (rlim_t)as, &rl_as);
     rlim_t fsz = (rlim_t)(lim->output_cap > 0 ? lim->output_cap : 0);
     clamp_limit(RLIMIT_FSIZE, fsz, fsz, &rl_fsize);
     rlim_t np = (rlim_t)(system_threads() + threads + 64);
@@ -306,6 +319,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (pid < 0) {
         int e = errno;
         free(envp);
+        free(argv);
         close(outfd);
         unlink(outpath);
         if (devnull >= 0) close(devnull);
@@ -340,11 +354,12 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         setrlimit(RLIMIT_CPU, &rl_cpu);
         setrlimit(RLIMIT_FSIZE, &rl_fsize);
         setrlimit(RLIMIT_AS, &rl_as);
-        execve(runner, argv, envp);
+        execve(exe, argv, envp);
         _exit(127);
     }
     setpgid(pid, pid); /* also done by the child; whichever runs first wins the race */
     free(envp);
+    free(argv);
     if (devnull >= 0) close(devnull);
 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
@@ -387,6 +402,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (wall_s) *wall_s = wall;
     double cpu_used = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
                       (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    if (lim->cpu_used) *lim->cpu_used = cpu_used;
 
     char where[96], out[400];
     stage_text(live, mode, where, sizeof where);
@@ -439,7 +455,11 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         char msg[sizeof ctl->message];
         memcpy(msg, ctl->message, sizeof msg);
         msg[sizeof msg - 1] = 0;
-        if (code == 0 && ctl->done == 1 && stage == KF_STAGE_DONE &&
+        if (lim->checker_exit > 0 && code == lim->checker_exit && stage >= KF_STAGE_START) {
+            /* the wrapper's "errors found" status; its report is in the output */
+            *vs = KF_V_MEMCHECK;
+            snprintf(detail, cap, "the memory checker reported errors %s", where);
+        } else if (code == 0 && ctl->done == 1 && stage == KF_STAGE_DONE &&
                    ctl->magic == KF_RUN_MAGIC) {
             if (ctl->kernel_rc != 0 && nomem) {
                 *vs = KF_V_MEM_LIMIT;
@@ -467,7 +487,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
                      code, where, out[0] ? "; output tail: " : "", out);
         } else if (stage < KF_STAGE_START && (code == 127 || code == 126)) {
             *vs = KF_V_INTERNAL;
-            snprintf(detail, cap, "could not start the runner '%s' (exit status %d)", runner, code);
+            snprintf(detail, cap, "could not start the runner '%s' (exit status %d)", exe, code);
         } else if (stage <= KF_STAGE_START && code == KF_RUN_EXIT_USAGE) {
             *vs = KF_V_INTERNAL;
             snprintf(detail, cap, "the runner rejected its control page: %s", msg);
@@ -478,6 +498,13 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
                      "complete (did the kernel call exit()?)%s%s", code, where,
                      out[0] ? "; output tail: " : "", out);
         }
+    }
+    if (lim->output && lim->output_keep > 0 && out_size > 0) {
+        size_t want = (size_t)out_size < lim->output_keep ? (size_t)out_size : lim->output_keep;
+        char *text = kf_malloc(want);
+        ssize_t n = pread(outfd, text, want, 0);
+        if (n > 0) kf_buf_putn(lim->output, text, (size_t)n);
+        free(text);
     }
     close(outfd);
     unlink(outpath);

@@ -43,6 +43,7 @@ const char *kf_vstatus_name(kf_vstatus s) {
     case KF_V_MISMATCH: return "mismatch";
     case KF_V_IMPOSSIBLE: return "impossible";
     case KF_V_INTERNAL: return "internal";
+    case KF_V_MEMCHECK: return "memcheck";
     case KF_V_COUNT: break;
     }
     return "unknown";

@@ -110,6 +110,16 @@ typedef struct kf_sbx_limits {
     const char *runner;
     const char *workdir;
     unsigned long tag;      /* makes the output file name unique */
+    /* Optional, for the memory-checker run (memcheck.c); zero/NULL = off. */
+    const char *const *wrapper; /* NULL-terminated argv run in front of "runner FD" (e.g.
+                                   valgrind and its flags); wrapper[0] is an absolute path */
+    int no_mem_limit;       /* lift the address-space limit (a checker reserves a lot) */
+    int checker_exit;       /* > 0: the wrapper's exit status for "errors found", which
+                               becomes KF_V_MEMCHECK */
+    const char *extra_env;  /* one more "NAME=VALUE" for the child's environment */
+    kf_buf *output;         /* receives the head of the run's stdout+stderr ... */
+    size_t output_keep;     /* ... up to this many bytes */
+    double *cpu_used;       /* receives the CPU seconds the run took */
 } kf_sbx_limits;
 
 /* Create a region with nbufs buffers of the given sizes (is_output per buffer). */
