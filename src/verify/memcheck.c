@@ -74,53 +74,6 @@ static int find_on_path(const char *name, char *out, size_t cap) {
     return 0;
 }
 
-/* kforge-runner, looked up as kf_verify_artifact does: the context's path, KFORGE_RUNNER,
- * next to the executable, then the build directory. */
-static kf_status find_runner(const kf_verify_ctx *c, char *out, size_t cap, kf_error *err) {
-    const char *cands[3] = {c->runner[0] ? c->runner : NULL, getenv("KFORGE_RUNNER"), NULL};
-    for (int i = 0; i < 2; i++) {
-        if (!cands[i] || !cands[i][0]) continue;
-        if (access(cands[i], X_OK) != 0)
-            return kf_error_set(err, KF_ERR_IO, cands[i], 0, 0, "kforge-runner '%s' is not "
-                                "executable: %s", cands[i], strerror(errno));
-        snprintf(out, cap, "%s", cands[i]);
-        return KF_OK;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            char p[PATH_MAX + 32];
-            snprintf(p, sizeof p, "%s/kforge-runner", exe);
-            if (access(p, X_OK) == 0) {
-                snprintf(out, cap, "%s", p);
-                return KF_OK;
-            }
-        }
-    }
-#ifdef KF_BUILD_DIR
-    if (access(KF_BUILD_DIR "/kforge-runner", X_OK) == 0) {
-        snprintf(out, cap, "%s", KF_BUILD_DIR "/kforge-runner");
-        return KF_OK;
-    }
-#endif
-    return kf_error_set(err, KF_ERR_IO, NULL, 0, 0,
-                        "cannot find kforge-runner (set KFORGE_RUNNER or opts.runner, or keep it "
-                        "next to the executable)");
-}
-
-/* Inputs, poisoned outputs and fresh guards of set s into the region. */
-static void load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
-    const kf_graph *g = c->g;
-    for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(sb, i), c->sets[s].in[i], c->in_bytes[i]);
-    for (int j = 0; j < c->nout; j++)
-        kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j), c->out_numel[j]);
-    kf_sbx_fill_guards(sb);
-}
-
 static void fail(const kf_verify_ctx *c, kf_vresult *r, kf_vstatus vs, const char *what,
                  const char *detail) {
     r->status = vs;
@@ -260,41 +213,12 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         snprintf(r->detail, sizeof r->detail, "valgrind is not installed (not found on PATH)");
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
     }
-    char runner[PATH_MAX];
-    kf_status st = find_runner(c, runner, sizeof runner, err);
-    if (st != KF_OK) {
-        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot find kforge-runner");
-        return st;
-    }
-    char abs_art[PATH_MAX];
-    if (artifact[0] != '/' && realpath(artifact, abs_art)) artifact = abs_art;
-    if (strlen(artifact) >= sizeof ((kf_run_ctl *)0)->artifact) {
-        snprintf(r->detail, sizeof r->detail, "artifact path too long");
-        return kf_error_set(err, KF_ERR_ARG, artifact, 0, 0, "artifact path too long");
-    }
-    const kf_verify_opts *o = &c->opts;
-    int threads = o->threads > 0 ? o->threads : (b && b->info.threads > 0 ? b->info.threads : 0);
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
-
-    int nb = c->nin + c->nout;
-    size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
-    int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
-    for (int i = 0; i < c->nin; i++) sizes[i] = c->in_bytes[i];
-    for (int j = 0; j < c->nout; j++) {
-        sizes[c->nin + j] = c->out_bytes[j];
-        is_out[c->nin + j] = 1;
-    }
+    char runner[PATH_MAX], abs_art[PATH_MAX];
+    int threads;
     kf_sbx sb;
-    st = kf_sbx_new(sizes, is_out, nb, &sb, err);
-    free(sizes);
-    free(is_out);
-    if (st != KF_OK) {
-        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot create the buffer region");
-        return st;
-    }
+    kf_status st = kf_verify_open_region(c, b, &artifact, runner, abs_art, &threads, &sb, r, err);
+    if (st != KF_OK) return st;
+    const kf_verify_opts *o = &c->opts;
     kf_buf out = {0};
     kf_run_ctl *ctl = sb.ctl;
     snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
@@ -311,7 +235,7 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         .output_cap = o->output_cap, .threads = threads, .runner = runner,
         .workdir = c->workdir, .cpu_used = &native_cpu,
     };
-    load_set(c, &sb, 0);
+    kf_verify_load_set(c, &sb, 0);
     lim.tag = MC_TAG_BASE + __atomic_add_fetch(&mc_counter, 1, __ATOMIC_RELAXED);
     st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, &native_wall, err);
     if (st != KF_OK) {
@@ -344,7 +268,7 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     vlim.output = &out;
     vlim.output_keep = MC_OUTPUT_KEEP;
     vlim.cpu_used = NULL;
-    load_set(c, &sb, 0);
+    kf_verify_load_set(c, &sb, 0);
     vlim.tag = MC_TAG_BASE + __atomic_add_fetch(&mc_counter, 1, __ATOMIC_RELAXED);
     double vwall = 0;
     st = kf_sbx_run(&sb, &vlim, &vs, detail, sizeof detail, &vwall, err);

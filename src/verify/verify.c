@@ -263,7 +263,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
 
 /* ---- checking ---- */
 
-static kf_status find_runner(kf_verify_ctx *c, char *out, size_t cap, kf_error *err) {
+kf_status kf_verify_find_runner(const kf_verify_ctx *c, char *out, size_t cap, kf_error *err) {
     if (c->runner[0]) {
         if (access(c->runner, X_OK) != 0)
             return kf_error_set(err, KF_ERR_IO, c->runner, 0, 0, "kforge-runner is not executable: %s",
@@ -393,12 +393,54 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
     return KF_V_OK;
 }
 
-static void load_set(kf_verify_ctx *c, kf_sbx *sb, int s) {
+void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
     const kf_graph *g = c->g;
     for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(sb, i), c->sets[s].in[i], c->in_bytes[i]);
     for (int j = 0; j < c->nout; j++)
         kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j), c->out_numel[j]);
     kf_sbx_fill_guards(sb);
+}
+
+/* Shared by every run of a candidate: resolve the runner and the artifact's absolute path
+ * (*artifact may be redirected into abs_art), the thread count, and a fresh buffer region
+ * sized for the task. On failure fills r->detail and err. */
+kf_status kf_verify_open_region(const kf_verify_ctx *c, kf_backend *b, const char **artifact,
+                                char runner[PATH_MAX], char abs_art[PATH_MAX], int *threads,
+                                kf_sbx *sb, kf_vresult *r, kf_error *err) {
+    kf_status st = kf_verify_find_runner(c, runner, PATH_MAX, err);
+    if (st != KF_OK) {
+        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot find kforge-runner");
+        return st;
+    }
+    if ((*artifact)[0] != '/' && realpath(*artifact, abs_art)) *artifact = abs_art;
+    if (strlen(*artifact) >= sizeof ((kf_run_ctl *)0)->artifact) {
+        snprintf(r->detail, sizeof r->detail, "artifact path too long");
+        return kf_error_set(err, KF_ERR_ARG, *artifact, 0, 0, "artifact path too long");
+    }
+    const kf_verify_opts *o = &c->opts;
+    int nthr = o->threads > 0 ? o->threads : (b && b->info.threads > 0 ? b->info.threads : 0);
+    if (nthr <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        nthr = n > 0 ? (int)n : 1;
+    }
+    *threads = nthr;
+
+    int nb = c->nin + c->nout;
+    size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
+    int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
+    for (int i = 0; i < c->nin; i++) sizes[i] = c->in_bytes[i];
+    for (int j = 0; j < c->nout; j++) {
+        sizes[c->nin + j] = c->out_bytes[j];
+        is_out[c->nin + j] = 1;
+    }
+    st = kf_sbx_new(sizes, is_out, nb, sb, err);
+    free(sizes);
+    free(is_out);
+    if (st != KF_OK) {
+        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot create the buffer region");
+        return st;
+    }
+    return KF_OK;
 }
 
 /* Names the runner's output files uniquely across contexts and threads of this process. */
@@ -418,41 +460,12 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         snprintf(r->detail, sizeof r->detail, "kf_verify_artifact: missing argument");
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_artifact: missing argument");
     }
-    char runner[PATH_MAX];
-    kf_status st = find_runner(c, runner, sizeof runner, err);
-    if (st != KF_OK) {
-        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot find kforge-runner");
-        return st;
-    }
-    char abs_art[PATH_MAX];
-    if (artifact[0] != '/' && realpath(artifact, abs_art)) artifact = abs_art;
-    if (strlen(artifact) >= sizeof ((kf_run_ctl *)0)->artifact) {
-        snprintf(r->detail, sizeof r->detail, "artifact path too long");
-        return kf_error_set(err, KF_ERR_ARG, artifact, 0, 0, "artifact path too long");
-    }
-    const kf_verify_opts *o = &c->opts;
-    int threads = o->threads > 0 ? o->threads : (b && b->info.threads > 0 ? b->info.threads : 0);
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
-
-    int nb = c->nin + c->nout;
-    size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
-    int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
-    for (int i = 0; i < c->nin; i++) sizes[i] = c->in_bytes[i];
-    for (int j = 0; j < c->nout; j++) {
-        sizes[c->nin + j] = c->out_bytes[j];
-        is_out[c->nin + j] = 1;
-    }
+    char runner[PATH_MAX], abs_art[PATH_MAX];
+    int threads;
     kf_sbx sb;
-    st = kf_sbx_new(sizes, is_out, nb, &sb, err);
-    free(sizes);
-    free(is_out);
-    if (st != KF_OK) {
-        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot create the buffer region");
-        return st;
-    }
+    kf_status st = kf_verify_open_region(c, b, &artifact, runner, abs_art, &threads, &sb, r, err);
+    if (st != KF_OK) return st;
+    const kf_verify_opts *o = &c->opts;
     kf_run_ctl *ctl = sb.ctl;
     snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
     snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
@@ -465,7 +478,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     kf_vstatus vs = KF_V_OK;
     double slowest = 0;
     for (int s = 0; s < c->nsets; s++) {
-        load_set(c, &sb, s);
+        kf_verify_load_set(c, &sb, s);
         ctl->mode = KF_RUN_CHECK;
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
         double w = 0;
@@ -504,7 +517,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     r->status = KF_V_OK;
 
     if (o->time_it) {
-        load_set(c, &sb, 0);
+        kf_verify_load_set(c, &sb, 0);
         ctl->mode = KF_RUN_TIME;
         ctl->min_reps = o->min_reps > 0 ? o->min_reps : 1;
         ctl->max_reps = o->max_reps > 0 ? o->max_reps : 1;

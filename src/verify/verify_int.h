@@ -11,6 +11,8 @@
 #define KF_VERIFY_INT_H
 
 #include "kforge/verify.h"
+
+#include <limits.h>
 #include "verify/runproto.h"
 
 #include <stddef.h>
@@ -66,6 +68,10 @@ struct kf_verify_ctx {
     int nsets;
     kf_vset *sets;
 };
+
+/* ---- verify.c, shared with memcheck.c ---- */
+
+kf_status kf_verify_find_runner(const kf_verify_ctx *c, char *out, size_t cap, kf_error *err);
 
 /* ---- compare.c ---- */
 
@@ -138,5 +144,13 @@ int kf_sbx_check_guards(const kf_sbx *sb, int *buf, int64_t *off);
  * Returns an error only when the runner could not be started at all. */
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err);
+
+/* Inputs, poisoned outputs and fresh guards of set s into the region. */
+void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s);
+/* Resolve the runner and the artifact's absolute path (*artifact may be redirected into
+ * abs_art), the thread count, and a fresh buffer region for the task (verify.c). */
+kf_status kf_verify_open_region(const kf_verify_ctx *c, kf_backend *b, const char **artifact,
+                                char runner[PATH_MAX], char abs_art[PATH_MAX], int *threads,
+                                kf_sbx *sb, kf_vresult *r, kf_error *err);
 
 #endif
