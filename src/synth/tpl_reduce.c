@@ -52,10 +52,29 @@ static int is_col_layout(const kf_synth *s, const kf_stage *st) {
     return m > 0 && !gr[m - 1].reduced;
 }
 
+/* Rows short enough to stage in a stack buffer (softmax's streaming-store path). */
+#define KF_STAGE_ROW_MAX 8192
+
 void kf_synth_reduce_params(kf_synth *s, kf_stage *st) {
     static const long blocks[] = {64, 256, 1024};
-    if ((st->kind == KF_STAGE_REDUCE || st->kind == KF_STAGE_SOFTMAX) && is_col_layout(s, st))
+    static const long nt[] = {0, 1};
+    int col = is_col_layout(s, st);
+    if ((st->kind == KF_STAGE_REDUCE || st->kind == KF_STAGE_SOFTMAX) && col)
         kf_tpl_add_param(&s->space, st->prefix, "block", blocks, 3, 1);
+    /* row softmax and norms write a full-size output once: streaming stores avoid reading
+     * the output lines before writing them, which pays when they do not fit in cache */
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    int64_t bytes = kf_shape_numel(&s->g->values[n->out].shape) * 4;
+    int big = s->dev.l3_bytes > 0 && bytes > s->dev.l3_bytes;
+    int rowlen_ok = 1;
+    if (st->kind == KF_STAGE_SOFTMAX) {
+        const kf_shape *sh = &s->g->values[n->in[0]].shape;
+        int ax = 0;
+        while (ax < sh->rank && !((n->attr.axes >> ax) & 1u)) ax++;
+        rowlen_ok = ax == sh->rank - 1 && sh->d[ax] <= KF_STAGE_ROW_MAX;
+    }
+    if ((st->kind == KF_STAGE_NORM || st->kind == KF_STAGE_SOFTMAX) && rowlen_ok)
+        kf_tpl_add_param(&s->space, st->prefix, "nt", nt, 2, big ? 1 : 0);
 }
 
 static void omp_for(kf_buf *o, long threads, int64_t tasks, const char *ind) {
@@ -255,16 +274,23 @@ static void emit_softmax(const kf_synth *s, const kf_stage *st, const kf_point *
         kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)O);
         kf_buf_printf(o, "        const float *restrict xr = b%d + oi * %lldL;\n", x, (long long)N);
         kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
+        char full[48];
+        snprintf(full, sizeof full, "%snt", st->prefix);
+        long nt = kf_point_get(&s->space, p, full, 0);
+        /* nt: stage the row in a stack buffer and stream it out once */
+        const char *t = nt ? "tr" : "yr";
+        if (nt) kf_buf_printf(o, "        float tr[%lld] __attribute__((aligned(64)));\n", (long long)N);
         kf_buf_printf(o, "        const float m = kf_vextreme(xr, %lldL, 1);\n", (long long)N);
-        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = kf_expf(xr[j] - m);\n", (long long)N);
-        kf_buf_printf(o, "        const float sum = (float)kf_vsum(yr, %lldL);\n", (long long)N);
+        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) %s[j] = kf_expf(xr[j] - m);\n", (long long)N, t);
+        kf_buf_printf(o, "        const float sum = (float)kf_vsum(%s, %lldL);\n", t, (long long)N);
         if (logsm) {
             kf_buf_puts(o, "        const float lse = m + logf(sum);\n");
-            kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = xr[j] - lse;\n", (long long)N);
+            kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) %s[j] = xr[j] - lse;\n", (long long)N, t);
         } else {
             kf_buf_puts(o, "        const float inv = 1.0f / sum;\n");
-            kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] *= inv;\n", (long long)N);
+            kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) %s[j] *= inv;\n", (long long)N, t);
         }
+        if (nt) kf_buf_printf(o, "        kf_stream_copy(yr, tr, %lldL);\n        kf_sfence();\n", (long long)N);
         kf_buf_puts(o, "    }\n");
         return;
     }
@@ -318,19 +344,32 @@ static void emit_norm(const kf_synth *s, const kf_stage *st, const kf_point *p, 
     kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)rows);
     kf_buf_printf(o, "        const float *restrict xr = b%d + oi * %lldL;\n", x, (long long)N);
     kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
+    char full[48];
+    snprintf(full, sizeof full, "%snt", st->prefix);
+    long nt = kf_point_get(&s->space, p, full, 0);
     if (n->op == KF_OP_LAYER_NORM) {
         kf_buf_printf(o, "        const float mean = (float)(kf_vsum(xr, %lldL) / %lld.0);\n", (long long)N, (long long)N);
         kf_buf_printf(o, "        const float var = (float)(kf_vsumsqdev(xr, %lldL, mean) / %lld.0);\n", (long long)N, (long long)N);
         kf_buf_printf(o, "        const float rstd = 1.0f / sqrtf(var + %s);\n", eps);
-        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = (xr[j] - mean) * rstd", (long long)N);
     } else {
+        kf_buf_puts(o, "        const float mean = 0.0f;\n");
         kf_buf_printf(o, "        const float ms = (float)(kf_vsumsqdev(xr, %lldL, 0.0f) / %lld.0);\n", (long long)N, (long long)N);
         kf_buf_printf(o, "        const float rstd = 1.0f / sqrtf(ms + %s);\n", eps);
-        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = xr[j] * rstd", (long long)N);
+    }
+    /* nt: write the row in 512-element blocks through a stack buffer with streaming stores */
+    if (nt) {
+        kf_buf_printf(o, "        for (long jb = 0; jb < %lldL; jb += 512) {\n", (long long)N);
+        kf_buf_printf(o, "          const long je = jb + 512 < %lldL ? jb + 512 : %lldL;\n", (long long)N, (long long)N);
+        kf_buf_puts(o, "          float tb[512] __attribute__((aligned(64)));\n");
+        kf_buf_puts(o, "          for (long j = jb; j < je; j++) tb[j - jb] = (xr[j] - mean) * rstd");
+    } else {
+        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) yr[j] = (xr[j] - mean) * rstd", (long long)N);
     }
     if (w >= 0) kf_buf_printf(o, " * b%d[j]", w);
     if (b >= 0) kf_buf_printf(o, " + b%d[j]", b);
-    kf_buf_puts(o, ";\n    }\n");
+    kf_buf_puts(o, ";\n");
+    if (nt) kf_buf_puts(o, "          kf_stream_copy(yr + jb, tb, je - jb);\n        }\n        kf_sfence();\n");
+    kf_buf_puts(o, "    }\n");
 }
 
 void kf_synth_reduce_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
