@@ -48,7 +48,8 @@ void kf_synth_free(kf_synth *s);
 const kf_space *kf_synth_space(const kf_synth *s);
 /* Text summary of the stages, e.g. "ewise[3 ops] -> reduce(sum)". */
 const char *kf_synth_describe(const kf_synth *s);
-/* The default point, and the "naive" point (the baseline first candidate). */
+/* The default point of the space: the search's first candidate (each template picks its
+ * defaults from the device). */
 void kf_synth_default_point(const kf_synth *s, kf_point *p);
 /* Render point p into candidate c (c is initialised here; clear it afterwards). */
 kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err);

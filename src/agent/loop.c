@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 void kf_loop_opts_default(kf_loop_opts *o) {
     memset(o, 0, sizeof *o);
@@ -296,6 +295,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         if (mr.status == KF_V_OK) break;
         /* rejected: this iteration no longer counts as verified */
         it->res.status = mr.status;
+        it->best_so_far = 0;
         snprintf(it->res.detail, sizeof it->res.detail, "%s", mr.detail);
         if (o->table) fprintf(o->table, "memcheck rejected iter %d: %s\n", it->iter, mr.detail);
         r->best = fastest(r);

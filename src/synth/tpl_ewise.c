@@ -134,8 +134,7 @@ static void domain_strides(const kf_shape *dom, const kf_shape *vs, int64_t *str
     for (int j = dom->rank - 1; j >= 0; j--) {
         int vj = j - (dom->rank - vs->rank);
         if (vj < 0) { stride[j] = 0; continue; }
-        stride[j] = (vs->d[vj] == 1 && dom->d[j] != 1) ? 0 : run;
-        if (vs->d[vj] == 1) stride[j] = 0;
+        stride[j] = vs->d[vj] == 1 ? 0 : run; /* size-1 dims broadcast */
         run *= vs->d[vj];
     }
 }
