@@ -67,6 +67,10 @@ typedef struct kf_run_result {
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err);
 void kf_run_result_free(kf_run_result *r);
 
+/* File name of the best kernel in the output directory for a platform: kernel.c (cpu),
+ * kernel.cl (opencl), kernel.cu (cuda), kernel.metal (metal). Static storage. */
+const char *kf_loop_kernel_file(const char *platform);
+
 #ifdef __cplusplus
 }
 #endif

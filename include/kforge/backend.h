@@ -17,7 +17,8 @@ extern "C" {
 #endif
 
 typedef struct kf_device_info {
-    char platform[16];      /* "cpu" */
+    char platform[16];      /* "cpu", "opencl" */
+    int index;              /* device index within the platform ("opencl:1" is 1) */
     char name[128];         /* e.g. "AMD EPYC" */
     char arch[64];          /* e.g. "x86_64 avx2 fma" */
     int cores;              /* physical cores usable by this process */
@@ -27,6 +28,23 @@ typedef struct kf_device_info {
     int64_t mem_bytes;      /* physical memory */
     char compiler[256];     /* compiler command and version used for candidates */
     char flags[256];        /* default compile flags for candidates */
+    /* GPU-style devices (opencl, cuda, metal); zero elsewhere */
+    char device_type[16];   /* "cpu", "gpu", "accelerator" (what the driver says) */
+    char vendor[64];
+    char driver[64];        /* driver version */
+    char version[128];      /* e.g. "OpenCL 3.0 PoCL 3.1", "OpenCL C 1.2" in lang_version */
+    char lang_version[64];
+    char platform_name[128];/* OpenCL platform name */
+    int compute_units;
+    int max_wg;             /* max work-items per group */
+    int max_wi[3];          /* max work-items per dim */
+    int64_t local_mem_bytes;/* per group */
+    int64_t global_mem_bytes;
+    int64_t max_alloc_bytes;
+    int subgroup_size;      /* 0 = no sub-group operations usable; else lanes (32 on NVIDIA) */
+    int base_align_bytes;   /* sub-buffer offset alignment */
+    int64_t clock_mhz;
+    int fp64;               /* double precision supported */
 } kf_device_info;
 
 typedef struct kf_backend_iface {
@@ -53,6 +71,18 @@ typedef struct kf_backend_iface {
     kf_status (*copy_out)(void *ctx, void *host, const void *dev, size_t bytes);
     kf_status (*sync)(void *ctx);
     void (*destroy)(void *ctx);
+    /* Optional: a device pointer for bytes [offset, offset + bytes) of dev (an OpenCL
+     * sub-buffer; pointer arithmetic on CUDA); release it with view_free. The verifier
+     * surrounds each buffer by guard zones inside one allocation and passes the view. */
+    void *(*view)(void *ctx, void *dev, size_t offset, size_t bytes);
+    void (*view_free)(void *ctx, void *view);
+    /* Optional: launch and measure the device time of the whole launch plan (seconds, from
+     * device events); NULL = the runner times launch + sync with the monotonic clock. */
+    kf_status (*launch_timed)(void *ctx, void *module, void *const *args, int nargs,
+                              double *seconds, kf_error *err);
+    /* Optional: evict the device's caches (e.g. write a buffer larger than them);
+     * NULL = the runner flushes host caches. */
+    kf_status (*flush)(void *ctx, size_t bytes);
 } kf_backend_iface;
 
 typedef struct kf_backend {
@@ -61,9 +91,15 @@ typedef struct kf_backend {
     kf_device_info info; /* filled by kf_backend_open */
 } kf_backend;
 
-/* Open a platform by name ("cpu"). Returns KF_ERR_UNSUPPORTED naming the known platforms
- * when name is unknown or the platform is absent on this machine. */
+/* Open a platform by target name: "cpu", "opencl" (device 0), "opencl:N" (device N of
+ * the platform's flattened device list, as `kforge devices` numbers them). Returns
+ * KF_ERR_UNSUPPORTED naming the known platforms when the name is unknown, the platform is
+ * absent on this machine or the device index is out of range. */
 kf_status kf_backend_open(const char *name, kf_backend **out, kf_error *err);
+/* Every device of platform `name` ("opencl"): *infos (malloc'd, caller frees) gets *n
+ * probed entries, index 0..n-1. KF_ERR_UNSUPPORTED when the platform is unknown or absent
+ * (with why: no ICD loader, no platform, ...). */
+kf_status kf_backend_list(const char *name, kf_device_info **infos, int *n, kf_error *err);
 void kf_backend_close(kf_backend *b);
 /* Names of the platforms compiled into this build, NULL-terminated. */
 const char *const *kf_backend_names(void);

@@ -20,6 +20,20 @@
  *     // kforge:tunable TILE 32 64 128
  *
  * and read as macros with a default (#ifndef TILE / #define TILE 64 / #endif).
+ *
+ * GPU form (opencl, cuda, metal; docs/kernel-contract.md): the source defines one or more
+ * kernels whose buffer parameters are taken from the task's buffers (inputs then outputs,
+ * numbered 0..n-1 as above) and from scratch buffers. The launch plan is declared in the
+ * source, one launch per line, run in order on one queue:
+ *
+ *     // kforge:scratch NAME BYTES
+ *     // kforge:launch KERNEL global=G0[,G1[,G2]] local=L0[,L1[,L2]] args=A0,A1,...
+ *
+ * G/L/BYTES are integer expressions over literals and tunable names with + - * / %,
+ * parentheses and cdiv(a, b) (= ceil(a / b)); global is the total number of work-items
+ * per dimension (a multiple of local). Each A is a task buffer index or a scratch NAME.
+ * Scratch buffers are device memory owned by the launcher, uninitialised, alive for
+ * the whole plan. Without launch lines a GPU candidate is rejected (KF_ERR_PARSE).
  */
 #ifndef KFORGE_CANDIDATE_H
 #define KFORGE_CANDIDATE_H
@@ -32,12 +46,32 @@ extern "C" {
 
 #define KF_MAX_TUNABLES 16
 #define KF_MAX_TUNABLE_VALUES 16
+#define KF_MAX_LAUNCHES 8
+#define KF_MAX_SCRATCH 8
+#define KF_MAX_LAUNCH_ARGS 32
 
 typedef struct kf_tunable {
     char name[32];
     int nvalues;
     long values[KF_MAX_TUNABLE_VALUES];
 } kf_tunable;
+
+/* One resolved launch: every expression evaluated for one set of tunable values. */
+typedef struct kf_launch {
+    char kernel[64];
+    int ndims;                       /* 1..3 */
+    int64_t global[3], local[3];     /* work-items per dim (global % local == 0) */
+    int nargs;
+    int args[KF_MAX_LAUNCH_ARGS];    /* >= 0: task buffer index; < 0: scratch -1 - k */
+} kf_launch;
+
+typedef struct kf_launch_plan {
+    int nlaunches;
+    kf_launch l[KF_MAX_LAUNCHES];
+    int nscratch;
+    char scratch_name[KF_MAX_SCRATCH][32];
+    int64_t scratch_bytes[KF_MAX_SCRATCH];
+} kf_launch_plan;
 
 typedef struct kf_candidate {
     char platform[16];     /* "cpu" */
@@ -56,6 +90,14 @@ kf_status kf_candidate_init(kf_candidate *c, const char *platform, const char *s
 void kf_candidate_clear(kf_candidate *c);
 /* Deep copy. */
 void kf_candidate_copy(kf_candidate *dst, const kf_candidate *src);
+
+/* Resolve the launch plan declared in source ("kforge:launch" / "kforge:scratch" lines)
+ * for the tunable values in flags ("-DNAME=VALUE" words; a tunable not set there takes
+ * its first declared value). nbufs is the number of task buffers (args must be below it; < 0: not checked).
+ * KF_ERR_PARSE with the line and reason on a malformed line, an unknown name, a
+ * non-positive size, global not a multiple of local, or no launch line at all. */
+kf_status kf_launch_plan_parse(const char *source, const char *flags, int nbufs,
+                               kf_launch_plan *plan, kf_error *err);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
  * space is exhausted.
  */
 #include "kforge/agent.h"
+#include "kforge/perf.h"
 #include "kforge/report.h"
 #include "kforge/synth.h"
 
@@ -164,6 +165,33 @@ static json_t *device_json(const kf_device_info *d, const kf_ceilings *c) {
     return j;
 }
 
+/* The kernel's file name in the output directory, by platform; see agent.h. */
+const char *kf_loop_kernel_file(const char *platform) {
+    if (strcmp(platform, "opencl") == 0) return "kernel.cl";
+    if (strcmp(platform, "cuda") == 0) return "kernel.cu";
+    if (strcmp(platform, "metal") == 0) return "kernel.metal";
+    return "kernel.c";
+}
+
+static json_t *plan_json(const kf_launch_plan *p) {
+    json_t *arr = json_array();
+    for (int i = 0; i < p->nlaunches; i++) {
+        const kf_launch *l = &p->l[i];
+        json_t *gl = json_array(), *lo = json_array(), *args = json_array();
+        for (int d = 0; d < l->ndims; d++) {
+            json_array_append_new(gl, json_integer(l->global[d]));
+            json_array_append_new(lo, json_integer(l->local[d]));
+        }
+        for (int a = 0; a < l->nargs; a++) {
+            if (l->args[a] >= 0) json_array_append_new(args, json_integer(l->args[a]));
+            else json_array_append_new(args, json_string(p->scratch_name[-1 - l->args[a]]));
+        }
+        json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o}", "kernel", l->kernel,
+                                             "global", gl, "local", lo, "args", args));
+    }
+    return arr;
+}
+
 static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_error *err) {
     kf_status st = kf_mkdirs(r->out_dir, err);
     if (st != KF_OK) return st;
@@ -195,26 +223,39 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     if (r->best < 0) return KF_OK;
 
     const kf_iter_record *b = &r->iters[r->best];
-    snprintf(path, sizeof path, "%s/kernel.c", r->out_dir);
+    const char *kname = kf_loop_kernel_file(r->dev.platform);
+    snprintf(path, sizeof path, "%s/%s", r->out_dir, kname);
     st = kf_write_file(path, r->best_source, strlen(r->best_source), err);
     if (st != KF_OK) return st;
     json_t *man = json_object();
     json_object_set_new(man, "task", json_string(g->name));
     json_object_set_new(man, "platform", json_string(r->dev.platform));
-    json_object_set_new(man, "source", json_string("kernel.c"));
-    json_object_set_new(man, "entry", json_string("kforge_kernel"));
-    json_object_set_new(man, "schedule", json_string(b->label));
+    json_object_set_new(man, "device", json_string(r->dev.name));
+    json_object_set_new(man, "source", json_string(kname));
     char flags[1024];
     snprintf(flags, sizeof flags, "%s %s", r->dev.flags, r->best_flags);
-    /* the device reports "COMMAND: VERSION" */
-    char cc[256];
-    snprintf(cc, sizeof cc, "%s", r->dev.compiler);
-    char *colon = strstr(cc, ": ");
-    const char *version = colon ? colon + 2 : "";
-    if (colon) *colon = 0;
-    json_object_set_new(man, "compile", json_sprintf("%s %s -o kernel.so kernel.c -lm", cc, flags));
-    json_object_set_new(man, "compiler", json_string(cc));
-    json_object_set_new(man, "compiler_version", json_string(version));
+    if (strcmp(r->dev.platform, "cpu") == 0) {
+        json_object_set_new(man, "entry", json_string("kforge_kernel"));
+        /* the device reports "COMMAND: VERSION" */
+        char cc[256];
+        snprintf(cc, sizeof cc, "%s", r->dev.compiler);
+        char *colon = strstr(cc, ": ");
+        const char *version = colon ? colon + 2 : "";
+        if (colon) *colon = 0;
+        json_object_set_new(man, "compile", json_sprintf("%s %s -o kernel.so kernel.c -lm", cc, flags));
+        json_object_set_new(man, "compiler", json_string(cc));
+        json_object_set_new(man, "compiler_version", json_string(version));
+    } else {
+        /* device kernels: the launch plan the source declares, resolved */
+        kf_launch_plan plan;
+        kf_error perr = {0};
+        if (kf_launch_plan_parse(r->best_source, r->best_flags, g->ninputs + g->noutputs, &plan,
+                                 &perr) == KF_OK)
+            json_object_set_new(man, "launches", plan_json(&plan));
+        json_object_set_new(man, "compiler", json_string(r->dev.compiler));
+        json_object_set_new(man, "build_options", json_string(flags));
+    }
+    json_object_set_new(man, "schedule", json_string(b->label));
     json_object_set_new(man, "flags", json_string(flags));
     json_t *args = json_array();
     for (int i = 0; i < g->ninputs; i++) {
@@ -260,6 +301,16 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
                            kf_backend *be, const char *work) {
     snprintf(r->memcheck, sizeof r->memcheck, "off");
     if (o->memcheck < 0 || r->best < 0) return;
+    if (strcmp(r->dev.platform, "cpu") != 0) {
+        /* only the CPU has a checker wired in; the guard zones still held for every run */
+        snprintf(r->memcheck, sizeof r->memcheck, "skipped");
+        snprintf(r->memcheck_detail, sizeof r->memcheck_detail,
+                 "memcheck skipped: no memory checker for platform '%s' (guard zones around "
+                 "every buffer still caught out-of-bounds writes in every run)",
+                 r->dev.platform);
+        if (o->table) fprintf(o->table, "%s\n", r->memcheck_detail);
+        return;
+    }
     for (int attempt = 0; attempt < 3 && r->best >= 0; attempt++) {
         kf_iter_record *it = &r->iters[r->best];
         double slow = (r->roof.bound && strcmp(r->roof.bound, "compute") == 0) ? 600.0 : 50.0;
@@ -306,6 +357,27 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         fprintf(o->table, "memcheck: clean (valgrind memcheck, input set 0)\n");
 }
 
+/* The measured ceilings for the roofline. A CPU, and an OpenCL device that is the CPU
+ * (PoCL), share the CPU's calibration: same cores, same memory. Other devices are
+ * calibrated through their backend (kf_perf_calibrate_device). */
+static kf_status device_ceilings(kf_backend *be, const kf_loop_opts *o, kf_ceilings *c,
+                                 kf_error *err) {
+    const kf_device_info *d = &be->info;
+    char key[160];
+    if (strcmp(d->platform, "cpu") == 0 || strcmp(d->device_type, "cpu") == 0) {
+        kf_backend *cpu = NULL;
+        kf_status st = strcmp(d->platform, "cpu") == 0 ? KF_OK : kf_backend_open("cpu", &cpu, err);
+        if (st != KF_OK) return st;
+        const kf_device_info *cd = cpu ? &cpu->info : d;
+        snprintf(key, sizeof key, "cpu|%s|%d", cd->name, o->threads ? o->threads : cd->threads);
+        st = kf_arch_get_cpu(key, o->threads, o->recalibrate, c, err);
+        kf_backend_close(cpu);
+        return st;
+    }
+    snprintf(key, sizeof key, "%s|%s|%s", d->platform, d->name, d->driver);
+    return kf_perf_device_ceilings(be, key, o->recalibrate, c, err);
+}
+
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
     memset(r, 0, sizeof *r);
     r->best = -1;
@@ -320,13 +392,11 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = kf_backend_open(target, &be, err);
     if (st != KF_OK) goto done;
     r->dev = be->info;
-    st = kf_synth_plan(g, target, &be->info, &syn, err);
+    st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
     snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn));
 
-    char key[160];
-    snprintf(key, sizeof key, "%s|%s|%d", r->dev.platform, r->dev.name, o->threads ? o->threads : r->dev.threads);
-    st = kf_arch_get_cpu(key, o->threads, o->recalibrate, &r->ceil, err);
+    st = device_ceilings(be, o, &r->ceil, err);
     if (st != KF_OK) goto done;
     kf_roofline_of(g, &r->ceil, &r->roof);
 

@@ -53,7 +53,8 @@ static void usage_synth(FILE *f) {
             "(manifest.json) and the run record (run.json) into the output directory.\n"
             "\n"
             "options:\n"
-            "  --target T         platform (default cpu)\n"
+            "  --target T         cpu (default), opencl, or opencl:N for device N of\n"
+            "                     `kforge devices`\n"
             "  --iters N          evaluate at most N candidates (default 12)\n"
             "  --time-budget S    stop starting candidates after S seconds\n"
             "  --out DIR          output directory (default kforge-out/<task>)\n"
@@ -71,15 +72,17 @@ static void usage_synth(FILE *f) {
 
 static void usage_verify(FILE *f) {
     fprintf(f,
-            "usage: kforge verify TASK.kf KERNEL.c [options]\n"
+            "usage: kforge verify TASK.kf KERNEL [options]\n"
             "\n"
-            "Compiles a kernel written to the CPU kernel contract (docs/kernel-contract.md) and\n"
+            "Compiles a kernel written to the kernel contract (docs/kernel-contract.md: C for cpu,\n"
+            "OpenCL C with kforge:launch lines for opencl) and\n"
             "checks it with the synthesis loop's harness: several input sets, NaN-poisoned outputs,\n"
             "guard zones, unchanged inputs, tolerances and NMSE, in a sandboxed child process.\n"
             "\n"
             "options:\n"
             "  --sets N           input sets (default 3)\n"
             "  --seed N           seed for the input sets\n"
+            "  --target T         cpu (default), opencl, opencl:N\n"
             "  --time             also time the kernel when it verifies\n"
             "  --threads N        OMP_NUM_THREADS for the kernel\n"
             "  --timeout S        wall-clock limit per run (default 20)\n"
@@ -96,8 +99,9 @@ static void usage_ops(FILE *f) {
 }
 
 static void usage_devices(FILE *f) {
-    fprintf(f, "usage: kforge devices [--json]\n\nLists the platforms compiled into kforge and the\n"
-               "device each one sees, with its architecture data.\n");
+    fprintf(f, "usage: kforge devices [--json]\n\nLists every platform compiled into kforge and every\n"
+               "device each one sees (as PLATFORM:INDEX, the form --target takes), with its\n"
+               "architecture data; a platform that cannot work here says why.\n");
 }
 
 static int print_error(const kf_error *e) {
@@ -193,7 +197,9 @@ static int cmd_synth(int argc, char **argv) {
         rc = print_error(&err);
     } else {
         rc = r.best >= 0 ? 0 : EXIT_VERIFY;
-        if (o.table && r.best >= 0) fprintf(o.table, "wrote %s/kernel.c, manifest.json, run.json\n", r.out_dir);
+        if (o.table && r.best >= 0)
+            fprintf(o.table, "wrote %s/%s, manifest.json, run.json\n", r.out_dir,
+                    kf_loop_kernel_file(r.dev.platform));
         if (json) {
             char path[600];
             snprintf(path, sizeof path, "%s/run.json", r.out_dir);
@@ -237,7 +243,9 @@ static int cmd_verify(int argc, char **argv) {
         {"sets", required_argument, 0, 'n'}, {"seed", required_argument, 0, 's'},
         {"time", no_argument, 0, 'T'}, {"threads", required_argument, 0, 'j'},
         {"timeout", required_argument, 0, 'w'}, {"json", no_argument, 0, 'J'},
+        {"target", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *target = "cpu";
     kf_verify_opts vo;
     kf_verify_opts_default(&vo);
     int json = 0, c;
@@ -271,6 +279,7 @@ static int cmd_verify(int argc, char **argv) {
             break;
         }
         case 'J': json = 1; break;
+        case 't': target = optarg; break;
         case 'h': usage_verify(stdout); return 0;
         default: usage_verify(stderr); return EXIT_USAGE;
         }
@@ -291,16 +300,25 @@ static int cmd_verify(int argc, char **argv) {
     char work[] = "/tmp/kforge-verify-XXXXXX";
     if (kf_parse_file(argv[optind], &g, &err) != KF_OK) { rc = print_error(&err); goto out; }
     if (kf_read_file(argv[optind + 1], &src, NULL, &err) != KF_OK) { rc = print_error(&err); goto out; }
-    if (kf_candidate_init(&cand, "cpu", src, NULL, &err) != KF_OK) {
+    if (kf_backend_open(target, &be, &err) != KF_OK) { rc = print_error(&err); goto out; }
+    if (kf_candidate_init(&cand, be->info.platform, src, NULL, &err) != KF_OK) {
         snprintf(err.file, sizeof err.file, "%s", argv[optind + 1]);
         rc = print_error(&err);
         goto out;
     }
     snprintf(cand.flags, sizeof cand.flags, "%s", flags);
     snprintf(cand.label, sizeof cand.label, "%s", argv[optind + 1]);
+    if (strcmp(be->info.platform, "cpu") != 0) {
+        /* a device kernel must declare its launch plan; say so before compiling */
+        kf_launch_plan plan;
+        if (kf_launch_plan_parse(src, flags, g->ninputs + g->noutputs, &plan, &err) != KF_OK) {
+            snprintf(err.file, sizeof err.file, "%s", argv[optind + 1]);
+            rc = print_error(&err);
+            goto out;
+        }
+    }
     if (!mkdtemp(work)) { fprintf(stderr, "kforge verify: cannot create a scratch directory in /tmp\n"); goto out; }
     vo.workdir = work;
-    if (kf_backend_open("cpu", &be, &err) != KF_OK) { rc = print_error(&err); goto out; }
     if (kf_verify_ctx_new(g, &vo, &ctx, &err) != KF_OK) { rc = print_error(&err); goto out; }
     kf_vresult r;
     if (kf_verify_candidate(ctx, be, &cand, &r, &err) != KF_OK) { rc = print_error(&err); goto out; }
@@ -391,6 +409,62 @@ static int cmd_ops(int argc, char **argv) {
     return 0;
 }
 
+static json_t *device_info_json(const kf_device_info *d) {
+    json_t *j = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:s, s:s}",
+                          "platform", d->platform, "index", d->index, "name", d->name, "arch",
+                          d->arch, "cores", d->cores, "threads", d->threads, "simd_bits",
+                          d->simd_bits, "l1d_bytes", (json_int_t)d->l1d_bytes, "l2_bytes",
+                          (json_int_t)d->l2_bytes, "l3_bytes", (json_int_t)d->l3_bytes,
+                          "mem_bytes", (json_int_t)d->mem_bytes, "compiler", d->compiler,
+                          "flags", d->flags);
+    if (strcmp(d->platform, "cpu") != 0) {
+        json_object_update(j, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:[i,i,i], "
+                                        "s:I, s:I, s:I, s:i, s:i, s:I, s:b}",
+                                        "device_type", d->device_type, "vendor", d->vendor,
+                                        "driver", d->driver, "version", d->version,
+                                        "lang_version", d->lang_version, "platform_name",
+                                        d->platform_name, "compute_units", d->compute_units,
+                                        "max_work_group", d->max_wg, "max_work_items",
+                                        d->max_wi[0], d->max_wi[1], d->max_wi[2],
+                                        "local_mem_bytes", (json_int_t)d->local_mem_bytes,
+                                        "global_mem_bytes", (json_int_t)d->global_mem_bytes,
+                                        "max_alloc_bytes", (json_int_t)d->max_alloc_bytes,
+                                        "subgroup_size", d->subgroup_size, "base_align_bytes",
+                                        d->base_align_bytes, "clock_mhz", (json_int_t)d->clock_mhz,
+                                        "fp64", d->fp64));
+    }
+    return j;
+}
+
+static void device_info_print(const kf_device_info *d) {
+    printf("%s:%d  %s\n", d->platform, d->index, d->name);
+    if (strcmp(d->platform, "cpu") == 0) {
+        printf("        arch %s, %d cores / %d threads, SIMD %d bits\n", d->arch, d->cores,
+               d->threads, d->simd_bits);
+        printf("        L1d %lld KiB, L2 %lld KiB, L3 %lld MiB, memory %lld MiB\n",
+               (long long)d->l1d_bytes >> 10, (long long)d->l2_bytes >> 10,
+               (long long)d->l3_bytes >> 20, (long long)d->mem_bytes >> 20);
+        printf("        compiler %s\n        flags %s\n", d->compiler, d->flags);
+        return;
+    }
+    printf("        %s device of %s (%s), driver %s\n", d->device_type, d->vendor,
+           d->platform_name, d->driver);
+    printf("        %s, %s\n", d->version, d->lang_version);
+    printf("        %d compute units at %lld MHz, work-groups up to %d (%d x %d x %d)\n",
+           d->compute_units, (long long)d->clock_mhz, d->max_wg, d->max_wi[0], d->max_wi[1],
+           d->max_wi[2]);
+    printf("        local memory %lld KiB, global %lld MiB (max buffer %lld MiB), "
+           "cache %lld KiB\n",
+           (long long)d->local_mem_bytes >> 10, (long long)d->global_mem_bytes >> 20,
+           (long long)d->max_alloc_bytes >> 20,
+           (long long)(d->l3_bytes > 0 ? d->l3_bytes : d->l2_bytes) >> 10);
+    if (d->subgroup_size > 0)
+        printf("        sub-groups of %d, fp64 %s\n", d->subgroup_size, d->fp64 ? "yes" : "no");
+    else
+        printf("        no sub-group operations, fp64 %s\n", d->fp64 ? "yes" : "no");
+    printf("        build options %s\n", d->flags);
+}
+
 static int cmd_devices(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -400,35 +474,27 @@ static int cmd_devices(int argc, char **argv) {
     }
     json_t *arr = json ? json_array() : NULL;
     for (const char *const *n = kf_backend_names(); *n; n++) {
-        kf_backend *b = NULL;
+        kf_device_info *infos = NULL;
+        int count = 0;
         kf_error err = {0};
-        if (kf_backend_open(*n, &b, &err) != KF_OK) {
+        if (kf_backend_list(*n, &infos, &count, &err) != KF_OK) {
             if (json) json_array_append_new(arr, json_pack("{s:s, s:s}", "platform", *n, "error", err.msg));
-            else printf("%-8s unavailable: %s\n", *n, err.msg);
+            else printf("%s  unavailable: %s\n", *n, err.msg);
             continue;
         }
-        const kf_device_info *d = &b->info;
-        if (json) {
-            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:s, s:s}",
-                                                 "platform", d->platform, "name", d->name, "arch", d->arch,
-                                                 "cores", d->cores, "threads", d->threads, "simd_bits", d->simd_bits,
-                                                 "l1d_bytes", (json_int_t)d->l1d_bytes, "l2_bytes", (json_int_t)d->l2_bytes,
-                                                 "l3_bytes", (json_int_t)d->l3_bytes, "mem_bytes", (json_int_t)d->mem_bytes,
-                                                 "compiler", d->compiler, "flags", d->flags));
-        } else {
-            printf("%-8s %s\n", d->platform, d->name);
-            printf("         arch %s, %d cores / %d threads, SIMD %d bits\n", d->arch, d->cores, d->threads, d->simd_bits);
-            printf("         L1d %lld KiB, L2 %lld KiB, L3 %lld MiB, memory %lld MiB\n", (long long)d->l1d_bytes >> 10,
-                   (long long)d->l2_bytes >> 10, (long long)d->l3_bytes >> 20, (long long)d->mem_bytes >> 20);
-            printf("         compiler %s\n         flags %s\n", d->compiler, d->flags);
+        for (int k = 0; k < count; k++) {
+            if (json) json_array_append_new(arr, device_info_json(&infos[k]));
+            else device_info_print(&infos[k]);
         }
-        kf_backend_close(b);
+        free(infos);
     }
     if (json) {
         char *text = json_dumps(arr, JSON_INDENT(2));
         puts(text);
         free(text);
         json_decref(arr);
+    } else {
+        printf("\npick one with --target PLATFORM[:INDEX] (e.g. --target opencl:0)\n");
     }
     return 0;
 }

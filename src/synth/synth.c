@@ -15,6 +15,7 @@
  */
 #include "tpl.h"
 #include "synth_int.h"
+#include "gpu_tpl.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ static int graph_dtype_ok(const kf_graph *g, kf_error *err) {
             if (op == KF_OP_ARGMAX || op == KF_OP_ARGMIN) continue;
         }
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
-                            "the cpu generator handles f32 tensors (and i64 argmax/argmin "
+                            "the builtin generator handles f32 tensors (and i64 argmax/argmin "
                             "results); '%s' is %s",
                             v->name, kf_dtype_name(v->dtype)) == KF_OK;
     }
@@ -152,10 +153,10 @@ static int cluster(kf_synth *s, int allow_bcast) {
 kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
                         kf_synth **out, kf_error *err) {
     *out = NULL;
-    if (!platform || strcmp(platform, "cpu") != 0)
+    if (!platform || (strcmp(platform, "cpu") != 0 && !kf_synth_is_gpu(platform)))
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
-                            "the builtin generator has no templates for platform '%s' yet "
-                            "(available: cpu)",
+                            "the builtin generator has no templates for platform '%s' "
+                            "(available: cpu, opencl, cuda, metal)",
                             platform ? platform : "(null)");
     if (g->nnodes == 0)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
@@ -183,7 +184,16 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
         s->nst = 0;
         cluster(s, 0);
     }
-    plan_params(s);
+    if (kf_synth_is_gpu(platform)) {
+        kf_status gst = kf_synth_gpu_check(s, err);
+        if (gst != KF_OK) {
+            kf_synth_free(s);
+            return gst;
+        }
+        kf_synth_gpu_params(s);
+    } else {
+        plan_params(s);
+    }
 
     kf_buf d = {0};
     for (int k = 0; k < s->nst; k++) {
@@ -241,6 +251,7 @@ static void stage_buffers(const kf_synth *s, int k, int *reads, int *nr, int *wr
 }
 
 kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err) {
+    if (kf_synth_is_gpu(s->platform)) return kf_synth_gpu_render(s, p, c, err);
     const kf_graph *g = s->g;
     kf_buf src = {0};
     char pt[512];

@@ -18,6 +18,12 @@ typedef struct kf_stage {
     kf_shape dom;      /* iteration domain: shape of the nodes' results */
     char prefix[8];    /* parameter prefix "s<k>." */
     kf_matmul_desc mm; /* matmul stages */
+    /* GPU path (gpu.c): parameters this stage may still add to the space, and those
+     * fixed at their default (single-valued, or beyond the budget) */
+    int gpu_budget;
+    int nfixed;
+    char fixed_name[8][16];
+    long fixed_val[8];
 } kf_stage;
 
 struct kf_synth {
@@ -32,6 +38,9 @@ struct kf_synth {
     char desc[512];
 };
 
+/* 1 for the platforms of the GPU path (opencl, cuda, metal; src/synth/gpu.c). */
+int kf_synth_is_gpu(const char *platform);
+
 /* C element type of value v ("float" or "int64_t"). */
 const char *kf_synth_ctype(const kf_graph *g, int v);
 /* Fill a matmul description from a matmul node (batch dims merged, broadcast strides). */
@@ -42,7 +51,25 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
 void kf_synth_reduce_params(kf_synth *s, kf_stage *st);
 void kf_synth_reduce_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
 
-/* C expression for a float literal (handles inf and NaN). */
+/* Expression for a float literal (handles inf and NaN), valid in C, OpenCL C, CUDA and MSL. */
 void kf_synth_float_lit(double v, char *buf, size_t cap);
+/* The scalar float expression of elementwise node n (no declaration, no ';'), reading
+ * its operands as r<value id> or as literals. Uses only names every platform's prelude
+ * defines (kf_expf, kf_sqrtf, KF_NAN, ...), so the CPU and GPU templates share it. */
+void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o);
+
+/* An elementwise stage's operands and its coalesced iteration domain: the operands read
+ * from memory (v[0..nreads-1]) and the materialised results (v[nreads..nops-1]), each
+ * with its element stride per coalesced dim (0 = broadcast). Adjacent domain dims merge
+ * when every operand walks them alike; size-1 dims are dropped. */
+#define KF_EW_MAX_OPS 128
+typedef struct kf_ew_layout {
+    int nops, nreads;
+    int v[KF_EW_MAX_OPS];
+    int q;                          /* coalesced dims (0 when the domain has one element) */
+    int64_t dim[KF_MAX_DIMS];
+    int64_t str[KF_EW_MAX_OPS][KF_MAX_DIMS];
+} kf_ew_layout;
+void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *L);
 
 #endif

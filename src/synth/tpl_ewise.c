@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* KF_NAN / KF_INF and a float-suffixed literal are spelled alike in C, OpenCL C, CUDA and
+ * MSL (MSL has no double, so "(float)0.1" would not do); nine digits round-trip a float. */
 void kf_synth_float_lit(double v, char *buf, size_t cap) {
-    if (isnan(v)) snprintf(buf, cap, "NAN");
-    else if (isinf(v)) snprintf(buf, cap, v > 0 ? "INFINITY" : "(-INFINITY)");
-    else snprintf(buf, cap, "((float)%.17g)", v);
+    if (isnan(v)) snprintf(buf, cap, "KF_NAN");
+    else if (isinf(v)) snprintf(buf, cap, v > 0 ? "KF_INF" : "(-KF_INF)");
+    else snprintf(buf, cap, "(%.9ef)", (double)(float)v);
 }
 
 void kf_synth_ewise_params(kf_synth *s, kf_stage *st) {
@@ -36,11 +38,10 @@ void kf_synth_ewise_params(kf_synth *s, kf_stage *st) {
 }
 
 /* operand reference in the loop body */
-static void operand(const kf_synth *s, const kf_stage *st, int v, char *buf, size_t cap) {
+static void operand(const kf_synth *s, int v, char *buf, size_t cap) {
     const kf_value *val = &s->g->values[v];
     if (val->is_const) kf_synth_float_lit(val->cval, buf, cap);
     else snprintf(buf, cap, "r%d", v);
-    (void)st;
 }
 
 static int const_int_exponent(const kf_value *b, long *n) {
@@ -51,14 +52,12 @@ static int const_int_exponent(const kf_value *b, long *n) {
     return 1;
 }
 
-/* Emit "const float r<out> = <expr>;" for node n. */
-static void emit_node(const kf_synth *s, const kf_stage *st, const kf_node *n, kf_buf *o) {
+void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o) {
     char a[64], b[64] = "", al[64], be[64];
-    operand(s, st, n->in[0], a, sizeof a);
-    if (n->nin > 1) operand(s, st, n->in[1], b, sizeof b);
+    operand(s, n->in[0], a, sizeof a);
+    if (n->nin > 1) operand(s, n->in[1], b, sizeof b);
     kf_synth_float_lit(n->attr.alpha, al, sizeof al);
     kf_synth_float_lit(n->attr.beta, be, sizeof be);
-    kf_buf_printf(o, "            const float r%d = ", n->out);
     switch (n->op) {
     case KF_OP_RELU: kf_buf_printf(o, "(%s < 0.0f ? 0.0f : %s)", a, a); break;
     case KF_OP_LEAKY_RELU: kf_buf_printf(o, "(%s >= 0.0f ? %s : %s * %s)", a, a, al, a); break;
@@ -86,12 +85,12 @@ static void emit_node(const kf_synth *s, const kf_stage *st, const kf_node *n, k
         kf_buf_printf(o, "(%s * %s > %s ? %s : kf_log1pf(kf_expf(%s * %s)) / %s)", a, al, be, a,
                       al, a, al);
         break;
-    case KF_OP_SOFTSIGN: kf_buf_printf(o, "%s / (1.0f + fabsf(%s))", a, a); break;
+    case KF_OP_SOFTSIGN: kf_buf_printf(o, "%s / (1.0f + kf_fabsf(%s))", a, a); break;
     case KF_OP_EXP: kf_buf_printf(o, "kf_expf(%s)", a); break;
     case KF_OP_LOG: kf_buf_printf(o, "kf_logf(%s)", a); break;
-    case KF_OP_SQRT: kf_buf_printf(o, "sqrtf(%s)", a); break;
-    case KF_OP_RSQRT: kf_buf_printf(o, "1.0f / sqrtf(%s)", a); break;
-    case KF_OP_ABS: kf_buf_printf(o, "fabsf(%s)", a); break;
+    case KF_OP_SQRT: kf_buf_printf(o, "kf_sqrtf(%s)", a); break;
+    case KF_OP_RSQRT: kf_buf_printf(o, "1.0f / kf_sqrtf(%s)", a); break;
+    case KF_OP_ABS: kf_buf_printf(o, "kf_fabsf(%s)", a); break;
     case KF_OP_NEG: kf_buf_printf(o, "-%s", a); break;
     case KF_OP_SQUARE: kf_buf_printf(o, "%s * %s", a, a); break;
     case KF_OP_ADD: kf_buf_printf(o, "%s + %s", a, b); break;
@@ -110,7 +109,7 @@ static void emit_node(const kf_synth *s, const kf_stage *st, const kf_node *n, k
             for (long i = 0; i < (e < 0 ? -e : e); i++) kf_buf_printf(o, "%s%s", i ? " * " : "", a);
             kf_buf_puts(o, ")");
         } else if (s->g->values[n->in[1]].is_const && s->g->values[n->in[1]].cval == 0.5) {
-            kf_buf_printf(o, "sqrtf(%s)", a);
+            kf_buf_printf(o, "kf_sqrtf(%s)", a);
         } else {
             kf_buf_printf(o, "kf_powf(%s, %s)", a, b);
         }
@@ -118,15 +117,14 @@ static void emit_node(const kf_synth *s, const kf_stage *st, const kf_node *n, k
     }
     default: kf_buf_printf(o, "0.0f /* op %s is not elementwise */", kf_op_get(n->op)->name); break;
     }
-    kf_buf_puts(o, ";\n");
 }
 
-#define MAX_OPS 64
-
-typedef struct ew_operand {
-    int v;                   /* value id */
-    int64_t stride[KF_MAX_DIMS]; /* element stride per domain dim (0 = broadcast) */
-} ew_operand;
+/* Emit "const float r<out> = <expr>;" for node n. */
+static void emit_node(const kf_synth *s, const kf_node *n, kf_buf *o) {
+    kf_buf_printf(o, "            const float r%d = ", n->out);
+    kf_synth_node_expr(s, n, o);
+    kf_buf_puts(o, ";\n");
+}
 
 /* strides of value v (shape vs, row-major) seen over domain dom (right-aligned) */
 static void domain_strides(const kf_shape *dom, const kf_shape *vs, int64_t *stride) {
@@ -139,6 +137,54 @@ static void domain_strides(const kf_shape *dom, const kf_shape *vs, int64_t *str
     }
 }
 
+void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *L) {
+    const kf_graph *g = s->g;
+    int64_t stride[KF_EW_MAX_OPS][KF_MAX_DIMS];
+    /* operands: external reads and materialised writes */
+    L->nops = 0;
+    for (int i = 0; i < st->nnodes; i++) {
+        const kf_node *n = &g->nodes[st->nodes[i]];
+        for (int a = 0; a < n->nin; a++) {
+            int v = n->in[a];
+            if (g->values[v].is_const || s->val_stage[v] == s->val_stage[n->out]) continue;
+            int dup = 0;
+            for (int r = 0; r < L->nops; r++) dup |= L->v[r] == v;
+            if (dup || L->nops >= KF_EW_MAX_OPS / 2) continue;
+            L->v[L->nops] = v;
+            domain_strides(&st->dom, &g->values[v].shape, stride[L->nops]);
+            L->nops++;
+        }
+    }
+    L->nreads = L->nops;
+    for (int i = 0; i < st->nnodes; i++) {
+        int v = g->nodes[st->nodes[i]].out;
+        if (!s->materialize[v] || L->nops >= KF_EW_MAX_OPS) continue;
+        L->v[L->nops] = v;
+        domain_strides(&st->dom, &g->values[v].shape, stride[L->nops]);
+        L->nops++;
+    }
+
+    /* coalesce dims: drop size-1 dims, merge neighbours that every operand walks alike */
+    int q = 0;
+    for (int j = 0; j < st->dom.rank; j++) {
+        if (st->dom.d[j] == 1) continue;
+        int merge = q > 0;
+        for (int r = 0; r < L->nops && merge; r++) {
+            int64_t prev = L->str[r][q - 1], cur = stride[r][j];
+            if (!((prev == 0 && cur == 0) || (cur != 0 && prev == cur * st->dom.d[j]))) merge = 0;
+        }
+        if (merge) {
+            L->dim[q - 1] *= st->dom.d[j];
+            for (int r = 0; r < L->nops; r++) L->str[r][q - 1] = stride[r][j];
+        } else {
+            L->dim[q] = st->dom.d[j];
+            for (int r = 0; r < L->nops; r++) L->str[r][q] = stride[r][j];
+            q++;
+        }
+    }
+    L->q = q;
+}
+
 void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
     const kf_graph *g = s->g;
     const kf_space *sp = &s->space;
@@ -147,51 +193,11 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
     long unroll = kf_tpl_get(sp, p, st->prefix, "unroll");
     long nt = kf_tpl_get(sp, p, st->prefix, "nt");
 
-    /* operands: external reads and materialised writes */
-    ew_operand ops[MAX_OPS * 2];
-    int nops = 0, nreads = 0;
-    for (int i = 0; i < st->nnodes; i++) {
-        const kf_node *n = &g->nodes[st->nodes[i]];
-        for (int a = 0; a < n->nin; a++) {
-            int v = n->in[a];
-            if (g->values[v].is_const || s->val_stage[v] == s->val_stage[n->out]) continue;
-            int dup = 0;
-            for (int r = 0; r < nops; r++) dup |= ops[r].v == v;
-            if (dup || nops >= MAX_OPS) continue;
-            ops[nops].v = v;
-            domain_strides(&st->dom, &g->values[v].shape, ops[nops].stride);
-            nops++;
-        }
-    }
-    nreads = nops;
-    for (int i = 0; i < st->nnodes; i++) {
-        int v = g->nodes[st->nodes[i]].out;
-        if (!s->materialize[v] || nops >= MAX_OPS * 2) continue;
-        ops[nops].v = v;
-        domain_strides(&st->dom, &g->values[v].shape, ops[nops].stride);
-        nops++;
-    }
-
-    /* coalesce dims: drop size-1 dims, merge neighbours that every operand walks alike */
-    int64_t dim[KF_MAX_DIMS];
-    int64_t str[MAX_OPS * 2][KF_MAX_DIMS];
-    int q = 0;
-    for (int j = 0; j < st->dom.rank; j++) {
-        if (st->dom.d[j] == 1) continue;
-        int merge = q > 0;
-        for (int r = 0; r < nops && merge; r++) {
-            int64_t prev = str[r][q - 1], cur = ops[r].stride[j];
-            if (!((prev == 0 && cur == 0) || (cur != 0 && prev == cur * st->dom.d[j]))) merge = 0;
-        }
-        if (merge) {
-            dim[q - 1] *= st->dom.d[j];
-            for (int r = 0; r < nops; r++) str[r][q - 1] = ops[r].stride[j];
-        } else {
-            dim[q] = st->dom.d[j];
-            for (int r = 0; r < nops; r++) str[r][q] = ops[r].stride[j];
-            q++;
-        }
-    }
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, st, &lay);
+    const int nops = lay.nops, nreads = lay.nreads, q = lay.q;
+    const int64_t *dim = lay.dim;
+    int64_t (*str)[KF_MAX_DIMS] = lay.str;
     int64_t inner = q ? dim[q - 1] : 1, outer = 1;
     for (int j = 0; j + 1 < q; j++) outer *= dim[j];
     if (block > inner) block = inner;
@@ -222,7 +228,7 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         kf_buf_puts(o, "          (void)rem; }\n");
     }
     for (int r = 0; r < nops; r++) {
-        int v = ops[r].v;
+        int v = lay.v[r];
         const char *ct = kf_synth_ctype(g, v);
         int64_t inner_stride = q ? str[r][q - 1] : 0;
         if (r < nreads) {
@@ -237,25 +243,25 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         kf_buf_puts(o, "        for (long jb = j0; jb < j1; jb += 512) {\n");
         kf_buf_puts(o, "          const long je = jb + 512 < j1 ? jb + 512 : j1;\n");
         for (int r = nreads; r < nops; r++)
-            kf_buf_printf(o, "          float t%d[512] __attribute__((aligned(64)));\n", ops[r].v);
+            kf_buf_printf(o, "          float t%d[512] __attribute__((aligned(64)));\n", lay.v[r]);
     }
     if (unroll > 1) kf_buf_printf(o, "%s        #pragma GCC unroll %ld\n", ind, unroll);
     kf_buf_printf(o, "%s        for (long j = %s; j < %s; j++) {\n", ind, nt ? "jb" : "j0", nt ? "je" : "j1");
     for (int r = 0; r < nreads; r++) {
-        int v = ops[r].v;
+        int v = lay.v[r];
         int64_t inner_stride = q ? str[r][q - 1] : 0;
         if (inner_stride) kf_buf_printf(o, "            const float r%d = p%d[j];\n", v, v);
         else kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
     }
-    for (int i = 0; i < st->nnodes; i++) emit_node(s, st, &g->nodes[st->nodes[i]], o);
+    for (int i = 0; i < st->nnodes; i++) emit_node(s, &g->nodes[st->nodes[i]], o);
     for (int r = nreads; r < nops; r++) {
-        if (nt) kf_buf_printf(o, "            t%d[j - jb] = r%d;\n", ops[r].v, ops[r].v);
-        else kf_buf_printf(o, "            p%d[j] = r%d;\n", ops[r].v, ops[r].v);
+        if (nt) kf_buf_printf(o, "            t%d[j - jb] = r%d;\n", lay.v[r], lay.v[r]);
+        else kf_buf_printf(o, "            p%d[j] = r%d;\n", lay.v[r], lay.v[r]);
     }
     kf_buf_printf(o, "%s        }\n", ind);
     if (nt) {
         for (int r = nreads; r < nops; r++)
-            kf_buf_printf(o, "          kf_stream_copy(p%d + jb, t%d, je - jb);\n", ops[r].v, ops[r].v);
+            kf_buf_printf(o, "          kf_stream_copy(p%d + jb, t%d, je - jb);\n", lay.v[r], lay.v[r]);
         kf_buf_puts(o, "        }\n        kf_sfence();\n");
     }
     kf_buf_puts(o, "    }\n");

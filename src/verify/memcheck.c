@@ -208,6 +208,13 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         snprintf(r->detail, sizeof r->detail, "kf_verify_memcheck: missing argument");
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_memcheck: missing argument");
     }
+    if (kf_verify_is_device(b)) {
+        snprintf(r->detail, sizeof r->detail,
+                 "no memory checker for platform '%s' (guard zones around every buffer still "
+                 "catch out-of-bounds writes)",
+                 b->info.platform);
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
+    }
     char valgrind[PATH_MAX];
     if (!find_on_path("valgrind", valgrind, sizeof valgrind)) {
         snprintf(r->detail, sizeof r->detail, "valgrind is not installed (not found on PATH)");

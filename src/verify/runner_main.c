@@ -18,9 +18,16 @@
  * crash. The wrapper needs this executable to export malloc, which the linker does
  * because libc references it.
  *
- * Built alone: no libkforge, never sanitized (it runs under RLIMIT_AS).
+ * Device targets (ctl.target "opencl:N"): the runner opens that backend through the
+ * platform interface (its own unsanitized copy of src/backend and src/core), builds the
+ * artifact, mirrors each guarded buffer in one device allocation, launches on views of
+ * the data parts (timed with device events when the backend can), and copies everything
+ * back, so that the parent's checks see exactly what the device wrote, guards included.
+ *
+ * Does not link libkforge and is never sanitized (it runs under RLIMIT_AS).
  */
 #include "verify/runproto.h"
+#include "kforge/backend.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -115,6 +122,161 @@ static void flush_caches(uint8_t *buf, uint64_t n) {
 
 static double times_buf[KF_RUN_MAX_REPS];
 
+/* Configuration copied out of the shared control page before anything untrusted runs. */
+typedef struct run_cfg {
+    uint32_t mode;
+    int nbufs, min_reps, max_reps;
+    double min_time, warmup, budget;
+    uint64_t flush_bytes;
+    char entry[64], target[32], artifact[4096];
+} run_cfg;
+
+/* A host-form device candidate (nvcc .so) reports its own failure as KF_ERR_RUNTIME
+ * "the kernel returned N": that is the kernel's verdict, not a device fault. */
+static int kernel_returned(kf_status st, const kf_error *e, int *rc) {
+    const char *p = st == KF_ERR_RUNTIME ? strstr(e->msg, "the kernel returned ") : NULL;
+    if (!p) return 0;
+    *rc = atoi(p + 20);
+    return *rc != 0;
+}
+
+static int device_fail(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, const char *what,
+                       const kf_error *e) {
+    mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+    snprintf(ctl->message, sizeof ctl->message, "%s: %s", what, e->msg[0] ? e->msg : "failed");
+    return KF_RUN_EXIT_DEVICE;
+}
+
+/* Run a device candidate (see the file comment). Each buffer i of the region is
+ * [guard][data i][guard]; its device copy has the same layout, so one copy each way
+ * carries the guards too. Returns the runner's exit code. */
+static int run_device(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_live *live,
+                      const run_cfg *cfg, void **host_args) {
+    kf_error e = {0};
+    kf_backend *b = NULL;
+    live->stage = KF_STAGE_LOADING;
+    if (kf_backend_open(cfg->target, &b, &e) != KF_OK) {
+        snprintf(ctl->message, sizeof ctl->message, "%s", e.msg);
+        return KF_RUN_EXIT_LOAD;
+    }
+    const kf_backend_iface *io = b->iface;
+    if (!io->alloc || !io->view || !io->copy_in || !io->copy_out) {
+        snprintf(ctl->message, sizeof ctl->message,
+                 "backend '%s' lacks device memory slots", cfg->target);
+        kf_backend_close(b);
+        return KF_RUN_EXIT_USAGE;
+    }
+    void *mod = NULL;
+    if (io->load(b->ctx, cfg->artifact, cfg->entry, &mod, &e) != KF_OK) {
+        snprintf(ctl->message, sizeof ctl->message, "%s", e.msg);
+        kf_backend_close(b);
+        return KF_RUN_EXIT_LOAD;
+    }
+    void *whole[KF_RUN_MAX_BUFS] = {0}, *view[KF_RUN_MAX_BUFS + 1] = {0};
+    uint8_t *host[KF_RUN_MAX_BUFS];
+    size_t span[KF_RUN_MAX_BUFS];
+    int rc = KF_RUN_EXIT_OK, krc = 0, reps = 0, warm = 0;
+    for (int i = 0; i < cfg->nbufs; i++) {
+        /* the guard before the data and the guard after it, up to the next buffer's */
+        uint64_t size = ctl->bufs[i].size;
+        uint64_t tail = kf_run_round_up(size + KF_RUN_GUARD, KF_RUN_ALIGN) - size;
+        host[i] = (uint8_t *)host_args[i] - KF_RUN_GUARD;
+        span[i] = (size_t)(KF_RUN_GUARD + size + tail);
+        whole[i] = io->alloc(b->ctx, span[i]);
+        if (!whole[i]) {
+            snprintf(ctl->message, sizeof ctl->message,
+                     "cannot allocate %zu bytes of device memory for buffer %d", span[i], i);
+            rc = KF_RUN_EXIT_NOMEM;
+            goto out;
+        }
+        view[i] = io->view(b->ctx, whole[i], KF_RUN_GUARD, size ? (size_t)size : 1);
+        if (!view[i]) {
+            snprintf(ctl->message, sizeof ctl->message, "cannot make a view of buffer %d", i);
+            rc = KF_RUN_EXIT_DEVICE;
+            goto out;
+        }
+        if (io->copy_in(b->ctx, whole[i], host[i], span[i]) != KF_OK) {
+            snprintf(ctl->message, sizeof ctl->message, "copy to the device failed (buffer %d)", i);
+            rc = KF_RUN_EXIT_DEVICE;
+            goto out;
+        }
+    }
+    live->stage = KF_STAGE_LOADED;
+    live->rep = -1;
+    live->stage = KF_STAGE_KERNEL;
+    mprotect(base, ctl_size, PROT_READ);
+    kf_status st = KF_OK;
+    if (cfg->mode == KF_RUN_CHECK) {
+        st = io->launch(b->ctx, mod, view, cfg->nbufs, &e);
+        if (st == KF_OK) st = kf_backend_sync(b);
+        if (kernel_returned(st, &e, &krc)) st = KF_OK;
+        if (st != KF_OK) {
+            rc = device_fail(ctl, ctl_size, base, "launch", &e);
+            goto out;
+        }
+    } else {
+        double t0 = now_s();
+        do {
+            st = io->launch(b->ctx, mod, view, cfg->nbufs, &e);
+            if (st == KF_OK) st = kf_backend_sync(b);
+            warm++;
+        } while (st == KF_OK && now_s() - t0 < cfg->warmup && warm < 1000);
+        double start = now_s(), spent = 0;
+        while (st == KF_OK && reps < cfg->max_reps) {
+            if (cfg->flush_bytes) {
+                live->stage = KF_STAGE_BETWEEN;
+                if (io->flush) st = io->flush(b->ctx, (size_t)cfg->flush_bytes);
+                if (st != KF_OK) break;
+            }
+            live->rep = reps;
+            live->stage = KF_STAGE_KERNEL;
+            double dt = 0;
+            if (io->launch_timed) {
+                st = io->launch_timed(b->ctx, mod, view, cfg->nbufs, &dt, &e);
+            } else {
+                double a = now_s();
+                st = io->launch(b->ctx, mod, view, cfg->nbufs, &e);
+                if (st == KF_OK) st = kf_backend_sync(b);
+                dt = now_s() - a;
+            }
+            if (st != KF_OK) break;
+            times_buf[reps++] = dt;
+            spent += dt;
+            if (reps >= cfg->min_reps && spent >= cfg->min_time) break;
+            if (now_s() - start > cfg->budget && cfg->budget > 0) break;
+        }
+        if (kernel_returned(st, &e, &krc)) st = KF_OK;
+        if (st != KF_OK) {
+            rc = device_fail(ctl, ctl_size, base, "launch", &e);
+            goto out;
+        }
+    }
+    /* everything back, guards included: the region is writable again for this */
+    mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+    for (int i = 0; i < cfg->nbufs; i++) {
+        if (io->copy_out(b->ctx, host[i], whole[i], span[i]) != KF_OK) {
+            snprintf(ctl->message, sizeof ctl->message, "copy from the device failed (buffer %d)", i);
+            rc = KF_RUN_EXIT_DEVICE;
+            goto out;
+        }
+    }
+    ctl->kernel_rc = krc;
+    ctl->reps = reps;
+    ctl->warmups = warm;
+    memcpy(ctl->times, times_buf, sizeof(double) * (size_t)reps);
+    ctl->done = 1;
+out:
+    mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+    for (int i = 0; i < cfg->nbufs; i++) {
+        if (view[i] && io->view_free) io->view_free(b->ctx, view[i]);
+        if (whole[i]) kf_backend_free(b, whole[i]);
+    }
+    if (io->unload) io->unload(b->ctx, mod);
+    kf_backend_close(b);
+    if (rc == KF_RUN_EXIT_OK) live->stage = KF_STAGE_DONE;
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: kforge-runner FD   (started by kforge, not by hand)\n");
@@ -171,6 +333,21 @@ int main(int argc, char **argv) {
     if (max_reps < 1) max_reps = 1;
     if (min_reps < 1) min_reps = 1;
     if (min_reps > max_reps) min_reps = max_reps;
+
+    char target[sizeof ctl->target];
+    memcpy(target, ctl->target, sizeof target);
+    target[sizeof target - 1] = 0;
+    if (target[0] && strcmp(target, "cpu") != 0 && strncmp(target, "cpu:", 4) != 0) {
+        run_cfg cfg = {.mode = mode, .nbufs = nbufs, .min_reps = min_reps, .max_reps = max_reps,
+                       .min_time = min_time, .warmup = warmup, .budget = budget,
+                       .flush_bytes = flush_bytes};
+        memcpy(cfg.entry, entry, sizeof cfg.entry);
+        memcpy(cfg.target, target, sizeof cfg.target);
+        memcpy(cfg.artifact, artifact, sizeof cfg.artifact);
+        int drc = run_device(ctl, ctl_size, base, live, &cfg, args);
+        fflush(NULL);
+        return drc;
+    }
 
     uint8_t *flush = NULL;
     if (mode == KF_RUN_TIME && flush_bytes > 0) {

@@ -13,8 +13,13 @@
  * The trailing guard starts exactly at data + size, so a write one element past the end
  * lands in it. Guards hold kf_run_guard_byte(offset within the guard zone).
  *
- * This header is compiled into the runner alone (no libkforge), so it holds only types,
- * constants and static inline helpers.
+ * This header is compiled into the runner (which does not link libkforge), so it holds
+ * only types, constants and static inline helpers.
+ *
+ * Device targets (opencl): the runner opens the backend named by ctl.target, gives each
+ * buffer one device allocation laid out like the region ([guard][data][guard]), copies the
+ * whole of it in, launches on views of the data parts, and copies the whole of it back, so
+ * the parent checks guards, poison and inputs exactly as for the CPU.
  */
 #ifndef KF_VERIFY_RUNPROTO_H
 #define KF_VERIFY_RUNPROTO_H
@@ -22,7 +27,7 @@
 #include <stdint.h>
 
 #define KF_RUN_MAGIC 0x4b46524e52554e31ULL /* "KFRNRUN1" */
-#define KF_RUN_VERSION 1
+#define KF_RUN_VERSION 2
 #define KF_RUN_PAGE 4096
 #define KF_RUN_GUARD 4096
 #define KF_RUN_ALIGN 64
@@ -47,7 +52,8 @@ enum kf_run_exit {
     KF_RUN_EXIT_USAGE = 2,  /* bad arguments or a corrupt control page */
     KF_RUN_EXIT_LOAD = 3,   /* dlopen failed (message in ctl.message) */
     KF_RUN_EXIT_SYM = 4,    /* dlsym failed (message in ctl.message) */
-    KF_RUN_EXIT_NOMEM = 5   /* the runner's own allocation failed */
+    KF_RUN_EXIT_NOMEM = 5,  /* the runner's own allocation failed */
+    KF_RUN_EXIT_DEVICE = 6  /* a device call failed (message in ctl.message) */
 };
 
 typedef struct kf_run_buf {
@@ -72,6 +78,7 @@ typedef struct kf_run_ctl {
     double budget_s;        /* timing: stop repeating after this much wall time */
     uint64_t flush_bytes;   /* timing: > 0 = touch this many bytes between reps */
     char entry[64];
+    char target[32];        /* backend target ("cpu", "opencl:0"); "" = cpu (dlopen) */
     char artifact[4096];
     kf_run_buf bufs[KF_RUN_MAX_BUFS];
     /* written by the runner */

@@ -174,7 +174,7 @@ static void stage_text(const kf_run_live *live, uint32_t mode, char *buf, size_t
     int st = live->stage, rep = live->rep;
     switch (st) {
     case KF_STAGE_START: snprintf(buf, cap, "while the runner was starting"); break;
-    case KF_STAGE_LOADING: snprintf(buf, cap, "while loading the artifact (dlopen)"); break;
+    case KF_STAGE_LOADING: snprintf(buf, cap, "while loading the artifact"); break;
     case KF_STAGE_LOADED: snprintf(buf, cap, "after loading, before the kernel ran"); break;
     case KF_STAGE_KERNEL:
         if (mode == KF_RUN_TIME && rep < 0) snprintf(buf, cap, "in a warm-up run of the kernel");
@@ -308,6 +308,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (lim->no_mem_limit) clamp_limit(RLIMIT_AS, RLIM_INFINITY, RLIM_INFINITY, &rl_as);
     else clamp_limit(RLIMIT_AS, (rlim_t)as, (rlim_t)as, &rl_as);
     rlim_t fsz = (rlim_t)(lim->output_cap > 0 ? lim->output_cap : 0);
+    /* device runtimes write files of their own (PoCL's kernel cache, the driver's), so
+     * there the cap is enforced by watching the output file instead */
+    if (lim->poll_output) fsz = RLIM_INFINITY;
     clamp_limit(RLIMIT_FSIZE, fsz, fsz, &rl_fsize);
     rlim_t np = (rlim_t)(system_threads() + threads + 64);
     clamp_limit(RLIMIT_NPROC, np, np, &rl_nproc);
@@ -363,7 +366,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (devnull >= 0) close(devnull);
 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
-    int timed_out = 0;
+    int timed_out = 0, polled_flood = 0;
     long nap = 50000;
     for (;;) {
         siginfo_t si;
@@ -371,6 +374,16 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
         if (w == 0 && si.si_pid == pid) break;
         if (w < 0 && errno != EINTR) break;
+        struct stat fst;
+        if (lim->poll_output && lim->output_cap > 0 && fstat(outfd, &fst) == 0 &&
+            fst.st_size > lim->output_cap) {
+            polled_flood = 1;
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            memset(&si, 0, sizeof si);
+            while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+            break;
+        }
         if (kf_now() >= deadline) {
             timed_out = 1;
             kill(-pid, SIGKILL);
@@ -419,14 +432,14 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     int signaled = !timed_out && WIFSIGNALED(st);
     /* A flood normally dies of SIGXFSZ; one that ignores SIGXFSZ spins on EFBIG until a
      * limit hits, with the file full: that is a flood too. */
-    int flooded = (signaled && WTERMSIG(st) == SIGXFSZ) || out_size > lim->output_cap ||
+    int flooded = polled_flood || (signaled && WTERMSIG(st) == SIGXFSZ) || out_size > lim->output_cap ||
                   (lim->output_cap > 0 && out_size >= lim->output_cap && (timed_out || signaled));
     if (flooded) {
         *vs = KF_V_OUTPUT_FLOOD;
         output_excerpt(outfd, 0, out, 120);
         snprintf(detail, cap, "wrote more than the %lld-byte stdout/stderr cap (%s) %s; output "
                  "starts: \"%s\"", (long long)lim->output_cap,
-                 signaled && WTERMSIG(st) == SIGXFSZ ? "killed by SIGXFSZ" : "file full",
+                 polled_flood ? "killed" : signaled && WTERMSIG(st) == SIGXFSZ ? "killed by SIGXFSZ" : "file full",
                  where, out);
     } else if (timed_out) {
         *vs = KF_V_TIMEOUT;
@@ -476,6 +489,12 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
                    stage == KF_STAGE_LOADING) {
             *vs = KF_V_LOAD_ERROR;
             snprintf(detail, cap, "%s", msg[0] ? msg : "the artifact could not be loaded");
+        } else if (code == KF_RUN_EXIT_DEVICE) {
+            /* a device call failed: in the kernel it is the kernel's fault (a fault on the
+             * device, a launch the device refused); before it, the artifact's */
+            int in_kernel = stage == KF_STAGE_KERNEL || stage == KF_STAGE_BETWEEN;
+            *vs = in_kernel ? KF_V_CRASH : KF_V_LOAD_ERROR;
+            snprintf(detail, cap, "device error %s: %s", where, msg[0] ? msg : "(no message)");
         } else if (code == KF_RUN_EXIT_NOMEM && stage != KF_STAGE_KERNEL) {
             *vs = KF_V_MEM_LIMIT;
             snprintf(detail, cap, "the runner could not allocate its buffers under the memory "

@@ -440,7 +440,20 @@ kf_status kf_verify_open_region(const kf_verify_ctx *c, kf_backend *b, const cha
         snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot create the buffer region");
         return st;
     }
+    /* which backend the runner opens: the CPU path dlopens; device targets go through
+     * the platform interface on the same device as b */
+    if (b && kf_verify_is_device(b))
+        snprintf(sb->ctl->target, sizeof sb->ctl->target, "%s:%d", b->info.platform,
+                 b->info.index);
+    else
+        sb->ctl->target[0] = 0;
     return KF_OK;
+}
+
+/* A backend whose candidates run on a device through the platform interface (not the
+ * CPU's dlopen path). */
+int kf_verify_is_device(const kf_backend *b) {
+    return b && b->info.platform[0] && strcmp(b->info.platform, "cpu") != 0;
 }
 
 /* Names the runner's output files uniquely across contexts and threads of this process. */
@@ -473,6 +486,9 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         .wall_s = o->wall_limit_s, .cpu_s = o->cpu_limit_s, .mem_bytes = o->mem_limit,
         .output_cap = o->output_cap, .threads = threads, .runner = runner,
         .workdir = c->workdir,
+        /* device drivers reserve far more address space than they use */
+        .no_mem_limit = b && kf_verify_is_device(b),
+        .poll_output = b && kf_verify_is_device(b),
     };
     char detail[1500];
     kf_vstatus vs = KF_V_OK;
@@ -526,8 +542,8 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         ctl->min_time_s = o->min_time_s;
         ctl->warmup_s = 0.05;
         ctl->budget_s = o->wall_limit_s > 0 ? 0.5 * o->wall_limit_s : 10.0;
-        int64_t cache = o->cache_bytes > 0 ? o->cache_bytes
-                        : (b && b->info.l3_bytes > 0 ? b->info.l3_bytes : (32ll << 20));
+        int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
+        int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
         ctl->flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
         /* A kernel that passed the check within the wall limit is not hanging; the timing
          * run needs at least a warm-up and a rep, so it gets room for a few more runs. */
@@ -597,7 +613,8 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
     kf_error e = {0};
     kf_status st = kf_backend_compile(b, cand->source, cand->flags, c->workdir, art, sizeof art,
                                       &log, &e);
-    if (st == KF_ERR_COMPILE) {
+    /* a malformed launch plan (KF_ERR_PARSE) is the candidate's fault, like a build error */
+    if (st == KF_ERR_COMPILE || st == KF_ERR_PARSE) {
         r->status = KF_V_COMPILE_ERROR;
         const char *tail = log.data ? log.data : "";
         size_t keep = sizeof r->detail - strlen(e.msg) - 8;

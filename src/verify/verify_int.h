@@ -120,6 +120,8 @@ typedef struct kf_sbx_limits {
     const char *const *wrapper; /* NULL-terminated argv run in front of "runner FD" (e.g.
                                    valgrind and its flags); wrapper[0] is an absolute path */
     int no_mem_limit;       /* lift the address-space limit (a checker reserves a lot) */
+    int poll_output;        /* enforce output_cap by watching the output file instead of
+                               RLIMIT_FSIZE (device runtimes write cache files) */
     int checker_exit;       /* > 0: the wrapper's exit status for "errors found", which
                                becomes KF_V_MEMCHECK */
     const char *extra_env;  /* one more "NAME=VALUE" for the child's environment */
@@ -145,6 +147,8 @@ int kf_sbx_check_guards(const kf_sbx *sb, int *buf, int64_t *off);
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err);
 
+/* 1 when b runs candidates on a device (opencl, ...) rather than by dlopen on the CPU. */
+int kf_verify_is_device(const kf_backend *b);
 /* Inputs, poisoned outputs and fresh guards of set s into the region. */
 void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s);
 /* Resolve the runner and the artifact's absolute path (*artifact may be redirected into

@@ -568,12 +568,34 @@ static const kf_backend_iface cpu_iface = {
 /* Constructor used by the registry in backend.c: hands back the CPU iface table and a new
  * context configured from the environment (KFORGE_CC, default "cc"). Never fails today;
  * the compiler is checked by probe. */
-kf_status kf_backend_cpu_create(const kf_backend_iface **iface, void **ctx, kf_error *err) {
+kf_status kf_backend_cpu_create(int index, const kf_backend_iface **iface, void **ctx,
+                                kf_error *err) {
+    if (index != 0)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                            "the cpu platform has one device (cpu:0), not cpu:%d", index);
     cpu_ctx *c = kf_calloc(1, sizeof *c);
     const char *cc = getenv("KFORGE_CC");
     snprintf(c->cc, sizeof c->cc, "%s", cc && cc[0] ? cc : "cc");
     snprintf(c->flags, sizeof c->flags, "%s", CPU_DEFAULT_FLAGS);
     *iface = &cpu_iface;
     *ctx = c;
+    return KF_OK;
+}
+
+/* The cpu platform's one device, probed; see kf_backend_list. */
+kf_status kf_backend_cpu_list(kf_device_info **infos, int *n, kf_error *err) {
+    const kf_backend_iface *iface;
+    void *ctx;
+    kf_status st = kf_backend_cpu_create(0, &iface, &ctx, err);
+    if (st != KF_OK) return st;
+    kf_device_info *d = kf_calloc(1, sizeof *d);
+    st = iface->probe(ctx, d, err);
+    iface->destroy(ctx);
+    if (st != KF_OK) {
+        free(d);
+        return st;
+    }
+    *infos = d;
+    *n = 1;
     return KF_OK;
 }

@@ -1,0 +1,360 @@
+/*
+ * The builtin generator's GPU path: plan parameters and candidate assembly for the
+ * opencl, cuda and metal platforms (gpu_tpl.h describes the conventions).
+ *
+ * A candidate is
+ *
+ *     header comment, scratch and launch lines
+ *     language prelude (kf_render_prelude: KF_INF, kf_expf, ...)
+ *     shared helpers (NaN-propagating max/min, the arg-reduction tie rule)
+ *     one or two kernels per stage
+ *
+ * and the launch plan runs the kernels in stage order on one queue, so a stage's scratch
+ * output is complete before the next stage reads it. The schedule point is baked in:
+ * sizes are literals, c->flags is empty and c->label is the point text.
+ *
+ * Budgets: a plan holds at most KF_MAX_LAUNCHES launches and KF_MAX_SCRATCH scratch
+ * buffers. Every stage needs one launch; a two-pass reduction needs one more launch and
+ * one or two partial buffers, so two-pass variants are offered (in stage order) only while
+ * the budget allows, and a graph whose one-pass plan does not fit is unsupported. The
+ * space holds KF_MAX_PARAMS parameters: they are shared out over the stages, each stage
+ * declaring its parameters in order of importance, and a parameter without a choice or
+ * beyond its stage's share is fixed at its default (kf_gpu_param / kf_gpu_get).
+ */
+#include "gpu_tpl.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int kf_synth_is_gpu(const char *platform) {
+    return platform && (strcmp(platform, "opencl") == 0 || strcmp(platform, "cuda") == 0 ||
+                        strcmp(platform, "metal") == 0);
+}
+
+void kf_gpu_dev(const kf_synth *s, kf_gdev *d) {
+    const kf_device_info *i = &s->dev;
+    d->is_cpu = strcmp(i->device_type, "cpu") == 0;
+    d->max_wg = i->max_wg > 0 ? i->max_wg : 1024; /* CUDA's and Metal's usual limit */
+    if (i->max_wi[0] > 0 && i->max_wi[0] < d->max_wg) d->max_wg = i->max_wi[0];
+    d->local_mem = i->local_mem_bytes > 0 ? i->local_mem_bytes : 32768;
+    d->sg = i->subgroup_size > 0 ? i->subgroup_size : 0;
+    /* sub-group code assumes power-of-two lanes (butterfly shuffles) */
+    if (d->sg & (d->sg - 1)) d->sg = 0;
+    d->cu = i->compute_units > 0 ? i->compute_units : (d->is_cpu ? (i->threads > 0 ? i->threads : 4) : 16);
+}
+
+const char *kf_gpu_ctype(const kf_graph *g, int v) {
+    return g->values[v].dtype == KF_I64 ? "long" : "float";
+}
+
+int64_t kf_gpu_pow2_ceil(int64_t n) {
+    int64_t p = 1;
+    while (p < n) p *= 2;
+    return p;
+}
+
+int kf_gpu_pow2_values(long lo, long hi, long *vals) {
+    int n = 0;
+    for (long v = lo; v <= hi && n < KF_MAX_PARAM_VALUES; v *= 2) vals[n++] = v;
+    if (n == 0) vals[n++] = lo;
+    return n;
+}
+
+int kf_gpu_nearest(const long *vals, int n, long want) {
+    int best = 0;
+    for (int i = 1; i < n; i++) {
+        long d0 = vals[best] > want ? vals[best] - want : want - vals[best];
+        long d1 = vals[i] > want ? vals[i] - want : want - vals[i];
+        if (d1 < d0) best = i;
+    }
+    return best;
+}
+
+const char *kf_gpu_gid0(const kf_gplan *gp) {
+    return strcmp(gp->ix, "long") == 0 ? "(long)$gid(0)" : "$gid(0)";
+}
+
+const char *kf_gpu_lit(const kf_gplan *gp, int64_t v, char *buf, size_t cap) {
+    snprintf(buf, cap, "%lld%s", (long long)v, strcmp(gp->ix, "long") == 0 ? "L" : "");
+    return buf;
+}
+
+/* ---- stage parameters ---- */
+
+void kf_gpu_param(kf_synth *s, kf_stage *st, const char *name, const long *values, int n, int dflt) {
+    if (n > 1 && st->gpu_budget > 0 && s->space.nparams < KF_MAX_PARAMS) {
+        kf_tpl_add_param(&s->space, st->prefix, name, values, n, dflt);
+        st->gpu_budget--;
+        return;
+    }
+    assert(st->nfixed < (int)(sizeof st->fixed_val / sizeof st->fixed_val[0]));
+    snprintf(st->fixed_name[st->nfixed], sizeof st->fixed_name[0], "%s", name);
+    st->fixed_val[st->nfixed++] = values[dflt];
+}
+
+long kf_gpu_get(const kf_synth *s, const kf_stage *st, const kf_point *p, const char *name, long def) {
+    char full[48];
+    snprintf(full, sizeof full, "%s%s", st->prefix, name);
+    for (int i = 0; i < s->space.nparams; i++)
+        if (strcmp(s->space.p[i].name, full) == 0) return s->space.p[i].values[p->idx[i]];
+    for (int i = 0; i < st->nfixed; i++)
+        if (strcmp(st->fixed_name[i], name) == 0) return st->fixed_val[i];
+    return def;
+}
+
+/* ---- kernels and launch lines ---- */
+
+void kf_gk_begin(kf_gk *k, const char *name) {
+    memset(k, 0, sizeof *k);
+    snprintf(k->k.name, sizeof k->k.name, "%s", name);
+}
+
+static void gk_param(kf_gk *k, const char *name, const char *ctype, kf_gparam_kind kind,
+                     const char *arg) {
+    assert(k->k.nparams < KF_GK_MAX_PARAMS);
+    snprintf(k->arg[k->k.nparams], sizeof k->arg[0], "%s", arg);
+    kf_gkernel_param(&k->k, name, ctype, kind);
+}
+
+void kf_gk_value(const kf_gplan *gp, kf_gk *k, int v, kf_gparam_kind kind) {
+    const kf_graph *g = gp->s->g;
+    const kf_value *val = &g->values[v];
+    char name[16], arg[16];
+    snprintf(name, sizeof name, "b%d", v);
+    if (val->input_index >= 0) snprintf(arg, sizeof arg, "%d", val->input_index);
+    else if (val->output_index >= 0) snprintf(arg, sizeof arg, "%d", g->ninputs + val->output_index);
+    else snprintf(arg, sizeof arg, "t%d", v);
+    gk_param(k, name, kf_gpu_ctype(g, v), kind, arg);
+}
+
+void kf_gk_scratch(kf_gk *k, const char *name, const char *ctype) {
+    gk_param(k, name, ctype, KF_GP_SCRATCH, name);
+}
+
+void kf_gplan_scratch(kf_gplan *gp, const char *name, int64_t bytes) {
+    kf_buf_printf(&gp->lines, "// kforge:scratch %s %lld\n", name, (long long)(bytes > 4 ? bytes : 4));
+    gp->nscratch++;
+}
+
+void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
+                  const int64_t *local) {
+    for (int d = 0; d < 3; d++) k->k.wg[d] = d < ndims ? (int)local[d] : 1;
+    k->k.body = k->body.data ? k->body.data : "";
+    k->k.uses_subgroups = strstr(k->k.body, "$sg_") != NULL;
+    if (gp->st == KF_OK) {
+        kf_status st = kf_render_kernel(gp->L, &k->k, &gp->kernels, gp->err);
+        if (st != KF_OK) gp->st = st;
+        kf_buf_puts(&gp->kernels, "\n");
+    }
+    kf_buf_printf(&gp->lines, "// kforge:launch %s global=", k->k.name);
+    for (int d = 0; d < ndims; d++) {
+        assert(global[d] > 0 && local[d] > 0 && global[d] % local[d] == 0);
+        kf_buf_printf(&gp->lines, "%s%lld", d ? "," : "", (long long)global[d]);
+    }
+    kf_buf_puts(&gp->lines, " local=");
+    for (int d = 0; d < ndims; d++) kf_buf_printf(&gp->lines, "%s%lld", d ? "," : "", (long long)local[d]);
+    kf_buf_puts(&gp->lines, " args=");
+    for (int i = 0; i < k->k.nparams; i++) kf_buf_printf(&gp->lines, "%s%s", i ? "," : "", k->arg[i]);
+    kf_buf_puts(&gp->lines, "\n");
+    gp->nlaunch++;
+    kf_buf_free(&k->body);
+    k->k.body = NULL;
+}
+
+/* ---- planning ---- */
+
+static int stage_can_split(const kf_synth *s, const kf_stage *st) {
+    return st->kind == KF_STAGE_REDUCE || st->kind == KF_STAGE_SOFTMAX || st->kind == KF_STAGE_NORM;
+}
+
+/* Scratch buffers a two-pass variant of stage st needs. */
+static int split_scratch(const kf_synth *s, const kf_stage *st) {
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    return n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN ? 2 : 1;
+}
+
+static int base_scratch(const kf_synth *s) {
+    int n = 0;
+    for (int v = 0; v < s->g->nvalues; v++)
+        if (s->materialize[v] && s->g->values[v].output_index < 0) n++;
+    return n;
+}
+
+kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err) {
+    const kf_graph *g = s->g;
+    if (!kf_lang_by_name(s->platform))
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "no kernel language for platform '%s'",
+                            s->platform);
+    if (s->nst > KF_MAX_LAUNCHES || base_scratch(s) > KF_MAX_SCRATCH)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
+                            "the %s plan of this task needs %d kernels and %d scratch buffers; "
+                            "a GPU candidate holds at most %d and %d",
+                            s->platform, s->nst, base_scratch(s), KF_MAX_LAUNCHES, KF_MAX_SCRATCH);
+    for (int k = 0; k < s->nst; k++) {
+        const kf_stage *st = &s->st[k];
+        const kf_node *n = &g->nodes[st->nodes[0]];
+        const kf_shape *xs = &g->values[n->in[0]].shape;
+        if (kf_shape_numel(&g->values[n->out].shape) <= 0 || kf_shape_numel(xs) <= 0)
+            return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                                "%s: empty tensors are not handled by the GPU templates",
+                                kf_op_get(n->op)->name);
+        if (st->kind == KF_STAGE_SOFTMAX) {
+            int naxes = 0;
+            for (int j = 0; j < xs->rank; j++) naxes += (n->attr.axes >> j) & 1u;
+            if (naxes != 1)
+                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                                    "%s over %d axes", kf_op_get(n->op)->name, naxes);
+        }
+        if (st->kind == KF_STAGE_NORM) {
+            int seen = 0, ok = 1;
+            for (int j = 0; j < xs->rank; j++) {
+                int red = (n->attr.axes >> j) & 1u;
+                if (red) seen = 1;
+                else if (seen && xs->d[j] != 1) ok = 0;
+            }
+            if (!ok || !seen)
+                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                                    "%s over axes that are not trailing", kf_op_get(n->op)->name);
+        }
+        if (st->kind == KF_STAGE_EWISE) {
+            kf_ew_layout lay;
+            kf_synth_ewise_layout(s, st, &lay);
+            if (lay.nops > KF_GK_MAX_PARAMS)
+                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                                    "an elementwise cluster with %d buffers (a GPU kernel takes "
+                                    "at most %d)", lay.nops, KF_GK_MAX_PARAMS);
+        }
+    }
+    return KF_OK;
+}
+
+void kf_synth_gpu_params(kf_synth *s) {
+    int launches = s->nst, scratch = base_scratch(s);
+    for (int k = 0; k < s->nst; k++) {
+        kf_stage *st = &s->st[k];
+        snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
+        /* the space's slots shared out over the stages still to come; what a stage
+         * leaves unused goes to the later ones */
+        st->gpu_budget = (KF_MAX_PARAMS - s->space.nparams) / (s->nst - k);
+        st->nfixed = 0;
+        switch (st->kind) {
+        case KF_STAGE_EWISE: kf_gpu_ewise_params(s, st); break;
+        case KF_STAGE_MATMUL:
+            kf_synth_matmul_desc(s->g, &s->g->nodes[st->nodes[0]], &st->mm);
+            kf_gpu_matmul_params(s, st);
+            break;
+        default: {
+            int need = split_scratch(s, st);
+            int allow = stage_can_split(s, st) && launches + 1 <= KF_MAX_LAUNCHES &&
+                        scratch + need <= KF_MAX_SCRATCH;
+            kf_point none;
+            memset(&none, 0, sizeof none);
+            kf_gpu_reduce_params(s, st, allow);
+            /* a stage whose split may exceed 1 uses the launch and scratch budget */
+            int declared = 0;
+            for (int i = 0; i < s->space.nparams; i++) {
+                char full[48];
+                snprintf(full, sizeof full, "%ssplit", st->prefix);
+                if (strcmp(s->space.p[i].name, full) == 0) declared = 1;
+            }
+            if (kf_gpu_get(s, st, &none, "split", 1) > 1) declared = 1;
+            if (declared) {
+                launches++;
+                scratch += need;
+            }
+            break;
+        }
+        }
+    }
+}
+
+/* Helpers every candidate may use; they follow the interpreter's NaN rules. */
+static const char gpu_helpers[] =
+    "/* NaN-propagating max/min (a NaN on either side gives NaN, as the reference does) */\n"
+    "$fn float kf_nmax(float a, float b) { return (b < a) ? a : ((b >= a) ? b : a + b); }\n"
+    "$fn float kf_nmin(float a, float b) { return (b > a) ? a : ((b <= a) ? b : a + b); }\n"
+    "/* argmax/argmin merge: 1 when candidate (bv, bi) beats (av, ai). A NaN beats any number,\n"
+    " * then the larger (max) or smaller (min) value, and ties go to the lower index, so the\n"
+    " * result is the first NaN's index, else the first extreme's, whatever the merge order.\n"
+    " * Index -1 marks an empty partial. */\n"
+    "$fn int kf_arg_take(float av, int ai, float bv, int bi, int want_max) {\n"
+    "    if (bi < 0) return 0;\n"
+    "    if (ai < 0) return 1;\n"
+    "    const int an = av != av, bn = bv != bv;\n"
+    "    if (an || bn) return bn && (!an || bi < ai);\n"
+    "    if (bv == av) return bi < ai;\n"
+    "    return want_max ? (bv > av) : (bv < av);\n"
+    "}\n";
+
+kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
+                              kf_error *err) {
+    const kf_graph *g = s->g;
+    memset(c, 0, sizeof *c);
+    kf_gplan gp;
+    memset(&gp, 0, sizeof gp);
+    gp.s = s;
+    gp.L = kf_lang_by_name(s->platform);
+    gp.err = err;
+    gp.st = KF_OK;
+    if (!gp.L)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "no kernel language for platform '%s'",
+                            s->platform);
+    int64_t maxn = 1;
+    for (int v = 0; v < g->nvalues; v++) {
+        int64_t n = kf_shape_numel(&g->values[v].shape);
+        if (n > maxn) maxn = n;
+    }
+    /* int indices while every tensor (and the largest offset into it, plus a row of
+     * lookahead) stays below 2^31 */
+    snprintf(gp.ix, sizeof gp.ix, "%s", maxn < (1LL << 30) ? "int" : "long");
+
+    for (int v = 0; v < g->nvalues; v++) {
+        if (!s->materialize[v] || g->values[v].output_index >= 0) continue;
+        char name[16];
+        snprintf(name, sizeof name, "t%d", v);
+        kf_gplan_scratch(&gp, name, kf_shape_numel(&g->values[v].shape) * kf_dtype_size(g->values[v].dtype));
+    }
+    for (int k = 0; k < s->nst && gp.st == KF_OK; k++) {
+        const kf_stage *st = &s->st[k];
+        switch (st->kind) {
+        case KF_STAGE_EWISE: kf_gpu_ewise_emit(&gp, st, p); break;
+        case KF_STAGE_MATMUL: kf_gpu_matmul_emit(&gp, st, p); break;
+        default: kf_gpu_reduce_emit(&gp, k, st, p); break;
+        }
+    }
+    kf_status st = gp.st;
+    char first[64] = "";
+    kf_buf src = {0};
+    if (st == KF_OK && (gp.nlaunch > KF_MAX_LAUNCHES || gp.nscratch > KF_MAX_SCRATCH))
+        st = kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0,
+                          "GPU plan has %d launches and %d scratch buffers (limits %d, %d)",
+                          gp.nlaunch, gp.nscratch, KF_MAX_LAUNCHES, KF_MAX_SCRATCH);
+    if (st == KF_OK) {
+        char pt[512];
+        kf_point_format(&s->space, p, pt, sizeof pt);
+        kf_buf_printf(&src, "/* kforge builtin %s candidate for task '%s': %s\n * schedule: %s */\n",
+                      s->platform, g->name, s->desc, pt);
+        kf_buf_puts(&src, gp.lines.data ? gp.lines.data : "");
+        kf_buf_puts(&src, "\n");
+        kf_render_prelude(gp.L, &src);
+        kf_buf_puts(&src, "\n");
+        st = kf_render_text(gp.L, gpu_helpers, &src, err);
+        kf_buf_puts(&src, "\n");
+        kf_buf_puts(&src, gp.kernels.data ? gp.kernels.data : "");
+        /* the entry is the first launch's kernel: the backends run the whole plan */
+        const char *l = strstr(gp.lines.data ? gp.lines.data : "", "kforge:launch ");
+        if (l) sscanf(l + 14, "%63s", first);
+        if (st == KF_OK) {
+            char *text = kf_buf_take(&src);
+            st = kf_candidate_init(c, s->platform, text, first[0] ? first : NULL, err);
+            free(text);
+            if (st == KF_OK) snprintf(c->label, sizeof c->label, "%s", pt);
+        }
+    }
+    kf_buf_free(&src);
+    kf_buf_free(&gp.kernels);
+    kf_buf_free(&gp.lines);
+    return st;
+}

@@ -1,0 +1,222 @@
+/*
+ * GPU matmul template in the kernel form: C[b] = op(A[a(b)]) op(B[b(b)]) with optional
+ * transposes and broadcast batch dims (kf_matmul_desc), one kernel.
+ *
+ * Each group computes a TM x TN tile of C. The K dimension is walked in TK-deep steps:
+ * the group copies the A tile (TM x TK) and the B tile (TK x TN) into local memory
+ * (zero-filled past the matrix edges), then every work-item accumulates its RM x RN
+ * register block from them. A work-item (tx, ty) of the (TN/RN) x (TM/RM) group owns
+ * rows ty + i*(TM/RM) and columns tx + j*(TN/RN), so that neighbouring items store
+ * neighbouring columns of C and read neighbouring words of the B tile. The tile copies
+ * walk each operand in its memory order (coalesced) and, with vl=1, move 4-wide vectors
+ * where that dim and the tile extent are multiples of 4 (so that a vector is wholly in or
+ * out of the matrix and aligned). A tile stored across its copy order gets one word of
+ * padding per row against local-memory bank conflicts. The register block is written out
+ * as straight-line code (no private arrays). Bounds checks are emitted only for the dims
+ * that the tiles do not divide.
+ *
+ * Parameters: tm, tn (tile), tk (depth), rm, rn (register block), vl (vector tile loads;
+ * only when some operand allows them). A point is made valid at render time: tiles shrink
+ * to the matrix, the register block grows until the group fits max_wg, the depth shrinks
+ * until the tiles fit local memory; the kernel's comment states the tile it uses.
+ */
+#include "gpu_tpl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int a_vec_ok(const kf_matmul_desc *d, int64_t tm, int64_t tk) {
+    return d->ta ? (d->M % 4 == 0 && tm % 4 == 0) : (d->K % 4 == 0 && tk % 4 == 0);
+}
+static int b_vec_ok(const kf_matmul_desc *d, int64_t tn, int64_t tk) {
+    return d->tb ? (d->K % 4 == 0 && tk % 4 == 0) : (d->N % 4 == 0 && tn % 4 == 0);
+}
+
+void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
+    kf_gdev dv;
+    kf_gpu_dev(s, &dv);
+    const kf_matmul_desc *d = &st->mm;
+    static const long tiles[] = {16, 32, 64, 128};
+    static const long depths[] = {8, 16, 32};
+    static const long regs[] = {1, 2, 4, 8};
+    /* GPU: 64 x 64 x 16 tiles of 16 x 16 items with 4 x 4 blocks (the usual starting
+     * point); PoCL: 32 x 32 x 32 tiles of 4 x 4 items with 8 x 8 blocks, since its items
+     * are loop iterations and a group's tiles should stay in L1 (on the 2-core VM, 512^3:
+     * 21 ms against 57-95 ms for the GPU shapes) */
+    int big = dv.is_cpu ? 1 : 2;
+    int dtm = d->M <= 16 ? 0 : d->M <= 32 ? 1 : big;
+    int dtn = d->N <= 16 ? 0 : d->N <= 32 ? 1 : big;
+    kf_gpu_param(s, st, "tm", tiles, 4, dtm);
+    kf_gpu_param(s, st, "tn", tiles, 4, dtn);
+    kf_gpu_param(s, st, "rm", regs, 4, dv.is_cpu ? 3 : 2);
+    kf_gpu_param(s, st, "rn", regs, 4, dv.is_cpu ? 3 : 2);
+    kf_gpu_param(s, st, "tk", depths, 3, dv.is_cpu ? 2 : 1);
+    static const long vl[] = {0, 1};
+    int vec = d->M % 4 == 0 || d->N % 4 == 0 || d->K % 4 == 0;
+    kf_gpu_param(s, st, "vl", vec ? vl : vl, vec ? 2 : 1, 0 + vec);
+}
+
+static const char comp[4] = {'x', 'y', 'z', 'w'};
+
+/* One operand's tile copy: rows x cols of local array `dst` ([depth][extent]) from
+ * global `src`. `inner_k`: the operand's contiguous dim is K (A not transposed, B
+ * transposed), else its M/N dim. */
+static void emit_tile_copy(kf_buf *o, const kf_gplan *gp, const char *dst, const char *src, const char *off,
+                           int inner_k, int64_t ext, int64_t tk, const char *g0,
+                           int64_t extent_total, int64_t K, int vec, int64_t nthreads, int check_ext,
+                           int check_k) {
+    const int64_t VL = vec ? 4 : 1;
+    const int64_t nelem = ext * tk / VL;
+    /* contiguous dim first: (outer index, inner index) of element e */
+    kf_buf_printf(o, "        for (int e = tid; e < %lld; e += %lld) {\n", (long long)nelem, (long long)nthreads);
+    if (inner_k) {
+        kf_buf_printf(o, "            const int xx = e / %lld, kk = (e %% %lld) * %lld;\n", (long long)(tk / VL),
+                      (long long)(tk / VL), (long long)VL);
+    } else {
+        kf_buf_printf(o, "            const int kk = e / %lld, xx = (e %% %lld) * %lld;\n", (long long)(ext / VL),
+                      (long long)(ext / VL), (long long)VL);
+    }
+    kf_buf_printf(o, "            const int gx = %s + xx, gk = k0 + kk;\n", g0);
+    char cond[96] = "";
+    if (check_ext && check_k) snprintf(cond, sizeof cond, "gx < %lld && gk < %lld", (long long)extent_total, (long long)K);
+    else if (check_ext) snprintf(cond, sizeof cond, "gx < %lld", (long long)extent_total);
+    else if (check_k) snprintf(cond, sizeof cond, "gk < %lld", (long long)K);
+    char addr[128];
+    if (inner_k) snprintf(addr, sizeof addr, "%s + (%s)gx * %lld + gk", off, gp->ix, (long long)K);
+    else snprintf(addr, sizeof addr, "%s + (%s)gk * %lld + gx", off, gp->ix, (long long)extent_total);
+    if (!vec) {
+        if (cond[0]) kf_buf_printf(o, "            %s[kk][xx] = (%s) ? %s[%s] : 0.0f;\n", dst, cond, src, addr);
+        else kf_buf_printf(o, "            %s[kk][xx] = %s[%s];\n", dst, src, addr);
+    } else {
+        if (cond[0]) kf_buf_printf(o, "            if (%s) {\n", cond);
+        else kf_buf_puts(o, "            {\n");
+        kf_buf_printf(o, "                const $vec(float, 4) t = $vload(4, %s, %s);\n", src, addr);
+        for (int c = 0; c < 4; c++) {
+            if (inner_k) kf_buf_printf(o, "                %s[kk + %d][xx] = t.%c;\n", dst, c, comp[c]);
+            else kf_buf_printf(o, "                %s[kk][xx + %d] = t.%c;\n", dst, c, comp[c]);
+        }
+        kf_buf_puts(o, "            }");
+        if (cond[0]) {
+            kf_buf_puts(o, " else {\n");
+            for (int c = 0; c < 4; c++) {
+                if (inner_k) kf_buf_printf(o, "                %s[kk + %d][xx] = 0.0f;\n", dst, c);
+                else kf_buf_printf(o, "                %s[kk][xx + %d] = 0.0f;\n", dst, c);
+            }
+            kf_buf_puts(o, "            }");
+        }
+        kf_buf_puts(o, "\n");
+    }
+    kf_buf_puts(o, "        }\n");
+}
+
+void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
+    const kf_synth *s = gp->s;
+    const kf_matmul_desc *d = &st->mm;
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    kf_gdev dv;
+    kf_gpu_dev(s, &dv);
+    int64_t tm = kf_gpu_get(s, st, p, "tm", 64), tn = kf_gpu_get(s, st, p, "tn", 64);
+    int64_t tk = kf_gpu_get(s, st, p, "tk", 16);
+    int64_t rm = kf_gpu_get(s, st, p, "rm", 4), rn = kf_gpu_get(s, st, p, "rn", 4);
+    int vl = (int)kf_gpu_get(s, st, p, "vl", 0);
+    const int64_t M = d->M, N = d->N, K = d->K;
+
+    /* make the point valid for this matrix and device */
+    int64_t mcap = kf_gpu_pow2_ceil(M) < 8 ? 8 : kf_gpu_pow2_ceil(M);
+    int64_t ncap = kf_gpu_pow2_ceil(N) < 8 ? 8 : kf_gpu_pow2_ceil(N);
+    if (tm > mcap) tm = mcap;
+    if (tn > ncap) tn = ncap;
+    if (rm > tm) rm = tm;
+    if (rn > tn) rn = tn;
+    while ((tm / rm) * (tn / rn) > dv.max_wg) {
+        if (rn < tn && (rn <= rm || rm >= tm)) rn *= 2;
+        else if (rm < tm) rm *= 2;
+        else break;
+    }
+    int vec_a = vl && a_vec_ok(d, tm, tk), vec_b = vl && b_vec_ok(d, tn, tk);
+    const int pad_a = d->ta ? 0 : 1, pad_b = d->tb ? 1 : 0;
+    while (tk > 1 && (tk * (tm + pad_a) + tk * (tn + pad_b)) * 4 > dv.local_mem) tk /= 2;
+    vec_a = vec_a && a_vec_ok(d, tm, tk);
+    vec_b = vec_b && b_vec_ok(d, tn, tk);
+    const int64_t TX = tn / rn, TY = tm / rm, NT = TX * TY;
+    const int64_t gx = (N + tn - 1) / tn, gy = (M + tm - 1) / tm;
+    const char *ix = gp->ix;
+
+    kf_gk k;
+    char name[32];
+    snprintf(name, sizeof name, "kf_s%d", (int)(st - s->st));
+    kf_gk_begin(&k, name);
+    int A = n->in[0], B = n->in[1], C = n->out;
+    kf_gk_value(gp, &k, A, KF_GP_IN);
+    if (B != A) kf_gk_value(gp, &k, B, KF_GP_IN);
+    kf_gk_value(gp, &k, C, KF_GP_OUT);
+    kf_buf *o = &k.body;
+    kf_buf_printf(o, "    /* matmul %lld x [%lld x %lld] x [%lld x %lld]%s%s: tile %lld x %lld x %lld, "
+                     "register block %lld x %lld, %lld x %lld items%s%s */\n",
+                  (long long)d->batch, (long long)M, (long long)K, (long long)K, (long long)N, d->ta ? " ta" : "",
+                  d->tb ? " tb" : "", (long long)tm, (long long)tn, (long long)tk, (long long)rm, (long long)rn,
+                  (long long)TX, (long long)TY, vec_a ? ", vector A loads" : "", vec_b ? ", vector B loads" : "");
+    kf_buf_printf(o, "    $shared float As[%lld][%lld];\n", (long long)tk, (long long)(tm + pad_a));
+    kf_buf_printf(o, "    $shared float Bs[%lld][%lld];\n", (long long)tk, (long long)(tn + pad_b));
+    kf_buf_printf(o, "    const int tx = $lid(0), ty = $lid(1), tid = ty * %lld + tx;\n", (long long)TX);
+    kf_buf_printf(o, "    const int col0 = $grp(0) * %lld, row0 = $grp(1) * %lld;\n", (long long)tn, (long long)tm);
+    if (d->batch > 1) {
+        kf_buf_printf(o, "    const %s bz = (%s)$grp(2);\n", ix, ix);
+        kf_buf_printf(o, "    %s am = 0, bm = 0;\n    { %s rem = bz;\n", ix, ix);
+        for (int j = d->nbdims - 1; j >= 0; j--) {
+            if (d->bdim[j] == 1) continue;
+            kf_buf_printf(o, "      { const %s i = rem %% %lld; rem = rem / %lld;", ix, (long long)d->bdim[j],
+                          (long long)d->bdim[j]);
+            if (d->a_bstride[j]) kf_buf_printf(o, " am += i * %lld;", (long long)d->a_bstride[j]);
+            if (d->b_bstride[j]) kf_buf_printf(o, " bm += i * %lld;", (long long)d->b_bstride[j]);
+            kf_buf_puts(o, " (void)i; }\n");
+        }
+        kf_buf_puts(o, "      (void)rem; }\n");
+        kf_buf_printf(o, "    const %s aoff = am * %lld, boff = bm * %lld, coff = bz * %lld;\n", ix,
+                      (long long)(M * K), (long long)(K * N), (long long)(M * N));
+    } else {
+        kf_buf_printf(o, "    const %s aoff = 0, boff = 0, coff = 0;\n", ix);
+    }
+    for (int i = 0; i < rm; i++)
+        for (int j = 0; j < rn; j++) kf_buf_printf(o, "    float c%d_%d = 0.0f;\n", i, j);
+    kf_buf_printf(o, "    for (int k0 = 0; k0 < %lld; k0 += %lld) {\n", (long long)K, (long long)tk);
+    char abuf[16], bbuf[16];
+    snprintf(abuf, sizeof abuf, "b%d", A);
+    snprintf(bbuf, sizeof bbuf, "b%d", B);
+    int ck = K % tk != 0;
+    emit_tile_copy(o, gp, "As", abuf, "aoff", !d->ta, tm, tk, "row0", M, K, vec_a, NT, M % tm != 0, ck);
+    emit_tile_copy(o, gp, "Bs", bbuf, "boff", d->tb, tn, tk, "col0", N, K, vec_b, NT, N % tn != 0, ck);
+    kf_buf_puts(o, "        $barrier;\n");
+    kf_buf_printf(o, "        for (int kk = 0; kk < %lld; kk++) {\n", (long long)tk);
+    for (int i = 0; i < rm; i++)
+        kf_buf_printf(o, "            const float a%d = As[kk][ty + %lld];\n", i, (long long)(i * TY));
+    for (int j = 0; j < rn; j++)
+        kf_buf_printf(o, "            const float w%d = Bs[kk][tx + %lld];\n", j, (long long)(j * TX));
+    for (int i = 0; i < rm; i++) {
+        kf_buf_puts(o, "           ");
+        for (int j = 0; j < rn; j++) kf_buf_printf(o, " c%d_%d += a%d * w%d;", i, j, i, j);
+        kf_buf_puts(o, "\n");
+    }
+    kf_buf_puts(o, "        }\n        $barrier;\n    }\n");
+    for (int i = 0; i < rm; i++) {
+        kf_buf_printf(o, "    { const int r = row0 + ty + %lld;\n", (long long)(i * TY));
+        for (int j = 0; j < rn; j++) {
+            char cond[96] = "";
+            int cm = M % tm != 0, cn = N % tn != 0;
+            if (cm && cn) snprintf(cond, sizeof cond, "r < %lld && c < %lld", (long long)M, (long long)N);
+            else if (cm) snprintf(cond, sizeof cond, "r < %lld", (long long)M);
+            else if (cn) snprintf(cond, sizeof cond, "c < %lld", (long long)N);
+            kf_buf_printf(o, "      { const int c = col0 + tx + %lld; ", (long long)(j * TX));
+            if (cond[0]) kf_buf_printf(o, "if (%s) ", cond);
+            kf_buf_printf(o, "b%d[coff + (%s)r * %lld + c] = c%d_%d; (void)c; }\n", C, ix, (long long)N, i, j);
+        }
+        kf_buf_puts(o, "      (void)r; }\n");
+    }
+    if (d->batch > 1) {
+        int64_t G[3] = {gx * TX, gy * TY, d->batch}, L[3] = {TX, TY, 1};
+        kf_gk_launch(gp, &k, 3, G, L);
+    } else {
+        int64_t G[2] = {gx * TX, gy * TY}, L[2] = {TX, TY};
+        kf_gk_launch(gp, &k, 2, G, L);
+    }
+}

@@ -1,0 +1,105 @@
+/*
+ * Internal interface of the builtin generator's GPU path (opencl, cuda, metal), shared by
+ * gpu.c (plan parameters, candidate assembly) and the GPU op templates (gpu_ewise.c,
+ * gpu_reduce.c, gpu_matmul.c). Not part of the public API.
+ *
+ * A GPU candidate is written once in the kernel form of src/render/render.h and rendered
+ * for the platform's language. The planner's stage split (cluster() in synth.c) is the
+ * CPU one; each stage becomes one or two kernels (two for two-pass reductions), run in
+ * order by `// kforge:launch` lines. Values that cross stages and are not graph outputs
+ * live in scratch buffers named t<value id>; a stage's own temporaries (partials of a
+ * two-pass reduction) are scratch buffers named p<stage> / q<stage>.
+ *
+ * Conventions inside kernels: a buffer parameter for value v is named b<v>; shapes, sizes
+ * and the launch geometry are literals (the schedule point is baked into the text); index
+ * arithmetic uses gp->ix ("int" while every tensor has fewer than 2^31 elements, else
+ * "long").
+ */
+#ifndef KF_SYNTH_GPU_TPL_H
+#define KF_SYNTH_GPU_TPL_H
+
+#include "synth_int.h"
+#include "render/render.h"
+
+/* Device facts the templates plan with, with defaults where the probe gave none. */
+typedef struct kf_gdev {
+    int max_wg;        /* work-items per group */
+    int64_t local_mem; /* bytes of local (shared) memory per group */
+    int sg;            /* sub-group lanes, 0 = no sub-group operations */
+    int cu;            /* compute units */
+    int is_cpu;        /* a CPU-type OpenCL device (PoCL): big groups, few items each */
+} kf_gdev;
+
+void kf_gpu_dev(const kf_synth *s, kf_gdev *d);
+
+/* One candidate being assembled. */
+typedef struct kf_gplan {
+    const kf_synth *s;
+    const kf_lang *L;
+    kf_buf kernels;   /* rendered kernels */
+    kf_buf lines;     /* scratch and launch lines, in order */
+    int nlaunch, nscratch;
+    char ix[8];       /* index type: "int" or "long" */
+    kf_status st;     /* first render failure */
+    kf_error *err;
+} kf_gplan;
+
+/* A kernel being built: its signature (params), the launch argument of each param and
+ * its body in the kernel form. */
+typedef struct kf_gk {
+    kf_gkernel k;
+    char arg[KF_GK_MAX_PARAMS][40];
+    kf_buf body;
+} kf_gk;
+
+/* Start kernel `name`; body is empty, no params. */
+void kf_gk_begin(kf_gk *k, const char *name);
+/* Param b<v> for value v, passed as the value's task buffer or its t<v> scratch. */
+void kf_gk_value(const kf_gplan *gp, kf_gk *k, int v, kf_gparam_kind kind);
+/* Param `name` passed as scratch buffer `name` (declared with kf_gplan_scratch). */
+void kf_gk_scratch(kf_gk *k, const char *name, const char *ctype);
+/* Declare scratch buffer `name` of `bytes` bytes. */
+void kf_gplan_scratch(kf_gplan *gp, const char *name, int64_t bytes);
+/* Render k (wg = local size) and append its launch line; frees the body. */
+void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
+                  const int64_t *local);
+
+/* Element type of value v in the kernel form ("float" or "long"). */
+const char *kf_gpu_ctype(const kf_graph *g, int v);
+/* Smallest power of two >= n (n >= 1). */
+int64_t kf_gpu_pow2_ceil(int64_t n);
+/* Powers of two in [lo, hi] into vals (at most KF_MAX_PARAM_VALUES); returns the count. */
+int kf_gpu_pow2_values(long lo, long hi, long *vals);
+/* Index of the value nearest to want among vals[0..n-1]. */
+int kf_gpu_nearest(const long *vals, int n, long want);
+/* The global id of dim 0 in the index type ($gid is int-valued). */
+const char *kf_gpu_gid0(const kf_gplan *gp);
+/* Integer literal in the index type ("17" or "17L"). */
+const char *kf_gpu_lit(const kf_gplan *gp, int64_t v, char *buf, size_t cap);
+
+/* Declare parameter `name` of stage st with values[0..n-1], default values[dflt]: into
+ * the space while the stage's budget lasts and the parameter has a choice, else fixed at
+ * the default. */
+void kf_gpu_param(kf_synth *s, kf_stage *st, const char *name, const long *values, int n, int dflt);
+/* Value of stage parameter `name` at p (from the space, else the fixed default, else def). */
+long kf_gpu_get(const kf_synth *s, const kf_stage *st, const kf_point *p, const char *name, long def);
+
+/* Templates: *_params declares the stage's parameters (kf_gpu_param, defaults from the
+ * device); *_emit appends the stage's kernels and launch lines for point p, making any
+ * point valid (clamping to the shape and the device) rather than failing. */
+void kf_gpu_ewise_params(kf_synth *s, kf_stage *st);
+void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
+
+void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split);
+void kf_gpu_reduce_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p);
+
+void kf_gpu_matmul_params(kf_synth *s, kf_stage *st);
+void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
+
+/* Whole-candidate entry points used by synth.c. */
+kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err);
+void kf_synth_gpu_params(kf_synth *s);
+kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
+                              kf_error *err);
+
+#endif

@@ -1,0 +1,226 @@
+/*
+ * The planted-fault suite re-run with OpenCL candidates on the first OpenCL device (PoCL
+ * in CI): hand-written kernels, each with one known defect, must come back with the right
+ * kf_vstatus and a detail that names the problem, and the test process must survive them.
+ *
+ * Task: swish y = x * sigmoid(x) on f32[1000003] (an odd size). Kernels are one template
+ * with a fault statement spliced in after the correct store, launched with 1000064
+ * work-items in groups of 64 (so the tail work-items must be masked off).
+ *
+ * Without an OpenCL device every test skips, saying why.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kforge/backend.h"
+#include "kforge/candidate.h"
+#include "kforge/ir.h"
+#include "kforge/verify.h"
+
+#define N 1000003
+
+static const char *task = "task swish_odd\n"
+                          "input x: f32[1000003]\n"
+                          "output y = x * sigmoid(x)\n";
+
+typedef struct fixture {
+    kf_graph *g;
+    kf_backend *b;
+    kf_verify_ctx *ctx;
+    kf_verify_opts o;
+    char wd[512];
+} fixture;
+
+static int fx_open(fixture *f, double wall) {
+    memset(f, 0, sizeof *f);
+    kf_error err = {0};
+    if (kf_backend_open("opencl", &f->b, &err) != KF_OK) {
+        cr_skip_test("no OpenCL device: %s", err.msg);
+        return 0;
+    }
+    kf_status st = kf_parse_string(task, "<test>", &f->g, &err);
+    cr_assert_eq(st, KF_OK, "parse: %s", err.msg);
+    snprintf(f->wd, sizeof f->wd, "%s/test-work/faults-opencl", KF_BUILD_DIR);
+    cr_assert_eq(kf_mkdirs(f->wd, &err), KF_OK, "%s", err.msg);
+    kf_verify_opts_default(&f->o);
+    f->o.workdir = f->wd;
+    f->o.seed = 4242;
+    f->o.nsets = 2;
+    f->o.wall_limit_s = wall;
+    f->o.cpu_limit_s = 4 * wall;
+    st = kf_verify_ctx_new(f->g, &f->o, &f->ctx, &err);
+    cr_assert_eq(st, KF_OK, "ctx: %s", err.msg);
+    return 1;
+}
+
+static void fx_close(fixture *f) {
+    kf_verify_ctx_free(f->ctx);
+    kf_backend_close(f->b);
+    kf_graph_free(f->g);
+}
+
+static kf_vresult run_src(fixture *f, const char *src) {
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_candidate_init(&c, "opencl", src, NULL, &err), KF_OK, "%s", err.msg);
+    kf_vresult r;
+    kf_status st = kf_verify_candidate(f->ctx, f->b, &c, &r, &err);
+    cr_assert_eq(st, KF_OK, "the check could not be carried out: %s", err.msg);
+    kf_candidate_clear(&c);
+    return r;
+}
+
+/* The swish kernel with `fault` spliced in after the guarded store; `launch` overrides
+ * the launch line when non-NULL. */
+static char *kernel(const char *fault, const char *launch) {
+    char *s = NULL;
+    int n = asprintf(&s,
+                     "%s\n"
+                     "__kernel void swish(__global const float *restrict x,\n"
+                     "                    __global float *restrict y) {\n"
+                     "    int i = (int)get_global_id(0);\n"
+                     "    if (i < %d) y[i] = x[i] / (1.0f + exp(-x[i]));\n"
+                     "    %s\n"
+                     "}\n",
+                     launch ? launch : "// kforge:launch swish global=1000064 local=64 args=0,1",
+                     N, fault ? fault : "");
+    cr_assert(n > 0);
+    return s;
+}
+
+static kf_vresult run_fault(fixture *f, const char *fault, const char *launch) {
+    char *src = kernel(fault, launch);
+    kf_vresult r = run_src(f, src);
+    free(src);
+    return r;
+}
+
+#define EXPECT(r, st, needle)                                                                     \
+    do {                                                                                          \
+        cr_assert_eq((r).status, (st), "status %s, want %s: %s", kf_vstatus_name((r).status),    \
+                     kf_vstatus_name(st), (r).detail);                                            \
+        const char *nd_ = (needle);                                                               \
+        if (nd_) cr_assert(strstr((r).detail, nd_), "detail lacks '%s': %s", nd_, (r).detail);    \
+    } while (0)
+
+Test(faults_opencl, correct_is_ok_and_timed) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    f.o.time_it = 1;
+    kf_verify_ctx_free(f.ctx);
+    kf_error err = {0};
+    cr_assert_eq(kf_verify_ctx_new(f.g, &f.o, &f.ctx, &err), KF_OK, "%s", err.msg);
+    kf_vresult r = run_fault(&f, NULL, NULL);
+    EXPECT(r, KF_V_OK, NULL);
+    cr_assert_eq(r.sets_run, 2);
+    cr_assert(r.timed && r.time_ms > 0 && r.reps >= 1, "timed %d, %.4f ms", r.timed, r.time_ms);
+    fx_close(&f);
+}
+
+Test(faults_opencl, unmasked_tail_writes_past_the_end) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    /* every work-item stores, including the 61 past the end */
+    kf_vresult r = run_fault(&f, "if (i >= 1000003) y[i] = 0.0f;", NULL);
+    EXPECT(r, KF_V_OOB_WRITE, "guard");
+    fx_close(&f);
+}
+
+Test(faults_opencl, writes_before_the_start) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_fault(&f, "if (i == 0) y[-3] = 1.0f;", NULL);
+    EXPECT(r, KF_V_OOB_WRITE, "before");
+    fx_close(&f);
+}
+
+Test(faults_opencl, too_few_work_items_leaves_elements_unwritten) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_fault(&f, NULL, "// kforge:launch swish global=999936 local=64 args=0,1");
+    EXPECT(r, KF_V_UNWRITTEN, NULL);
+    fx_close(&f);
+}
+
+Test(faults_opencl, one_wrong_element) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_fault(&f, "if (i == 777777) y[i] = x[i] + 1.0f;", NULL);
+    EXPECT(r, KF_V_MISMATCH, "777777");
+    fx_close(&f);
+}
+
+Test(faults_opencl, overwrites_its_input) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_fault(&f, "if (i == 5) ((__global float *)x)[i] = 0.5f;", NULL);
+    EXPECT(r, KF_V_INPUT_MODIFIED, NULL);
+    fx_close(&f);
+}
+
+Test(faults_opencl, hang_is_killed) {
+    fixture f;
+    if (!fx_open(&f, 3)) return;
+    double t0 = kf_now();
+    kf_vresult r = run_fault(&f, "if (i == 0) { volatile int k = 1; while (k) { } }", NULL);
+    cr_assert(r.status == KF_V_TIMEOUT || r.status == KF_V_CPU_LIMIT, "status %s: %s",
+              kf_vstatus_name(r.status), r.detail);
+    cr_assert(kf_now() - t0 < 60, "took %.1f s", kf_now() - t0);
+    fx_close(&f);
+}
+
+Test(faults_opencl, build_failure_reports_the_log) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_fault(&f, "y[i] = undefined_thing;", NULL);
+    EXPECT(r, KF_V_COMPILE_ERROR, "undefined_thing");
+    fx_close(&f);
+}
+
+Test(faults_opencl, plan_names_a_missing_kernel) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_fault(&f, NULL, "// kforge:launch swoosh global=1000064 local=64 args=0,1");
+    EXPECT(r, KF_V_COMPILE_ERROR, "swoosh");
+    fx_close(&f);
+}
+
+Test(faults_opencl, work_group_too_large_for_the_device) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    char launch[128];
+    long wg = 1;
+    while (wg <= f.b->info.max_wg) wg *= 2;
+    snprintf(launch, sizeof launch, "// kforge:launch swish global=%ld local=%ld args=0,1",
+             wg * ((N + wg - 1) / wg), wg);
+    kf_vresult r = run_fault(&f, NULL, launch);
+    cr_assert(r.status == KF_V_COMPILE_ERROR || r.status == KF_V_CRASH, "status %s: %s",
+              kf_vstatus_name(r.status), r.detail);
+    cr_assert(strstr(r.detail, "work") || strstr(r.detail, "WORK"), "detail: %s", r.detail);
+    fx_close(&f);
+}
+
+Test(faults_opencl, no_launch_plan) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_fault(&f, NULL, "// (no plan)");
+    EXPECT(r, KF_V_COMPILE_ERROR, "kforge:launch");
+    fx_close(&f);
+}
+
+Test(faults_opencl, survives_faults_in_sequence_then_verifies) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    const char *faults[] = {"if (i >= 1000003) y[i] = 0.0f;", "y[i] = nope;",
+                            "if (i == 1) y[i] = NAN;"};
+    kf_vstatus want[] = {KF_V_OOB_WRITE, KF_V_COMPILE_ERROR, KF_V_MISMATCH};
+    for (int k = 0; k < 3; k++) {
+        kf_vresult r = run_fault(&f, faults[k], NULL);
+        EXPECT(r, want[k], NULL);
+    }
+    kf_vresult r = run_fault(&f, NULL, NULL);
+    EXPECT(r, KF_V_OK, NULL);
+    fx_close(&f);
+}

@@ -1,0 +1,599 @@
+/*
+ * The builtin generator's GPU templates (src/synth/gpu*.c) for every op family:
+ *   - opencl: verified against the float64 interpreter through the real pipeline
+ *     (plan -> render -> compile -> sandboxed run on the OpenCL device -> compare) at odd
+ *     sizes (1, 3, 17, 1000003 elements; odd rows and row counts, one row, rows long
+ *     enough for the two-pass variants; matmul at odd M/N/K with transposes and batch
+ *     broadcasting) and at two schedule points per task (the default, and one that moves
+ *     every parameter to its next value). Skips without an OpenCL device;
+ *     KFORGE_TEST_OPENCL picks the device (default "opencl", device 0), and
+ *     KFORGE_TEST_GPU=cuda runs the same checks through the CUDA backend instead.
+ *   - cuda: every family rendered for a GPU-like device (sub-groups on, so the sub-group
+ *     paths are rendered too) and compiled with `nvcc -arch=sm_90 -c`; skips without nvcc.
+ *   - metal: every family rendered without error and without a token left over.
+ *   - the candidate text itself: launch lines that parse, scratch buffers for
+ *     intermediates and partials, the point baked in (label = point, no flags), vector
+ *     loads only where the inner dim allows them, sub-group code only on devices with
+ *     sub-groups.
+ */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kforge/backend.h"
+#include "kforge/candidate.h"
+#include "kforge/ir.h"
+#include "kforge/synth.h"
+#include "kforge/verify.h"
+
+/* ---- shared helpers ---- */
+
+static kf_graph *parse(const char *text) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
+    return g;
+}
+
+/* The default point (variant 0) or the one with every parameter moved to its next value
+ * (variant 1). Returns 0 when variant 1 equals the default (no parameter has a choice). */
+static int point_of(const kf_synth *s, int variant, kf_point *p) {
+    const kf_space *sp = kf_synth_space(s);
+    kf_synth_default_point(s, p);
+    if (variant == 0) return 1;
+    int moved = 0;
+    for (int i = 0; i < sp->nparams; i++)
+        if (sp->p[i].nvalues > 1) {
+            p->idx[i] = (p->idx[i] + 1) % sp->p[i].nvalues;
+            moved = 1;
+        }
+    return moved;
+}
+
+/* A GPU-like device description for the platforms that cannot run here. */
+static void gpu_like(kf_device_info *d, const char *platform) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->platform, sizeof d->platform, "%s", platform);
+    snprintf(d->device_type, sizeof d->device_type, "gpu");
+    d->max_wg = 1024;
+    d->max_wi[0] = d->max_wi[1] = d->max_wi[2] = 1024;
+    d->local_mem_bytes = 48 * 1024;
+    d->subgroup_size = 32;
+    d->compute_units = 132;
+}
+
+/* One task per family, rendered for cuda and metal (and checked as text). */
+static const char *const family_tasks[] = {
+    "input x: f32[1000003]\noutput y = x * sigmoid(x)\n",
+    "input x: f32[17, 4, 8]\ninput s: f32[17, 1, 8]\ninput t: f32[4, 1]\n"
+    "output y = gelu((x * s - t) * 0.5)\noutput z = exp(-x) + softsign(x) + abs(x) + sqrt(abs(x))\n",
+    "input x: f32[3, 1000003]\noutput y = mean(x, axes=[1])\n",
+    "input x: f32[17, 3, 5]\noutput y = max(x, axes=[0, 2])\n",
+    "input x: f32[3, 17] range(0.5, 1.5)\noutput y = prod(x, axes=[1])\n",
+    "input x: f32[100003, 3]\noutput y = sum(x, axes=[0])\n",
+    "input x: f32[1000003]\noutput i = argmin(x, axis=0)\n",
+    "input x: f32[17, 3, 5]\noutput i = argmax(x, axis=1)\n",
+    "input x: f32[1, 1000003]\noutput y = log_softmax(x, axis=-1)\n",
+    "input x: f32[3, 17, 5]\noutput y = softmax(x, axis=1)\n",
+    "input x: f32[3, 1000003]\ninput w: f32[1000003]\ninput b: f32[1000003]\noutput y = layer_norm(x, w, b)\n",
+    "input x: f32[3, 17]\ninput w: f32[17]\noutput y = rms_norm(x, w, eps=1e-5)\n",
+    "input a: f32[2, 3, 17, 8]\ninput b: f32[17, 4]\noutput c = matmul(a, b, transpose_a=true)\n",
+    "input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n",
+    "input a: f32[17, 8]\ninput b: f32[8, 9]\ninput bias: f32[9]\noutput y = relu(matmul(a, b) + bias)\n",
+};
+#define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
+
+/* ---- opencl: the real pipeline ---- */
+
+static kf_backend *ocl;
+static char ocl_why[512];
+static char workdir[512];
+
+/* The device under test: KFORGE_TEST_GPU (e.g. "cuda" on a machine with an NVIDIA GPU),
+ * else KFORGE_TEST_OPENCL, else "opencl" (OpenCL device 0). */
+static const char *gpu_target(void) {
+    const char *t = getenv("KFORGE_TEST_GPU");
+    if (!t || !t[0]) t = getenv("KFORGE_TEST_OPENCL");
+    return t && t[0] ? t : "opencl";
+}
+
+static void ocl_setup(void) {
+    kf_error err = {0};
+    ocl = NULL;
+    if (kf_backend_open(gpu_target(), &ocl, &err) != KF_OK) {
+        snprintf(ocl_why, sizeof ocl_why, "%s", err.msg);
+        ocl = NULL;
+        return;
+    }
+    snprintf(workdir, sizeof workdir, "%s/test-work/gpu-templates-%ld", KF_BUILD_DIR, (long)getpid());
+    cr_assert_eq(kf_mkdirs(workdir, &err), KF_OK, "%s", err.msg);
+}
+
+static void ocl_teardown(void) {
+    if (ocl) {
+        kf_backend_close(ocl);
+        char cmd[640];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", workdir);
+    }
+    ocl = NULL;
+}
+
+#define NEED_OCL()                                                                                 \
+    do {                                                                                           \
+        if (!ocl) {                                                                                \
+            cr_skip_test("no %s device: %s", gpu_target(), ocl_why);                               \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Check the task at the default point and at the "every parameter moved" point. */
+static void check_task(const char *text) {
+    kf_error err = {0};
+    kf_graph *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    vo.workdir = workdir;
+    vo.seed = 42;
+    vo.nsets = 2;
+    kf_verify_ctx *ctx = NULL;
+    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    for (int variant = 0; variant < 2; variant++) {
+        kf_point p;
+        if (!point_of(s, variant, &p)) break;
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+        kf_vresult r;
+        cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
+        cr_expect_eq(r.status, KF_V_OK, "task:\n%s\nplan %s, point [%s]: %s: %s", text, kf_synth_describe(s),
+                     c.label, kf_vstatus_name(r.status), r.detail);
+        cr_expect_geq(r.sets_run, 2);
+        kf_candidate_clear(&c);
+    }
+    kf_verify_ctx_free(ctx);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+static void check_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void check_fmt(const char *fmt, ...) {
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    check_task(text);
+}
+
+/* Eight stages: as many launches as a candidate holds, more parameters than a space holds. */
+static const char eight_stages[] = "input x: f32[17, 33]\n"
+                                   "a = exp(x)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
+                                   "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
+                                   "n = min(c, axes=[1], keepdim=true)\nd = c * n\n"
+                                   "output y = softmax(d)\n";
+
+TestSuite(gpu_verify, .init = ocl_setup, .fini = ocl_teardown, .timeout = 600);
+
+static const long kSizes[] = {1, 3, 17, 1000003};
+
+Test(gpu_verify, elementwise_odd_sizes) {
+    NEED_OCL();
+    for (int i = 0; i < 4; i++) check_fmt("input x: f32[%ld]\noutput y = x * sigmoid(x)\n", kSizes[i]);
+}
+
+Test(gpu_verify, elementwise_all_ops) {
+    NEED_OCL();
+    check_task("input x: f32[17, 3]\n"
+               "a = relu(x) + leaky_relu(x, negative_slope=0.2) + tanh(x) + gelu(x) + gelu_tanh(x)\n"
+               "b = silu(x) + swish(x) + selu(x) + elu(x, alpha=0.7) + hardsigmoid(x)\n"
+               "c = hardtanh(x, min_val=-0.5, max_val=0.8) + softplus(x) + softsign(x) + exp(x)\n"
+               "d = abs(x) + neg(x) + square(x) + sigmoid(x)\n"
+               "output y = a + b + c + d\n");
+    check_task("input x: f32[1000003] range(0.01, 8)\n"
+               "output y = log(x) + sqrt(x) + rsqrt(x) + pow(x, 1.7) + pow(x, 2.0) + pow(x, -1.0)\n");
+}
+
+Test(gpu_verify, elementwise_broadcast_and_vectors) {
+    NEED_OCL();
+    check_task("input x: f32[3, 17]\ninput b: f32[17]\noutput y = gelu_tanh(x + b)\n");
+    /* inner dim a multiple of 4: vector loads of x and y, the broadcast bias as scalars */
+    check_task("input x: f32[5, 16]\ninput b: f32[16]\ninput c: f32[5, 1]\noutput y = x * b - c\n");
+    check_task("input a: f32[3, 1]\ninput b: f32[1, 4]\noutput y = maximum(a, b) - minimum(a, 0.25) / (2.0 - b)\n");
+    check_task("input x: f32[17, 5, 3]\ninput s: f32[17, 1, 3]\ninput t: f32[5, 1]\n"
+               "output y = (x * s - t) * 0.5\noutput z = exp(-x)\n");
+    check_task("input x: f32[1, 1000003]\ninput c: f32[1, 1]\noutput y = x * c + 1.0\n");
+}
+
+Test(gpu_verify, reductions_all_layouts) {
+    NEED_OCL();
+    /* every op over the row layout, the col layout and mixed groups; ops rotate over the
+     * rest to keep the file's run time modest */
+    static const char *ops[] = {"sum", "mean", "max", "min"};
+    for (int k = 0; k < 4; k++) {
+        check_fmt("input x: f32[3, 17]\noutput y = %s(x, axes=[1], keepdim=true)\n", ops[k]);
+        check_fmt("input x: f32[17, 3]\noutput y = %s(x, axes=[0])\n", ops[k]);
+        check_fmt("input x: f32[17, 3, 5]\noutput y = %s(x, axes=[0, 2])\n", ops[k]);
+    }
+    check_task("input x: f32[17]\noutput y = sum(x)\n");
+    check_task("input x: f32[3, 17, 5]\noutput y = max(x, axes=[1], keepdim=true)\n");
+    check_task("input x: f32[1, 17]\noutput y = min(x, axes=[0])\n"); /* nothing reduced */
+    check_task("input x: f32[3, 17] range(0.5, 1.5)\noutput y = prod(x, axes=[1])\n"
+               "output z = prod(x, axes=[0], keepdim=true)\n");
+}
+
+Test(gpu_verify, reductions_two_pass) {
+    NEED_OCL();
+    check_task("input x: f32[1000003]\noutput y = sum(x)\n");
+    check_task("input x: f32[1000003]\noutput y = max(x)\n");
+    check_task("input x: f32[3, 1000003]\noutput y = mean(x, axes=[1])\n");
+    check_task("input x: f32[100003, 3]\noutput y = min(x, axes=[0])\n");
+}
+
+Test(gpu_verify, argmax_argmin) {
+    NEED_OCL();
+    check_task("input x: f32[3, 17]\noutput i = argmax(x, axis=1)\noutput j = argmin(x, axis=0)\n");
+    check_task("input x: f32[17, 3, 5]\noutput i = argmax(x, axis=1, keepdim=true)\n");
+    check_task("input x: f32[1000003]\noutput i = argmin(x, axis=0)\n");
+    check_task("input x: f32[100003, 3]\noutput i = argmax(x, axis=0)\n");
+}
+
+Test(gpu_verify, softmax_family) {
+    NEED_OCL();
+    check_task("input x: f32[3, 17]\noutput y = softmax(x)\n");
+    check_task("input x: f32[17, 3]\noutput y = softmax(x, axis=0)\noutput z = log_softmax(x, axis=0)\n");
+    check_task("input x: f32[3, 17, 5]\noutput y = log_softmax(x, axis=1)\n");
+    check_task("input x: f32[1, 1000003]\noutput y = softmax(x, axis=-1)\n");
+    check_task("input x: f32[1, 1]\noutput y = log_softmax(x, axis=-1)\n");
+}
+
+Test(gpu_verify, norms) {
+    NEED_OCL();
+    check_task("input x: f32[3, 17]\ninput w: f32[17]\ninput b: f32[17]\noutput y = layer_norm(x, w, b)\n");
+    check_task("input x: f32[17, 3, 5]\noutput y = layer_norm(x, axes=[1, 2])\n");
+    check_task("input x: f32[3, 17]\ninput w: f32[17]\noutput y = rms_norm(x, w, eps=1e-5)\n");
+    check_task("input x: f32[3, 1000003]\noutput y = rms_norm(x)\n");
+    check_task("input x: f32[1, 100003]\ninput w: f32[100003]\ninput b: f32[100003]\noutput y = layer_norm(x, w, b)\n");
+}
+
+Test(gpu_verify, matmul_family) {
+    NEED_OCL();
+    check_task("input a: f32[1, 1]\ninput b: f32[1, 1]\noutput c = matmul(a, b)\n");
+    check_task("input a: f32[3, 17]\ninput b: f32[17, 5]\noutput c = matmul(a, b)\n");
+    check_task("input a: f32[33, 67]\ninput b: f32[129, 33]\noutput c = matmul(a, b, transpose_a=true, transpose_b=true)\n");
+    check_task("input a: f32[2, 3, 17, 5]\ninput b: f32[17, 4]\noutput c = matmul(a, b, transpose_a=true)\n");
+    check_task("input a: f32[3, 1, 20, 12]\ninput b: f32[4, 12, 8]\noutput c = matmul(a, b)\n");
+    /* sizes the tiles divide: no bounds checks, vector tile loads */
+    check_task("input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n");
+}
+
+Test(gpu_verify, multi_stage_graphs) {
+    NEED_OCL();
+    /* elementwise -> reduction -> elementwise; temporaries cross kernels in scratch */
+    check_task("input x: f32[17, 33]\ninput w: f32[33]\n"
+               "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n");
+    check_task("input a: f32[17, 8]\ninput b: f32[8, 9]\ninput bias: f32[9]\n"
+               "output y = relu(matmul(a, b) + bias)\n");
+    check_task("input x: f32[4, 5000]\ny = layer_norm(x)\nz = sum(y * y, axes=[1], keepdim=true)\n"
+               "output o = y / z\noutput i = argmax(y, axis=1)\n");
+    check_task(eight_stages);
+}
+
+/* ---- cuda: rendered and compiled with nvcc ---- */
+
+static int have_nvcc(void) { return system("command -v nvcc >/dev/null 2>&1") == 0; }
+
+Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
+    if (!have_nvcc()) {
+        cr_skip_test("nvcc is not on PATH");
+        return;
+    }
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/test-work/gpu-cuda-%ld", KF_BUILD_DIR, (long)getpid());
+    kf_error err = {0};
+    cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    int compiled = 0;
+    for (int t = 0; t < NFAMILY; t++) {
+        kf_graph *g = parse(family_tasks[t]);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "plan: %s", err.msg);
+        /* the moved point only where it renders a different schedule family (two-pass,
+         * sub-groups off/on): the default for all, the moved one for every other task */
+        for (int variant = 0; variant < (t % 2 ? 2 : 1); variant++) {
+            kf_point p;
+            if (!point_of(s, variant, &p)) break;
+            kf_candidate c;
+            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+            cr_assert_str_eq(c.platform, "cuda");
+            char path[600], cmd[1400];
+            snprintf(path, sizeof path, "%s/k%d_%d.cu", dir, t, variant);
+            cr_assert_eq(kf_write_file(path, c.source, strlen(c.source), &err), KF_OK, "%s", err.msg);
+            snprintf(cmd, sizeof cmd, "nvcc -arch=sm_90 -c -o '%s.o' '%s' > '%s.log' 2>&1", path, path, path);
+            int rc = system(cmd);
+            char *log = NULL;
+            size_t n = 0;
+            snprintf(cmd, sizeof cmd, "%s.log", path);
+            if (kf_read_file(cmd, &log, &n, &err) != KF_OK) log = NULL;
+            cr_expect_eq(rc, 0, "nvcc failed for task:\n%s[%s]\n%s", family_tasks[t], c.label, log ? log : "");
+            free(log);
+            compiled++;
+            kf_candidate_clear(&c);
+        }
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+    cr_expect_geq(compiled, NFAMILY);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* ---- metal: rendered without error ---- */
+
+Test(gpu_metal, every_family_renders) {
+    kf_device_info dev;
+    gpu_like(&dev, "metal");
+    kf_error err = {0};
+    for (int t = 0; t < NFAMILY; t++) {
+        kf_graph *g = parse(family_tasks[t]);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, "metal", &dev, &s, &err), KF_OK, "plan: %s", err.msg);
+        for (int variant = 0; variant < 2; variant++) {
+            kf_point p;
+            if (!point_of(s, variant, &p)) break;
+            kf_candidate c;
+            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render (metal) of\n%s: %s", family_tasks[t], err.msg);
+            cr_expect_str_eq(c.platform, "metal");
+            cr_expect(strstr(c.source, "kernel void") != NULL, "no Metal kernel in\n%s", c.source);
+            cr_expect(strstr(c.source, "[[buffer(0)]]") != NULL, "no buffer bindings in\n%s", c.source);
+            /* every token was substituted: no '$' is left in the code */
+            cr_expect(strchr(c.source, '$') == NULL, "a '$' token survived in\n%s", c.source);
+            kf_launch_plan plan;
+            cr_expect_eq(kf_launch_plan_parse(c.source, c.flags, g->ninputs + g->noutputs, &plan, &err), KF_OK,
+                         "%s", err.msg);
+            kf_candidate_clear(&c);
+        }
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
+/* The launch lines and kernels of an elementwise candidate for Metal, byte for byte
+ * (the prelude is the renderer's golden, tests/golden/prelude.metal). The vector path:
+ * [4, 16] with a broadcast bias, vw=4. KFORGE_UPDATE_GOLDEN=1 rewrites the file. */
+Test(gpu_metal, elementwise_golden) {
+    kf_device_info dev;
+    gpu_like(&dev, "metal");
+    kf_error err = {0};
+    kf_graph *g = parse("input x: f32[4, 16]\ninput b: f32[16]\noutput y = gelu(x + b) * 0.5\n");
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, "metal", &dev, &s, &err), KF_OK, "%s", err.msg);
+    kf_point p;
+    point_of(s, 0, &p);
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    kf_buf got = {0};
+    for (const char *l = c.source; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l + 1) : strlen(l);
+        if (strncmp(l, "// kforge:", 10) == 0) kf_buf_putn(&got, l, n);
+        l += n;
+    }
+    const char *k = strstr(c.source, "kernel void");
+    cr_assert_not_null(k, "%s", c.source);
+    kf_buf_puts(&got, k);
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/golden/gpu_ewise.metal", KF_SOURCE_DIR);
+    const char *upd = getenv("KFORGE_UPDATE_GOLDEN");
+    if (upd && strcmp(upd, "1") == 0) {
+        cr_assert_eq(kf_write_file(path, got.data, got.len, &err), KF_OK, "%s", err.msg);
+    } else {
+        char *want = NULL;
+        size_t n = 0;
+        cr_assert_eq(kf_read_file(path, &want, &n, &err), KF_OK, "%s (KFORGE_UPDATE_GOLDEN=1 writes it)", err.msg);
+        cr_expect_str_eq(got.data, want, "differs from %s (review, then KFORGE_UPDATE_GOLDEN=1)", path);
+        free(want);
+    }
+    kf_buf_free(&got);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* ---- the candidate text, without a device ---- */
+
+typedef struct rendered {
+    kf_graph *g;
+    kf_synth *s;
+    kf_candidate c;
+    kf_launch_plan plan;
+} rendered;
+
+/* Plan + render text for platform on dev at the default point, with its launch plan. */
+static void render_default(const char *text, const char *platform, const kf_device_info *dev, rendered *r) {
+    kf_error err = {0};
+    r->g = parse(text);
+    cr_assert_eq(kf_synth_plan(r->g, platform, dev, &r->s, &err), KF_OK, "plan: %s", err.msg);
+    kf_point p;
+    point_of(r->s, 0, &p);
+    cr_assert_eq(kf_synth_render(r->s, &p, &r->c, &err), KF_OK, "render: %s", err.msg);
+    cr_assert_eq(kf_launch_plan_parse(r->c.source, r->c.flags, r->g->ninputs + r->g->noutputs, &r->plan, &err),
+                 KF_OK, "launch plan: %s\n%s", err.msg, r->c.source);
+}
+
+static void rendered_free(rendered *r) {
+    kf_candidate_clear(&r->c);
+    kf_synth_free(r->s);
+    kf_graph_free(r->g);
+}
+
+Test(gpu_text, point_is_baked_in) {
+    kf_device_info dev;
+    gpu_like(&dev, "opencl");
+    for (int t = 0; t < NFAMILY; t++) {
+        rendered r;
+        render_default(family_tasks[t], "opencl", &dev, &r);
+        char pt[512];
+        kf_point p;
+        point_of(r.s, 0, &p);
+        kf_point_format(kf_synth_space(r.s), &p, pt, sizeof pt);
+        cr_expect_str_eq(r.c.label, pt);
+        cr_expect_str_eq(r.c.flags, "");
+        cr_expect_eq(r.c.ntunables, 0, "GPU candidates carry no tunables");
+        cr_expect_str_eq(r.c.entry, r.plan.l[0].kernel, "entry is the first launch's kernel");
+        for (int l = 0; l < r.plan.nlaunches; l++) {
+            cr_expect(strstr(r.c.source, r.plan.l[l].kernel) != NULL);
+            for (int d = 0; d < r.plan.l[l].ndims; d++) {
+                cr_expect_eq(r.plan.l[l].global[d] % r.plan.l[l].local[d], 0);
+                cr_expect_leq(r.plan.l[l].local[0] * (r.plan.l[l].ndims > 1 ? r.plan.l[l].local[1] : 1), 1024);
+            }
+        }
+        rendered_free(&r);
+    }
+}
+
+Test(gpu_text, chains_use_scratch_between_kernels) {
+    kf_device_info dev;
+    gpu_like(&dev, "opencl");
+    rendered r;
+    render_default("input x: f32[17, 33]\ninput w: f32[33]\n"
+                   "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n",
+                   "opencl", &dev, &r);
+    /* t, s (and s + 100, which the planner keeps apart from t's cluster) are
+     * intermediates: scratch buffers, each written by one kernel (its last argument) and
+     * read by a later one */
+    cr_assert_geq(r.plan.nlaunches, 3, "%s", r.c.source);
+    cr_assert_geq(r.plan.nscratch, 2, "%s", r.c.source);
+    cr_expect_eq(r.plan.scratch_bytes[0], 17 * 33 * 4);
+    cr_expect_eq(r.plan.scratch_bytes[1], 17 * 4);
+    for (int k = 0; k < r.plan.nscratch; k++) {
+        int writer = -1, reader = -1;
+        for (int l = 0; l < r.plan.nlaunches; l++)
+            for (int a = 0; a < r.plan.l[l].nargs; a++)
+                if (r.plan.l[l].args[a] == -1 - k) {
+                    if (a == r.plan.l[l].nargs - 1 && writer < 0) writer = l;
+                    else if (writer >= 0 && reader < 0) reader = l;
+                }
+        cr_expect(writer >= 0 && reader > writer, "scratch %s: written by launch %d, read by %d\n%s",
+                  r.plan.scratch_name[k], writer, reader, r.c.source);
+    }
+    cr_expect_eq(r.plan.l[0].args[0], 0);
+    const kf_launch *last = &r.plan.l[r.plan.nlaunches - 1];
+    cr_expect_eq(last->args[last->nargs - 1], 2, "the last kernel writes output 0 (buffer 2)");
+    rendered_free(&r);
+}
+
+Test(gpu_text, two_pass_reduction_has_partials) {
+    kf_device_info dev;
+    gpu_like(&dev, "opencl");
+    rendered r;
+    render_default("input x: f32[1000003]\noutput i = argmax(x, axis=0)\n", "opencl", &dev, &r);
+    /* one output over a long row: the default splits it, values and indices in scratch */
+    cr_assert_eq(r.plan.nlaunches, 2, "%s", r.c.source);
+    cr_expect_eq(r.plan.nscratch, 2);
+    cr_expect(strstr(r.c.source, "kf_arg_take") != NULL);
+    cr_expect(strstr(r.c.source, "(long)ai") != NULL, "i64 result stored as long");
+    rendered_free(&r);
+}
+
+Test(gpu_text, vector_loads_only_where_aligned) {
+    kf_device_info dev;
+    gpu_like(&dev, "opencl");
+    rendered r;
+    render_default("input x: f32[5, 16]\ninput b: f32[16]\ninput c: f32[5, 1]\noutput y = x * b - c\n", "opencl",
+                   &dev, &r);
+    cr_expect(strstr(r.c.source, "vload4") != NULL, "%s", r.c.source);
+    cr_expect(strstr(r.c.source, "vstore4") != NULL);
+    rendered_free(&r);
+    render_default("input x: f32[5, 17]\ninput b: f32[17]\noutput y = x * b\n", "opencl", &dev, &r);
+    cr_expect(strstr(r.c.source, "vload") == NULL, "an odd inner dim cannot use vectors:\n%s", r.c.source);
+    const kf_space *sp = kf_synth_space(r.s);
+    for (int i = 0; i < sp->nparams; i++)
+        cr_expect_str_neq(sp->p[i].name, "s0.vw", "only vw=1 is possible: it is no parameter");
+    rendered_free(&r);
+}
+
+Test(gpu_text, subgroups_only_where_the_device_has_them) {
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    const char *task = "input x: f32[64, 4096]\noutput y = sum(x, axes=[1])\noutput z = softmax(x)\n";
+    rendered r;
+    render_default(task, "cuda", &dev, &r);
+    /* the kernels, after the prelude (which defines the warp helpers either way) */
+    const char *k = strstr(r.c.source, "__global__");
+    cr_assert_not_null(k);
+    cr_expect(strstr(k, "kf_warp_sum(") != NULL && strstr(k, "kf_warp_max(") != NULL,
+              "default on a device with sub-groups combines with them:\n%s", k);
+    rendered_free(&r);
+    dev.subgroup_size = 0;
+    render_default(task, "cuda", &dev, &r);
+    k = strstr(r.c.source, "__global__");
+    cr_assert_not_null(k);
+    cr_expect(strstr(k, "kf_warp_") == NULL && strstr(k, "__shfl") == NULL, "no sub-group code without sub-groups:\n%s", k);
+    const kf_space *sp = kf_synth_space(r.s);
+    for (int i = 0; i < sp->nparams; i++) cr_expect(strstr(sp->p[i].name, ".sg") == NULL, "%s", sp->p[i].name);
+    rendered_free(&r);
+}
+
+Test(gpu_text, cpu_type_device_gets_its_own_defaults) {
+    kf_device_info dev;
+    gpu_like(&dev, "opencl");
+    snprintf(dev.device_type, sizeof dev.device_type, "cpu");
+    dev.subgroup_size = 0;
+    dev.max_wg = 4096;
+    dev.compute_units = 2;
+    kf_graph *g = parse("input x: f32[5, 16]\noutput y = x * 2.0\n");
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_plan(g, "opencl", &dev, &s, &err), KF_OK, "%s", err.msg);
+    kf_point p;
+    point_of(s, 0, &p);
+    cr_expect_eq(kf_point_get(kf_synth_space(s), &p, "s0.vw", -1), 1, "PoCL vectorises scalar code itself");
+    kf_synth_free(s);
+    gpu_like(&dev, "opencl");
+    cr_assert_eq(kf_synth_plan(g, "opencl", &dev, &s, &err), KF_OK, "%s", err.msg);
+    point_of(s, 0, &p);
+    cr_expect_eq(kf_point_get(kf_synth_space(s), &p, "s0.vw", -1), 4, "a GPU takes the widest vector");
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+Test(gpu_text, long_chains_stay_within_the_budgets) {
+    kf_device_info dev;
+    gpu_like(&dev, "opencl");
+    rendered r;
+    render_default(eight_stages, "opencl", &dev, &r);
+    cr_expect_eq(r.plan.nlaunches, 8, "%s", kf_synth_describe(r.s));
+    cr_expect_leq(kf_synth_space(r.s)->nparams, KF_MAX_PARAMS);
+    cr_expect_geq(kf_synth_space(r.s)->nparams, 8, "every stage keeps some choice");
+    rendered_free(&r);
+    /* one stage more than a plan holds is unsupported, not a crash */
+    kf_graph *g = parse("input x: f32[17, 33]\n"
+                        "a = exp(x)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
+                        "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
+                        "n = min(c, axes=[1], keepdim=true)\nd = c * n\n"
+                        "q = max(d, axes=[1], keepdim=true)\noutput y = d - q\n");
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_expect_eq(kf_synth_plan(g, "opencl", &dev, &s, &err), KF_ERR_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "kernels") != NULL, "%s", err.msg);
+    kf_graph_free(g);
+}
+
+Test(gpu_text, unknown_platform_is_unsupported) {
+    kf_graph *g = parse("input x: f32[3]\noutput y = x + 1.0\n");
+    kf_device_info dev;
+    gpu_like(&dev, "vulkan");
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_expect_eq(kf_synth_plan(g, "vulkan", &dev, &s, &err), KF_ERR_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "opencl") != NULL, "%s", err.msg);
+    cr_expect_null(s);
+    kf_graph_free(g);
+}
