@@ -82,6 +82,7 @@ static void fx_close(fixture *f) {
 static void compile(fixture *f, const char *src, kf_candidate *c, char *art, size_t cap) {
     kf_error err = {0};
     cr_assert_eq(kf_candidate_init(c, "cpu", src, NULL, &err), KF_OK, "%s", err.msg);
+    snprintf(c->flags, sizeof c->flags, "%s", kf_verify_memcheck_flags(f->b));
     kf_buf log = {0};
     kf_status st = kf_backend_compile(f->b, c->source, c->flags, f->wd, art, cap, &log, &err);
     cr_assert_eq(st, KF_OK, "compile: %s\n%s", err.msg, log.data ? log.data : "");

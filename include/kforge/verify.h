@@ -128,6 +128,12 @@ kf_status kf_verify_candidate(kf_verify_ctx *ctx, kf_backend *b, const kf_candid
 kf_status kf_verify_memcheck(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
                              const char *artifact, kf_vresult *r, kf_error *err);
 
+/* Extra compile flags for an artifact meant for kf_verify_memcheck on backend b: valgrind
+ * cannot decode AVX-512 (and mis-reports some of it), so on a CPU with avx512f the checked
+ * build uses -mno-avx512f. The same source is checked; only the instruction set differs.
+ * Static storage; "" when nothing is needed. */
+const char *kf_verify_memcheck_flags(const kf_backend *b);
+
 #ifdef __cplusplus
 }
 #endif

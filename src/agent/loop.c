@@ -325,7 +325,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         kf_candidate c;
         kf_error err = {0};
         if (kf_candidate_init(&c, r->dev.platform, it->source, NULL, &err) != KF_OK) break;
-        snprintf(c.flags, sizeof c.flags, "%s", it->flags);
+        snprintf(c.flags, sizeof c.flags, "%s %s", it->flags, kf_verify_memcheck_flags(be));
         char art[1024];
         kf_vresult mr;
         kf_status st = kf_backend_compile(be, c.source, c.flags, work, art, sizeof art, NULL, &err);

@@ -344,3 +344,10 @@ done:
     r->run_wall_s = kf_now() - t0;
     return st;
 }
+
+/* See verify.h. */
+const char *kf_verify_memcheck_flags(const kf_backend *b) {
+    if (b && strcmp(b->info.platform, "cpu") == 0 && strstr(b->info.arch, "avx512f"))
+        return "-mno-avx512f";
+    return "";
+}
