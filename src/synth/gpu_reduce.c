@@ -44,31 +44,6 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct rgroup {
-    int64_t size, stride;
-    int reduced;
-} rgroup;
-
-/* Canonical groups of shape sh under the reduced-axes mask (as tpl_reduce.c). */
-static int canon(const kf_shape *sh, uint32_t mask, rgroup *gr) {
-    int64_t stride[KF_MAX_DIMS], run = 1;
-    for (int j = sh->rank - 1; j >= 0; j--) { stride[j] = run; run *= sh->d[j]; }
-    int m = 0;
-    for (int j = 0; j < sh->rank; j++) {
-        if (sh->d[j] == 1) continue;
-        int red = (mask >> j) & 1u;
-        if (m > 0 && gr[m - 1].reduced == red) {
-            gr[m - 1].size *= sh->d[j];
-            gr[m - 1].stride = stride[j];
-        } else {
-            gr[m].size = sh->d[j];
-            gr[m].stride = stride[j];
-            gr[m].reduced = red;
-            m++;
-        }
-    }
-    return m;
-}
 
 /* The stage's geometry: rows of R reduced elements, nrows of them; col = col layout. */
 typedef struct rgeom {
@@ -85,7 +60,7 @@ static void geometry(const kf_synth *s, const kf_stage *st, rgeom *G) {
     const kf_shape *sh = &g->values[n->in[0]].shape;
     memset(G, 0, sizeof *G);
     if (st->kind == KF_STAGE_REDUCE) {
-        G->m = canon(sh, n->attr.axes, G->gr);
+        G->m = kf_synth_canon(sh, n->attr.axes, G->gr);
         G->nrows = kf_shape_numel(&g->values[n->out].shape);
         G->R = 1;
         for (int j = 0; j < G->m; j++)

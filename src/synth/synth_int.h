@@ -72,4 +72,13 @@ typedef struct kf_ew_layout {
 } kf_ew_layout;
 void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *L);
 
+/* A reduction's input dims as alternating kept/reduced groups: size-1 dims dropped,
+ * neighbours of the same kind merged (size = product, stride = the innermost's). Shared by
+ * the CPU (tpl_reduce.c) and GPU (gpu_reduce.c) reduction templates; returns the count. */
+typedef struct rgroup {
+    int64_t size, stride;
+    int reduced;
+} rgroup;
+int kf_synth_canon(const kf_shape *sh, uint32_t mask, rgroup *gr);
+
 #endif

@@ -19,13 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct rgroup {
-    int64_t size, stride;
-    int reduced;
-} rgroup;
 
-/* Canonical groups of shape sh under reduced-axes mask; returns the count. */
-static int canon(const kf_shape *sh, uint32_t mask, rgroup *gr) {
+/* Canonical groups of shape sh under reduced-axes mask; see synth_int.h. */
+int kf_synth_canon(const kf_shape *sh, uint32_t mask, rgroup *gr) {
     int64_t stride[KF_MAX_DIMS], run = 1;
     for (int j = sh->rank - 1; j >= 0; j--) { stride[j] = run; run *= sh->d[j]; }
     int m = 0;
@@ -48,7 +44,7 @@ static int canon(const kf_shape *sh, uint32_t mask, rgroup *gr) {
 static int is_col_layout(const kf_synth *s, const kf_stage *st) {
     const kf_node *n = &s->g->nodes[st->nodes[0]];
     rgroup gr[KF_MAX_DIMS];
-    int m = canon(&s->g->values[n->in[0]].shape, n->attr.axes, gr);
+    int m = kf_synth_canon(&s->g->values[n->in[0]].shape, n->attr.axes, gr);
     return m > 0 && !gr[m - 1].reduced;
 }
 
@@ -114,7 +110,7 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
     int x = n->in[0], y = n->out;
     long threads = kf_tpl_get(&s->space, p, st->prefix, "threads");
     rgroup gr[KF_MAX_DIMS];
-    int m = canon(&g->values[x].shape, n->attr.axes, gr);
+    int m = kf_synth_canon(&g->values[x].shape, n->attr.axes, gr);
     int64_t nout = kf_shape_numel(&g->values[y].shape);
     int64_t count = 1;
     for (int j = 0; j < m; j++)
