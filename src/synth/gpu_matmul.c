@@ -15,8 +15,14 @@
  * as straight-line code (no private arrays). Bounds checks are emitted only for the dims
  * that the tiles do not divide.
  *
+ * With rl=1 (GPUs; rm and rn multiples of 4) the register block is laid out in fours
+ * instead: item (tx, ty) owns rows 4ty + (i % 4) + (i / 4) * 4TY and likewise columns, so
+ * that it reads each four of its A and B values from the tiles as one 16-byte vector
+ * (conflict-free: neighbouring items read neighbouring vectors) and stores C in vectors
+ * when N % 4 == 0.
+ *
  * Parameters: tm, tn (tile), tk (depth), rm, rn (register block), vl (vector tile loads;
- * only when some operand allows them). A point is made valid at render time: tiles shrink
+ * only when some operand allows them), rl (vector register layout, GPUs). A point is made valid at render time: tiles shrink
  * to the matrix, the register block grows until the group fits max_wg, the depth shrinks
  * until the tiles fit local memory; the kernel's comment states the tile it uses.
  */
@@ -43,17 +49,22 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
      * point); PoCL: 32 x 32 x 32 tiles of 4 x 4 items with 8 x 8 blocks, since its items
      * are loop iterations and a group's tiles should stay in L1 (on the 2-core VM, 512^3:
      * 21 ms against 57-95 ms for the GPU shapes) */
-    int big = dv.is_cpu ? 1 : 2;
+    /* large matrices on a GPU: 128 x 128 x 16 tiles of 16 x 16 items with 8 x 8 blocks in
+     * the vector register layout, so each item does 64 FMAs per 4 vector reads of local
+     * memory (the usual shape of a fast SIMT sgemm) */
+    int large = !dv.is_cpu && d->M >= 1024 && d->N >= 1024;
+    int big = dv.is_cpu ? 1 : large ? 3 : 2;
     int dtm = d->M <= 16 ? 0 : d->M <= 32 ? 1 : big;
     int dtn = d->N <= 16 ? 0 : d->N <= 32 ? 1 : big;
     kf_gpu_param(s, st, "tm", tiles, 4, dtm);
     kf_gpu_param(s, st, "tn", tiles, 4, dtn);
-    kf_gpu_param(s, st, "rm", regs, 4, dv.is_cpu ? 3 : 2);
-    kf_gpu_param(s, st, "rn", regs, 4, dv.is_cpu ? 3 : 2);
+    kf_gpu_param(s, st, "rm", regs, 4, dv.is_cpu || large ? 3 : 2);
+    kf_gpu_param(s, st, "rn", regs, 4, dv.is_cpu || large ? 3 : 2);
     kf_gpu_param(s, st, "tk", depths, 3, dv.is_cpu ? 2 : 1);
     static const long vl[] = {0, 1};
     int vec = d->M % 4 == 0 || d->N % 4 == 0 || d->K % 4 == 0;
     kf_gpu_param(s, st, "vl", vec ? vl : vl, vec ? 2 : 1, 0 + vec);
+    kf_gpu_param(s, st, "rl", vl, 2, dv.is_cpu ? 0 : 1); /* declared on PoCL too, so CI runs it */
 }
 
 static const char comp[4] = {'x', 'y', 'z', 'w'};
@@ -119,6 +130,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int64_t tk = kf_gpu_get(s, st, p, "tk", 16);
     int64_t rm = kf_gpu_get(s, st, p, "rm", 4), rn = kf_gpu_get(s, st, p, "rn", 4);
     int vl = (int)kf_gpu_get(s, st, p, "vl", 0);
+    int rl = (int)kf_gpu_get(s, st, p, "rl", 0);
     const int64_t M = d->M, N = d->N, K = d->K;
 
     /* make the point valid for this matrix and device */
@@ -133,8 +145,12 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         else if (rm < tm) rm *= 2;
         else break;
     }
+    /* vector register layout: blocks of 4 rows / columns, read as one vector each */
+    if (rm % 4 != 0 || rn % 4 != 0) rl = 0;
     int vec_a = vl && a_vec_ok(d, tm, tk), vec_b = vl && b_vec_ok(d, tn, tk);
-    const int pad_a = d->ta ? 0 : 1, pad_b = d->tb ? 1 : 0;
+    /* a tile stored across its copy order is padded against bank conflicts: one word, or
+     * four with rl=1 so that its rows stay 16-byte aligned for the vector reads */
+    const int pad_a = d->ta ? 0 : rl ? 4 : 1, pad_b = d->tb ? (rl ? 4 : 1) : 0;
     while (tk > 1 && (tk * (tm + pad_a) + tk * (tn + pad_b)) * 4 > dv.local_mem) tk /= 2;
     vec_a = vec_a && a_vec_ok(d, tm, tk);
     vec_b = vec_b && b_vec_ok(d, tn, tk);
@@ -188,17 +204,52 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     emit_tile_copy(o, gp, "Bs", bbuf, "boff", d->tb, tn, tk, "col0", N, K, vec_b, NT, N % tn != 0, ck);
     kf_buf_puts(o, "        $barrier;\n");
     kf_buf_printf(o, "        for (int kk = 0; kk < %lld; kk++) {\n", (long long)tk);
-    for (int i = 0; i < rm; i++)
-        kf_buf_printf(o, "            const float a%d = As[kk][ty + %lld];\n", i, (long long)(i * TY));
-    for (int j = 0; j < rn; j++)
-        kf_buf_printf(o, "            const float w%d = Bs[kk][tx + %lld];\n", j, (long long)(j * TX));
+    if (rl) {
+        for (int g = 0; g < rm / 4; g++) {
+            kf_buf_printf(o, "            const $vec(float, 4) av%d = $vload(4, As[kk], ty * 4 + %lld);\n", g,
+                          (long long)(g * 4 * TY));
+            for (int c = 0; c < 4; c++) kf_buf_printf(o, "            const float a%d = av%d.%c;\n", g * 4 + c, g, comp[c]);
+        }
+        for (int g = 0; g < rn / 4; g++) {
+            kf_buf_printf(o, "            const $vec(float, 4) bv%d = $vload(4, Bs[kk], tx * 4 + %lld);\n", g,
+                          (long long)(g * 4 * TX));
+            for (int c = 0; c < 4; c++) kf_buf_printf(o, "            const float w%d = bv%d.%c;\n", g * 4 + c, g, comp[c]);
+        }
+    } else {
+        for (int i = 0; i < rm; i++)
+            kf_buf_printf(o, "            const float a%d = As[kk][ty + %lld];\n", i, (long long)(i * TY));
+        for (int j = 0; j < rn; j++)
+            kf_buf_printf(o, "            const float w%d = Bs[kk][tx + %lld];\n", j, (long long)(j * TX));
+    }
     for (int i = 0; i < rm; i++) {
         kf_buf_puts(o, "           ");
         for (int j = 0; j < rn; j++) kf_buf_printf(o, " c%d_%d += a%d * w%d;", i, j, i, j);
         kf_buf_puts(o, "\n");
     }
     kf_buf_puts(o, "        }\n        $barrier;\n    }\n");
-    for (int i = 0; i < rm; i++) {
+    if (rl) kf_buf_printf(o, "    const int M_ = %lld, N_ = %lld;\n    (void)M_; (void)N_;\n", (long long)M, (long long)N);
+    for (int i = 0; i < rm && rl; i++) {
+        /* row (i / 4) * 4TY + 4ty + i % 4; columns in fours at g * 4TX + 4tx */
+        const int cm = M % tm != 0, cn = N % tn != 0;
+        kf_buf_printf(o, "    { const int r = row0 + ty * 4 + %lld;\n", (long long)((i / 4) * 4 * TY + i % 4));
+        for (int g = 0; g < rn / 4; g++) {
+            kf_buf_printf(o, "      { const int c = col0 + tx * 4 + %lld;", (long long)(g * 4 * TX));
+            if (N % 4 == 0) {
+                /* c % 4 == 0 and N % 4 == 0: the vector is wholly in or out of the row */
+                if (cm || cn)
+                    kf_buf_printf(o, " if (%s%s%s)", cm ? "r < M_" : "", cm && cn ? " && " : "", cn ? "c < N_" : "");
+                kf_buf_printf(o, " $vstore(4, $vmake(float, 4, c%d_%d, c%d_%d, c%d_%d, c%d_%d), b%d, coff + (%s)r * %lld + c);",
+                              i, g * 4, i, g * 4 + 1, i, g * 4 + 2, i, g * 4 + 3, C, ix, (long long)N);
+            } else {
+                for (int c = 0; c < 4; c++)
+                    kf_buf_printf(o, "\n        if (%sc + %d < N_) b%d[coff + (%s)r * %lld + c + %d] = c%d_%d;",
+                                  cm ? "r < M_ && " : "", c, C, ix, (long long)N, c, i, g * 4 + c);
+            }
+            kf_buf_puts(o, " (void)c; }\n");
+        }
+        kf_buf_puts(o, "      (void)r; }\n");
+    }
+    for (int i = 0; i < rm && !rl; i++) {
         kf_buf_printf(o, "    { const int r = row0 + ty + %lld;\n", (long long)(i * TY));
         for (int j = 0; j < rn; j++) {
             char cond[96] = "";

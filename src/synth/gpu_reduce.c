@@ -35,9 +35,14 @@
  * per-chunk (mean, centred M2) and combines them exactly (the parallel-axis formula) in
  * pass 2.
  *
+ * Register rows (rc=1, GPU devices, one-kernel softmax and norms whose lane holds at most
+ * KF_RC_MAX elements): each lane loads its elements of the row once into a constant-size
+ * array, and the max / sum / mean / M2 passes and the write run over that array, so x is
+ * read from memory once instead of two or three times.
+ *
  * Parameters: ts (team size), wg (group size), sg (sub-group combine, only when the
- * device has sub-groups), split (two-pass chunks, only for long rows and when the plan's
- * launch budget allows). Col layouts: wg, split.
+ * device has sub-groups), rc (row in registers), split (two-pass chunks, only for long
+ * rows and when the plan's launch budget allows). Col layouts: wg, split.
  */
 #include "gpu_tpl.h"
 
@@ -99,6 +104,12 @@ static int64_t pow2_floor(int64_t n) {
 
 static int is_arg_op(kf_op op) { return op == KF_OP_ARGMAX || op == KF_OP_ARGMIN; }
 
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Most row elements one lane keeps in registers (rc=1): 32 floats leave room for the rest
+ * of the kernel within 255 registers at any group size. */
+#define KF_RC_MAX 32
+
 void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
     kf_gdev d;
     kf_gpu_dev(s, &d);
@@ -136,6 +147,11 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
     if (d.sg > 0 && sg_ok) {
         static const long sg[] = {0, 1};
         kf_gpu_param(s, st, "sg", sg, 2, dts >= d.sg ? 1 : 0);
+    }
+    /* softmax / norms: keep the row in registers (one read of x, not 2-3); the default on GPUs */
+    if (st->kind != KF_STAGE_REDUCE && cdiv(G.R, dts) <= KF_RC_MAX) {
+        static const long rc[] = {0, 1};
+        kf_gpu_param(s, st, "rc", rc, 2, d.is_cpu ? 0 : 1);
     }
     if (!allow_split || G.R < 4096) return;
     int nv = 0;
@@ -329,11 +345,10 @@ static void launch1(kf_gplan *gp, kf_gk *k, int64_t global, int64_t local) {
     kf_gk_launch(gp, k, 1, G, L);
 }
 
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 typedef struct rparams {
     int64_t ts, wg, split, chunk;
     int sg, dsg; /* sub-group combine on; the device's sub-group size */
+    int rc;      /* row in registers: lane keeps its cdiv(chunk, ts) elements */
 } rparams;
 
 static void read_params(const kf_gplan *gp, const kf_stage *st, const kf_point *p, const rgeom *G,
@@ -360,6 +375,8 @@ static void read_params(const kf_gplan *gp, const kf_stage *st, const kf_point *
     }
     P->dsg = d.sg;
     if (P->sg && (d.sg == 0 || P->ts < d.sg)) P->sg = 0;
+    P->rc = (int)kf_gpu_get(gp->s, st, p, "rc", 0);
+    if (P->split > 1 || cdiv(P->chunk, P->ts) > KF_RC_MAX) P->rc = 0;
 }
 
 /* ---- reductions ---- */
@@ -579,7 +596,52 @@ static void emit_reduce_col(kf_gplan *gp, int k, const kf_stage *st, const rgeom
 
 /* ---- softmax ---- */
 
+/* "float xv[PER]" filled with the lane's elements of the row (r = r0 + j * ts, absent ones
+ * set to pad); loops over j have constant bounds, so the compiler keeps xv in registers. */
+static void emit_rc_load(kf_buf *o, const kf_gplan *gp, int x, int64_t per, int64_t ts, const char *pad) {
+    kf_buf_printf(o, "    float xv[%lld];\n", (long long)per);
+    kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) { const %s r = r0 + (%s)j * %lld; xv[j] = r < r1 ? b%d[base + r] : %s; }\n",
+                  (long long)per, gp->ix, gp->ix, (long long)ts, x, pad);
+}
+
+/* Softmax with the row in registers (rc=1, one kernel): x is read once. */
+static void emit_softmax_rc(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, const rparams *P) {
+    const kf_node *n = &gp->s->g->nodes[st->nodes[0]];
+    int x = n->in[0], y = n->out, logsm = n->op == KF_OP_LOG_SOFTMAX;
+    const int64_t ts = P->ts, wg = P->wg, N = G->N, rows = G->O, rpg = wg / ts, per = cdiv(N, ts);
+    kf_gk kk;
+    char name[32];
+    snprintf(name, sizeof name, "kf_s%d", k);
+    kf_gk_begin(&kk, name);
+    kf_gk_value(gp, &kk, x, KF_GP_IN);
+    kf_gk_value(gp, &kk, y, KF_GP_OUT);
+    kf_buf *o = &kk.body;
+    kf_buf_printf(o, "    /* row layout: %lld rows of %lld; teams of %lld, %lld per group; %lld elements a lane in registers */\n",
+                  (long long)rows, (long long)N, (long long)ts, (long long)rpg, (long long)per);
+    team_header(o, gp, ts, wg, 0);
+    kf_buf_printf(o, "    const int valid = team < %lld;\n", (long long)rows);
+    kf_buf_printf(o, "    const %s row = team, r0 = lane, r1 = valid ? %lld : 0;\n", gp->ix, (long long)N);
+    kf_buf_printf(o, "    const %s base = row * %lld;\n", gp->ix, (long long)N);
+    emit_rc_load(o, gp, x, per, ts, "-KF_INF");
+    kf_buf_printf(o, "    float mx = -KF_INF;\n    for (int j = 0; j < %lld; j++) mx = kf_nmax(mx, xv[j]);\n", (long long)per);
+    team_reduce(o, M_MAX, "mx", NULL, ts, P->sg, "    ");
+    /* padding is -inf: exp(-inf - mx) adds 0 unless the whole row is -inf (then NaN, as
+     * the reference gives); keep padding out of the sum anyway */
+    kf_buf_printf(o, "    float sum = 0.0f;\n    for (int j = 0; j < %lld; j++) { if (r0 + (%s)j * %lld < r1) sum += %s; }\n",
+                  (long long)per, gp->ix, (long long)ts, logsm ? "kf_expf(xv[j] - mx)" : "(xv[j] = kf_expf(xv[j] - mx))");
+    team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
+    if (logsm) kf_buf_puts(o, "    const float ls = kf_logf(sum);\n");
+    else kf_buf_puts(o, "    const float inv = 1.0f / sum;\n");
+    kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) { const %s r = r0 + (%s)j * %lld; if (r < r1) b%d[base + r] = %s; }\n",
+                  (long long)per, gp->ix, gp->ix, (long long)ts, y, logsm ? "(xv[j] - mx) - ls" : "xv[j] * inv");
+    launch1(gp, &kk, cdiv(rows, rpg) * wg, wg);
+}
+
 static void emit_softmax_row(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, const rparams *P) {
+    if (P->rc) {
+        emit_softmax_rc(gp, k, st, G, P);
+        return;
+    }
     const kf_synth *s = gp->s;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
     int x = n->in[0], y = n->out, logsm = n->op == KF_OP_LOG_SOFTMAX;
@@ -782,17 +844,30 @@ static void emit_norm(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, c
     }
     kf_buf_printf(o, "    const %s base = row * %lld;\n", gp->ix, (long long)N);
     kf_buf_puts(o, "    float mean = 0.0f;\n");
-    if (layer) {
+    if (P->rc) {
+        /* the row in registers (S == 1): x read once; padding is 0 and is kept out of M2 */
+        emit_rc_load(o, gp, x, per, ts, "0.0f");
+        if (layer) {
+            kf_buf_printf(o, "    float sum = 0.0f;\n    for (int j = 0; j < %lld; j++) sum += xv[j];\n", (long long)per);
+            team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
+            kf_buf_puts(o, "    mean = sum / cnt;\n");
+        }
+        kf_buf_printf(o, "    float sq = 0.0f;\n    for (int j = 0; j < %lld; j++) { if (r0 + (%s)j * %lld < r1) { const float dv = xv[j] - mean; sq += dv * dv; } }\n",
+                      (long long)per, gp->ix, (long long)ts);
+        team_reduce(o, M_SUM, "sq", NULL, ts, P->sg, "    ");
+    } else if (layer) {
         snprintf(l, sizeof l, "        const float v = b%d[base + r];\n", x);
         kf_buf_puts(o, "    float sum = 0.0f;\n");
         emit_loop(o, gp, "r0", "r1", ts, per, l, "sum", NULL, "    ");
         team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
         kf_buf_puts(o, "    mean = sum / cnt;\n");
     }
-    snprintf(l, sizeof l, "        const float dv = b%d[base + r] - mean;\n        const float v = dv * dv;\n", x);
-    kf_buf_puts(o, "    float sq = 0.0f;\n");
-    emit_loop(o, gp, "r0", "r1", ts, per, l, "sq", NULL, "    ");
-    team_reduce(o, M_SUM, "sq", NULL, ts, P->sg, "    ");
+    if (!P->rc) {
+        snprintf(l, sizeof l, "        const float dv = b%d[base + r] - mean;\n        const float v = dv * dv;\n", x);
+        kf_buf_puts(o, "    float sq = 0.0f;\n");
+        emit_loop(o, gp, "r0", "r1", ts, per, l, "sq", NULL, "    ");
+        team_reduce(o, M_SUM, "sq", NULL, ts, P->sg, "    ");
+    }
     if (S > 1) {
         kf_buf_printf(o, "    if (lane == 0 && valid) { %s[team * 2] = mean; %s[team * 2 + 1] = sq; }\n", pname, pname);
         launch1(gp, &kk, cdiv(nteams, rpg) * wg, wg);
@@ -837,9 +912,14 @@ static void emit_norm(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, c
     if (w >= 0) affine_index(gp, w, xs, N, &wdecl, wi, sizeof wi);
     if (b >= 0 && b != w) affine_index(gp, b, xs, N, &wdecl, bi, sizeof bi);
     else if (b >= 0) snprintf(bi, sizeof bi, "%s", wi);
-    kf_buf_printf(o, "    for (%s r = r0; r < r1; r += %lld) {\n", gp->ix, (long long)ts);
+    if (P->rc)
+        kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) {\n        const %s r = r0 + (%s)j * %lld;\n        if (r >= r1) break;\n",
+                      (long long)per, gp->ix, gp->ix, (long long)ts);
+    else
+        kf_buf_printf(o, "    for (%s r = r0; r < r1; r += %lld) {\n", gp->ix, (long long)ts);
     if (wdecl.data) kf_buf_puts(o, wdecl.data);
-    kf_buf_printf(o, "        b%d[base + r] = (b%d[base + r] - mean) * rstd", y, x);
+    if (P->rc) kf_buf_printf(o, "        b%d[base + r] = (xv[j] - mean) * rstd", y);
+    else kf_buf_printf(o, "        b%d[base + r] = (b%d[base + r] - mean) * rstd", y, x);
     if (w >= 0) kf_buf_printf(o, " * b%d[%s]", w, wi);
     if (b >= 0) kf_buf_printf(o, " + b%d[%s]", b, bi);
     kf_buf_puts(o, ";\n    }\n");
