@@ -27,9 +27,20 @@ typedef struct kf_loop_opts {
     uint64_t seed;           /* input sets and search (0 = from the clock) */
     FILE *table;             /* live iteration table (NULL = none) */
     int recalibrate;         /* re-measure the device's ceilings */
-    int memcheck;            /* final candidate under valgrind: 0 auto (when the estimated
-                                checker time is under a minute), 1 always, -1 never */
+    int memcheck;            /* memory checker (valgrind on cpu, compute-sanitizer on cuda;
+                                none elsewhere), one of KF_MEMCHECK_*: */
 } kf_loop_opts;
+
+enum {
+    KF_MEMCHECK_OFF = -1,    /* never */
+    KF_MEMCHECK_AUTO = 0,    /* the final candidate, when its estimated time under the
+                                checker is under a minute (native time x 50, or x 600 when
+                                compute-bound, under valgrind; x 100 under compute-sanitizer,
+                                so on cuda nearly always) */
+    KF_MEMCHECK_ON = 1,      /* the final candidate, whatever the estimate */
+    KF_MEMCHECK_EVERY = 2    /* every verified candidate as it verifies: one the checker
+                                flags is rejected (status memcheck) and cannot become best */
+};
 
 void kf_loop_opts_default(kf_loop_opts *o);
 
@@ -42,6 +53,9 @@ typedef struct kf_iter_record {
     int best_so_far;         /* this iteration improved the best time */
     char *source;            /* candidate source (owned; kept for verified candidates) */
     char flags[512];         /* its extra compile flags */
+    char memcheck[16];       /* this candidate's memory check: "" not run, "ok", "skipped"
+                                (no verdict: too slow, ...), "error", or the rejecting
+                                status's name */
 } kf_iter_record;
 
 typedef struct kf_run_result {
@@ -55,7 +69,9 @@ typedef struct kf_run_result {
     char *best_source;       /* owned */
     char best_flags[512];
     char out_dir[512];
-    char memcheck[64];       /* "ok", "skipped", "memcheck", ... for the final candidate */
+    char memcheck[64];       /* "ok", "skipped", "memcheck", "off", ... for the final
+                                candidate; memcheck_detail says why (skipped: the reason,
+                                naming the checker looked for, or "no memory checker") */
     char memcheck_detail[2048];
     double wall_s;
 } kf_run_result;

@@ -41,7 +41,7 @@ typedef enum kf_vstatus {
     KF_V_MISMATCH,       /* numbers out of tolerance (incl. NaN/Inf mismatch) */
     KF_V_IMPOSSIBLE,     /* faster than the roofline floor */
     KF_V_INTERNAL,       /* kforge failed to run the check */
-    KF_V_MEMCHECK,       /* the memory checker (valgrind) reported an error */
+    KF_V_MEMCHECK,       /* the memory checker (valgrind, compute-sanitizer) reported an error */
     KF_V_COUNT
 } kf_vstatus;
 
@@ -105,33 +105,51 @@ kf_status kf_verify_artifact(kf_verify_ctx *ctx, kf_backend *b, const kf_candida
 kf_status kf_verify_candidate(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
                               kf_vresult *r, kf_error *err);
 
-/* Run the artifact once, on input set 0, under a memory checker (valgrind memcheck when
- * installed) in the sandbox, and report invalid reads/writes, uses of uninitialised values,
- * invalid frees and definite leaks of the kernel's own allocations (the shared buffers are
- * not heap memory: their guards cover them). Meant for the final candidate: it is slow.
+/* Run the artifact once, on input set 0, under the platform's memory checker in the
+ * sandbox: valgrind memcheck on cpu (invalid reads/writes, uses of uninitialised values,
+ * invalid frees and definite leaks of the kernel's own heap allocations; the shared
+ * buffers are not heap memory: their guards cover them), compute-sanitizer memcheck on
+ * cuda (device accesses outside every live allocation, e.g. a write far enough past a
+ * buffer to skip its guard zone; shared/local overruns, misaligned accesses, device-heap
+ * misuse, device allocations never freed). Meant for the final candidate: it is slow.
  * Sequence: one native run on set 0, checked as usual (guards, inputs, outputs), which also
- * measures the kernel's CPU time; then the checker run, with wall and CPU limits of
- * 60 s + 1000x that CPU time (at most 600 s, at least the context's limits), no
- * address-space limit and an 8 MiB output cap; then the usual checks on what the checker
- * run left, so that a kernel that behaves differently under the checker is caught.
+ * measures the run's CPU and wall time; then the checker run, with limits of 60 s + 1000x
+ * that CPU time under valgrind, 60 s + 100x that wall time under compute-sanitizer (at
+ * most 600 s, at least the context's limits), no address-space limit and an 8 MiB output
+ * cap; then the usual checks on what the checker run left, so that a kernel that behaves
+ * differently under the checker is caught.
  * Returns KF_OK whenever a verdict was reached, with r->status:
  *   KF_V_OK        clean;
- *   KF_V_MEMCHECK  the first report's lines (up to ~40, newline-separated) in r->detail;
+ *   KF_V_MEMCHECK  the first report's lines (up to ~40, newline-separated; for
+ *                  compute-sanitizer followed by its "ERROR SUMMARY: N errors" line) in
+ *                  r->detail;
  *   other          the native run failed ("native run before the memory check on set 0
  *                  ...": crash, mismatch, oob-write, ...) or the checker run did without a
- *                  report ("run under valgrind on set 0 ...": e.g. mismatch);
+ *                  report ("run under valgrind on set 0 ...", "run under compute-sanitizer
+ *                  ...": e.g. mismatch);
  * r->sets_run is 1 and bad_set 0 on a failure. Returns KF_ERR_UNSUPPORTED, with the reason
- * in err and r->detail, when no checker is installed, when it cannot run this artifact
- * (instructions valgrind cannot decode, e.g. AVX-512) or when it did not finish within its
- * limits; these are no verdict on the kernel (the caller reports "memcheck skipped: ...").
- * Other errors: kforge could not run the check at all (no runner, no region). */
+ * in err and r->detail, when the platform has no checker (opencl, metal) or it is not
+ * installed (kf_verify_memcheck_tool), when it cannot run this artifact (instructions
+ * valgrind cannot decode, e.g. AVX-512; compute-sanitizer failing to start or load what
+ * loaded natively) or when it did not finish within its limits; these are no verdict on
+ * the kernel (the caller reports "memcheck skipped: ..."). Other errors: kforge could not
+ * run the check at all (no runner, no region). */
 kf_status kf_verify_memcheck(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
                              const char *artifact, kf_vresult *r, kf_error *err);
 
+/* The memory checker kf_verify_memcheck runs for platform ("cpu", "cuda", ...; NULL or ""
+ * is cpu): its executable's absolute path into path (cap bytes). cpu: valgrind on PATH.
+ * cuda: compute-sanitizer, from $KFORGE_COMPUTE_SANITIZER alone when that is set, else
+ * PATH, then $CUDA_HOME/bin, then /usr/local/cuda/bin. Returns KF_OK, or
+ * KF_ERR_UNSUPPORTED with a reason naming what was looked for (path is then ""), also for a
+ * platform without a checker; KF_ERR_ARG without a buffer. Reads the environment only. */
+kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, kf_error *err);
+
 /* Extra compile flags for an artifact meant for kf_verify_memcheck on backend b: valgrind
  * cannot decode AVX-512 (and mis-reports some of it), so on a CPU with avx512f the checked
- * build uses -mno-avx512f. The same source is checked; only the instruction set differs.
- * Static storage; "" when nothing is needed. */
+ * build uses -mno-avx512f; on cuda, -lineinfo puts source lines into compute-sanitizer's
+ * reports. The same source is checked; only the instruction set or the debug information
+ * differs. Static storage; "" when nothing is needed. */
 const char *kf_verify_memcheck_flags(const kf_backend *b);
 
 #ifdef __cplusplus

@@ -3,7 +3,8 @@
  *
  * Search: the first candidate is the generator's default point. After that the agent
  * walks the schedule space by coordinate moves around the best point so far (every other
- * value of one parameter at a time, in the template's parameter order), and when every
+ * value of one parameter at a time, in the template's parameter order, nearest values
+ * first), and when every
  * neighbour of the best has been tried it draws unexplored points at random. Points
  * already evaluated are never re-run. Each candidate is compiled, verified in the
  * sandbox against the float64 reference on several input sets, timed, and placed on the
@@ -73,14 +74,19 @@ static double space_size(const kf_space *sp) {
 /* Next point to try: a neighbour of best, else a random unexplored point. 0 = none left. */
 static int propose(const kf_space *sp, const kf_point *best, const seen_set *seen, uint64_t *rng,
                    kf_point *out) {
+    /* nearest values first (best +1, -1, +2, -2, ...): a parameter's values are ordered,
+     * and the next value up or down is the likeliest to improve on the best */
     for (int i = 0; i < sp->nparams; i++) {
-        for (int v = 0; v < sp->p[i].nvalues; v++) {
-            if (v == best->idx[i]) continue;
-            kf_point q = *best;
-            q.idx[i] = v;
-            if (!seen_has(seen, point_hash(sp, &q))) {
-                *out = q;
-                return 1;
+        for (int dist = 1; dist < sp->p[i].nvalues; dist++) {
+            for (int sgn = 1; sgn >= -1; sgn -= 2) {
+                int v = best->idx[i] + sgn * dist;
+                if (v < 0 || v >= sp->p[i].nvalues) continue;
+                kf_point q = *best;
+                q.idx[i] = v;
+                if (!seen_has(seen, point_hash(sp, &q))) {
+                    *out = q;
+                    return 1;
+                }
             }
         }
     }
@@ -138,6 +144,7 @@ static json_t *iter_json(const kf_iter_record *it) {
         json_object_set_new(j, "pct_floor", json_real(it->perf.pct_floor));
     }
     json_object_set_new(j, "best_so_far", json_boolean(it->best_so_far));
+    if (it->memcheck[0]) json_object_set_new(j, "memcheck", json_string(it->memcheck));
     return j;
 }
 
@@ -251,7 +258,13 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
         kf_error perr = {0};
         if (kf_launch_plan_parse(r->best_source, r->best_flags, g->ninputs + g->noutputs, &plan,
                                  &perr) == KF_OK)
+        {
             json_object_set_new(man, "launches", plan_json(&plan));
+            json_t *scr = json_object();
+            for (int k = 0; k < plan.nscratch; k++)
+                json_object_set_new(scr, plan.scratch_name[k], json_integer(plan.scratch_bytes[k]));
+            json_object_set_new(man, "scratch_bytes", scr);
+        }
         json_object_set_new(man, "compiler", json_string(r->dev.compiler));
         json_object_set_new(man, "build_options", json_string(flags));
     }
@@ -292,48 +305,112 @@ static int fastest(const kf_run_result *r) {
     return best;
 }
 
-/* The last rule of the harness: the candidate handed back runs once under a memory
- * checker. A candidate it rejects loses its place to the next fastest (at most three
- * tries). In auto mode a kernel whose estimated time under valgrind (about 50x native for
- * memory-bound kernels, 600x for compute-bound ones) exceeds a minute is not checked, and
- * the record says so. */
+/* The checker's short name for messages: the file name of the executable found. */
+static const char *checker_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Compile the iteration's source with the memory-check flags and check it (see
+ * kf_verify_memcheck); *mr gets the verdict. */
+static kf_status memcheck_iter(const kf_run_result *r, kf_verify_ctx *vctx, kf_backend *be,
+                               const char *work, const kf_iter_record *it, kf_vresult *mr,
+                               kf_error *err) {
+    kf_candidate c;
+    memset(mr, 0, sizeof *mr);
+    mr->status = KF_V_INTERNAL;
+    kf_status st = kf_candidate_init(&c, r->dev.platform, it->source, NULL, err);
+    if (st != KF_OK) return st;
+    snprintf(c.flags, sizeof c.flags, "%s %s", it->flags, kf_verify_memcheck_flags(be));
+    char art[1024];
+    st = kf_backend_compile(be, c.source, c.flags, work, art, sizeof art, NULL, err);
+    if (st == KF_OK) st = kf_verify_memcheck(vctx, be, &c, art, mr, err);
+    kf_candidate_clear(&c);
+    return st;
+}
+
+/* Record the outcome of an iteration's memory check in it->memcheck; a flagged candidate
+ * no longer counts as verified. Returns 1 when it was rejected. */
+static int note_memcheck(kf_iter_record *it, kf_status st, const kf_vresult *mr) {
+    if (st == KF_ERR_UNSUPPORTED) snprintf(it->memcheck, sizeof it->memcheck, "skipped");
+    else if (st != KF_OK) snprintf(it->memcheck, sizeof it->memcheck, "error");
+    else snprintf(it->memcheck, sizeof it->memcheck, "%s", kf_vstatus_name(mr->status));
+    if (st != KF_OK || mr->status == KF_V_OK) return 0;
+    it->res.status = mr->status;
+    it->best_so_far = 0;
+    snprintf(it->res.detail, sizeof it->res.detail, "%s", mr->detail);
+    return 1;
+}
+
+/* --memcheck every: the candidate that just verified runs under the checker (tool: its
+ * path, "" when the platform has none, then nothing runs). */
+static void memcheck_every(const kf_loop_opts *o, const kf_run_result *r, kf_verify_ctx *vctx,
+                           kf_backend *be, const char *work, const char *tool,
+                           kf_iter_record *it) {
+    if (o->memcheck != KF_MEMCHECK_EVERY || !tool[0] || it->res.status != KF_V_OK || !it->source)
+        return;
+    kf_vresult mr;
+    kf_error err = {0};
+    kf_status st = memcheck_iter(r, vctx, be, work, it, &mr, &err);
+    if (note_memcheck(it, st, &mr)) return;
+    if (st != KF_OK && o->table)
+        fprintf(o->table, "memcheck %s for iter %d: %s\n", it->memcheck, it->iter, err.msg);
+}
+
+/* The last rule of the harness: the candidate handed back has run under the platform's
+ * memory checker (valgrind on cpu, compute-sanitizer on cuda). A candidate it rejects
+ * loses its place to the next fastest (at most three tries). In auto mode a kernel whose
+ * estimated time under the checker exceeds a minute is not checked, and the record says
+ * so: under valgrind about 50x native for memory-bound kernels, 600x for compute-bound
+ * ones; under compute-sanitizer an assumed 100x (GPU kernels take milliseconds, so on cuda
+ * auto checks nearly always). With --memcheck every the best was checked when it verified
+ * and is not run again. A platform without a checker, or a checker not installed, is
+ * "skipped" with the reason (what was looked for), never a silent pass. */
 static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ctx *vctx,
-                           kf_backend *be, const char *work) {
+                           kf_backend *be, const char *work, const char *tool,
+                           const char *why_none) {
     snprintf(r->memcheck, sizeof r->memcheck, "off");
-    if (o->memcheck < 0 || r->best < 0) return;
-    if (strcmp(r->dev.platform, "cpu") != 0) {
-        /* only the CPU has a checker wired in; the guard zones still held for every run */
+    if (o->memcheck == KF_MEMCHECK_OFF || r->best < 0) return;
+    if (!tool[0]) {
         snprintf(r->memcheck, sizeof r->memcheck, "skipped");
-        snprintf(r->memcheck_detail, sizeof r->memcheck_detail,
-                 "memcheck skipped: no memory checker for platform '%s' (guard zones around "
-                 "every buffer still caught out-of-bounds writes in every run)",
-                 r->dev.platform);
+        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "memcheck skipped: %s", why_none);
         if (o->table) fprintf(o->table, "%s\n", r->memcheck_detail);
         return;
     }
+    const char *name = checker_name(tool);
+    int sanitizer = strcmp(r->dev.platform, "cuda") == 0;
     for (int attempt = 0; attempt < 3 && r->best >= 0; attempt++) {
         kf_iter_record *it = &r->iters[r->best];
-        double slow = (r->roof.bound && strcmp(r->roof.bound, "compute") == 0) ? 600.0 : 50.0;
-        double est = it->res.time_ms * 1e-3 * slow;
-        if (o->memcheck == 0 && est > 60.0) {
-            snprintf(r->memcheck, sizeof r->memcheck, "skipped");
-            snprintf(r->memcheck_detail, sizeof r->memcheck_detail,
-                     "memcheck skipped: about %.0f s under valgrind; use --memcheck on to run it", est);
+        if (strcmp(it->memcheck, "ok") == 0) {
+            /* --memcheck every: checked when it verified */
+            snprintf(r->memcheck, sizeof r->memcheck, "ok");
             break;
         }
-        if (o->table) fprintf(o->table, "memcheck: iter %d under valgrind...\n", it->iter);
-        kf_candidate c;
-        kf_error err = {0};
-        if (kf_candidate_init(&c, r->dev.platform, it->source, NULL, &err) != KF_OK) break;
-        snprintf(c.flags, sizeof c.flags, "%s %s", it->flags, kf_verify_memcheck_flags(be));
-        char art[1024];
+        double slow = sanitizer ? 100.0
+                      : (r->roof.bound && strcmp(r->roof.bound, "compute") == 0) ? 600.0 : 50.0;
+        double est = it->res.time_ms * 1e-3 * slow;
+        if (o->memcheck == KF_MEMCHECK_AUTO && est > 60.0) {
+            snprintf(r->memcheck, sizeof r->memcheck, "skipped");
+            snprintf(r->memcheck_detail, sizeof r->memcheck_detail,
+                     "memcheck skipped: about %.0f s under %s; use --memcheck on to run it", est,
+                     name);
+            break;
+        }
+        if (it->memcheck[0]) {
+            /* checked with every candidate, without a verdict: say so, do not repeat it */
+            snprintf(r->memcheck, sizeof r->memcheck, "%s", it->memcheck);
+            snprintf(r->memcheck_detail, sizeof r->memcheck_detail,
+                     "memcheck %s for iter %d (see its record)", it->memcheck, it->iter);
+            break;
+        }
+        if (o->table) fprintf(o->table, "memcheck: iter %d under %s...\n", it->iter, name);
         kf_vresult mr;
-        kf_status st = kf_backend_compile(be, c.source, c.flags, work, art, sizeof art, NULL, &err);
-        if (st == KF_OK) st = kf_verify_memcheck(vctx, be, &c, art, &mr, &err);
-        kf_candidate_clear(&c);
+        kf_error err = {0};
+        kf_status st = memcheck_iter(r, vctx, be, work, it, &mr, &err);
+        int rejected = note_memcheck(it, st, &mr);
         if (st == KF_ERR_UNSUPPORTED) {
             snprintf(r->memcheck, sizeof r->memcheck, "skipped");
-            snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "%s", err.msg);
+            snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "memcheck skipped: %s", err.msg);
             break;
         }
         if (st != KF_OK) {
@@ -343,18 +420,17 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         }
         snprintf(r->memcheck, sizeof r->memcheck, "%s", kf_vstatus_name(mr.status));
         snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "%s", mr.detail);
-        if (mr.status == KF_V_OK) break;
-        /* rejected: this iteration no longer counts as verified */
-        it->res.status = mr.status;
-        it->best_so_far = 0;
-        snprintf(it->res.detail, sizeof it->res.detail, "%s", mr.detail);
+        if (!rejected) break;
         if (o->table) fprintf(o->table, "memcheck rejected iter %d: %s\n", it->iter, mr.detail);
         r->best = fastest(r);
     }
+    if (strcmp(r->memcheck, "ok") == 0)
+        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "clean (%s memcheck, input set 0%s)",
+                 name, o->memcheck == KF_MEMCHECK_EVERY ? ", every verified candidate" : "");
     if (o->table && r->memcheck_detail[0] && strcmp(r->memcheck, "ok") != 0)
         fprintf(o->table, "%s\n", r->memcheck_detail);
     else if (o->table && strcmp(r->memcheck, "ok") == 0)
-        fprintf(o->table, "memcheck: clean (valgrind memcheck, input set 0)\n");
+        fprintf(o->table, "memcheck: %s\n", r->memcheck_detail);
 }
 
 /* The measured ceilings for the roofline. A CPU, and an OpenCL device that is the CPU
@@ -422,6 +498,14 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         kf_report_table_header(o->table, g->name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
                                r->roof.bound ? r->roof.bound : "?", r->ceil.measured);
 
+    /* the platform's memory checker, looked up once: "" and the reason when none */
+    char mc_tool[1024];
+    kf_error mc_none = {0};
+    if (kf_verify_memcheck_tool(r->dev.platform, mc_tool, sizeof mc_tool, &mc_none) != KF_OK)
+        mc_tool[0] = 0;
+    if (o->memcheck == KF_MEMCHECK_EVERY && !mc_tool[0] && o->table)
+        fprintf(o->table, "memcheck every: not run: %s\n", mc_none.msg);
+
     const kf_space *sp = kf_synth_space(syn);
     kf_point best_pt, pt;
     kf_synth_default_point(syn, &pt);
@@ -453,7 +537,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
             kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
             rec->source = kf_strdup(cand.source);
             snprintf(rec->flags, sizeof rec->flags, "%s", cand.flags);
-            if (r->best < 0 || rec->res.time_ms < best_time) {
+            /* --memcheck every: a candidate the checker flags never becomes the best */
+            memcheck_every(o, r, vctx, be, work, mc_tool, rec);
+            if (rec->res.status == KF_V_OK && (r->best < 0 || rec->res.time_ms < best_time)) {
                 best_time = rec->res.time_ms;
                 r->best = r->niters - 1;
                 rec->best_so_far = 1;
@@ -467,7 +553,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
             kf_report_table_row(o->table, &row);
         }
     }
-    final_memcheck(o, r, vctx, be, work);
+    final_memcheck(o, r, vctx, be, work, mc_tool, mc_none.msg);
     if (r->best >= 0) {
         r->best_source = kf_strdup(r->iters[r->best].source);
         snprintf(r->best_flags, sizeof r->best_flags, "%s", r->iters[r->best].flags);

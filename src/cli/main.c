@@ -53,16 +53,19 @@ static void usage_synth(FILE *f) {
             "(manifest.json) and the run record (run.json) into the output directory.\n"
             "\n"
             "options:\n"
-            "  --target T         cpu (default), opencl, or opencl:N for device N of\n"
-            "                     `kforge devices`\n"
+            "  --target T         cpu (default), opencl[:N], cuda[:N] (N: device N of\n"
+            "                     `kforge devices`)\n"
             "  --iters N          evaluate at most N candidates (default 12)\n"
             "  --time-budget S    stop starting candidates after S seconds\n"
             "  --out DIR          output directory (default kforge-out/<task>)\n"
             "  --threads N        threads for candidates (default: all usable)\n"
             "  --seed N           seed for the input sets and the search\n"
             "  --recalibrate      re-measure the device's ceilings\n"
-            "  --memcheck M       run the final kernel under valgrind memcheck: auto (default:\n"
-            "                     when it would take under a minute), on, off\n"
+            "  --memcheck M       memory checker (valgrind on cpu, compute-sanitizer on cuda;\n"
+            "                     none on opencl, reported as skipped): auto (default: the\n"
+            "                     final kernel, when it would take under a minute: nearly\n"
+            "                     always on cuda), on (the final kernel), every (every\n"
+            "                     verified candidate; one it flags is rejected), off\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
             "  -h, --help         this help\n"
@@ -82,7 +85,7 @@ static void usage_verify(FILE *f) {
             "options:\n"
             "  --sets N           input sets (default 3)\n"
             "  --seed N           seed for the input sets\n"
-            "  --target T         cpu (default), opencl, opencl:N\n"
+            "  --target T         cpu (default), opencl[:N], cuda[:N]\n"
             "  --time             also time the kernel when it verifies\n"
             "  --threads N        OMP_NUM_THREADS for the kernel\n"
             "  --timeout S        wall-clock limit per run (default 20)\n"
@@ -170,10 +173,11 @@ static int cmd_synth(int argc, char **argv) {
             break;
         case 'R': o.recalibrate = 1; break;
         case 'M':
-            if (!strcmp(optarg, "auto")) o.memcheck = 0;
-            else if (!strcmp(optarg, "on")) o.memcheck = 1;
-            else if (!strcmp(optarg, "off")) o.memcheck = -1;
-            else { fprintf(stderr, "kforge synth: --memcheck takes auto, on or off, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!strcmp(optarg, "auto")) o.memcheck = KF_MEMCHECK_AUTO;
+            else if (!strcmp(optarg, "on")) o.memcheck = KF_MEMCHECK_ON;
+            else if (!strcmp(optarg, "every")) o.memcheck = KF_MEMCHECK_EVERY;
+            else if (!strcmp(optarg, "off")) o.memcheck = KF_MEMCHECK_OFF;
+            else { fprintf(stderr, "kforge synth: --memcheck takes auto, on, every or off, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
         case 'J': json = 1; break;
         case 'q': quiet = 1; break;

@@ -349,6 +349,7 @@ typedef struct rparams {
     int64_t ts, wg, split, chunk;
     int sg, dsg; /* sub-group combine on; the device's sub-group size */
     int rc;      /* row in registers: lane keeps its cdiv(chunk, ts) elements */
+    int rv;      /* with rc: 4 = the row is read and written as 4-wide vectors (N % 4 == 0) */
 } rparams;
 
 static void read_params(const kf_gplan *gp, const kf_stage *st, const kf_point *p, const rgeom *G,
@@ -377,6 +378,7 @@ static void read_params(const kf_gplan *gp, const kf_stage *st, const kf_point *
     if (P->sg && (d.sg == 0 || P->ts < d.sg)) P->sg = 0;
     P->rc = (int)kf_gpu_get(gp->s, st, p, "rc", 0);
     if (P->split > 1 || cdiv(P->chunk, P->ts) > KF_RC_MAX) P->rc = 0;
+    P->rv = P->rc && G->N % 4 == 0 && 4 * cdiv(G->N / 4, P->ts) <= KF_RC_MAX ? 4 : 1;
 }
 
 /* ---- reductions ---- */
@@ -596,21 +598,55 @@ static void emit_reduce_col(kf_gplan *gp, int k, const kf_stage *st, const rgeom
 
 /* ---- softmax ---- */
 
-/* "float xv[PER]" filled with the lane's elements of the row (r = r0 + j * ts, absent ones
- * set to pad); loops over j have constant bounds, so the compiler keeps xv in registers. */
-static void emit_rc_load(kf_buf *o, const kf_gplan *gp, int x, int64_t per, int64_t ts, const char *pad) {
+/* Elements a lane keeps with rc=1. */
+static int64_t rc_per(const rparams *P, int64_t N) {
+    return P->rv == 4 ? 4 * cdiv(N / 4, P->ts) : cdiv(N, P->ts);
+}
+
+/* The row index of the lane's element j with rc=1: r0 + j*ts, or with vectors element
+ * j % 4 of the lane's vector j / 4, (r0 + (j / 4) * ts) * 4 + j % 4. */
+static void rc_idx(char *buf, size_t cap, const kf_gplan *gp, const rparams *P) {
+    if (P->rv == 4)
+        snprintf(buf, cap, "(r0 + (%s)(j >> 2) * %lld) * 4 + (j & 3)", gp->ix, (long long)P->ts);
+    else
+        snprintf(buf, cap, "r0 + (%s)j * %lld", gp->ix, (long long)P->ts);
+}
+
+/* "float xv[PER]" filled with the lane's elements of the row (absent ones set to pad);
+ * loops over j have constant bounds, so the compiler keeps xv in registers. */
+static void emit_rc_load(kf_buf *o, const kf_gplan *gp, int x, int64_t per, const rparams *P, const char *pad) {
     kf_buf_printf(o, "    float xv[%lld];\n", (long long)per);
-    kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) { const %s r = r0 + (%s)j * %lld; xv[j] = r < r1 ? b%d[base + r] : %s; }\n",
-                  (long long)per, gp->ix, gp->ix, (long long)ts, x, pad);
+    if (P->rv == 4) {
+        kf_buf_printf(o, "    for (int j4 = 0; j4 < %lld; j4++) {\n        const %s q = r0 + (%s)j4 * %lld;\n", (long long)(per / 4),
+                      gp->ix, gp->ix, (long long)P->ts);
+        kf_buf_printf(o, "        if (q < r1 / 4) { const $vec(float, 4) t = $vload(4, b%d, base + q * 4); "
+                         "xv[4 * j4] = t.x; xv[4 * j4 + 1] = t.y; xv[4 * j4 + 2] = t.z; xv[4 * j4 + 3] = t.w; }\n", x);
+        kf_buf_printf(o, "        else { xv[4 * j4] = %s; xv[4 * j4 + 1] = %s; xv[4 * j4 + 2] = %s; xv[4 * j4 + 3] = %s; }\n    }\n",
+                      pad, pad, pad, pad);
+        return;
+    }
+    char ri[96];
+    rc_idx(ri, sizeof ri, gp, P);
+    kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) { const %s r = %s; xv[j] = r < r1 ? b%d[base + r] : %s; }\n",
+                  (long long)per, gp->ix, ri, x, pad);
+}
+
+/* With vectors: store xv (already transformed) to y as 4-wide vectors. */
+static void emit_rc_vstore(kf_buf *o, const kf_gplan *gp, int y, int64_t per, const rparams *P) {
+    kf_buf_printf(o, "    for (int j4 = 0; j4 < %lld; j4++) {\n        const %s q = r0 + (%s)j4 * %lld;\n", (long long)(per / 4),
+                  gp->ix, gp->ix, (long long)P->ts);
+    kf_buf_printf(o, "        if (q < r1 / 4) $vstore(4, $vmake(float, 4, xv[4 * j4], xv[4 * j4 + 1], xv[4 * j4 + 2], "
+                     "xv[4 * j4 + 3]), b%d, base + q * 4);\n    }\n", y);
 }
 
 /* Softmax with the row in registers (rc=1, one kernel): x is read once. */
 static void emit_softmax_rc(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, const rparams *P) {
     const kf_node *n = &gp->s->g->nodes[st->nodes[0]];
     int x = n->in[0], y = n->out, logsm = n->op == KF_OP_LOG_SOFTMAX;
-    const int64_t ts = P->ts, wg = P->wg, N = G->N, rows = G->O, rpg = wg / ts, per = cdiv(N, ts);
+    const int64_t ts = P->ts, wg = P->wg, N = G->N, rows = G->O, rpg = wg / ts, per = rc_per(P, N);
     kf_gk kk;
-    char name[32];
+    char name[32], ri[96];
+    rc_idx(ri, sizeof ri, gp, P);
     snprintf(name, sizeof name, "kf_s%d", k);
     kf_gk_begin(&kk, name);
     kf_gk_value(gp, &kk, x, KF_GP_IN);
@@ -622,18 +658,23 @@ static void emit_softmax_rc(kf_gplan *gp, int k, const kf_stage *st, const rgeom
     kf_buf_printf(o, "    const int valid = team < %lld;\n", (long long)rows);
     kf_buf_printf(o, "    const %s row = team, r0 = lane, r1 = valid ? %lld : 0;\n", gp->ix, (long long)N);
     kf_buf_printf(o, "    const %s base = row * %lld;\n", gp->ix, (long long)N);
-    emit_rc_load(o, gp, x, per, ts, "-KF_INF");
+    emit_rc_load(o, gp, x, per, P, "-KF_INF");
     kf_buf_printf(o, "    float mx = -KF_INF;\n    for (int j = 0; j < %lld; j++) mx = kf_nmax(mx, xv[j]);\n", (long long)per);
     team_reduce(o, M_MAX, "mx", NULL, ts, P->sg, "    ");
     /* padding is -inf: exp(-inf - mx) adds 0 unless the whole row is -inf (then NaN, as
      * the reference gives); keep padding out of the sum anyway */
-    kf_buf_printf(o, "    float sum = 0.0f;\n    for (int j = 0; j < %lld; j++) { if (r0 + (%s)j * %lld < r1) sum += %s; }\n",
-                  (long long)per, gp->ix, (long long)ts, logsm ? "kf_expf(xv[j] - mx)" : "(xv[j] = kf_expf(xv[j] - mx))");
+    kf_buf_printf(o, "    float sum = 0.0f;\n    for (int j = 0; j < %lld; j++) { if (%s < r1) sum += %s; }\n",
+                  (long long)per, ri, logsm ? "kf_expf(xv[j] - mx)" : "(xv[j] = kf_expf(xv[j] - mx))");
     team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
     if (logsm) kf_buf_puts(o, "    const float ls = kf_logf(sum);\n");
     else kf_buf_puts(o, "    const float inv = 1.0f / sum;\n");
-    kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) { const %s r = r0 + (%s)j * %lld; if (r < r1) b%d[base + r] = %s; }\n",
-                  (long long)per, gp->ix, gp->ix, (long long)ts, y, logsm ? "(xv[j] - mx) - ls" : "xv[j] * inv");
+    if (P->rv == 4) {
+        kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) xv[j] = %s;\n", (long long)per, logsm ? "(xv[j] - mx) - ls" : "xv[j] * inv");
+        emit_rc_vstore(o, gp, y, per, P);
+    } else {
+        kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) { const %s r = %s; if (r < r1) b%d[base + r] = %s; }\n",
+                      (long long)per, gp->ix, ri, y, logsm ? "(xv[j] - mx) - ls" : "xv[j] * inv");
+    }
     launch1(gp, &kk, cdiv(rows, rpg) * wg, wg);
 }
 
@@ -807,8 +848,9 @@ static void emit_norm(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, c
     int x = n->in[0], y = n->out, layer = n->op == KF_OP_LAYER_NORM;
     int w = n->nin > 1 ? n->in[1] : -1, b = layer && n->nin > 2 ? n->in[2] : -1;
     const int64_t ts = P->ts, wg = P->wg, S = P->split, CH = P->chunk, N = G->N, rows = G->O;
-    const int64_t rpg = wg / ts, nteams = rows * S, per = cdiv(CH, ts);
-    char name[32], pname[16], eps[64], l[192];
+    const int64_t rpg = wg / ts, nteams = rows * S, per = P->rc ? rc_per(P, N) : cdiv(CH, ts);
+    char name[32], pname[16], eps[64], l[192], ri[96];
+    rc_idx(ri, sizeof ri, gp, P);
     snprintf(pname, sizeof pname, "p%d", k);
     kf_synth_float_lit(n->attr.eps, eps, sizeof eps);
 
@@ -846,14 +888,14 @@ static void emit_norm(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, c
     kf_buf_puts(o, "    float mean = 0.0f;\n");
     if (P->rc) {
         /* the row in registers (S == 1): x read once; padding is 0 and is kept out of M2 */
-        emit_rc_load(o, gp, x, per, ts, "0.0f");
+        emit_rc_load(o, gp, x, per, P, "0.0f");
         if (layer) {
             kf_buf_printf(o, "    float sum = 0.0f;\n    for (int j = 0; j < %lld; j++) sum += xv[j];\n", (long long)per);
             team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
             kf_buf_puts(o, "    mean = sum / cnt;\n");
         }
-        kf_buf_printf(o, "    float sq = 0.0f;\n    for (int j = 0; j < %lld; j++) { if (r0 + (%s)j * %lld < r1) { const float dv = xv[j] - mean; sq += dv * dv; } }\n",
-                      (long long)per, gp->ix, (long long)ts);
+        kf_buf_printf(o, "    float sq = 0.0f;\n    for (int j = 0; j < %lld; j++) { if (%s < r1) { const float dv = xv[j] - mean; sq += dv * dv; } }\n",
+                      (long long)per, ri);
         team_reduce(o, M_SUM, "sq", NULL, ts, P->sg, "    ");
     } else if (layer) {
         snprintf(l, sizeof l, "        const float v = b%d[base + r];\n", x);
@@ -913,16 +955,18 @@ static void emit_norm(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, c
     if (b >= 0 && b != w) affine_index(gp, b, xs, N, &wdecl, bi, sizeof bi);
     else if (b >= 0) snprintf(bi, sizeof bi, "%s", wi);
     if (P->rc)
-        kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) {\n        const %s r = r0 + (%s)j * %lld;\n        if (r >= r1) break;\n",
-                      (long long)per, gp->ix, gp->ix, (long long)ts);
+        kf_buf_printf(o, "    for (int j = 0; j < %lld; j++) {\n        const %s r = %s;\n        if (r >= r1) %s;\n",
+                      (long long)per, gp->ix, ri, P->rv == 4 ? "continue" : "break");
     else
         kf_buf_printf(o, "    for (%s r = r0; r < r1; r += %lld) {\n", gp->ix, (long long)ts);
     if (wdecl.data) kf_buf_puts(o, wdecl.data);
-    if (P->rc) kf_buf_printf(o, "        b%d[base + r] = (xv[j] - mean) * rstd", y);
+    if (P->rc && P->rv == 4) kf_buf_puts(o, "        xv[j] = (xv[j] - mean) * rstd");
+    else if (P->rc) kf_buf_printf(o, "        b%d[base + r] = (xv[j] - mean) * rstd", y);
     else kf_buf_printf(o, "        b%d[base + r] = (b%d[base + r] - mean) * rstd", y, x);
     if (w >= 0) kf_buf_printf(o, " * b%d[%s]", w, wi);
     if (b >= 0) kf_buf_printf(o, " + b%d[%s]", b, bi);
     kf_buf_puts(o, ";\n    }\n");
+    if (P->rc && P->rv == 4) emit_rc_vstore(o, gp, y, per, P);
     kf_buf_free(&wdecl);
     launch1(gp, &kk, cdiv(nteams, rpg) * wg, wg);
 }

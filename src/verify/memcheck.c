@@ -1,13 +1,17 @@
 /*
  * The memory-checker run (DESIGN.md section 5, last rule): the final candidate runs once
- * more, on input set 0, inside the sandbox with valgrind memcheck wrapped around
- * kforge-runner. Guard zones only see the shared buffers; memcheck sees what the kernel
- * does with its own heap (scratch overruns, uses after free, bad frees, leaks) and its
- * branches on uninitialised memory.
+ * more, on input set 0, inside the sandbox with a memory checker wrapped around
+ * kforge-runner: valgrind memcheck on the CPU, compute-sanitizer memcheck on CUDA. Guard
+ * zones only see the shared buffers; valgrind sees what the kernel does with its own heap
+ * (scratch overruns, uses after free, bad frees, leaks) and its branches on uninitialised
+ * memory; compute-sanitizer sees every device access outside a live allocation (a write
+ * far past a buffer that skips its guard zone, shared and local memory overruns,
+ * misaligned accesses) and device allocations left unfreed.
  *
- * Sequence: a native run on set 0 (checked as usual, and its CPU time scales the checker's
- * limits), then the checker run, then the usual guard/input/output checks on what the
- * checker run left, so that a kernel that behaves differently under valgrind is caught.
+ * Sequence (both checkers): a native run on set 0 (checked as usual; its time scales the
+ * checker's limits), then the checker run, then the usual guard/input/output checks on
+ * what the checker run left, so that a kernel that behaves differently under the checker
+ * is caught. The first report of the checker, bounded, is the rejection's detail.
  *
  * Valgrind flags, and why:
  *   --exit-on-first-error=yes --error-exitcode=MC_EXIT  only the first report is shown,
@@ -34,6 +38,52 @@
  * 10 minutes; valgrind runs one thread at a time, so its CPU time is about its wall time.
  * A checker run that hits those limits without a report is no verdict on the kernel (it
  * finished natively): it comes back as KF_ERR_UNSUPPORTED, "too slow under valgrind".
+ *
+ * compute-sanitizer (found by kf_verify_memcheck_tool: $KFORGE_COMPUTE_SANITIZER, PATH,
+ * $CUDA_HOME/bin, /usr/local/cuda/bin) flags, and why (option names as in 2025.3, CUDA 13.0):
+ *   --tool memcheck  out-of-bounds and misaligned global/shared/local accesses, device-heap
+ *       misuse, hardware exceptions;
+ *   --error-exitcode MC_EXIT  the verdict does not depend on parsing: "errors found" is
+ *       the exit status, which the sandbox turns into KF_V_MEMCHECK;
+ *   --print-limit 10  a faulty access is reported once per thread, so a bad index in a
+ *       whole grid would print thousands of reports; ten bound the output (the summary
+ *       still counts them all) and the detail keeps only the first;
+ *   --show-backtrace device  the device frames name the kernel, its offset and (with
+ *       -lineinfo, see kf_verify_memcheck_flags) its source line; the host frames would
+ *       only show kforge-runner and the driver;
+ *   --leak-check full  device allocations still live when the context goes: an nvcc-form
+ *       kernel's own cudaMalloc scratch that it never frees (the runner frees its buffers
+ *       and the backend its scratch and releases the primary context before exit);
+ *   --padding 65536  64 KiB of padding after every allocation, so that an overrun past a
+ *       buffer's trailing guard lands in padding (reported) rather than in a neighbouring
+ *       allocation, where the checker would see a valid address;
+ *   --report-api-errors no  the runner checks every driver call and turns a failure into
+ *       a verdict itself (a device error is a crash); reported API errors would add the
+ *       runner's expected failures and the calls that fail after a device fault to the
+ *       error count, which must count the kernel's memory errors only;
+ *   --check-exit-code no --require-cuda-init no  the runner's exit status carries its own
+ *       meaning (load error, device error, ...) for the sandbox: the checker must not turn
+ *       it into "errors found", nor report a runner that stopped before its first CUDA call;
+ *   --target-processes application-only  only kforge-runner, the root process, is
+ *       checked (no multi-process tracking);
+ *   --launch-timeout 60  attaching to the runner must not fail on a loaded host (the
+ *       default is 10 s);
+ *   --nvtx no  the runner uses no NVTX ranges;
+ *   --destroy-on-device-error kernel  a precise error ends the kernel, not the context (the
+ *       default): the runner then still frees its buffers, where with a dead context every
+ *       free would fail and --leak-check would add each buffer as a leak to the error count
+ *       (seen on an H200, 2025.3.1: one bad write came back as "3 errors"). Reports go
+ * to stdout, each line prefixed "========= "; the last "ERROR SUMMARY: N errors" line is
+ * the count (the kernel's own printf cannot change the exit status that decides).
+ *
+ * Limits under compute-sanitizer: the same no-address-space-limit and output-file polling
+ * as any device run, and wall = 60 s + 100x the native run's wall time (which includes the
+ * CUDA context's creation), capped at 10 minutes; CPU = 2x wall + 10 s. ASSUMED, not
+ * measured yet: the checker's own start (tool load, attach, module instrumentation) is
+ * below 30 s, and instrumented kernels run 10-100x slower than natively; the native wall
+ * time is dominated by the context's creation, so 100x of it is generous for the kernel.
+ * A run that hits the limits without a report is no verdict: KF_ERR_UNSUPPORTED,
+ * "too slow under compute-sanitizer".
  */
 #include "verify/verify_int.h"
 
@@ -43,18 +93,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define MC_EXIT 97                 /* valgrind's exit status when it found an error */
+#define MC_EXIT 97                 /* the checker's exit status when it found an error */
 #define MC_DETAIL_LINES 40         /* lines of the first report kept in the detail */
-#define MC_BASE_S 60.0             /* limits of the checker run: base + factor x native CPU, */
+#define MC_BASE_S 60.0             /* valgrind's limits: base + factor x native CPU, */
 #define MC_SLOWDOWN 1000.0         /* at most MC_MAX_S (see the note at the top) */
 #define MC_MAX_S 600.0
+#define CS_BASE_S 60.0             /* compute-sanitizer's: base + factor x native wall, */
+#define CS_SLOWDOWN 100.0          /* at most MC_MAX_S (assumed, see the note at the top) */
+#define CS_PRINT_LIMIT "10"
+#define CS_PADDING "65536"
 #define MC_OUTPUT_CAP (8ll << 20)  /* stdout+stderr allowed under the checker */
 #define MC_OUTPUT_KEEP (1u << 20)  /* bytes of it read back for the report */
 #define MC_TAG_BASE 0x4d43000000000000ul /* output-file tags apart from verify.c's */
 
 static unsigned long mc_counter;
+
+/* Whether path names an executable regular file. */
+static int is_exe(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
 
 /* Absolute path of an executable found on PATH; 0 when there is none. */
 static int find_on_path(const char *name, char *out, size_t cap) {
@@ -65,13 +126,60 @@ static int find_on_path(const char *name, char *out, size_t cap) {
         const char *colon = strchr(p, ':');
         size_t len = colon ? (size_t)(colon - p) : strlen(p);
         if (len > 0 && p[0] == '/') {
-            snprintf(out, cap, "%.*s/%s", (int)len, p, name);
-            if (access(out, X_OK) == 0) return 1;
+            int n = snprintf(out, cap, "%.*s/%s", (int)len, p, name);
+            if (n > 0 && (size_t)n < cap && is_exe(out)) return 1;
         }
         if (!colon) break;
         p = colon + 1;
     }
     return 0;
+}
+
+/* compute-sanitizer: $KFORGE_COMPUTE_SANITIZER alone when set, else PATH, $CUDA_HOME/bin,
+ * /usr/local/cuda/bin. */
+static kf_status find_sanitizer(char *out, size_t cap, kf_error *err) {
+    const char *env = getenv("KFORGE_COMPUTE_SANITIZER");
+    if (env && env[0]) {
+        if (is_exe(env) && strlen(env) < cap) {
+            snprintf(out, cap, "%s", env);
+            return KF_OK;
+        }
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                            "compute-sanitizer not found: KFORGE_COMPUTE_SANITIZER names '%s', "
+                            "which is not an executable file", env);
+    }
+    if (find_on_path("compute-sanitizer", out, cap)) return KF_OK;
+    const char *home = getenv("CUDA_HOME");
+    int n;
+    if (home && home[0]) {
+        n = snprintf(out, cap, "%s/bin/compute-sanitizer", home);
+        if (n > 0 && (size_t)n < cap && is_exe(out)) return KF_OK;
+    }
+    n = snprintf(out, cap, "/usr/local/cuda/bin/compute-sanitizer");
+    if (n > 0 && (size_t)n < cap && is_exe(out)) return KF_OK;
+    out[0] = 0;
+    return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                        "compute-sanitizer not found (looked on PATH, in $CUDA_HOME/bin%s%s%s "
+                        "and in /usr/local/cuda/bin; KFORGE_COMPUTE_SANITIZER may name it)",
+                        home && home[0] ? " = " : " (CUDA_HOME unset)",
+                        home && home[0] ? home : "", home && home[0] ? "/bin" : "");
+}
+
+/* The checker for a platform; see verify.h. */
+kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, kf_error *err) {
+    if (!path || cap == 0)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_memcheck_tool: no buffer");
+    path[0] = 0;
+    if (!platform || !platform[0] || strcmp(platform, "cpu") == 0) {
+        if (find_on_path("valgrind", path, cap)) return KF_OK;
+        path[0] = 0;
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                            "valgrind is not installed (not found on PATH)");
+    }
+    if (strcmp(platform, "cuda") == 0) return find_sanitizer(path, cap, err);
+    return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                        "no memory checker for platform '%s' (guard zones around every buffer "
+                        "still catch out-of-bounds writes)", platform);
 }
 
 static void fail(const kf_verify_ctx *c, kf_vresult *r, kf_vstatus vs, const char *what,
@@ -82,7 +190,6 @@ static void fail(const kf_verify_ctx *c, kf_vresult *r, kf_vstatus vs, const cha
     snprintf(r->detail, sizeof r->detail, "%s on set 0 (%s inputs, seed %llu): %s", what,
              r->bad_dist, (unsigned long long)c->seed, detail);
 }
-
 /* The usual checks of what a run on set 0 left in the region: guards, inputs, outputs.
  * Returns 0 and fills r on the first failure; 1 when all hold. */
 static int check_region(const kf_verify_ctx *c, const kf_sbx *sb, kf_vresult *r,
@@ -195,6 +302,193 @@ static int contains(const char *text, size_t n, const char *s) {
     return 0;
 }
 
+/* The text of a compute-sanitizer line "========= text" in [s, e) (e when the line has
+ * only blanks), or NULL when the line is not the checker's. One separator blank is
+ * dropped; the indentation of a report's detail lines is kept. */
+static const char *cs_text(const char *s, const char *e) {
+    static const char pre[] = "=========";
+    size_t k = sizeof pre - 1;
+    if ((size_t)(e - s) < k || memcmp(s, pre, k) != 0) return NULL;
+    const char *q = s + k;
+    if (q < e && *q != ' ' && *q != '\r') return NULL; /* "==========..." is not the prefix */
+    if (q < e && *q == ' ') q++;
+    const char *t = q;
+    while (t < e && (*t == ' ' || *t == '\r')) t++;
+    return t == e ? e : q;
+}
+
+/* The count in "ERROR SUMMARY: 1,234 errors" (t: the text after the colon), or -1 when the
+ * line says more than that (such as "N errors were not printed" after the print limit). */
+static int cs_count(const char *t, const char *e) {
+    while (t < e && *t == ' ') t++;
+    if (t == e || *t < '0' || *t > '9') return -1;
+    long n = 0;
+    for (; t < e && ((*t >= '0' && *t <= '9') || *t == ','); t++) {
+        if (*t == ',') continue;
+        n = n * 10 + (*t - '0');
+        if (n > 1000000000L) n = 1000000000L;
+    }
+    while (e > t && (e[-1] == ' ' || e[-1] == '\r')) e--;
+    size_t k = (size_t)(e - t);
+    if (!((k == 6 && memcmp(t, " error", 6) == 0) || (k == 7 && memcmp(t, " errors", 7) == 0)))
+        return -1;
+    return (int)n;
+}
+
+/* See verify_int.h. */
+int kf_verify_cs_report(const char *out, size_t n, kf_buf *b, int *nerrors) {
+    const char *p = out, *end = out + n;
+    const char *sum = NULL, *sum_end = NULL;
+    int lines = 0, closed = 0;
+    *nerrors = -1;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *e = nl ? nl : end;
+        const char *t = cs_text(p, e);
+        p = nl ? nl + 1 : end;
+        if (!t) continue; /* the kernel's or the runner's own output */
+        if (t == e) {
+            if (lines > 0) closed = 1;
+            continue;
+        }
+        if (e - t >= 14 && memcmp(t, "ERROR SUMMARY:", 14) == 0) {
+            /* the last count counts: the checker prints it after the runner is gone */
+            int k = cs_count(t + 14, e);
+            if (k >= 0) {
+                *nerrors = k;
+                sum = t;
+                sum_end = e;
+            }
+            if (lines > 0) closed = 1;
+            continue;
+        }
+        if (closed || lines >= MC_DETAIL_LINES) continue;
+        if (lines == 0 && (strncmp(t, "COMPUTE-SANITIZER", 17) == 0 ||
+                           strncmp(t, "Warning:", 8) == 0 || strncmp(t, "WARNING", 7) == 0))
+            continue;
+        if (lines > 0) kf_buf_puts(b, "\n");
+        put_line(b, t, e);
+        lines++;
+    }
+    if (sum) {
+        if (lines > 0) kf_buf_puts(b, "\n");
+        put_line(b, sum, sum_end);
+    }
+    return lines;
+}
+
+/* First line of text (n bytes) into b, for a message about the checker itself. */
+static void first_line(const char *text, size_t n, kf_buf *b) {
+    const char *nl = memchr(text, '\n', n);
+    put_line(b, text, nl ? nl : text + n);
+}
+
+/* The verdict of a valgrind run (vs, detail from the sandbox; out the captured output);
+ * fills r, returns KF_OK or KF_ERR_UNSUPPORTED (no verdict). */
+static kf_status vg_verdict(const kf_verify_ctx *c, const kf_sbx *sb, kf_vstatus vs,
+                            const char *detail, const kf_buf *out, double limit_s,
+                            double native_cpu, kf_vresult *r, kf_error *err) {
+    const char *text = out->data ? out->data : "";
+    int started = sb->live->stage >= KF_STAGE_START;
+    kf_status st = KF_OK;
+    if (vs == KF_V_CRASH && (contains(text, out->len, "Illegal opcode") ||
+                             contains(text, out->len, "unhandled instruction bytes") ||
+                             contains(text, out->len, "Unrecognised instruction"))) {
+        /* ran natively, SIGILL under valgrind: an instruction it cannot translate */
+        snprintf(r->detail, sizeof r->detail, "valgrind cannot decode an instruction of the kernel "
+                 "or its libraries (AVX-512 or newer?); compile without it to memcheck");
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
+    }
+    kf_buf rep = {0};
+    int nlines = first_report(text, out->len, &rep);
+    /* valgrind's note on a fatal signal is not an error report: the signal is the verdict */
+    int fatal_note = nlines > 0 && strncmp(rep.data, "Process terminating", 19) == 0;
+    if (vs == KF_V_OK) {
+        if (check_region(c, sb, r, "run under valgrind")) r->status = KF_V_OK;
+    } else if (!started && vs != KF_V_TIMEOUT) {
+        /* valgrind itself failed before the runner started (no tool, bad option, ...) */
+        kf_buf msg = {0};
+        first_line(text, out->len, &msg);
+        snprintf(r->detail, sizeof r->detail, "valgrind could not start the runner: %s",
+                 msg.data && msg.data[0] ? msg.data : detail);
+        kf_buf_free(&msg);
+        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
+    } else if ((vs == KF_V_TIMEOUT || vs == KF_V_CPU_LIMIT) && (nlines == 0 || fatal_note)) {
+        r->status = vs;
+        snprintf(r->detail, sizeof r->detail, "valgrind did not finish within %.0f s (the kernel "
+                 "took %.3f s CPU natively): %s", limit_s, native_cpu, detail);
+        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "too slow under valgrind: %s",
+                          r->detail);
+    } else if (nlines > 0 && !fatal_note) {
+        /* a report: the memory error is the finding, whatever the process did next */
+        if (vs != KF_V_MEMCHECK) kf_buf_printf(&rep, "\n(then %s)", detail);
+        fail(c, r, KF_V_MEMCHECK, "valgrind memcheck", rep.data);
+    } else if (vs == KF_V_MEMCHECK) {
+        fail(c, r, KF_V_MEMCHECK, "valgrind memcheck", detail);
+    } else if (fatal_note && vs == KF_V_CRASH) {
+        fail(c, r, vs, "run under valgrind", rep.data);
+    } else {
+        fail(c, r, vs, "run under valgrind", detail);
+    }
+    kf_buf_free(&rep);
+    return st;
+}
+
+/* The verdict of a compute-sanitizer run; as vg_verdict. The exit status decides (MC_EXIT
+ * = errors found); the report only explains. */
+static kf_status cs_verdict(const kf_verify_ctx *c, const kf_sbx *sb, kf_vstatus vs,
+                            const char *detail, const kf_buf *out, double limit_s,
+                            double native_wall, kf_vresult *r, kf_error *err) {
+    const char *text = out->data ? out->data : "";
+    int started = sb->live->stage >= KF_STAGE_START;
+    kf_status st = KF_OK;
+    kf_buf rep = {0};
+    int nerr = -1;
+    int nlines = kf_verify_cs_report(text, out->len, &rep, &nerr);
+    const char *said = rep.data ? rep.data : "";
+    if (vs == KF_V_OK && nerr <= 0) {
+        if (check_region(c, sb, r, "run under compute-sanitizer")) r->status = KF_V_OK;
+    } else if (vs == KF_V_MEMCHECK || nerr > 0) {
+        /* a report: the memory error is the finding, whatever the runner did next (after a
+         * device error the context is gone, so the runner's next call fails) */
+        kf_buf msg = {0};
+        kf_buf_puts(&msg, nlines > 0 || said[0] ? said : detail);
+        if (vs != KF_V_MEMCHECK && vs != KF_V_OK) kf_buf_printf(&msg, "\n(then %s)", detail);
+        fail(c, r, KF_V_MEMCHECK, "compute-sanitizer memcheck", msg.data);
+        kf_buf_free(&msg);
+    } else if (!started && vs != KF_V_TIMEOUT) {
+        /* the checker failed before the runner started (bad option, no device support) */
+        kf_buf msg = {0};
+        if (said[0]) kf_buf_puts(&msg, said);
+        else first_line(text, out->len, &msg);
+        snprintf(r->detail, sizeof r->detail, "compute-sanitizer could not start the runner: %s",
+                 msg.data && msg.data[0] ? msg.data : detail);
+        kf_buf_free(&msg);
+        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
+    } else if (vs == KF_V_TIMEOUT || vs == KF_V_CPU_LIMIT) {
+        r->status = vs;
+        snprintf(r->detail, sizeof r->detail, "compute-sanitizer did not finish within %.0f s "
+                 "(the native run took %.3f s): %s", limit_s, native_wall, detail);
+        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
+                          "too slow under compute-sanitizer: %s", r->detail);
+    } else if (vs == KF_V_LOAD_ERROR) {
+        /* it loaded natively: the checker's environment cannot run it (driver too old for
+         * this checker, ...), no verdict on the kernel */
+        snprintf(r->detail, sizeof r->detail, "compute-sanitizer could not run the candidate "
+                 "(it loaded natively): %s%s%s", detail, said[0] ? "; compute-sanitizer: " : "",
+                 said);
+        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
+    } else {
+        kf_buf msg = {0};
+        kf_buf_puts(&msg, detail);
+        if (said[0]) kf_buf_printf(&msg, "\ncompute-sanitizer: %s", said);
+        fail(c, r, vs, "run under compute-sanitizer", msg.data);
+        kf_buf_free(&msg);
+    }
+    kf_buf_free(&rep);
+    return st;
+}
+
 /* Check an artifact under the memory checker; see verify.h. */
 kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate *cand,
                              const char *artifact, kf_vresult *r, kf_error *err) {
@@ -208,22 +502,20 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         snprintf(r->detail, sizeof r->detail, "kf_verify_memcheck: missing argument");
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_memcheck: missing argument");
     }
-    if (kf_verify_is_device(b)) {
-        snprintf(r->detail, sizeof r->detail,
-                 "no memory checker for platform '%s' (guard zones around every buffer still "
-                 "catch out-of-bounds writes)",
-                 b->info.platform);
-        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
-    }
-    char valgrind[PATH_MAX];
-    if (!find_on_path("valgrind", valgrind, sizeof valgrind)) {
-        snprintf(r->detail, sizeof r->detail, "valgrind is not installed (not found on PATH)");
-        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
+    int dev = kf_verify_is_device(b);
+    int sanitizer = dev && strcmp(b->info.platform, "cuda") == 0;
+    char tool[PATH_MAX];
+    kf_error te = {0};
+    kf_status st = kf_verify_memcheck_tool(dev ? b->info.platform : "cpu", tool, sizeof tool, &te);
+    if (st != KF_OK) {
+        snprintf(r->detail, sizeof r->detail, "%s", te.msg);
+        if (err) *err = te;
+        return st;
     }
     char runner[PATH_MAX], abs_art[PATH_MAX];
     int threads;
     kf_sbx sb;
-    kf_status st = kf_verify_open_region(c, b, &artifact, runner, abs_art, &threads, &sb, r, err);
+    st = kf_verify_open_region(c, b, &artifact, runner, abs_art, &threads, &sb, r, err);
     if (st != KF_OK) return st;
     const kf_verify_opts *o = &c->opts;
     kf_buf out = {0};
@@ -234,13 +526,16 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     char detail[1500];
     kf_vstatus vs = KF_V_OK;
     r->sets_run = 1;
+    const char *checker = sanitizer ? "compute-sanitizer" : "valgrind";
 
-    /* 1. natively: the usual checks, and the CPU time that scales the checker's limits */
+    /* 1. natively: the usual checks, and the time that scales the checker's limits */
     double native_cpu = 0, native_wall = 0;
     kf_sbx_limits lim = {
         .wall_s = o->wall_limit_s, .cpu_s = o->cpu_limit_s, .mem_bytes = o->mem_limit,
         .output_cap = o->output_cap, .threads = threads, .runner = runner,
         .workdir = c->workdir, .cpu_used = &native_cpu,
+        /* as in any device run: drivers reserve address space, runtimes write files */
+        .no_mem_limit = dev, .poll_output = dev,
     };
     kf_verify_load_set(c, &sb, 0);
     lim.tag = MC_TAG_BASE + __atomic_add_fetch(&mc_counter, 1, __ATOMIC_RELAXED);
@@ -255,23 +550,38 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     }
     if (!check_region(c, &sb, r, "native run before the memory check")) goto done;
 
-    /* 2. under valgrind */
+    /* 2. under the checker */
     char exitarg[32];
     snprintf(exitarg, sizeof exitarg, "--error-exitcode=%d", MC_EXIT);
-    const char *wrap[] = {valgrind, "--tool=memcheck", exitarg, "--exit-on-first-error=yes",
-                          "--leak-check=full", "--show-leak-kinds=definite",
-                          "--errors-for-leak-kinds=definite", "--track-origins=no",
-                          "--soname-synonyms=somalloc=NONE", "--num-callers=16", "-q",
-                          "--log-fd=2", NULL};
-    double limit = fmin(MC_BASE_S + MC_SLOWDOWN * native_cpu, MC_MAX_S);
+    const char *vg_wrap[] = {tool, "--tool=memcheck", exitarg, "--exit-on-first-error=yes",
+                             "--leak-check=full", "--show-leak-kinds=definite",
+                             "--errors-for-leak-kinds=definite", "--track-origins=no",
+                             "--soname-synonyms=somalloc=NONE", "--num-callers=16", "-q",
+                             "--log-fd=2", NULL};
+    const char *cs_wrap[] = {tool, "--tool", "memcheck", exitarg,
+                             "--print-limit", CS_PRINT_LIMIT, "--show-backtrace", "device",
+                             "--leak-check", "full", "--padding", CS_PADDING,
+                             "--report-api-errors", "no", "--check-exit-code", "no",
+                             "--require-cuda-init", "no", "--target-processes",
+                             "application-only", "--launch-timeout", "60", "--nvtx", "no",
+                             "--destroy-on-device-error", "kernel", NULL};
     kf_sbx_limits vlim = lim;
-    vlim.wall_s = fmax(limit, o->wall_limit_s);
-    vlim.cpu_s = fmax(vlim.wall_s + 10, o->cpu_limit_s);
+    double limit;
+    if (sanitizer) {
+        limit = fmin(CS_BASE_S + CS_SLOWDOWN * native_wall, MC_MAX_S);
+        vlim.wall_s = fmax(limit, o->wall_limit_s);
+        vlim.cpu_s = fmax(2 * vlim.wall_s + 10, o->cpu_limit_s);
+        vlim.wrapper = cs_wrap;
+    } else {
+        limit = fmin(MC_BASE_S + MC_SLOWDOWN * native_cpu, MC_MAX_S);
+        vlim.wall_s = fmax(limit, o->wall_limit_s);
+        vlim.cpu_s = fmax(vlim.wall_s + 10, o->cpu_limit_s);
+        vlim.wrapper = vg_wrap;
+        vlim.extra_env = "OMP_WAIT_POLICY=passive";
+    }
     vlim.output_cap = o->output_cap > MC_OUTPUT_CAP ? o->output_cap : MC_OUTPUT_CAP;
-    vlim.wrapper = wrap;
     vlim.no_mem_limit = 1;
     vlim.checker_exit = MC_EXIT;
-    vlim.extra_env = "OMP_WAIT_POLICY=passive";
     vlim.output = &out;
     vlim.output_keep = MC_OUTPUT_KEEP;
     vlim.cpu_used = NULL;
@@ -280,64 +590,15 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     double vwall = 0;
     st = kf_sbx_run(&sb, &vlim, &vs, detail, sizeof detail, &vwall, err);
     if (st != KF_OK) {
-        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "valgrind could not be started");
+        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the checker could not be started");
         goto done;
     }
-    kf_log(2, "memcheck: native run %.3f s (%.3f s CPU), valgrind run %.2f s (limit %.0f s): %s",
-           native_wall, native_cpu, vwall, vlim.wall_s, kf_vstatus_name(vs));
-    const char *text = out.data ? out.data : "";
-    int started = sb.live->stage >= KF_STAGE_START;
-    if (vs == KF_V_CRASH && (contains(text, out.len, "Illegal opcode") ||
-                             contains(text, out.len, "unhandled instruction bytes") ||
-                             contains(text, out.len, "Unrecognised instruction"))) {
-        /* ran natively, SIGILL under valgrind: an instruction it cannot translate */
-        snprintf(r->detail, sizeof r->detail, "valgrind cannot decode an instruction of the kernel "
-                 "or its libraries (AVX-512 or newer?); compile without it to memcheck");
-        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
-        goto done;
-    }
-    kf_buf rep = {0};
-    int nlines = first_report(text, out.len, &rep);
-    /* valgrind's note on a fatal signal is not an error report: the signal is the verdict */
-    int fatal_note = nlines > 0 && strncmp(rep.data, "Process terminating", 19) == 0;
-    if (vs == KF_V_OK) {
-        kf_buf_free(&rep);
-        if (check_region(c, &sb, r, "run under valgrind")) r->status = KF_V_OK;
-        goto done;
-    }
-    if (!started && vs != KF_V_TIMEOUT) {
-        /* valgrind itself failed before the runner started (no tool, bad option, ...) */
-        kf_buf msg = {0};
-        const char *nl = memchr(text, '\n', out.len);
-        put_line(&msg, text, nl ? nl : text + out.len);
-        snprintf(r->detail, sizeof r->detail, "valgrind could not start the runner: %s",
-                 msg.data && msg.data[0] ? msg.data : detail);
-        kf_buf_free(&msg);
-        kf_buf_free(&rep);
-        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
-        goto done;
-    }
-    if ((vs == KF_V_TIMEOUT || vs == KF_V_CPU_LIMIT) && (nlines == 0 || fatal_note)) {
-        r->status = vs;
-        snprintf(r->detail, sizeof r->detail, "valgrind did not finish within %.0f s (the kernel "
-                 "took %.3f s CPU natively): %s", vlim.wall_s, native_cpu, detail);
-        kf_buf_free(&rep);
-        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "too slow under valgrind: %s",
-                          r->detail);
-        goto done;
-    }
-    if (nlines > 0 && !fatal_note) {
-        /* a report: the memory error is the finding, whatever the process did next */
-        if (vs != KF_V_MEMCHECK) kf_buf_printf(&rep, "\n(then %s)", detail);
-        fail(c, r, KF_V_MEMCHECK, "valgrind memcheck", rep.data);
-    } else if (vs == KF_V_MEMCHECK) {
-        fail(c, r, KF_V_MEMCHECK, "valgrind memcheck", detail);
-    } else if (fatal_note && vs == KF_V_CRASH) {
-        fail(c, r, vs, "run under valgrind", rep.data);
-    } else {
-        fail(c, r, vs, "run under valgrind", detail);
-    }
-    kf_buf_free(&rep);
+    kf_log(2, "memcheck: native run %.3f s (%.3f s CPU), %s run %.2f s (limit %.0f s): %s",
+           native_wall, native_cpu, checker, vwall, vlim.wall_s, kf_vstatus_name(vs));
+    if (sanitizer)
+        st = cs_verdict(c, &sb, vs, detail, &out, vlim.wall_s, native_wall, r, err);
+    else
+        st = vg_verdict(c, &sb, vs, detail, &out, vlim.wall_s, native_cpu, r, err);
 done:
     kf_buf_free(&out);
     kf_sbx_free(&sb);
@@ -349,5 +610,7 @@ done:
 const char *kf_verify_memcheck_flags(const kf_backend *b) {
     if (b && strcmp(b->info.platform, "cpu") == 0 && strstr(b->info.arch, "avx512f"))
         return "-mno-avx512f";
+    /* NVRTC and nvcc alike: line numbers in compute-sanitizer's device frames */
+    if (b && strcmp(b->info.platform, "cuda") == 0) return "-lineinfo";
     return "";
 }

@@ -6,6 +6,7 @@
  *   values.c   PRNG, input distributions, dtype rounding/storage, poison patterns
  *   compare.c  output comparison against the reference (tolerances, NaN/Inf, ties)
  *   sandbox.c  the memfd region (guards), fork/exec of the runner under limits, outcome
+ *   memcheck.c the memory-checker run (valgrind on the CPU, compute-sanitizer on CUDA)
  */
 #ifndef KF_VERIFY_INT_H
 #define KF_VERIFY_INT_H
@@ -146,6 +147,15 @@ int kf_sbx_check_guards(const kf_sbx *sb, int *buf, int64_t *off);
  * Returns an error only when the runner could not be started at all. */
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err);
+
+/* ---- memcheck.c ---- */
+
+/* compute-sanitizer's first report in the captured output out (n bytes): the first block
+ * of "========= text" lines (a block ends at a prefixed line without text), the banner
+ * and leading warnings skipped, at most 40 lines, prefixes stripped, then the last
+ * "ERROR SUMMARY: N errors" line, appended to b. *nerrors gets that N, or -1 when there
+ * is no summary. Returns the number of report lines (the summary not counted). */
+int kf_verify_cs_report(const char *out, size_t n, kf_buf *b, int *nerrors);
 
 /* 1 when b runs candidates on a device (opencl, ...) rather than by dlopen on the CPU. */
 int kf_verify_is_device(const kf_backend *b);
