@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""kforge's CUDA kernels against PyTorch eager and torch.compile, timed in one process.
+
+For every task: scales its shapes for the GPU (bench/kf_torch.py: dimensions >= 1024 times
+--scale), runs `kforge synth --target cuda` on it (the builtin agent's search, each
+candidate verified against the float64 reference in kforge's sandbox), then loads the
+kernel kforge handed back (kernel.cu, compiled here with NVRTC and the manifest's build
+options; launched by the manifest's resolved launch plan through the driver API, on
+PyTorch's stream, in PyTorch's context) and times it against the same computation in
+PyTorch eager and under torch.compile (translated operator by operator from the task, never
+by its name).
+
+Checks in this process, on fresh random inputs: kforge's output buffers are filled with
+NaN before the run (an unwritten element fails), and every output is compared with PyTorch
+evaluated in float64 on the same inputs: relative L2 error ||out - ref|| / ||ref||, or the
+fraction of equal indices for argmax/argmin. PyTorch's own float32 error is printed beside.
+
+Timing: CUDA events around one call, the L2 flushed (a 512 MiB write) before each call, the
+three contenders interleaved call by call, median of --reps calls after warm-up. The floor is
+the task's roofline floor from kforge's count of bytes and flops over the copy bandwidth
+measured in this process (device-to-device copy of 2 GiB, read + write) and, for
+compute-bound tasks, the FLOP rate of torch.matmul at 4096^3 in f32 with TF32 off.
+
+usage: bench/cuda_vs_torch.py [--kforge build/kforge] [--scale 2] [--iters 10]
+                              [--reps 30] [--out DIR] [--json FILE] [--no-compile]
+                              [--markdown] [TASK.kf ...]
+"""
+import argparse
+import ctypes
+import glob
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kf_torch  # noqa: E402
+
+
+# ---- the driver API and NVRTC, through ctypes ----
+
+class Cuda:
+    def __init__(self):
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        self.nv = self._load_nvrtc()
+        # PyTorch's context is the device's primary context: make it current on this
+        # thread for the driver calls (module loads, launches) made here
+        torch.zeros(1, device="cuda")
+        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+        self.check(self.cu.cuInit(0), "cuInit")
+        self.check(self.cu.cuDeviceGet(ctypes.byref(dev), torch.cuda.current_device()), "cuDeviceGet")
+        self.check(self.cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        self.check(self.cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+    @staticmethod
+    def _load_nvrtc():
+        names = ["libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"]
+        dirs = [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64"), ""]
+        try:  # PyTorch's wheel carries one
+            import nvidia.cuda_nvrtc as m
+            dirs.insert(0, os.path.join(os.path.dirname(m.__file__), "lib"))
+        except Exception:
+            pass
+        for d in dirs:
+            for n in names:
+                try:
+                    return ctypes.CDLL(os.path.join(d, n) if d else n)
+                except OSError:
+                    continue
+        raise RuntimeError("NVRTC not found (looked for libnvrtc.so* in CUDA_HOME/lib64 and "
+                           "the loader path)")
+
+    def check(self, rc, what):
+        if rc != 0:
+            s = ctypes.c_char_p()
+            self.cu.cuGetErrorString(rc, ctypes.byref(s))
+            raise RuntimeError(f"{what}: CUDA error {rc} ({s.value.decode() if s.value else '?'})")
+
+    def compile(self, src, options):
+        nv = self.nv
+        prog = ctypes.c_void_p()
+        rc = nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernel.cu", 0, None, None)
+        if rc:
+            raise RuntimeError(f"nvrtcCreateProgram failed ({rc})")
+        opts = [o.encode() for o in options]
+        arr = (ctypes.c_char_p * len(opts))(*opts)
+        rc = nv.nvrtcCompileProgram(prog, len(opts), arr)
+        if rc:
+            n = ctypes.c_size_t()
+            nv.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+            log = ctypes.create_string_buffer(n.value)
+            nv.nvrtcGetProgramLog(prog, log)
+            raise RuntimeError("NVRTC: " + log.value.decode(errors="replace")[-2000:])
+        n = ctypes.c_size_t()
+        nv.nvrtcGetCUBINSize(prog, ctypes.byref(n))
+        cubin = ctypes.create_string_buffer(n.value)
+        nv.nvrtcGetCUBIN(prog, cubin)
+        nv.nvrtcDestroyProgram(ctypes.byref(prog))
+        return cubin.raw
+
+    def load(self, cubin, names):
+        mod = ctypes.c_void_p()
+        self.check(self.cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
+        fns = {}
+        for n in names:
+            f = ctypes.c_void_p()
+            self.check(self.cu.cuModuleGetFunction(ctypes.byref(f), mod, n.encode()),
+                       f"cuModuleGetFunction({n})")
+            fns[n] = f
+        return fns
+
+    def launch(self, fn, grid, block, ptrs, stream):
+        vals = [ctypes.c_uint64(p) for p in ptrs]
+        params = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+        self.check(self.cu.cuLaunchKernel(fn, *[ctypes.c_uint(g) for g in grid],
+                                          *[ctypes.c_uint(b) for b in block], 0,
+                                          ctypes.c_void_p(stream), params, None),
+                   "cuLaunchKernel")
+
+
+class KforgeKernel:
+    """kforge's kernel from an output directory, callable on torch tensors."""
+
+    def __init__(self, cuda, outdir, task):
+        with open(os.path.join(outdir, "manifest.json")) as f:
+            self.man = json.load(f)
+        with open(os.path.join(outdir, self.man["source"])) as f:
+            src = f.read()
+        opts = shlex.split(self.man.get("build_options", ""))
+        inc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")
+        if os.path.isdir(inc):
+            opts.append("-I" + inc)
+        self.cuda = cuda
+        self.launches = self.man["launches"]
+        self.fns = cuda.load(cuda.compile(src, opts), sorted({l["kernel"] for l in self.launches}))
+        self.scratch = {k: torch.empty(max(int(v), 1), dtype=torch.uint8, device="cuda")
+                        for k, v in self.man.get("scratch_bytes", {}).items()}
+        self.task = task
+
+    def __call__(self, inputs, outputs):
+        bufs = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
+        stream = torch.cuda.current_stream().cuda_stream
+        for l in self.launches:
+            ptrs = [bufs[a] if isinstance(a, int) else self.scratch[a].data_ptr() for a in l["args"]]
+            g = [gl // lo for gl, lo in zip(l["global"], l["local"])]
+            b = list(l["local"])
+            g += [1] * (3 - len(g))
+            b += [1] * (3 - len(b))
+            self.cuda.launch(self.fns[l["kernel"]], g, b, ptrs, stream)
+
+
+# ---- measurement ----
+
+def ev_time(fn, flush):
+    flush.zero_()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e)
+
+
+def bench_interleaved(fns, reps, flush, warm=3):
+    for f in fns.values():
+        for _ in range(warm):
+            f()
+    torch.cuda.synchronize()
+    times = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            times[k].append(ev_time(f, flush))
+    return {k: statistics.median(v) for k, v in times.items()}, \
+           {k: (min(v), max(v)) for k, v in times.items()}
+
+
+def ceilings(flush):
+    n = 1 << 29  # 2 GiB of f32
+    a = torch.empty(n, dtype=torch.float32, device="cuda").normal_()
+    b = torch.empty_like(a)
+    t, _ = bench_interleaved({"copy": lambda: b.copy_(a)}, 10, flush)
+    copy_gbs = 2 * a.numel() * 4 / (t["copy"] * 1e-3) / 1e9
+    del a, b
+    m = 4096
+    x = torch.randn(m, m, device="cuda")
+    y = torch.randn(m, m, device="cuda")
+    t, _ = bench_interleaved({"mm": lambda: x @ y}, 10, flush)
+    mm_gflops = 2 * m ** 3 / (t["mm"] * 1e-3) / 1e9
+    return copy_gbs, mm_gflops
+
+
+def run_synth(kforge, task_path, outdir, iters, memcheck):
+    cmd = [kforge, "synth", task_path, "--target", "cuda", "--iters", str(iters), "--out", outdir,
+           "--json", "-q"]
+    if memcheck:
+        cmd += ["--memcheck", memcheck]
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.time() - t0
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-600:]}")
+    with open(os.path.join(outdir, "run.json")) as f:
+        rec = json.load(f)
+    return rec, wall
+
+
+def check_outputs(task, got, ref64, ref32):
+    """[(name, kforge error, torch f32 error, kind)] against the float64 reference."""
+    res = []
+    for name, g, r, r32 in zip(task.outputs, got, ref64, ref32):
+        if not g.dtype.is_floating_point:
+            eq = (g == r).double().mean().item()
+            res.append((name, 1.0 - eq, 1.0 - (r32 == r).double().mean().item(), "mismatch"))
+        else:
+            res.append((name, kf_torch.rel_l2(g, r), kf_torch.rel_l2(r32, r), "rel_l2"))
+    return res
+
+
+def one_task(args, cuda, path, outroot, flush, copy_gbs, mm_gflops):
+    with open(path) as f:
+        text = kf_torch.scale_task(f.read(), args.scale)
+    base = os.path.splitext(os.path.basename(path))[0]
+    tdir = os.path.join(outroot, "tasks")
+    os.makedirs(tdir, exist_ok=True)
+    spath = os.path.join(tdir, base + ".kf")
+    with open(spath, "w") as f:
+        f.write(text)
+    task = kf_torch.parse_task(text, spath)
+    outdir = os.path.join(outroot, base)
+    rec, wall = run_synth(args.kforge, spath, outdir, args.iters, args.memcheck)
+    row = {"task": base, "shapes": " ".join(f"{n}{list(s)}" for n, _, s, _ in task.inputs),
+           "synth_wall_s": wall, "plan": rec["plan"], "bound": rec["roofline"]["bound"],
+           "bytes": rec["roofline"]["bytes"], "flops": rec["roofline"]["flops"],
+           "kforge_floor_ms": rec["roofline"]["floor_ms"], "memcheck": rec.get("memcheck"),
+           "statuses": [i["status"] for i in rec["iterations"]]}
+    best = next((i for i in rec["iterations"] if i["iter"] == rec.get("best_iter")), None)
+    if not best:
+        row["error"] = "no verified kernel: " + ",".join(sorted(set(row["statuses"])))
+        return row
+    row["schedule"] = best["candidate"]
+    row["kforge_sandbox_ms"] = best["time_ms"]
+
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    inputs = kf_torch.make_inputs(task, "cuda", gen)
+    fn = kf_torch.torch_fn(task)
+    with torch.no_grad():
+        ref32 = fn(*inputs)
+        ref64 = fn(*[t.double() if t.dtype.is_floating_point else t for t in inputs])
+    outs = [torch.empty_like(r) for r in ref32]
+    for o in outs:
+        o.fill_(float("nan") if o.dtype.is_floating_point else -7)
+    kk = KforgeKernel(cuda, outdir, task)
+    kk(inputs, outs)
+    torch.cuda.synchronize()
+    row["check"] = check_outputs(task, outs, ref64, ref32)
+    del ref64
+
+    contenders = {"kforge": lambda: kk(inputs, outs), "eager": lambda: fn(*inputs)}
+    if not args.no_compile:
+        cfn = torch.compile(fn, dynamic=False)
+        t0 = time.time()
+        with torch.no_grad():
+            cout = cfn(*inputs)
+        torch.cuda.synchronize()
+        row["compile_s"] = time.time() - t0
+        row["compile_check"] = [kf_torch.rel_l2(c, r) if c.dtype.is_floating_point
+                                else float((c != r).double().mean()) for c, r in zip(cout, ref32)]
+        contenders["compile"] = lambda: cfn(*inputs)
+    with torch.no_grad():
+        med, span = bench_interleaved(contenders, args.reps, flush)
+    row["ms"], row["span_ms"] = med, span
+    floor = row["bytes"] / (copy_gbs * 1e9)
+    if row["bound"] == "compute":
+        floor = max(floor, row["flops"] / (mm_gflops * 1e9))
+    row["floor_ms"] = floor * 1e3
+    return row
+
+
+def fmt_table(rows, markdown, no_compile):
+    hdr = ["task", "shapes", "bound", "floor us", "kforge us", "eager us"]
+    if not no_compile:
+        hdr += ["compile us"]
+    hdr += ["eager/kforge"]
+    if not no_compile:
+        hdr += ["compile/kforge"]
+    hdr += ["kforge %floor", "eager %floor", "max err (f64 ref)", "kforge schedule"]
+    lines = []
+    for r in rows:
+        if "error" in r:
+            lines.append([r["task"], r.get("shapes", "")] + ["-"] * (len(hdr) - 3) +
+                         ["error: " + r["error"][:100]])
+            continue
+        ms = r["ms"]
+        l = [r["task"], r["shapes"], r["bound"], f"{r['floor_ms'] * 1e3:.1f}",
+             f"{ms['kforge'] * 1e3:.1f}", f"{ms['eager'] * 1e3:.1f}"]
+        if not no_compile:
+            l += [f"{ms['compile'] * 1e3:.1f}"]
+        l += [f"{ms['eager'] / ms['kforge']:.2f}x"]
+        if not no_compile:
+            l += [f"{ms['compile'] / ms['kforge']:.2f}x"]
+        err = max(c[1] for c in r["check"])
+        l += [f"{100 * r['floor_ms'] / ms['kforge']:.0f}%", f"{100 * r['floor_ms'] / ms['eager']:.0f}%",
+              f"{err:.1e}", r["schedule"]]
+        lines.append(l)
+    if markdown:
+        out = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+        out += ["| " + " | ".join(l) + " |" for l in lines]
+    else:
+        w = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(hdr)]
+        out = ["  ".join(h.ljust(w[i]) for i, h in enumerate(hdr))]
+        out += ["  ".join(c.ljust(w[i]) for i, c in enumerate(l)) for l in lines]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tasks", nargs="*")
+    ap.add_argument("--kforge", default="build/kforge")
+    ap.add_argument("--scale", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--memcheck", default=None, help="passed to kforge synth --memcheck")
+    ap.add_argument("--out", default="kforge-out/cuda-bench")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("cuda_vs_torch: PyTorch sees no CUDA device", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    tasks = args.tasks or sorted(glob.glob("tasks/*.kf"))
+    cuda = Cuda()
+    # 512 MiB: flushes the 60 MB L2, and its ~0.2 ms on the GPU covers the host's time to
+    # enqueue the timed call, so the events time the GPU's work, not Python's
+    flush = torch.empty(1 << 27, dtype=torch.float32, device="cuda")
+    copy_gbs, mm_gflops = ceilings(flush)
+    print(f"ceilings measured in this process: copy {copy_gbs:.0f} GB/s (read+write), "
+          f"torch.matmul f32 4096^3 (TF32 off) {mm_gflops / 1e3:.1f} TFLOP/s", file=sys.stderr)
+    rows = []
+    for t in tasks:
+        try:
+            row = one_task(args, cuda, t, args.out, flush, copy_gbs, mm_gflops)
+        except Exception as e:  # one task's failure is a row, not the end
+            row = {"task": os.path.basename(t), "error": f"{type(e).__name__}: {e}"}
+        rows.append(row)
+        if "error" in row:
+            print(f"{row['task']}: {row['error']}", file=sys.stderr)
+        else:
+            ms = row["ms"]
+            print(f"{row['task']}: synth {row['synth_wall_s']:.0f} s; kforge {ms['kforge'] * 1e3:.1f} us, "
+                  f"eager {ms['eager'] * 1e3:.1f} us" +
+                  (f", compile {ms['compile'] * 1e3:.1f} us" if "compile" in ms else "") +
+                  f"; errors {[(c[0], f'{c[1]:.1e}') for c in row['check']]}", file=sys.stderr)
+        sys.stderr.flush()
+        torch.cuda.empty_cache()
+    dev = torch.cuda.get_device_properties(0)
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {dev.name}, {dev.multi_processor_count} SMs; "
+          f"torch {torch.__version__}; copy {copy_gbs:.0f} GB/s, f32 matmul {mm_gflops / 1e3:.1f} TFLOP/s "
+          f"(same process); scale x{args.scale}; {args.iters} candidates per task; median of {args.reps} "
+          f"interleaved calls, L2 flushed before each")
+    print(fmt_table(rows, args.markdown, args.no_compile))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"copy_gbs": copy_gbs, "mm_gflops": mm_gflops, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Build kforge for a GPU machine that lacks the build's libraries (the lent H200 has no
+# jansson/OpenBLAS/Criterion headers and no OpenBLAS or Criterion at run time): a Release
+# build configured from a source path that bench/cuda_h200.sh can recreate there
+# (/tmp/kfsrc, linked to this checkout), with every shared library the binaries need that
+# is not part of glibc or the GPU driver copied into BUILD/devlibs.
+#
+# usage: bench/pack_gpu_build.sh [BUILD]   (default build-h200, inside this checkout)
+# then:  carry BUILD to the GPU machine and run bench/cuda_h200.sh --build BUILD
+set -eu
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-h200}
+ln -sfn "$PWD" /tmp/kfsrc
+cmake -S /tmp/kfsrc -B "/tmp/kfsrc/$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "/tmp/kfsrc/$BUILD" -j "$(nproc)"
+rm -rf "$BUILD/devlibs" "$BUILD/test-work"
+mkdir -p "$BUILD/devlibs"
+for b in "$BUILD"/kforge "$BUILD"/kforge-runner "$BUILD"/test_*; do
+  [ -x "$b" ] || continue
+  ldd "$b" | awk '/=> \//{print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|ld-linux*|libresolv.so*|libcuda.so*|libstdc++.so*) ;;
+    *) cp -L "$lib" "$BUILD/devlibs/" ;;
+  esac
+done
+echo "carry: $BUILD/devlibs $BUILD/CMakeCache.txt and the binaries the run needs"
+du -sh "$BUILD" "$BUILD/devlibs"
