@@ -15,10 +15,15 @@ cmake -S /tmp/kfsrc -B "/tmp/kfsrc/$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "/tmp/kfsrc/$BUILD" -j "$(nproc)"
 rm -rf "$BUILD/devlibs" "$BUILD/test-work"
 mkdir -p "$BUILD/devlibs"
+# libcurl is on the GPU machine: use its own, with its own TLS and compression libraries
+# (copying ours would shadow them with older builds)
+CURL=$(ldd "$BUILD/kforge" | awk '/libcurl/{print $3}')
+SKIP=$( { [ -n "$CURL" ] && echo "$CURL" && ldd "$CURL" | awk '/=> \//{print $3}'; } | xargs -r -n1 basename | sort -u)
 for b in "$BUILD"/kforge "$BUILD"/kforge-runner "$BUILD"/test_*; do
   [ -x "$b" ] || continue
   ldd "$b" | awk '/=> \//{print $3}'
 done | sort -u | while read -r lib; do
+  if echo "$SKIP" | grep -qx "$(basename "$lib")"; then continue; fi
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|ld-linux*|libresolv.so*|libcuda.so*|libstdc++.so*) ;;
     *) cp -L "$lib" "$BUILD/devlibs/" ;;

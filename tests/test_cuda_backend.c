@@ -746,6 +746,11 @@ Test(cuda_verify, correct_is_ok_and_timed) {
     cr_assert(r.timed && r.time_ms > 0 && r.reps >= 1, "timed %d, %.4f ms", r.timed, r.time_ms);
     /* 8 MB moved: well under a millisecond on any recent GPU, more than a microsecond */
     cr_assert_lt(r.time_ms, 5.0);
+    /* the compiler's resource report reaches the record: some registers, no spills */
+    int regs = -1, smem = -1, local = -1;
+    cr_assert_eq(sscanf(r.resources, "swish regs=%d smem=%d local=%d", &regs, &smem, &local), 3,
+                 "resources: '%s'", r.resources);
+    cr_assert(regs > 0 && regs < 64 && smem == 0 && local == 0, "resources: '%s'", r.resources);
     vfix_close(&f);
 }
 

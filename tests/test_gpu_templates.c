@@ -160,6 +160,51 @@ static void check_task(const char *text) {
     kf_graph_free(g);
 }
 
+/* Check the task at one point: "name=value ..." over the stage parameters' suffixes (every
+ * stage's), the rest at their defaults; `want` must appear in the source (what the point is
+ * meant to exercise). */
+static void check_point(const char *text, const char *assign, const char *want) {
+    kf_error err = {0};
+    kf_graph *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
+    const kf_space *sp = kf_synth_space(s);
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", assign);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char name[32];
+        long v;
+        cr_assert_eq(sscanf(tok, "%31[^=]=%ld", name, &v), 2, "bad assignment '%s'", tok);
+        int hit = 0;
+        for (int i = 0; i < sp->nparams; i++) {
+            const char *dot = strrchr(sp->p[i].name, '.');
+            if (!dot || strcmp(dot + 1, name) != 0) continue;
+            for (int j = 0; j < sp->p[i].nvalues; j++)
+                if (sp->p[i].values[j] == v) p.idx[i] = j, hit = 1;
+        }
+        cr_assert(hit, "no parameter %s with value %ld in %s", name, v, kf_synth_describe(s));
+    }
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    vo.workdir = workdir;
+    vo.seed = 7;
+    vo.nsets = 2;
+    kf_verify_ctx *ctx = NULL;
+    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+    cr_expect(strstr(c.source, want) != NULL, "point [%s] of\n%s has no '%s'", c.label, text, want);
+    kf_vresult r;
+    cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
+    cr_expect_eq(r.status, KF_V_OK, "task:\n%s\npoint [%s]: %s: %s", text, c.label, kf_vstatus_name(r.status), r.detail);
+    kf_candidate_clear(&c);
+    kf_verify_ctx_free(ctx);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
 static void check_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void check_fmt(const char *fmt, ...) {
     char text[2048];
@@ -269,6 +314,18 @@ Test(gpu_verify, matmul_family) {
     check_task("input a: f32[3, 1, 20, 12]\ninput b: f32[4, 12, 8]\noutput c = matmul(a, b)\n");
     /* sizes the tiles divide: no bounds checks, vector tile loads */
     check_task("input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n");
+}
+
+Test(gpu_verify, matmul_double_buffer) {
+    NEED_OCL();
+    /* tiles that the group's items do not divide evenly (the `e < n` guard on the prefetch
+     * registers), edges in every dim, both transposes, and a batch */
+    check_point("input a: f32[33, 67]\ninput b: f32[129, 33]\noutput c = matmul(a, b, transpose_a=true, transpose_b=true)\n",
+                "tm=16 tn=16 rm=1 rn=1 tk=8 db=1", "if (e < ");
+    check_point("input a: f32[16, 64]\ninput b: f32[64, 1024]\noutput c = matmul(a, b)\n",
+                "tm=16 rm=1 rn=1 tk=8 db=1", "double-buffered");
+    check_point("input a: f32[3, 70, 21]\ninput b: f32[21, 45]\noutput c = matmul(a, b)\n",
+                "tm=32 tn=32 rm=4 rn=4 tk=8 db=1 rl=1", "double-buffered");
 }
 
 Test(gpu_verify, multi_stage_graphs) {

@@ -63,6 +63,10 @@ typedef struct kf_vresult {
     double time_ms;         /* median */
     double time_min_ms, time_mean_ms;
     double run_wall_s;      /* wall time the whole check took */
+    char resources[512];    /* the compiler's resource report where the platform gives one
+                               (CUDA: "KERNEL regs=R smem=S local=L max_threads=T", one per
+                               kernel, "; "-separated; local = spills + local arrays, bytes
+                               per thread); "" elsewhere */
 } kf_vresult;
 
 typedef struct kf_verify_opts {
@@ -151,6 +155,31 @@ kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, 
  * reports. The same source is checked; only the instruction set or the debug information
  * differs. Static storage; "" when nothing is needed. */
 const char *kf_verify_memcheck_flags(const kf_backend *b);
+
+/* What kf_verify_sandbox_describe reports as in force (a bit mask). */
+enum {
+    KF_SANDBOX_NET = 1,     /* sockets refused (seccomp filter) */
+    KF_SANDBOX_WRITES = 2,  /* writes only in the candidate's scratch directory (Landlock) */
+    KF_SANDBOX_SIGNALS = 4, /* no signals to processes outside the sandbox (Landlock ABI 6) */
+    KF_SANDBOX_NPROC = 8    /* the process-count rlimit applies (it never binds root) */
+};
+
+/* The confinement of every sandboxed run of ctx (CPU and device candidates alike) on this
+ * machine, as one line for the run record, e.g.
+ *   "seccomp (x86-64): no sockets of any family, ...; landlock ABI 7: writes only under
+ *    WORKDIR/kf-sbx-<candidate>/ and to /dev/{null,...}, no TCP bind/connect, no signals
+ *    ...; rlimits: cpu 60 s, wall 20 s, address space 2.6 GiB, nproc 1234, output 64 KiB
+ *    (file size), no core dumps"
+ * A missing mechanism is named, never left out: "NO write confinement: Landlock disabled
+ * at boot (...)", "NO network confinement: no seccomp filter for this architecture";
+ * under KFORGE_SANDBOX=off the text starts "confinement off (KFORGE_SANDBOX=off)".
+ * b (may be NULL: cpu) selects the device form of the limits (no address-space limit, the
+ * output cap watched). ctx NULL: the default options. Writes at most cap bytes (512 is
+ * ample) and returns the KF_SANDBOX_* flags in force (with confinement off at most
+ * KF_SANDBOX_NPROC, an rlimit that stays). Reads the environment and asks the kernel;
+ * creates nothing. */
+unsigned kf_verify_sandbox_describe(const kf_verify_ctx *ctx, const kf_backend *b, char *buf,
+                                    size_t cap);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,8 @@
  *
  * Search: the first candidate is the generator's default point. After that the agent
  * walks the schedule space by coordinate moves around the best point so far (every other
- * value of one parameter at a time, in the template's parameter order, nearest values
- * first), and when every
+ * value of one parameter at a time: the nearest values of every parameter first, in the
+ * template's parameter order, then the next nearest), and when every
  * neighbour of the best has been tried it draws unexplored points at random. Points
  * already evaluated are never re-run. Each candidate is compiled, verified in the
  * sandbox against the float64 reference on several input sets, timed, and placed on the
@@ -74,10 +74,13 @@ static double space_size(const kf_space *sp) {
 /* Next point to try: a neighbour of best, else a random unexplored point. 0 = none left. */
 static int propose(const kf_space *sp, const kf_point *best, const seen_set *seen, uint64_t *rng,
                    kf_point *out) {
-    /* nearest values first (best +1, -1, +2, -2, ...): a parameter's values are ordered,
-     * and the next value up or down is the likeliest to improve on the best */
-    for (int i = 0; i < sp->nparams; i++) {
-        for (int dist = 1; dist < sp->p[i].nvalues; dist++) {
+    /* nearest values first (best +1, -1, +2, -2, ...), every parameter's next value
+     * before any parameter's second: a parameter's values are ordered, and the next value
+     * up or down is the likeliest to improve on the best */
+    int maxv = 0;
+    for (int i = 0; i < sp->nparams; i++) maxv = sp->p[i].nvalues > maxv ? sp->p[i].nvalues : maxv;
+    for (int dist = 1; dist < maxv; dist++) {
+        for (int i = 0; i < sp->nparams; i++) {
             for (int sgn = 1; sgn >= -1; sgn -= 2) {
                 int v = best->idx[i] + sgn * dist;
                 if (v < 0 || v >= sp->p[i].nvalues) continue;
@@ -145,6 +148,7 @@ static json_t *iter_json(const kf_iter_record *it) {
     }
     json_object_set_new(j, "best_so_far", json_boolean(it->best_so_far));
     if (it->memcheck[0]) json_object_set_new(j, "memcheck", json_string(it->memcheck));
+    if (it->res.resources[0]) json_object_set_new(j, "resources", json_string(it->res.resources));
     return j;
 }
 
@@ -267,6 +271,7 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
         }
         json_object_set_new(man, "compiler", json_string(r->dev.compiler));
         json_object_set_new(man, "build_options", json_string(flags));
+        if (b->res.resources[0]) json_object_set_new(man, "resources", json_string(b->res.resources));
     }
     json_object_set_new(man, "schedule", json_string(b->label));
     json_object_set_new(man, "flags", json_string(flags));

@@ -78,7 +78,8 @@ static void usage_verify(FILE *f) {
             "usage: kforge verify TASK.kf KERNEL [options]\n"
             "\n"
             "Compiles a kernel written to the kernel contract (docs/kernel-contract.md: C for cpu,\n"
-            "OpenCL C with kforge:launch lines for opencl) and\n"
+            "OpenCL C with kforge:launch lines for opencl, CUDA C (NVRTC form with kforge:launch\n"
+            "lines, or a whole .cu with host code) for cuda) and\n"
             "checks it with the synthesis loop's harness: several input sets, NaN-poisoned outputs,\n"
             "guard zones, unchanged inputs, tolerances and NMSE, in a sandboxed child process.\n"
             "\n"
@@ -234,6 +235,7 @@ static json_t *vresult_json(const kf_vresult *r) {
     json_object_set_new(j, "max_abs_err", json_real(r->max_abs_err));
     json_object_set_new(j, "max_rel_err", json_real(r->max_rel_err));
     json_object_set_new(j, "nmse", json_real(r->nmse));
+    if (r->resources[0]) json_object_set_new(j, "resources", json_string(r->resources));
     if (r->timed) {
         json_object_set_new(j, "time_ms", json_real(r->time_ms));
         json_object_set_new(j, "time_min_ms", json_real(r->time_min_ms));
@@ -312,7 +314,10 @@ static int cmd_verify(int argc, char **argv) {
     }
     snprintf(cand.flags, sizeof cand.flags, "%s", flags);
     snprintf(cand.label, sizeof cand.label, "%s", argv[optind + 1]);
-    if (strcmp(be->info.platform, "cpu") != 0) {
+    /* a CUDA source without launch lines is the nvcc form (kforge_kernel launches its own
+     * kernels; the backend tells the forms apart the same way) and has no plan to check */
+    int cuda_host_form = strcmp(be->info.platform, "cuda") == 0 && !strstr(src, "kforge:launch");
+    if (strcmp(be->info.platform, "cpu") != 0 && !cuda_host_form) {
         /* a device kernel must declare its launch plan; say so before compiling */
         kf_launch_plan plan;
         if (kf_launch_plan_parse(src, flags, g->ninputs + g->noutputs, &plan, &err) != KF_OK) {
@@ -341,6 +346,7 @@ static int cmd_verify(int argc, char **argv) {
         if (r.status == KF_V_OK)
             printf("  max abs err %.3g, max rel err %.3g, nmse %.3g\n", r.max_abs_err, r.max_rel_err, r.nmse);
         if (r.timed) printf("  time %.4f ms (median of %d, min %.4f ms)\n", r.time_ms, r.reps, r.time_min_ms);
+        if (r.resources[0]) printf("  resources: %s\n", r.resources);
     }
     rc = r.status == KF_V_OK ? 0 : EXIT_VERIFY;
 out:

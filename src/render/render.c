@@ -380,7 +380,9 @@ kf_status kf_render_kernel(const kf_lang *L, const kf_gkernel *k, kf_buf *out, k
         break;
     case KF_LANG_CUDA:
         kf_buf_puts(out, "extern \"C\" __global__ void ");
-        if (wg[0] > 0) kf_buf_printf(out, "__launch_bounds__(%d) ", wg[0] * wg[1] * wg[2]);
+        if (wg[0] > 0 && k->min_groups > 0)
+            kf_buf_printf(out, "__launch_bounds__(%d, %d) ", wg[0] * wg[1] * wg[2], k->min_groups);
+        else if (wg[0] > 0) kf_buf_printf(out, "__launch_bounds__(%d) ", wg[0] * wg[1] * wg[2]);
         break;
     case KF_LANG_METAL:
         if (wg[0] > 0) kf_buf_printf(out, "[[max_total_threads_per_threadgroup(%d)]] ", wg[0] * wg[1] * wg[2]);

@@ -104,6 +104,8 @@ typedef struct kf_gkernel {
     kf_gparam p[KF_GK_MAX_PARAMS];
     int wg[3];                   /* required work-group size; 0 in wg[0] = unconstrained */
     int uses_subgroups;          /* the body uses $sg_* tokens */
+    int min_groups;              /* groups per compute unit the kernel must fit (CUDA's
+                                  * __launch_bounds__ minimum: a register budget); 0 = none */
     const char *body;            /* statements in the kernel form, without braces */
 } kf_gkernel;
 

@@ -21,8 +21,14 @@
  * (conflict-free: neighbouring items read neighbouring vectors) and stores C in vectors
  * when N % 4 == 0.
  *
+ * With db=1 (GPUs) the tiles are double-buffered: while a group multiplies tile t from one
+ * pair of local buffers, each item holds its share of tile t+1 in registers (loaded before
+ * the multiply, stored into the other pair after it), so the global loads overlap the
+ * FMAs and each step needs one barrier instead of two.
+ *
  * Parameters: tm, tn (tile), tk (depth), rm, rn (register block), vl (vector tile loads;
- * only when some operand allows them), rl (vector register layout, GPUs). A point is made valid at render time: tiles shrink
+ * only when some operand allows them), rl (vector register layout, GPUs), db (double
+ * buffering, GPUs). A point is made valid at render time: tiles shrink
  * to the matrix, the register block grows until the group fits max_wg, the depth shrinks
  * until the tiles fit local memory; the kernel's comment states the tile it uses.
  */
@@ -51,8 +57,10 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
      * 21 ms against 57-95 ms for the GPU shapes) */
     /* large matrices on a GPU: 128 x 128 x 16 tiles of 16 x 16 items with 8 x 8 blocks in
      * the vector register layout, so each item does 64 FMAs per 4 vector reads of local
-     * memory (the usual shape of a fast SIMT sgemm) */
-    int large = !dv.is_cpu && d->M >= 1024 && d->N >= 1024;
+     * memory (the usual shape of a fast SIMT sgemm), whenever those tiles still give
+     * every compute unit a group (batched products of 512 x 512 included) */
+    int64_t tiles128 = d->batch * ((d->M + 127) / 128) * ((d->N + 127) / 128);
+    int large = !dv.is_cpu && d->M >= 128 && d->N >= 128 && tiles128 >= dv.cu;
     int big = dv.is_cpu ? 1 : large ? 3 : 2;
     int dtm = d->M <= 16 ? 0 : d->M <= 32 ? 1 : big;
     int dtn = d->N <= 16 ? 0 : d->N <= 32 ? 1 : big;
@@ -65,6 +73,9 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
     int vec = d->M % 4 == 0 || d->N % 4 == 0 || d->K % 4 == 0;
     kf_gpu_param(s, st, "vl", vec ? vl : vl, vec ? 2 : 1, 0 + vec);
     kf_gpu_param(s, st, "rl", vl, 2, dv.is_cpu ? 0 : 1); /* declared on PoCL too, so CI runs it */
+    /* double-buffered tiles: on by default on GPUs, declared on PoCL (its items are loop
+     * iterations, nothing overlaps there) so that the moved point runs it in CI */
+    kf_gpu_param(s, st, "db", vl, 2, dv.is_cpu ? 0 : 1);
 }
 
 static const char comp[4] = {'x', 'y', 'z', 'w'};
@@ -120,6 +131,84 @@ static void emit_tile_copy(kf_buf *o, const kf_gplan *gp, const char *dst, const
     kf_buf_puts(o, "        }\n");
 }
 
+/* The double-buffered form of a tile copy, in two phases so that the global loads of the
+ * next tile are in flight while the current one is multiplied. The phases share one shape:
+ * work-item tid moves elements tid + q*NT (q < cnt) through registers p<tag><q> (a float,
+ * or a 4-vector with vec). */
+typedef struct tile_copy {
+    const char *tag, *dst, *src, *off, *g0;
+    int inner_k, vec, check_ext, check_k;
+    int64_t ext, tk, extent_total, K, nthreads;
+} tile_copy;
+
+static int64_t tc_nelem(const tile_copy *t) { return t->ext * t->tk / (t->vec ? 4 : 1); }
+static int64_t tc_count(const tile_copy *t) { return (tc_nelem(t) + t->nthreads - 1) / t->nthreads; }
+
+/* the element's (xx, kk) in the tile, under an `if (e < nelem)` when NT does not divide it */
+static void tc_index(kf_buf *o, const tile_copy *t, int64_t q, const char *ind) {
+    const int64_t VL = t->vec ? 4 : 1, nelem = tc_nelem(t);
+    kf_buf_printf(o, "%s{ const int e = tid + %lld;", ind, (long long)(q * t->nthreads));
+    if (nelem % t->nthreads != 0) kf_buf_printf(o, " if (e < %lld) {", (long long)nelem);
+    kf_buf_puts(o, "\n");
+    if (t->inner_k)
+        kf_buf_printf(o, "%s  const int xx = e / %lld, kk = (e %% %lld) * %lld;\n", ind, (long long)(t->tk / VL),
+                      (long long)(t->tk / VL), (long long)VL);
+    else
+        kf_buf_printf(o, "%s  const int kk = e / %lld, xx = (e %% %lld) * %lld;\n", ind, (long long)(t->ext / VL),
+                      (long long)(t->ext / VL), (long long)VL);
+}
+
+static void tc_close(kf_buf *o, const tile_copy *t, const char *ind) {
+    kf_buf_printf(o, "%s}%s\n", ind, tc_nelem(t) % t->nthreads != 0 ? " }" : "");
+}
+
+static void tc_decl(kf_buf *o, const tile_copy *t) {
+    for (int64_t q = 0; q < tc_count(t); q++) {
+        if (t->vec) kf_buf_printf(o, "        $vec(float, 4) p%s%lld = $vmake(float, 4, 0.0f, 0.0f, 0.0f, 0.0f);\n", t->tag, (long long)q);
+        else kf_buf_printf(o, "        float p%s%lld = 0.0f;\n", t->tag, (long long)q);
+    }
+}
+
+/* registers <- global, for the tile at depth kbase (an expression) */
+static void tc_load(kf_buf *o, const kf_gplan *gp, const tile_copy *t, const char *kbase, const char *ind) {
+    for (int64_t q = 0; q < tc_count(t); q++) {
+        tc_index(o, t, q, ind);
+        kf_buf_printf(o, "%s  const int gx = %s + xx, gk = %s + kk;\n", ind, t->g0, kbase);
+        char cond[96] = "";
+        if (t->check_ext && t->check_k)
+            snprintf(cond, sizeof cond, "gx < %lld && gk < %lld", (long long)t->extent_total, (long long)t->K);
+        else if (t->check_ext) snprintf(cond, sizeof cond, "gx < %lld", (long long)t->extent_total);
+        else if (t->check_k) snprintf(cond, sizeof cond, "gk < %lld", (long long)t->K);
+        char addr[128];
+        if (t->inner_k) snprintf(addr, sizeof addr, "%s + (%s)gx * %lld + gk", t->off, gp->ix, (long long)t->K);
+        else snprintf(addr, sizeof addr, "%s + (%s)gk * %lld + gx", t->off, gp->ix, (long long)t->extent_total);
+        const char *zero = t->vec ? "$vmake(float, 4, 0.0f, 0.0f, 0.0f, 0.0f)" : "0.0f";
+        char val[192];
+        if (t->vec) snprintf(val, sizeof val, "$vload(4, %s, %s)", t->src, addr);
+        else snprintf(val, sizeof val, "%s[%s]", t->src, addr);
+        if (cond[0]) kf_buf_printf(o, "%s  p%s%lld = (%s) ? %s : %s;\n", ind, t->tag, (long long)q, cond, val, zero);
+        else kf_buf_printf(o, "%s  p%s%lld = %s;\n", ind, t->tag, (long long)q, val);
+        kf_buf_printf(o, "%s  (void)xx; (void)kk;\n", ind);
+        tc_close(o, t, ind);
+    }
+}
+
+/* local buffer `buf` (an expression) <- registers */
+static void tc_store(kf_buf *o, const tile_copy *t, const char *buf, const char *ind) {
+    for (int64_t q = 0; q < tc_count(t); q++) {
+        tc_index(o, t, q, ind);
+        if (!t->vec) {
+            kf_buf_printf(o, "%s  %s[%s][kk][xx] = p%s%lld;\n", ind, t->dst, buf, t->tag, (long long)q);
+        } else {
+            for (int c = 0; c < 4; c++) {
+                if (t->inner_k) kf_buf_printf(o, "%s  %s[%s][kk + %d][xx] = p%s%lld.%c;\n", ind, t->dst, buf, c, t->tag, (long long)q, comp[c]);
+                else kf_buf_printf(o, "%s  %s[%s][kk][xx + %d] = p%s%lld.%c;\n", ind, t->dst, buf, c, t->tag, (long long)q, comp[c]);
+            }
+        }
+        tc_close(o, t, ind);
+    }
+}
+
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const kf_synth *s = gp->s;
     const kf_matmul_desc *d = &st->mm;
@@ -131,6 +220,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int64_t rm = kf_gpu_get(s, st, p, "rm", 4), rn = kf_gpu_get(s, st, p, "rn", 4);
     int vl = (int)kf_gpu_get(s, st, p, "vl", 0);
     int rl = (int)kf_gpu_get(s, st, p, "rl", 0);
+    const int db = (int)kf_gpu_get(s, st, p, "db", 0);
     const int64_t M = d->M, N = d->N, K = d->K;
 
     /* make the point valid for this matrix and device */
@@ -151,7 +241,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     /* a tile stored across its copy order is padded against bank conflicts: one word, or
      * four with rl=1 so that its rows stay 16-byte aligned for the vector reads */
     const int pad_a = d->ta ? 0 : rl ? 4 : 1, pad_b = d->tb ? (rl ? 4 : 1) : 0;
-    while (tk > 1 && (tk * (tm + pad_a) + tk * (tn + pad_b)) * 4 > dv.local_mem) tk /= 2;
+    const int nbuf = db ? 2 : 1;
+    while (tk > 1 && nbuf * (tk * (tm + pad_a) + tk * (tn + pad_b)) * 4 > dv.local_mem) tk /= 2;
     vec_a = vec_a && a_vec_ok(d, tm, tk);
     vec_b = vec_b && b_vec_ok(d, tn, tk);
     const int64_t TX = tn / rn, TY = tm / rm, NT = TX * TY;
@@ -168,12 +259,14 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_gk_value(gp, &k, C, KF_GP_OUT);
     kf_buf *o = &k.body;
     kf_buf_printf(o, "    /* matmul %lld x [%lld x %lld] x [%lld x %lld]%s%s: tile %lld x %lld x %lld, "
-                     "register block %lld x %lld, %lld x %lld items%s%s */\n",
+                     "register block %lld x %lld, %lld x %lld items%s%s%s */\n",
                   (long long)d->batch, (long long)M, (long long)K, (long long)K, (long long)N, d->ta ? " ta" : "",
                   d->tb ? " tb" : "", (long long)tm, (long long)tn, (long long)tk, (long long)rm, (long long)rn,
-                  (long long)TX, (long long)TY, vec_a ? ", vector A loads" : "", vec_b ? ", vector B loads" : "");
-    kf_buf_printf(o, "    $shared float As[%lld][%lld];\n", (long long)tk, (long long)(tm + pad_a));
-    kf_buf_printf(o, "    $shared float Bs[%lld][%lld];\n", (long long)tk, (long long)(tn + pad_b));
+                  (long long)TX, (long long)TY, vec_a ? ", vector A loads" : "", vec_b ? ", vector B loads" : "",
+                  db ? ", double-buffered" : "");
+    const char *dims = db ? "[2]" : "";
+    kf_buf_printf(o, "    $shared float As%s[%lld][%lld];\n", dims, (long long)tk, (long long)(tm + pad_a));
+    kf_buf_printf(o, "    $shared float Bs%s[%lld][%lld];\n", dims, (long long)tk, (long long)(tn + pad_b));
     kf_buf_printf(o, "    const int tx = $lid(0), ty = $lid(1), tid = ty * %lld + tx;\n", (long long)TX);
     kf_buf_printf(o, "    const int col0 = $grp(0) * %lld, row0 = $grp(1) * %lld;\n", (long long)tn, (long long)tm);
     if (d->batch > 1) {
@@ -195,38 +288,70 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     }
     for (int i = 0; i < rm; i++)
         for (int j = 0; j < rn; j++) kf_buf_printf(o, "    float c%d_%d = 0.0f;\n", i, j);
-    kf_buf_printf(o, "    for (int k0 = 0; k0 < %lld; k0 += %lld) {\n", (long long)K, (long long)tk);
     char abuf[16], bbuf[16];
     snprintf(abuf, sizeof abuf, "b%d", A);
     snprintf(bbuf, sizeof bbuf, "b%d", B);
     int ck = K % tk != 0;
-    emit_tile_copy(o, gp, "As", abuf, "aoff", !d->ta, tm, tk, "row0", M, K, vec_a, NT, M % tm != 0, ck);
-    emit_tile_copy(o, gp, "Bs", bbuf, "boff", d->tb, tn, tk, "col0", N, K, vec_b, NT, N % tn != 0, ck);
-    kf_buf_puts(o, "        $barrier;\n");
+    const int64_t nk = (K + tk - 1) / tk;
+    tile_copy tca = {"a", "As", abuf, "aoff", "row0", !d->ta, vec_a, M % tm != 0, ck, tm, tk, M, K, NT};
+    tile_copy tcb = {"b", "Bs", bbuf, "boff", "col0", d->tb, vec_b, N % tn != 0, ck, tn, tk, N, K, NT};
+    if (db) {
+        /* tile 0 into buffer 0; then each step prefetches tile t+1 into registers, multiplies
+         * tile t, stores the prefetch into the other buffer: one barrier per step */
+        kf_buf_puts(o, "    {\n");
+        tc_decl(o, &tca);
+        tc_decl(o, &tcb);
+        tc_load(o, gp, &tca, "0", "        ");
+        tc_load(o, gp, &tcb, "0", "        ");
+        tc_store(o, &tca, "0", "        ");
+        tc_store(o, &tcb, "0", "        ");
+        kf_buf_puts(o, "    }\n    $barrier;\n");
+        kf_buf_printf(o, "    for (int t = 0; t < %lld; t++) {\n", (long long)nk);
+        kf_buf_printf(o, "        const int cur = t & 1, k1 = (t + 1) * %lld;\n", (long long)tk);
+        tc_decl(o, &tca);
+        tc_decl(o, &tcb);
+        kf_buf_printf(o, "        if (t + 1 < %lld) {\n", (long long)nk);
+        tc_load(o, gp, &tca, "k1", "            ");
+        tc_load(o, gp, &tcb, "k1", "            ");
+        kf_buf_puts(o, "        }\n");
+    } else {
+        kf_buf_printf(o, "    for (int k0 = 0; k0 < %lld; k0 += %lld) {\n", (long long)K, (long long)tk);
+        emit_tile_copy(o, gp, "As", abuf, "aoff", !d->ta, tm, tk, "row0", M, K, vec_a, NT, M % tm != 0, ck);
+        emit_tile_copy(o, gp, "Bs", bbuf, "boff", d->tb, tn, tk, "col0", N, K, vec_b, NT, N % tn != 0, ck);
+        kf_buf_puts(o, "        $barrier;\n");
+    }
+    const char *asub = db ? "As[cur][kk]" : "As[kk]", *bsub = db ? "Bs[cur][kk]" : "Bs[kk]";
     kf_buf_printf(o, "        for (int kk = 0; kk < %lld; kk++) {\n", (long long)tk);
     if (rl) {
         for (int g = 0; g < rm / 4; g++) {
-            kf_buf_printf(o, "            const $vec(float, 4) av%d = $vload(4, As[kk], ty * 4 + %lld);\n", g,
+            kf_buf_printf(o, "            const $vec(float, 4) av%d = $vload(4, %s, ty * 4 + %lld);\n", g, asub,
                           (long long)(g * 4 * TY));
             for (int c = 0; c < 4; c++) kf_buf_printf(o, "            const float a%d = av%d.%c;\n", g * 4 + c, g, comp[c]);
         }
         for (int g = 0; g < rn / 4; g++) {
-            kf_buf_printf(o, "            const $vec(float, 4) bv%d = $vload(4, Bs[kk], tx * 4 + %lld);\n", g,
+            kf_buf_printf(o, "            const $vec(float, 4) bv%d = $vload(4, %s, tx * 4 + %lld);\n", g, bsub,
                           (long long)(g * 4 * TX));
             for (int c = 0; c < 4; c++) kf_buf_printf(o, "            const float w%d = bv%d.%c;\n", g * 4 + c, g, comp[c]);
         }
     } else {
         for (int i = 0; i < rm; i++)
-            kf_buf_printf(o, "            const float a%d = As[kk][ty + %lld];\n", i, (long long)(i * TY));
+            kf_buf_printf(o, "            const float a%d = %s[ty + %lld];\n", i, asub, (long long)(i * TY));
         for (int j = 0; j < rn; j++)
-            kf_buf_printf(o, "            const float w%d = Bs[kk][tx + %lld];\n", j, (long long)(j * TX));
+            kf_buf_printf(o, "            const float w%d = %s[tx + %lld];\n", j, bsub, (long long)(j * TX));
     }
     for (int i = 0; i < rm; i++) {
         kf_buf_puts(o, "           ");
         for (int j = 0; j < rn; j++) kf_buf_printf(o, " c%d_%d += a%d * w%d;", i, j, i, j);
         kf_buf_puts(o, "\n");
     }
-    kf_buf_puts(o, "        }\n        $barrier;\n    }\n");
+    kf_buf_puts(o, "        }\n");
+    if (db) {
+        kf_buf_printf(o, "        if (t + 1 < %lld) {\n", (long long)nk);
+        tc_store(o, &tca, "cur ^ 1", "            ");
+        tc_store(o, &tcb, "cur ^ 1", "            ");
+        kf_buf_puts(o, "        }\n");
+    }
+    kf_buf_puts(o, "        $barrier;\n    }\n");
     if (rl) kf_buf_printf(o, "    const int M_ = %lld, N_ = %lld;\n    (void)M_; (void)N_;\n", (long long)M, (long long)N);
     for (int i = 0; i < rm && rl; i++) {
         /* row (i / 4) * 4TY + 4ty + i % 4; columns in fours at g * 4TX + 4tx */
@@ -263,6 +388,10 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         }
         kf_buf_puts(o, "      (void)r; }\n");
     }
+    /* the prefetch registers on top of the register block: ask CUDA for a budget that
+     * keeps two groups per SM (on sm_90, 16-deep 128 x 128 tiles: 122 registers with it,
+     * 173 without, which leaves one group per SM) */
+    if (db && NT <= 512) k.k.min_groups = 2;
     if (d->batch > 1) {
         int64_t G[3] = {gx * TX, gy * TY, d->batch}, L[3] = {TX, TY, 1};
         kf_gk_launch(gp, &k, 3, G, L);

@@ -306,6 +306,20 @@ kf_status kf_verify_find_runner(const kf_verify_ctx *c, char *out, size_t cap, k
                         "next to the executable)");
 }
 
+/* The "kforge: resources ..." lines of a compile log, without the prefix, "; "-joined. */
+static void resource_lines(const char *log, char *out, size_t cap) {
+    static const char pre[] = "kforge: resources ";
+    size_t n = 0;
+    out[0] = 0;
+    for (const char *p = log ? strstr(log, pre) : NULL; p; p = strstr(p, pre)) {
+        p += sizeof pre - 1;
+        size_t len = strcspn(p, "\n");
+        int w = snprintf(out + n, cap - n, "%s%.*s", n ? "; " : "", (int)len, p);
+        if (w < 0 || (size_t)w >= cap - n) break;
+        n += (size_t)w;
+    }
+}
+
 static void result_init(kf_vresult *r) {
     memset(r, 0, sizeof *r);
     r->status = KF_V_INTERNAL;
@@ -628,6 +642,8 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
         r->run_wall_s = kf_now() - t0;
         return KF_OK;
     }
+    char res[sizeof r->resources];
+    resource_lines(log.data, res, sizeof res);
     kf_buf_free(&log);
     if (st != KF_OK) {
         snprintf(r->detail, sizeof r->detail, "%s", e.msg);
@@ -636,6 +652,7 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
         return st;
     }
     st = kf_verify_artifact(c, b, cand, art, r, err);
+    snprintf(r->resources, sizeof r->resources, "%s", res);
     r->run_wall_s = kf_now() - t0;
     return st;
 }

@@ -208,11 +208,10 @@ kf_status kf_cu_probe_device(const kf_cu_api *api, CUdevice dev, kf_device_info 
     info->max_wi[0] = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
     info->max_wi[1] = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
     info->max_wi[2] = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
-    /* the opt-in value: what a block may have; beyond 48 KiB only as dynamic shared memory
-     * with cuFuncSetAttribute, which candidates do not get yet */
-    info->local_mem_bytes = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    if (info->local_mem_bytes == 0)
-        info->local_mem_bytes = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    /* what a candidate's static __shared__ arrays may hold (48 KiB): more is only possible
+     * as dynamic shared memory opted into with cuFuncSetAttribute, which candidates do not
+     * get (the opt-in maximum, 227 KiB on Hopper, made ptxas reject tiles sized for it) */
+    info->local_mem_bytes = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
     size_t total = 0;
     if (api->DeviceTotalMem(&total, dev) == CUDA_SUCCESS) {
         info->global_mem_bytes = (int64_t)total;
