@@ -29,7 +29,21 @@ typedef struct kf_loop_opts {
     int recalibrate;         /* re-measure the device's ceilings */
     int memcheck;            /* memory checker (valgrind on cpu, compute-sanitizer on cuda;
                                 none elsewhere), one of KF_MEMCHECK_*: */
+    /* the generation agent */
+    int agent;               /* KF_AGENT_BUILTIN (default), KF_AGENT_LLM, KF_AGENT_BOTH */
+    const struct kf_llm_config *llm; /* endpoint, model, key, budgets (llm and both) */
+    const char *task_text;   /* the task's .kf source, shown to the model (NULL: none) */
+    const char *torch_text;  /* the PyTorch module it came from (NULL: none) */
+    const char *reference_path; /* a correct kernel for the model to start from */
+    const char *prompts_dir; /* NULL: $KFORGE_PROMPTS, else the source tree's prompts/ */
+    int builtin_iters;       /* KF_AGENT_BOTH: builtin candidates first (0: half of iters) */
 } kf_loop_opts;
+
+enum {
+    KF_AGENT_BUILTIN = 0,    /* the schedule-space search of the builtin generator */
+    KF_AGENT_LLM = 1,        /* a chat model writes every candidate */
+    KF_AGENT_BOTH = 2        /* the builtin first; then the model, from the builtin's best */
+};
 
 enum {
     KF_MEMCHECK_OFF = -1,    /* never */
@@ -46,7 +60,8 @@ void kf_loop_opts_default(kf_loop_opts *o);
 
 typedef struct kf_iter_record {
     int iter;                /* 1-based */
-    char label[160];         /* schedule */
+    char label[160];         /* schedule, or "llm N" (+ its tunables) for a model's kernel */
+    char agent[8];           /* "builtin" or "llm" */
     char hash[17];           /* source+flags hash */
     kf_vresult res;
     kf_perf_point perf;      /* valid when res.status == KF_V_OK */
@@ -74,6 +89,9 @@ typedef struct kf_run_result {
                                 naming the checker looked for, or "no memory checker") */
     char memcheck_detail[2048];
     double wall_s;
+    int llm_calls;           /* model calls made (llm and both) */
+    long llm_prompt_tokens, llm_completion_tokens;
+    char stop_reason[160];   /* why the loop ended early ("" = it ran its iterations) */
 } kf_run_result;
 
 /* Run the loop on g. Returns KF_OK when the loop ran (r->best may still be -1 when no

@@ -42,6 +42,10 @@ typedef enum kf_vstatus {
     KF_V_IMPOSSIBLE,     /* faster than the roofline floor */
     KF_V_INTERNAL,       /* kforge failed to run the check */
     KF_V_MEMCHECK,       /* the memory checker (valgrind, compute-sanitizer) reported an error */
+    KF_V_NO_CODE,        /* the generation agent gave no usable candidate: a reply without a
+                            code block, an empty or cut-off reply (set by the loop) */
+    KF_V_AGENT_ERROR,    /* the generation agent could not be asked: the model's endpoint
+                            failed after its retries, timed out or sent garbage (set by the loop) */
     KF_V_COUNT
 } kf_vstatus;
 

@@ -11,6 +11,7 @@
  * roofline. The loop stops after opts.iters candidates, at the time budget, or when the
  * space is exhausted.
  */
+#include "agent/agent_int.h"
 #include "kforge/agent.h"
 #include "kforge/perf.h"
 #include "kforge/report.h"
@@ -149,6 +150,7 @@ static json_t *iter_json(const kf_iter_record *it) {
     json_object_set_new(j, "best_so_far", json_boolean(it->best_so_far));
     if (it->memcheck[0]) json_object_set_new(j, "memcheck", json_string(it->memcheck));
     if (it->res.resources[0]) json_object_set_new(j, "resources", json_string(it->res.resources));
+    if (it->agent[0]) json_object_set_new(j, "agent", json_string(it->agent));
     return j;
 }
 
@@ -227,6 +229,15 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     json_object_set_new(mc, "status", json_string(r->memcheck));
     json_object_set_new(mc, "detail", json_string(r->memcheck_detail));
     json_object_set_new(run, "memcheck", mc);
+    if (r->llm_calls > 0 || r->stop_reason[0]) {
+        json_t *l = json_object();
+        json_object_set_new(l, "calls", json_integer(r->llm_calls));
+        json_object_set_new(l, "prompt_tokens", json_integer(r->llm_prompt_tokens));
+        json_object_set_new(l, "completion_tokens", json_integer(r->llm_completion_tokens));
+        json_object_set_new(l, "transcript", json_string("transcript.jsonl"));
+        json_object_set_new(run, "llm", l);
+    }
+    if (r->stop_reason[0]) json_object_set_new(run, "stop_reason", json_string(r->stop_reason));
     snprintf(path, sizeof path, "%s/run.json", r->out_dir);
     int bad = json_dump_file(run, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(run);
@@ -459,6 +470,191 @@ static kf_status device_ceilings(kf_backend *be, const kf_loop_opts *o, kf_ceili
     return kf_perf_device_ceilings(be, key, o->recalibrate, c, err);
 }
 
+/* What evaluating a candidate needs. */
+typedef struct evalctx {
+    const kf_loop_opts *o;
+    kf_run_result *r;
+    kf_verify_ctx *vctx;
+    kf_backend *be;
+    const char *work, *mc_tool;
+    double best_time;
+} evalctx;
+
+static kf_iter_record *new_iter(kf_run_result *r, int it, const char *agent, const char *label) {
+    kf_iter_record *rec = &r->iters[r->niters++];
+    rec->iter = it + 1;
+    snprintf(rec->agent, sizeof rec->agent, "%s", agent);
+    snprintf(rec->label, sizeof rec->label, "%s", label);
+    return rec;
+}
+
+static void table_row(const evalctx *ec, const kf_iter_record *rec) {
+    if (!ec->o->table) return;
+    kf_report_row row;
+    fill_row(rec, &row);
+    kf_report_table_row(ec->o->table, &row);
+}
+
+/* Compile, verify, time and place one candidate into rec; print its row. Returns 1 when
+ * it became the best. */
+static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
+    kf_run_result *r = ec->r;
+    kf_hash_hex(kf_hash64(cand->flags, strlen(cand->flags), kf_hash64(cand->source, strlen(cand->source), 0)),
+                rec->hash);
+    kf_error verr = {0};
+    kf_status st = kf_verify_candidate(ec->vctx, ec->be, cand, &rec->res, &verr);
+    if (st != KF_OK) {
+        rec->res.status = KF_V_INTERNAL;
+        snprintf(rec->res.detail, sizeof rec->res.detail, "%s", verr.msg);
+    }
+    int best = 0;
+    if (rec->res.status == KF_V_OK && rec->res.timed) {
+        kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
+        rec->source = kf_strdup(cand->source);
+        snprintf(rec->flags, sizeof rec->flags, "%s", cand->flags);
+        /* --memcheck every: a candidate the checker flags never becomes the best */
+        memcheck_every(ec->o, r, ec->vctx, ec->be, ec->work, ec->mc_tool, rec);
+        if (rec->res.status == KF_V_OK && (r->best < 0 || rec->res.time_ms < ec->best_time)) {
+            ec->best_time = rec->res.time_ms;
+            r->best = (int)(rec - r->iters);
+            rec->best_so_far = 1;
+            best = 1;
+        }
+    }
+    table_row(ec, rec);
+    return best;
+}
+
+/* The model's side of the loop: its rounds, and the tunable variants of its last kernel
+ * still to try. */
+typedef struct llmstate {
+    kf_llm_agent *agent;
+    char *ref;                 /* reference kernel text (owned) */
+    int nround;                /* model kernels asked for */
+    int round_first, round_best; /* iteration indices of this round's kernel and best variant */
+    char *src;                 /* the round's source (owned) */
+    char queue[64][160];       /* -D flags of variants to try */
+    int nq, qi;
+    int agent_errors;          /* consecutive endpoint failures */
+} llmstate;
+
+static kf_status llm_open(evalctx *ec, const kf_graph *g, llmstate *ls, kf_error *err) {
+    const kf_loop_opts *o = ec->o;
+    char origin[256] = "";
+    if (o->reference_path) {
+        size_t n = 0;
+        kf_status st = kf_read_file(o->reference_path, &ls->ref, &n, err);
+        if (st != KF_OK) return st;
+        snprintf(origin, sizeof origin, "%s", o->reference_path);
+    } else if (o->agent == KF_AGENT_BOTH && ec->r->best >= 0) {
+        const kf_iter_record *b = &ec->r->iters[ec->r->best];
+        ls->ref = kf_strdup(b->source);
+        snprintf(origin, sizeof origin, "kforge's builtin generator, %.4g ms, %.0f%% of the floor", b->res.time_ms,
+                 b->perf.pct_floor);
+    }
+    char tpath[700];
+    snprintf(tpath, sizeof tpath, "%s/transcript.jsonl", ec->r->out_dir);
+    kf_llm_agent_setup su = {g, o, ec->r, tpath, ls->ref, origin[0] ? origin : NULL};
+    kf_status st = kf_llm_agent_new(&su, &ls->agent, err);
+    if (st == KF_OK && o->table)
+        fprintf(o->table, "model: %s at %s (%s); transcript %s\n", o->llm->model, o->llm->url,
+                o->llm->origin[0] ? o->llm->origin : "flags", tpath);
+    return st;
+}
+
+/* The variants of a verified model kernel: every other value of one tunable at a time. */
+static void queue_variants(llmstate *ls, const kf_candidate *c) {
+    ls->nq = ls->qi = 0;
+    for (int i = 0; i < c->ntunables; i++)
+        for (int j = 1; j < c->tunables[i].nvalues && ls->nq < 64; j++)
+            snprintf(ls->queue[ls->nq++], sizeof ls->queue[0], "-D%s=%ld", c->tunables[i].name,
+                     c->tunables[i].values[j]);
+}
+
+/* One iteration for the model: the next tunable variant of its last kernel, or a new
+ * kernel asked for with the feedback on the last round. KF_ERR_UNSUPPORTED ends the loop
+ * (r->stop_reason says why). */
+static kf_status llm_step(evalctx *ec, const kf_graph *g, llmstate *ls, int it, kf_error *err) {
+    kf_run_result *r = ec->r;
+    kf_status st;
+    if (!ls->agent && (st = llm_open(ec, g, ls, err)) != KF_OK) return st;
+    char label[160];
+    if (ls->qi < ls->nq) {
+        kf_candidate c;
+        st = kf_candidate_init(&c, r->dev.platform, ls->src, NULL, err);
+        if (st != KF_OK) return st;
+        snprintf(c.flags, sizeof c.flags, "%s", ls->queue[ls->qi]);
+        snprintf(label, sizeof label, "llm %d %s", ls->nround, ls->queue[ls->qi] + 2);
+        ls->qi++;
+        kf_iter_record *rec = new_iter(r, it, "llm", label);
+        evaluate(ec, &c, rec);
+        if (rec->res.status == KF_V_OK &&
+            (ls->round_best < 0 || r->iters[ls->round_best].res.status != KF_V_OK ||
+             rec->res.time_ms < r->iters[ls->round_best].res.time_ms))
+            ls->round_best = r->niters - 1;
+        kf_candidate_clear(&c);
+        return KF_OK;
+    }
+    if (ls->round_first >= 0)
+        kf_llm_agent_feedback(ls->agent, &r->iters[ls->round_first],
+                              ls->round_best >= 0 ? &r->iters[ls->round_best] : NULL);
+    ls->round_first = ls->round_best = -1;
+    char *code = NULL;
+    kf_vstatus vs = KF_V_OK;
+    char detail[1024];
+    kf_error ae = {0};
+    if (ec->o->table) fprintf(ec->o->table, "asking the model (round %d)...\n", ls->nround + 1);
+    st = kf_llm_agent_ask(ls->agent, &code, &vs, detail, sizeof detail, &ae);
+    if (st == KF_ERR_UNSUPPORTED) {
+        snprintf(r->stop_reason, sizeof r->stop_reason, "%s", ae.msg);
+        return st;
+    }
+    if (st != KF_OK) {
+        if (err) *err = ae;
+        return st;
+    }
+    ls->nround++;
+    snprintf(label, sizeof label, "llm %d", ls->nround);
+    kf_iter_record *rec = new_iter(r, it, "llm", label);
+    if (!code) {
+        rec->res.status = vs;
+        snprintf(rec->res.detail, sizeof rec->res.detail, "%s", detail);
+        table_row(ec, rec);
+        if (vs == KF_V_AGENT_ERROR && ++ls->agent_errors >= 3) {
+            snprintf(r->stop_reason, sizeof r->stop_reason, "the model's endpoint failed 3 times in a row");
+            return KF_ERR_UNSUPPORTED;
+        }
+        return KF_OK;
+    }
+    ls->agent_errors = 0;
+    free(ls->src);
+    ls->src = code;
+    ls->nq = ls->qi = 0;
+    ls->round_first = r->niters - 1;
+    kf_candidate c;
+    kf_error pe = {0};
+    if (kf_candidate_init(&c, r->dev.platform, code, NULL, &pe) != KF_OK) {
+        /* a malformed tunable line is the kernel's fault, like a build error */
+        rec->res.status = KF_V_COMPILE_ERROR;
+        snprintf(rec->res.detail, sizeof rec->res.detail, "%s", pe.msg);
+        table_row(ec, rec);
+        return KF_OK;
+    }
+    evaluate(ec, &c, rec);
+    if (rec->res.status == KF_V_OK) {
+        ls->round_best = ls->round_first;
+        queue_variants(ls, &c);
+    }
+    kf_candidate_clear(&c);
+    return KF_OK;
+}
+
+static void llm_clear(llmstate *ls) {
+    kf_llm_agent_free(ls->agent);
+    free(ls->ref);
+    free(ls->src);
+}
+
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
     memset(r, 0, sizeof *r);
     r->best = -1;
@@ -468,6 +664,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_synth *syn = NULL;
     kf_verify_ctx *vctx = NULL;
     seen_set seen = {0};
+    llmstate ls;
+    memset(&ls, 0, sizeof ls);
     const char *target = o->target ? o->target : "cpu";
 
     st = kf_backend_open(target, &be, err);
@@ -518,45 +716,44 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     uint64_t rng = o->seed ? o->seed : (uint64_t)time(NULL);
     int iters = o->iters > 0 ? o->iters : 12;
     r->iters = kf_calloc((size_t)iters, sizeof *r->iters);
-    double best_time = 0;
+    /* iterations for the builtin agent; the rest go to the model */
+    int nbuiltin = o->agent == KF_AGENT_LLM ? 0
+                   : o->agent == KF_AGENT_BOTH ? (o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2)
+                                               : iters;
+    if (nbuiltin > iters) nbuiltin = iters;
+    evalctx ec = {o, r, vctx, be, work, mc_tool, 0};
+    ls.round_first = ls.round_best = -1;
     for (int it = 0; it < iters; it++) {
-        if (it > 0) {
-            if (o->time_budget_s > 0 && kf_now() - t0 > o->time_budget_s) break;
-            if (!propose(sp, &best_pt, &seen, &rng, &pt)) break;
+        if (it > 0 && o->time_budget_s > 0 && kf_now() - t0 > o->time_budget_s) {
+            snprintf(r->stop_reason, sizeof r->stop_reason, "time budget of %.0f s spent", o->time_budget_s);
+            break;
         }
+        if (it >= nbuiltin) {
+            st = llm_step(&ec, g, &ls, it, err);
+            if (st == KF_ERR_UNSUPPORTED) { /* budget or endpoint: stop_reason says which */
+                st = KF_OK;
+                break;
+            }
+            if (st != KF_OK) goto done;
+            continue;
+        }
+        if (it > 0 && !propose(sp, &best_pt, &seen, &rng, &pt)) break;
         seen_add(&seen, point_hash(sp, &pt));
-        kf_iter_record *rec = &r->iters[r->niters++];
-        rec->iter = it + 1;
         kf_candidate cand;
         st = kf_synth_render(syn, &pt, &cand, err);
         if (st != KF_OK) goto done;
-        snprintf(rec->label, sizeof rec->label, "%s", cand.label);
-        kf_hash_hex(kf_hash64(cand.flags, strlen(cand.flags), kf_hash64(cand.source, strlen(cand.source), 0)), rec->hash);
-        kf_error verr = {0};
-        st = kf_verify_candidate(vctx, be, &cand, &rec->res, &verr);
-        if (st != KF_OK) {
-            rec->res.status = KF_V_INTERNAL;
-            snprintf(rec->res.detail, sizeof rec->res.detail, "%s", verr.msg);
-        }
-        if (rec->res.status == KF_V_OK && rec->res.timed) {
-            kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
-            rec->source = kf_strdup(cand.source);
-            snprintf(rec->flags, sizeof rec->flags, "%s", cand.flags);
-            /* --memcheck every: a candidate the checker flags never becomes the best */
-            memcheck_every(o, r, vctx, be, work, mc_tool, rec);
-            if (rec->res.status == KF_V_OK && (r->best < 0 || rec->res.time_ms < best_time)) {
-                best_time = rec->res.time_ms;
-                r->best = r->niters - 1;
-                rec->best_so_far = 1;
-                best_pt = pt;
-            }
-        }
+        kf_iter_record *rec = new_iter(r, it, "builtin", cand.label);
+        if (evaluate(&ec, &cand, rec)) best_pt = pt;
         kf_candidate_clear(&cand);
-        if (o->table) {
-            kf_report_row row;
-            fill_row(rec, &row);
-            kf_report_table_row(o->table, &row);
-        }
+    }
+    if (ls.agent) {
+        kf_llm_agent_usage(ls.agent, &r->llm_calls, &r->llm_prompt_tokens, &r->llm_completion_tokens);
+        kf_llm_agent_free(ls.agent);
+        ls.agent = NULL;
+        if (o->table)
+            fprintf(o->table, "model: %d call%s, %ld prompt + %ld completion tokens%s%s\n", r->llm_calls,
+                    r->llm_calls == 1 ? "" : "s", r->llm_prompt_tokens, r->llm_completion_tokens,
+                    r->stop_reason[0] ? "; stopped: " : "", r->stop_reason);
     }
     final_memcheck(o, r, vctx, be, work, mc_tool, mc_none.msg);
     if (r->best >= 0) {
@@ -573,6 +770,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = write_outputs(g, r, err);
 
 done:
+    llm_clear(&ls);
     free(seen.h);
     kf_verify_ctx_free(vctx);
     kf_synth_free(syn);

@@ -5,6 +5,7 @@
  * 3 internal error.
  */
 #include "kforge/agent.h"
+#include "kforge/llm.h"
 #include "kforge/backend.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
@@ -47,8 +48,8 @@ static void usage_synth(FILE *f) {
             "usage: kforge synth TASK.kf [options]\n"
             "\n"
             "Runs the synthesis loop: the builtin agent proposes candidates from the generator's\n"
-            "schedule space; each is compiled, run in a sandboxed child process on several input\n"
-            "sets, compared with the float64 reference, timed and placed on the roofline. Prints a\n"
+            "schedule space (or a chat model writes them: --agent); each is compiled, run in a\n"
+            "sandboxed child process on several input sets, compared with the float64 reference, timed and placed on the roofline. Prints a\n"
             "live iteration table and writes the best kernel (kernel.c), its manifest\n"
             "(manifest.json) and the run record (run.json) into the output directory.\n"
             "\n"
@@ -69,6 +70,22 @@ static void usage_synth(FILE *f) {
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
             "  -h, --help         this help\n"
+            "\n"
+            "generation agent (docs/llm.md):\n"
+            "  --agent A          builtin (default), llm (a chat model writes every candidate),\n"
+            "                     both (the builtin first, then the model from its best kernel)\n"
+            "  --model M          model name (else KFORGE_LLM_MODEL, else the config file)\n"
+            "  --llm-url URL      endpoint base URL, e.g. https://api.openai.com/v1 or\n"
+            "                     http://127.0.0.1:8080/v1 (else KFORGE_LLM_URL, else config)\n"
+            "  --llm-protocol P   openai, anthropic or auto (default: from the URL)\n"
+            "  --llm-config FILE  JSON config file (default ~/.config/kforge/config.json);\n"
+            "                     keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the file\n"
+            "  --llm-timeout S    seconds per request (default 300)\n"
+            "  --max-calls N      stop after N model calls\n"
+            "  --max-tokens N     stop once N prompt + completion tokens are used\n"
+            "  --reference FILE   a correct kernel the model may start from\n"
+            "  --builtin-iters N  --agent both: builtin candidates first (default: half)\n"
+            "  --prompts DIR      prompt files (default: $KFORGE_PROMPTS, else kforge's prompts/)\n"
             "\n"
             "exit codes: 0 a kernel verified, 1 none verified, 2 usage or task error, 3 internal\n");
 }
@@ -145,9 +162,19 @@ static int cmd_synth(int argc, char **argv) {
         {"threads", required_argument, 0, 'j'}, {"seed", required_argument, 0, 's'},
         {"recalibrate", no_argument, 0, 'R'}, {"json", no_argument, 0, 'J'},
         {"memcheck", required_argument, 0, 'M'},
+        {"agent", required_argument, 0, 'A'}, {"model", required_argument, 0, 'm'},
+        {"llm-url", required_argument, 0, 'U'}, {"llm-protocol", required_argument, 0, 'P'},
+        {"llm-config", required_argument, 0, 'C'}, {"max-calls", required_argument, 0, 'c'},
+        {"max-tokens", required_argument, 0, 'k'}, {"reference", required_argument, 0, 'r'},
+        {"prompts", required_argument, 0, 'p'}, {"builtin-iters", required_argument, 0, 'B'},
+        {"llm-timeout", required_argument, 0, 'W'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
+    /* the model's endpoint: flags override the environment, which overrides the file */
+    const char *f_model = NULL, *f_url = NULL, *f_proto = NULL, *f_config = NULL;
+    long f_calls = -1, f_tokens = -1;
+    double f_timeout = -1;
     int json = 0, quiet = 0, c;
     long lv;
     double dv;
@@ -180,6 +207,40 @@ static int cmd_synth(int argc, char **argv) {
             else if (!strcmp(optarg, "off")) o.memcheck = KF_MEMCHECK_OFF;
             else { fprintf(stderr, "kforge synth: --memcheck takes auto, on, every or off, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
+        case 'A':
+            if (!strcmp(optarg, "builtin")) o.agent = KF_AGENT_BUILTIN;
+            else if (!strcmp(optarg, "llm")) o.agent = KF_AGENT_LLM;
+            else if (!strcmp(optarg, "both")) o.agent = KF_AGENT_BOTH;
+            else { fprintf(stderr, "kforge synth: --agent takes builtin, llm or both, got '%s'\n", optarg); return EXIT_USAGE; }
+            break;
+        case 'm': f_model = optarg; break;
+        case 'U': f_url = optarg; break;
+        case 'P':
+            if (strcmp(optarg, "openai") && strcmp(optarg, "anthropic") && strcmp(optarg, "auto")) {
+                fprintf(stderr, "kforge synth: --llm-protocol takes openai, anthropic or auto, got '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            f_proto = optarg;
+            break;
+        case 'C': f_config = optarg; break;
+        case 'c':
+            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --max-calls needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            f_calls = lv;
+            break;
+        case 'k':
+            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --max-tokens needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            f_tokens = lv;
+            break;
+        case 'W':
+            if (!parse_double(optarg, &dv) || dv <= 0) { fprintf(stderr, "kforge synth: --llm-timeout needs seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
+            f_timeout = dv;
+            break;
+        case 'r': o.reference_path = optarg; break;
+        case 'p': o.prompts_dir = optarg; break;
+        case 'B':
+            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --builtin-iters needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            o.builtin_iters = (int)lv;
+            break;
         case 'J': json = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage_synth(stdout); return 0;
@@ -195,6 +256,28 @@ static int cmd_synth(int argc, char **argv) {
     kf_graph *g = NULL;
     if (kf_parse_file(argv[optind], &g, &err) != KF_OK) return print_error(&err);
     o.table = quiet ? NULL : (json ? stderr : stdout);
+    kf_llm_config llm;
+    char *task_text = NULL;
+    if (o.agent != KF_AGENT_BUILTIN) {
+        kf_llm_config_default(&llm);
+        if (kf_llm_config_file(&llm, f_config, &err) != KF_OK) {
+            kf_graph_free(g);
+            return print_error(&err);
+        }
+        kf_llm_config_env(&llm);
+        if (f_url) snprintf(llm.url, sizeof llm.url, "%s", f_url), snprintf(llm.origin, sizeof llm.origin, "flags");
+        if (f_model) snprintf(llm.model, sizeof llm.model, "%s", f_model);
+        if (f_proto) llm.protocol = !strcmp(f_proto, "openai") ? KF_LLM_OPENAI : !strcmp(f_proto, "anthropic") ? KF_LLM_ANTHROPIC : KF_LLM_AUTO;
+        if (f_calls > 0) llm.max_calls = (int)f_calls;
+        if (f_tokens > 0) llm.max_total_tokens = f_tokens;
+        if (f_timeout > 0) llm.timeout_s = f_timeout;
+        o.llm = &llm;
+        if (kf_read_file(argv[optind], &task_text, NULL, &err) != KF_OK) {
+            kf_graph_free(g);
+            return print_error(&err);
+        }
+        o.task_text = task_text;
+    }
     kf_run_result r;
     kf_status st = kf_loop_run(g, &o, &r, &err);
     int rc;
@@ -218,6 +301,7 @@ static int cmd_synth(int argc, char **argv) {
     }
     kf_run_result_free(&r);
     kf_graph_free(g);
+    free(task_text);
     return rc;
 }
 

@@ -44,6 +44,8 @@ const char *kf_vstatus_name(kf_vstatus s) {
     case KF_V_IMPOSSIBLE: return "impossible";
     case KF_V_INTERNAL: return "internal";
     case KF_V_MEMCHECK: return "memcheck";
+    case KF_V_NO_CODE: return "no-code";
+    case KF_V_AGENT_ERROR: return "agent-error";
     case KF_V_COUNT: break;
     }
     return "unknown";

@@ -1,0 +1,431 @@
+/*
+ * The LLM generation agent. It keeps one conversation per run: the system prompt
+ * (prompts/system.md), a first user message built from prompts/task.md (the platform's
+ * contract, a one-shot example task and kernel from prompts/examples/, the task's .kf
+ * source, the PyTorch source when there is one, an optional reference kernel and the
+ * roofline floor), then for each round the model's reply and kforge's feedback on it
+ * (prompts/feedback_*.md). To bound the context only the last KEEP rounds are sent; the
+ * best verified kernel so far is restated in the latest feedback, so nothing the model
+ * needs is dropped.
+ *
+ * The feedback never contains reference outputs: a mismatch is summarised from the
+ * verification record (output, element, the kernel's value, error size, input set), not
+ * from the harness's detail line, which quotes the expected value.
+ *
+ * Every call is appended to the transcript (JSON lines): the messages sent, the reply,
+ * the stop reason, tokens, attempts and time, or the error. The key is never in it.
+ */
+#include "agent/agent_int.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEEP 3            /* rounds of history sent with each call */
+#define MAXROUNDS 256
+#define FEEDBACK_CAP 6000 /* characters of compiler log or detail fed back */
+
+typedef struct round {
+    char *reply;          /* the model's text */
+    char *feedback;       /* kforge's answer to it (NULL until given) */
+} round;
+
+struct kf_llm_agent {
+    kf_llm *llm;
+    const kf_graph *g;
+    const kf_run_result *r;
+    char platform[16];
+    char *system;
+    char *first;
+    char *tpl_compile, *tpl_runtime, *tpl_mismatch, *tpl_ok, *tpl_nocode;
+    round rounds[MAXROUNDS];
+    int nrounds;
+    FILE *transcript;
+    double best_ms;
+    char *best_source;
+};
+
+/* ---- prompt files ---- */
+
+static void prompts_dir(const kf_loop_opts *o, char *out, size_t cap) {
+    const char *d = o->prompts_dir;
+    if (!d || !d[0]) d = getenv("KFORGE_PROMPTS");
+    if (!d || !d[0]) d = KF_SOURCE_DIR "/prompts";
+    snprintf(out, cap, "%s", d);
+}
+
+static kf_status read_prompt(const char *dir, const char *name, char **out, kf_error *err) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    size_t n = 0;
+    kf_status st = kf_read_file(path, out, &n, err);
+    if (st != KF_OK)
+        return kf_error_set(err, KF_ERR_IO, path, 0, 0,
+                            "cannot read the prompt file (set --prompts DIR or KFORGE_PROMPTS to "
+                            "the folder holding kforge's prompts/)");
+    /* one trailing newline at most: templates are joined */
+    while (n > 0 && (*out)[n - 1] == '\n') (*out)[--n] = 0;
+    return KF_OK;
+}
+
+/* tpl with every {{name}} replaced by its value (pairs in kv, NULL-terminated); an
+ * unknown name is left as it is. */
+static char *fill(const char *tpl, const char *const *kv) {
+    kf_buf b = {0};
+    for (const char *p = tpl; *p;) {
+        const char *o = strstr(p, "{{");
+        if (!o) {
+            kf_buf_puts(&b, p);
+            break;
+        }
+        kf_buf_putn(&b, p, (size_t)(o - p));
+        const char *c = strstr(o, "}}");
+        if (!c) {
+            kf_buf_puts(&b, o);
+            break;
+        }
+        int hit = 0;
+        for (int i = 0; kv[i]; i += 2) {
+            size_t n = strlen(kv[i]);
+            if ((size_t)(c - o - 2) == n && strncmp(o + 2, kv[i], n) == 0) {
+                kf_buf_puts(&b, kv[i + 1] ? kv[i + 1] : "");
+                hit = 1;
+                break;
+            }
+        }
+        if (!hit) kf_buf_putn(&b, o, (size_t)(c + 2 - o));
+        p = c + 2;
+    }
+    if (!b.data) kf_buf_puts(&b, "");
+    return b.data;
+}
+
+const char *kf_llm_agent_langs(const char *platform) {
+    if (strcmp(platform, "cuda") == 0) return "cuda,cu,cpp,c++,c";
+    if (strcmp(platform, "opencl") == 0) return "opencl,cl,c";
+    if (strcmp(platform, "metal") == 0) return "metal,msl,cpp,c++";
+    return "c";
+}
+
+static const char *fence_lang(const char *platform) {
+    if (strcmp(platform, "cuda") == 0) return "cuda";
+    if (strcmp(platform, "opencl") == 0) return "opencl";
+    if (strcmp(platform, "metal") == 0) return "metal";
+    return "c";
+}
+
+static const char *example_file(const char *platform) {
+    if (strcmp(platform, "cuda") == 0) return "examples/cuda.cu";
+    if (strcmp(platform, "opencl") == 0) return "examples/opencl.cl";
+    return "examples/cpu.c";
+}
+
+static char *floor_text(const kf_run_result *r) {
+    char *s = NULL;
+    if (asprintf(&s, "%.4g ms (%s-bound: %.4g MB moved at %.0f GB/s, %.4g GFLOP at %.0f GFLOP/s%s)",
+                 r->roof.floor_s * 1e3, r->roof.bound ? r->roof.bound : "?", r->roof.bytes / 1e6,
+                 r->roof.bw_gbs, r->roof.flops / 1e9, r->roof.peak_gflops,
+                 r->roof.measured ? ", measured ceilings" : ", nominal ceilings") < 0)
+        return NULL;
+    return s;
+}
+
+kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_error *err) {
+    *out = NULL;
+    const kf_loop_opts *o = su->o;
+    if (!o->llm)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
+                            "--agent llm needs a model endpoint: --llm-url URL --model M (or "
+                            "KFORGE_LLM_URL / KFORGE_LLM_MODEL, or a config file)");
+    kf_llm_agent *a = kf_calloc(1, sizeof *a);
+    a->g = su->g;
+    a->r = su->r;
+    snprintf(a->platform, sizeof a->platform, "%s", su->r->dev.platform);
+    char dir[1024];
+    prompts_dir(o, dir, sizeof dir);
+    char contract[64];
+    snprintf(contract, sizeof contract, "contract_%s.md", a->platform);
+    char *task_tpl = NULL, *contract_txt = NULL, *ex_task = NULL, *ex_kernel = NULL, *torch_tpl = NULL,
+         *ref_tpl = NULL, *torch_txt = NULL, *ref_txt = NULL, *flr = NULL;
+    kf_status st;
+    if ((st = read_prompt(dir, "system.md", &a->system, err)) != KF_OK ||
+        (st = read_prompt(dir, "task.md", &task_tpl, err)) != KF_OK ||
+        (st = read_prompt(dir, contract, &contract_txt, err)) != KF_OK ||
+        (st = read_prompt(dir, "examples/example.kf", &ex_task, err)) != KF_OK ||
+        (st = read_prompt(dir, example_file(a->platform), &ex_kernel, err)) != KF_OK ||
+        (st = read_prompt(dir, "torch.md", &torch_tpl, err)) != KF_OK ||
+        (st = read_prompt(dir, "reference.md", &ref_tpl, err)) != KF_OK ||
+        (st = read_prompt(dir, "feedback_compile.md", &a->tpl_compile, err)) != KF_OK ||
+        (st = read_prompt(dir, "feedback_runtime.md", &a->tpl_runtime, err)) != KF_OK ||
+        (st = read_prompt(dir, "feedback_mismatch.md", &a->tpl_mismatch, err)) != KF_OK ||
+        (st = read_prompt(dir, "feedback_ok.md", &a->tpl_ok, err)) != KF_OK ||
+        (st = read_prompt(dir, "feedback_no_code.md", &a->tpl_nocode, err)) != KF_OK)
+        goto fail;
+    if (o->torch_text) {
+        const char *kv[] = {"torch_source", o->torch_text, NULL};
+        torch_txt = fill(torch_tpl, kv);
+    }
+    if (su->reference) {
+        const char *kv[] = {"reference_origin", su->reference_origin ? su->reference_origin : "given",
+                            "reference_lang", fence_lang(a->platform), "reference_source", su->reference,
+                            NULL};
+        ref_txt = fill(ref_tpl, kv);
+    }
+    flr = floor_text(su->r);
+    {
+        char dev[300];
+        snprintf(dev, sizeof dev, "%s", su->r->dev.name);
+        const char *kv[] = {"platform", a->platform, "device", dev, "contract", contract_txt,
+                            "example_task", ex_task, "example_kernel", ex_kernel,
+                            "lang", fence_lang(a->platform),
+                            "task", o->task_text ? o->task_text : "(task text not given)",
+                            "torch", torch_txt ? torch_txt : "", "reference", ref_txt ? ref_txt : "",
+                            "floor", flr ? flr : "?", NULL};
+        a->first = fill(task_tpl, kv);
+    }
+    if ((st = kf_llm_new(o->llm, &a->llm, err)) != KF_OK) goto fail;
+    if (su->transcript_path) {
+        a->transcript = fopen(su->transcript_path, "a");
+        if (!a->transcript) {
+            st = kf_error_set(err, KF_ERR_IO, su->transcript_path, 0, 0, "cannot open the transcript");
+            goto fail;
+        }
+    }
+    free(task_tpl), free(contract_txt), free(ex_task), free(ex_kernel), free(torch_tpl), free(ref_tpl);
+    free(torch_txt), free(ref_txt), free(flr);
+    *out = a;
+    return KF_OK;
+fail:
+    free(task_tpl), free(contract_txt), free(ex_task), free(ex_kernel), free(torch_tpl), free(ref_tpl);
+    free(torch_txt), free(ref_txt), free(flr);
+    kf_llm_agent_free(a);
+    return st;
+}
+
+void kf_llm_agent_free(kf_llm_agent *a) {
+    if (!a) return;
+    kf_llm_free(a->llm);
+    free(a->system), free(a->first);
+    free(a->tpl_compile), free(a->tpl_runtime), free(a->tpl_mismatch), free(a->tpl_ok), free(a->tpl_nocode);
+    for (int i = 0; i < a->nrounds; i++) free(a->rounds[i].reply), free(a->rounds[i].feedback);
+    if (a->transcript) fclose(a->transcript);
+    free(a->best_source);
+    free(a);
+}
+
+void kf_llm_agent_usage(const kf_llm_agent *a, int *calls, long *pt, long *ct) {
+    kf_llm_usage(a->llm, calls, pt, ct);
+}
+
+/* ---- one call ---- */
+
+static void log_call(kf_llm_agent *a, const kf_llm_msg *m, int n, const kf_llm_reply *rep, kf_status st,
+                     const char *error) {
+    if (!a->transcript) return;
+    json_t *j = json_object();
+    int calls = 0;
+    long pt = 0, ct = 0;
+    kf_llm_usage(a->llm, &calls, &pt, &ct);
+    json_object_set_new(j, "call", json_integer(calls));
+    json_object_set_new(j, "time", json_real(kf_now()));
+    json_t *msgs = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "role", json_string(m[i].role));
+        char *c = kf_strdup(m[i].content);
+        kf_llm_redact(a->llm, c);
+        json_object_set_new(e, "content", json_string(c));
+        free(c);
+        json_array_append_new(msgs, e);
+    }
+    json_object_set_new(j, "messages", msgs);
+    if (st == KF_OK) {
+        char *t = kf_strdup(rep->text ? rep->text : "");
+        kf_llm_redact(a->llm, t);
+        json_object_set_new(j, "reply", json_string(t));
+        free(t);
+        json_object_set_new(j, "finish", json_string(rep->finish));
+        json_object_set_new(j, "prompt_tokens", json_integer(rep->prompt_tokens));
+        json_object_set_new(j, "completion_tokens", json_integer(rep->completion_tokens));
+    } else {
+        json_object_set_new(j, "error", json_string(error));
+    }
+    json_object_set_new(j, "http_status", json_integer(rep->http_status));
+    json_object_set_new(j, "attempts", json_integer(rep->attempts));
+    json_object_set_new(j, "seconds", json_real(rep->seconds));
+    char *line = json_dumps(j, JSON_COMPACT);
+    if (line) {
+        fprintf(a->transcript, "%s\n", line);
+        fflush(a->transcript);
+        free(line);
+    }
+    json_decref(j);
+}
+
+kf_status kf_llm_agent_ask(kf_llm_agent *a, char **code, kf_vstatus *vs, char *detail, size_t cap,
+                           kf_error *err) {
+    *code = NULL;
+    *vs = KF_V_OK;
+    detail[0] = 0;
+    if (a->nrounds >= MAXROUNDS)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%d rounds with the model", MAXROUNDS);
+    /* system, first user message, then the last KEEP rounds (reply, feedback) */
+    kf_llm_msg m[3 + 2 * KEEP];
+    int n = 0;
+    m[n++] = (kf_llm_msg){"system", a->system};
+    m[n++] = (kf_llm_msg){"user", a->first};
+    int from = a->nrounds - KEEP < 0 ? 0 : a->nrounds - KEEP;
+    for (int i = from; i < a->nrounds; i++) {
+        m[n++] = (kf_llm_msg){"assistant", a->rounds[i].reply};
+        m[n++] = (kf_llm_msg){"user", a->rounds[i].feedback ? a->rounds[i].feedback : "Continue."};
+    }
+    kf_llm_reply rep;
+    memset(&rep, 0, sizeof rep);
+    kf_error e = {0};
+    kf_status st = kf_llm_chat(a->llm, m, n, &rep, &e);
+    log_call(a, m, n, &rep, st, e.msg);
+    if (st == KF_ERR_UNSUPPORTED) {
+        kf_llm_reply_free(&rep);
+        if (err) *err = e;
+        return st;
+    }
+    if (st != KF_OK) {
+        *vs = KF_V_AGENT_ERROR;
+        snprintf(detail, cap, "%s", e.msg);
+        kf_llm_reply_free(&rep);
+        return KF_OK;
+    }
+    round *rd = &a->rounds[a->nrounds++];
+    rd->reply = kf_strdup(rep.text && rep.text[0] ? rep.text : "(empty reply)");
+    char *c = NULL;
+    kf_error xe = {0};
+    if (!rep.text || !rep.text[0]) {
+        *vs = KF_V_NO_CODE;
+        snprintf(detail, cap, "the reply was empty");
+    } else if (kf_llm_extract_code(rep.text, kf_llm_agent_langs(a->platform), &c, &xe) != KF_OK) {
+        *vs = KF_V_NO_CODE;
+        snprintf(detail, cap, "%s%s", xe.msg,
+                 rep.truncated ? " (the reply hit the token limit: write a shorter kernel, without "
+                                 "commentary)" : "");
+    } else if (rep.truncated) {
+        /* a closed block in a cut-off reply may still be a whole kernel: try it, but say so */
+        *code = c;
+        snprintf(detail, cap, "the reply hit the token limit (stop reason '%s')", rep.finish);
+    } else {
+        *code = c;
+    }
+    if (*vs == KF_V_NO_CODE) {
+        const char *kv[] = {"detail", detail, NULL};
+        rd->feedback = fill(a->tpl_nocode, kv);
+    }
+    kf_llm_reply_free(&rep);
+    return KF_OK;
+}
+
+/* ---- feedback ---- */
+
+/* The last cap characters of s, from a line start, with a note when cut. */
+static char *tail_lines(const char *s, size_t cap) {
+    size_t n = strlen(s);
+    if (n <= cap) return kf_strdup(s);
+    const char *t = s + n - cap;
+    const char *nl = strchr(t, '\n');
+    if (nl && nl[1]) t = nl + 1;
+    char *out = NULL;
+    if (asprintf(&out, "[... %zu characters cut ...]\n%s", (size_t)(t - s), t) < 0) return kf_strdup(t);
+    return out;
+}
+
+static void index_text(const kf_graph *g, int out_idx, int64_t flat, char *buf, size_t cap) {
+    if (out_idx < 0 || out_idx >= g->noutputs || flat < 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    const kf_shape *sh = &g->values[g->outputs[out_idx]].shape;
+    int64_t idx[KF_MAX_DIMS];
+    for (int d = sh->rank - 1; d >= 0; d--) {
+        idx[d] = sh->d[d] ? flat % sh->d[d] : 0;
+        flat = sh->d[d] ? flat / sh->d[d] : 0;
+    }
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, cap - k, "[");
+    for (int d = 0; d < sh->rank && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+void kf_llm_agent_feedback(kf_llm_agent *a, const kf_iter_record *first, const kf_iter_record *best) {
+    if (a->nrounds == 0 || !first) return;
+    round *rd = &a->rounds[a->nrounds - 1];
+    if (rd->feedback) return; /* already answered (no code) */
+    const kf_vresult *v = &first->res;
+    const char *status = kf_vstatus_name(v->status);
+    char *fb = NULL;
+    if (v->status == KF_V_COMPILE_ERROR || v->status == KF_V_LOAD_ERROR) {
+        char *d = tail_lines(v->detail, FEEDBACK_CAP);
+        const char *kv[] = {"status", status, "detail", d, NULL};
+        fb = fill(a->tpl_compile, kv);
+        free(d);
+    } else if (v->status == KF_V_MISMATCH) {
+        char where[128], sum[1024];
+        const char *oname = v->bad_output >= 0 && v->bad_output < a->g->noutputs
+                                ? a->g->values[a->g->outputs[v->bad_output]].name : "?";
+        index_text(a->g, v->bad_output, v->first_bad, where, sizeof where);
+        snprintf(sum, sizeof sum,
+                 "- output '%s' is wrong; the first wrong element is %s%s, where your kernel wrote %.9g\n"
+                 "- largest absolute error %.3g, relative error %.3g, normalised mean square error %.3g "
+                 "(the tolerance is about 1e-4 relative)\n"
+                 "- on input set %d (%s distribution)",
+                 oname, oname, where, v->got, v->max_abs_err, v->max_rel_err, v->nmse, v->bad_set,
+                 v->bad_dist[0] ? v->bad_dist : "?");
+        const char *kv[] = {"status", status, "summary", sum, NULL};
+        fb = fill(a->tpl_mismatch, kv);
+    } else if (v->status != KF_V_OK) {
+        char *d = tail_lines(v->detail, FEEDBACK_CAP);
+        const char *kv[] = {"status", status, "detail", d, NULL};
+        fb = fill(a->tpl_runtime, kv);
+        free(d);
+    } else {
+        const kf_iter_record *b = best && best->res.status == KF_V_OK ? best : first;
+        char t[32], gbs[32], gfl[32], pct[32], flr[32], sets[16], bestline[600], advice[600];
+        snprintf(t, sizeof t, "%.4g", b->res.time_ms);
+        snprintf(gbs, sizeof gbs, "%.1f", b->perf.gbs);
+        snprintf(gfl, sizeof gfl, "%.1f", b->perf.gflops);
+        snprintf(pct, sizeof pct, "%.0f%%", b->perf.pct_floor);
+        snprintf(flr, sizeof flr, "%.4g", a->r->roof.floor_s * 1e3);
+        snprintf(sets, sizeof sets, "%d", b->res.sets_run);
+        bestline[0] = 0;
+        if (b != first && b->flags[0])
+            snprintf(bestline, sizeof bestline, "That is with %s, the fastest of its tunable values.",
+                     b->flags);
+        if (a->best_ms > 0 && a->best_ms < b->res.time_ms)
+            snprintf(bestline + strlen(bestline), sizeof bestline - strlen(bestline),
+                     "%sYour fastest kernel so far took %.4g ms.", bestline[0] ? " " : "", a->best_ms);
+        if (a->best_ms <= 0 || b->res.time_ms < a->best_ms) a->best_ms = b->res.time_ms;
+        const char *bound = a->r->roof.bound ? a->r->roof.bound : "?";
+        if (b->perf.pct_floor >= 90)
+            snprintf(advice, sizeof advice, "It is within 10%% of the floor: only small gains are left.");
+        else if (a->r->roof.floor_s < 20e-6 && b->res.time_ms * 1e-3 > 10 * a->r->roof.floor_s)
+            snprintf(advice, sizeof advice,
+                     "The work is tiny (floor %.3g us): the time is fixed overhead (thread start-up, "
+                     "launches, synchronisation), not bandwidth. Do it in one pass with as little "
+                     "parallel machinery as the size needs (on a CPU: serially, or one parallel loop).",
+                     a->r->roof.floor_s * 1e6);
+        else if (strcmp(bound, "memory") == 0)
+            snprintf(advice, sizeof advice,
+                     "The task is memory-bound: the floor reads and writes each byte once at the "
+                     "device's streaming bandwidth (%.0f GB/s). Read each input once, in contiguous "
+                     "(coalesced, vectorised) order, fuse everything into one pass, and keep enough "
+                     "work in flight.", a->r->roof.bw_gbs);
+        else
+            snprintf(advice, sizeof advice,
+                     "The task is compute-bound (%.0f GFLOP/s peak): reuse operands from registers "
+                     "and local/shared memory (tiling, register blocking) and keep the FMA units busy.",
+                     a->r->roof.peak_gflops);
+        const char *kv[] = {"sets", sets, "time_ms", t, "gbs", gbs, "gflops", gfl, "pct_floor", pct,
+                            "bound", bound, "floor_ms", flr, "best", bestline, "advice", advice, NULL};
+        fb = fill(a->tpl_ok, kv);
+    }
+    rd->feedback = fb;
+}
