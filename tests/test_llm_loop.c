@@ -6,6 +6,9 @@
  * the server (the feedback in the next request), and that nothing already stored is lost.
  */
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +160,8 @@ Test(llm_loop, compile_error_fed_back_then_fixed) {
     cr_assert(strstr(fb, "expected"), "the compiler's message did not reach the model:\n%s", fb);
     free(fb);
     cr_assert_eq(x.r.llm_calls, 2);
+    /* the record says what confined the model's kernels */
+    cr_assert(strstr(x.r.sandbox, "seccomp") || strstr(x.r.sandbox, "NO network"), "sandbox: '%s'", x.r.sandbox);
     /* the transcript holds both calls, and the key appears nowhere in it */
     char path[400], *tr = NULL;
     snprintf(path, sizeof path, "%s/transcript.jsonl", outdir);
@@ -413,4 +418,60 @@ Test(llm_loop, prompt_example_cuda_compiles) {
     cr_assert_eq(system(cmd), 0, "nvcc failed on prompts/examples/cuda.cu");
     snprintf(cmd, sizeof cmd, "rm -f '%s/ex.o' '%s/nvcc.log'", srv.dir, srv.dir);
     if (system(cmd) != 0) fprintf(stderr, "could not clean %s\n", srv.dir);
+}
+
+/* A model's kernel that tries to phone home and to write outside its folder runs confined:
+ * the listener hears nothing, the file never appears, and (since the kernel returns
+ * non-zero only when an escape worked) the candidate verifies. */
+Test(llm_loop, escaping_kernel_is_confined) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(ls, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(ls, 4), 0);
+    socklen_t al = sizeof a;
+    cr_assert_eq(getsockname(ls, (struct sockaddr *)&a, &al), 0);
+    char escaped[300];
+    snprintf(escaped, sizeof escaped, "%s/escaped.txt", srv.dir);
+    char *kernel = NULL;
+    cr_assert(asprintf(&kernel,
+                       "#include <arpa/inet.h>\n#include <fcntl.h>\n#include <netinet/in.h>\n"
+                       "#include <stdint.h>\n#include <sys/socket.h>\n#include <unistd.h>\n"
+                       "int kforge_kernel(void *const *args) {\n"
+                       "    int escaped = 0;\n"
+                       "    int s = socket(AF_INET, SOCK_STREAM, 0);\n"
+                       "    if (s >= 0) {\n"
+                       "        struct sockaddr_in a = {0};\n"
+                       "        a.sin_family = AF_INET; a.sin_port = htons(%d);\n"
+                       "        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);\n"
+                       "        if (connect(s, (struct sockaddr *)&a, sizeof a) == 0) escaped = 1;\n"
+                       "        close(s);\n"
+                       "    }\n"
+                       "    int f = open(\"%s\", O_WRONLY | O_CREAT, 0644);\n"
+                       "    if (f >= 0) { escaped = 1; close(f); }\n"
+                       "    const float *x = args[0];\n"
+                       "    float *y = args[1];\n"
+                       "    for (int i = 0; i < 1000; i++) y[i] = x[i] * 3.0f;\n"
+                       "    return escaped;\n"
+                       "}\n",
+                       ntohs(a.sin_port), escaped) > 0);
+    play(json_pack("[o]", kernel_reply(kernel)));
+    free(kernel);
+    run x;
+    prepare(&x, KF_AGENT_LLM, 1);
+    go(&x);
+    if (!(x.r.sandbox_flags & KF_SANDBOX_WRITES) || !(x.r.sandbox_flags & KF_SANDBOX_NET)) {
+        close(ls);
+        finish(&x);
+        cr_skip_test("confinement is not complete on this machine: %s", x.r.sandbox);
+        return;
+    }
+    STATUS(&x, 0, KF_V_OK);
+    cr_assert_neq(access(escaped, F_OK), 0, "the kernel wrote %s", escaped);
+    int fl = fcntl(ls, F_GETFL);
+    fcntl(ls, F_SETFL, fl | O_NONBLOCK);
+    int c = accept(ls, NULL, NULL);
+    cr_assert_lt(c, 0, "the kernel connected to the listener");
+    close(ls);
+    finish(&x);
 }

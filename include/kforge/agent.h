@@ -92,6 +92,8 @@ typedef struct kf_run_result {
     int llm_calls;           /* model calls made (llm and both) */
     long llm_prompt_tokens, llm_completion_tokens;
     char stop_reason[160];   /* why the loop ended early ("" = it ran its iterations) */
+    char sandbox[1024];      /* the confinement candidates ran under (kf_verify_sandbox_describe) */
+    unsigned sandbox_flags;  /* its KF_SANDBOX_* bits */
 } kf_run_result;
 
 /* Run the loop on g. Returns KF_OK when the loop ran (r->best may still be -1 when no

@@ -33,7 +33,9 @@
  * parentheses and cdiv(a, b) (= ceil(a / b)); global is the total number of work-items
  * per dimension (a multiple of local). Each A is a task buffer index or a scratch NAME.
  * Scratch buffers are device memory owned by the launcher, uninitialised, alive for
- * the whole plan. Without launch lines a GPU candidate is rejected (KF_ERR_PARSE).
+ * the whole plan. Without launch lines an OpenCL or Metal candidate is rejected
+ * (KF_ERR_PARSE); a CUDA one is then the nvcc form (a whole .cu whose extern "C" int
+ * kforge_kernel(void *const *args) launches its own kernels; docs/kernel-contract.md).
  */
 #ifndef KFORGE_CANDIDATE_H
 #define KFORGE_CANDIDATE_H

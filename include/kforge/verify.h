@@ -172,15 +172,16 @@ enum {
  * machine, as one line for the run record, e.g.
  *   "seccomp (x86-64): no sockets of any family, ...; landlock ABI 7: writes only under
  *    WORKDIR/kf-sbx-<candidate>/ and to /dev/{null,...}, no TCP bind/connect, no signals
- *    ...; rlimits: cpu 60 s, wall 20 s, address space 2.6 GiB, nproc 1234, output 64 KiB
- *    (file size), no core dumps"
+ *    ...; capabilities dropped (running as root); rlimits: cpu 60 s, wall 20 s, address
+ *    space 2.6 GiB, nproc 196 (not enforced: running as root), output 64 KiB (file
+ *    size), no core dumps"
  * A missing mechanism is named, never left out: "NO write confinement: Landlock disabled
  * at boot (...)", "NO network confinement: no seccomp filter for this architecture";
  * under KFORGE_SANDBOX=off the text starts "confinement off (KFORGE_SANDBOX=off)".
  * b (may be NULL: cpu) selects the device form of the limits (no address-space limit, the
- * output cap watched). ctx NULL: the default options. Writes at most cap bytes (512 is
- * ample) and returns the KF_SANDBOX_* flags in force (with confinement off at most
- * KF_SANDBOX_NPROC, an rlimit that stays). Reads the environment and asks the kernel;
+ * output cap watched). ctx NULL: the default options. Writes at most cap bytes (1024
+ * holds it with a workdir path of 300) and returns the KF_SANDBOX_* flags in force (with
+ * confinement off at most KF_SANDBOX_NPROC, an rlimit that stays). Reads the environment and asks the kernel;
  * creates nothing. */
 unsigned kf_verify_sandbox_describe(const kf_verify_ctx *ctx, const kf_backend *b, char *buf,
                                     size_t cap);

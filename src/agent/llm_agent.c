@@ -427,5 +427,8 @@ void kf_llm_agent_feedback(kf_llm_agent *a, const kf_iter_record *first, const k
                             "bound", bound, "floor_ms", flr, "best", bestline, "advice", advice, NULL};
         fb = fill(a->tpl_ok, kv);
     }
+    /* the candidate's own output can quote anything it could read (the key in a config
+     * file, say): never send the key back over the network */
+    if (fb) kf_llm_redact(a->llm, fb);
     rd->feedback = fb;
 }

@@ -238,6 +238,7 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
         json_object_set_new(run, "llm", l);
     }
     if (r->stop_reason[0]) json_object_set_new(run, "stop_reason", json_string(r->stop_reason));
+    json_object_set_new(run, "sandbox", json_string(r->sandbox));
     snprintf(path, sizeof path, "%s/run.json", r->out_dir);
     int bad = json_dump_file(run, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(run);
@@ -697,6 +698,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = kf_verify_ctx_new(g, &vo, &vctx, err);
     if (st != KF_OK) goto done;
 
+    r->sandbox_flags = kf_verify_sandbox_describe(vctx, be, r->sandbox, sizeof r->sandbox);
+    /* a model's kernels are untrusted: say what holds them, and loudly what does not */
+    if (o->table && o->agent != KF_AGENT_BUILTIN)
+        fprintf(o->table, "sandbox: %s\n", r->sandbox);
     if (o->table)
         kf_report_table_header(o->table, g->name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
                                r->roof.bound ? r->roof.bound : "?", r->ceil.measured);

@@ -11,6 +11,7 @@
 #include "kforge/verify.h"
 
 #include <getopt.h>
+#include <sys/prctl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -594,6 +595,9 @@ static int cmd_devices(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* candidates run as our children: keep them out of our memory and environment
+     * (/proc/PID/environ holds the API key) */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (argc < 2) {
         usage_main(stderr);
         return EXIT_USAGE;

@@ -16,6 +16,15 @@
  * runner (valgrind and its flags), lift the address-space limit, name the wrapper's
  * "errors found" exit status, and take a copy of the captured output before the file goes.
  *
+ * Confinement (confine.c): the child starts a session of its own (no controlling
+ * terminal), works in the candidate's scratch directory WORKDIR/kf-sbx-<hash of the
+ * artifact>, with TMPDIR and the runtime caches (POCL_CACHE_DIR, CUDA_CACHE_PATH,
+ * XDG_CACHE_HOME) pointed there and secrets (*_KEY, *_TOKEN, ...) left out of its
+ * environment, and before exec it gets no_new_privs, no capabilities, a Landlock domain
+ * (writes only in the scratch directory and to the GPU/null device nodes) and a seccomp
+ * filter (no sockets, io_uring, ptrace, ...). kf_verify_sandbox_describe says which of
+ * these this machine provides.
+ *
  * The child also gets PR_SET_PDEATHSIG = SIGKILL, so it dies with kforge; note that the
  * "parent" there is the forking thread, so verification must run on a thread that
  * outlives the check (any ordinary caller does).
@@ -234,6 +243,109 @@ static long system_threads(void) {
 
 extern char **environ;
 
+/* ---- the candidate's scratch directory and environment ---- */
+
+/* WORKDIR/kf-sbx-<hash of the artifact path>: the one directory the candidate may write
+ * (confine.c). One per artifact, shared by its runs, so that the device runtimes' caches
+ * (PoCL's kernel builds, the CUDA JIT cache) stay warm across the check and timing runs
+ * of one candidate without being shared between candidates: one candidate cannot plant a
+ * cached build that another one's run would load. Artifacts live in WORKDIR itself, out
+ * of every candidate's reach. Kept, like the artifact: removing it after a run would race
+ * with another run of the same artifact on another thread. */
+static kf_status scratch_dir(const char *workdir, const char *artifact, char *out, size_t cap,
+                             kf_error *err) {
+    char wd[PATH_MAX];
+    if (!realpath(workdir, wd))
+        return kf_error_set(err, KF_ERR_IO, workdir, 0, 0, "workdir: %s", strerror(errno));
+    uint64_t h = kf_hash64(artifact, strlen(artifact), 0x6b662d736278ull);
+    if ((size_t)snprintf(out, cap, "%s/kf-sbx-%016llx", wd, (unsigned long long)h) >= cap)
+        return kf_error_set(err, KF_ERR_ARG, workdir, 0, 0, "workdir path is too long");
+    if (mkdir(out, 0700) != 0 && errno != EEXIST)
+        return kf_error_set(err, KF_ERR_IO, out, 0, 0, "cannot create the candidate's scratch "
+                            "directory: %s", strerror(errno));
+    struct stat st;
+    if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return kf_error_set(err, KF_ERR_IO, out, 0, 0, "the candidate's scratch directory is "
+                            "not a directory of ours");
+    return KF_OK;
+}
+
+/* Variables the child does not inherit: what the sandbox sets itself, and secrets (the
+ * LLM keys): a candidate's output reaches the run record and the model's feedback. */
+static int env_dropped(const char *kv) {
+    static const char *const set[] = {"OMP_NUM_THREADS=", "TMPDIR=", "POCL_CACHE_DIR=",
+                                      "CUDA_CACHE_PATH=", "XDG_CACHE_HOME="};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        if (strncmp(kv, set[i], strlen(set[i])) == 0) return 1;
+    const char *eq = strchr(kv, '=');
+    size_t n = eq ? (size_t)(eq - kv) : strlen(kv);
+    static const char *const tails[] = {"_KEY", "_TOKEN", "_SECRET", "_PASSWORD"};
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        size_t t = strlen(tails[i]);
+        if (n >= t && strncmp(kv + n - t, tails[i], t) == 0) return 1;
+    }
+    return 0;
+}
+
+/* "1.5 GiB", "640 MiB", "64 KiB" */
+static void size_text(int64_t v, char *buf, size_t cap) {
+    if (v >= (1ll << 30)) snprintf(buf, cap, "%.1f GiB", (double)v / (1ll << 30));
+    else if (v >= (1ll << 20)) snprintf(buf, cap, "%.0f MiB", (double)v / (1ll << 20));
+    else snprintf(buf, cap, "%lld KiB", (long long)(v >> 10));
+}
+
+/* The rlimit part of the description. as < 0: no address-space limit; fsize < 0: output
+ * cap watched by polling (device runs). */
+static void limits_text(kf_buf *b, double cpu_s, double wall_s, int64_t as, int64_t output_cap,
+                        int polled, long nproc, int nproc_applies) {
+    char as_txt[32], out_txt[32];
+    if (as >= 0) size_text(as, as_txt, sizeof as_txt);
+    else snprintf(as_txt, sizeof as_txt, "unlimited (device driver)");
+    size_text(output_cap, out_txt, sizeof out_txt);
+    kf_buf_printf(b, "; rlimits: cpu %.0f s, wall %.3g s, address space %s, nproc %ld%s, "
+                  "output %s%s, no core dumps", ceil(cpu_s > 0 ? cpu_s : 1), wall_s, as_txt, nproc,
+                  nproc_applies ? "" : " (not enforced: running as root)", out_txt,
+                  polled ? " (watched)" : " (file size)");
+}
+
+/* See verify.h. */
+unsigned kf_verify_sandbox_describe(const kf_verify_ctx *c, const kf_backend *b, char *buf,
+                                    size_t cap) {
+    if (!buf || !cap) return 0;
+    kf_verify_opts dflt;
+    kf_verify_opts_default(&dflt);
+    const kf_verify_opts *o = c ? &c->opts : &dflt;
+    const char *wd = c ? c->workdir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    char abs_wd[PATH_MAX], scratch[PATH_MAX + 32];
+    if (realpath(wd, abs_wd)) wd = abs_wd; /* as the runs name it */
+    snprintf(scratch, sizeof scratch, "%s/kf-sbx-<candidate>/", wd);
+    kf_confine cf;
+    kf_confine_probe(&cf);
+    char head[900];
+    unsigned flags = kf_confine_describe(&cf, scratch, head, sizeof head);
+    int dev = b && kf_verify_is_device(b);
+    int threads = o->threads > 0 ? o->threads : (b && b->info.threads > 0 ? b->info.threads : 0);
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    int64_t data = 0;
+    for (int i = 0; c && i < c->nin; i++) data += (int64_t)c->in_bytes[i];
+    for (int j = 0; c && j < c->nout; j++) data += (int64_t)c->out_bytes[j];
+    int64_t as = dev ? -1 : data + o->mem_limit + AS_BASE_BYTES + (int64_t)threads * AS_PER_THREAD_BYTES;
+    /* RLIMIT_NPROC binds neither uid 0 nor a holder of CAP_SYS_RESOURCE/CAP_SYS_ADMIN; the
+     * confined child holds no capabilities */
+    int nproc_applies = !cf.root && (cf.on || !cf.drop_caps);
+    if (nproc_applies) flags |= KF_SANDBOX_NPROC;
+    kf_buf t = {0};
+    kf_buf_puts(&t, head);
+    limits_text(&t, o->cpu_limit_s, o->wall_limit_s, as, o->output_cap, dev,
+                system_threads() + threads + 64, nproc_applies);
+    snprintf(buf, cap, "%s", t.data);
+    kf_buf_free(&t);
+    return flags;
+}
+
 /* Run the runner once; see verify_int.h for the contract. */
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err) {
@@ -265,29 +377,55 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     live->nomem_bytes = 0;
     uint32_t mode = ctl->mode;
 
+    /* the candidate's scratch directory and its confinement, before anything to undo */
+    char art[sizeof ctl->artifact], scratch[PATH_MAX + 32];
+    memcpy(art, ctl->artifact, sizeof art);
+    art[sizeof art - 1] = 0;
+    kf_status sst = scratch_dir(lim->workdir, art, scratch, sizeof scratch, err);
+    if (sst != KF_OK) return sst;
+    kf_confine cf;
+    sst = kf_confine_prepare(&cf, scratch, lim->wrapper != NULL, err);
+    if (sst != KF_OK) return sst;
+
     char outpath[1200];
     snprintf(outpath, sizeof outpath, "%s/kf-run-%ld-%lu.out", lim->workdir, (long)getpid(),
              lim->tag);
     int outfd = open(outpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (outfd < 0)
+    if (outfd < 0) {
+        int e = errno;
+        kf_confine_release(&cf);
         return kf_error_set(err, KF_ERR_IO, outpath, 0, 0, "cannot create the runner's output file: %s",
-                            strerror(errno));
+                            strerror(e));
+    }
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-    /* environment: ours, with OMP_NUM_THREADS replaced */
+    /* environment: ours, less secrets, with OMP_NUM_THREADS set and the temporary files and
+     * runtime caches (PoCL, the CUDA JIT, anything under XDG_CACHE_HOME) pointed into the
+     * scratch directory, the one place the candidate's process may write */
     size_t nenv = 0;
     while (environ && environ[nenv]) nenv++;
-    char **envp = kf_calloc(nenv + 3, sizeof *envp);
+    char **envp = kf_calloc(nenv + 8, sizeof *envp);
     size_t k = 0;
     for (size_t i = 0; i < nenv; i++)
-        if (strncmp(environ[i], "OMP_NUM_THREADS=", 16) != 0) envp[k++] = environ[i];
-    char omp[64];
+        if (!env_dropped(environ[i])) envp[k++] = environ[i];
+    char omp[64], tmpdir[PATH_MAX + 64], pocl[PATH_MAX + 64], nvcache[PATH_MAX + 64],
+        xdg[PATH_MAX + 64];
     snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", lim->threads > 0 ? lim->threads : 1);
+    snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", scratch);
+    snprintf(pocl, sizeof pocl, "POCL_CACHE_DIR=%s/pocl", scratch);
+    snprintf(nvcache, sizeof nvcache, "CUDA_CACHE_PATH=%s/nv", scratch);
+    snprintf(xdg, sizeof xdg, "XDG_CACHE_HOME=%s/cache", scratch);
     envp[k++] = omp;
+    envp[k++] = tmpdir;
+    envp[k++] = pocl;
+    envp[k++] = nvcache;
+    envp[k++] = xdg;
     if (lim->extra_env) envp[k++] = (char *)lim->extra_env;
     envp[k] = NULL;
-    char runner[1024];
-    snprintf(runner, sizeof runner, "%s", lim->runner);
+    /* absolute: the child starts in the scratch directory */
+    char runner[PATH_MAX];
+    if (lim->runner[0] == '/' || !realpath(lim->runner, runner))
+        snprintf(runner, sizeof runner, "%s", lim->runner);
     char fdarg[] = "3";
     /* argv: the wrapper's words (a memory checker), if any, then "runner FD" */
     size_t nwrap = 0;
@@ -326,21 +464,28 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         close(outfd);
         unlink(outpath);
         if (devnull >= 0) close(devnull);
+        kf_confine_release(&cf);
         return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "fork: %s", strerror(e));
     }
     if (pid == 0) {
-        /* child: async-signal-safe calls only, until execve */
-        setpgid(0, 0);
+        /* child: async-signal-safe calls only, until execve. A session of its own: its own
+         * process group (killed whole below) and no controlling terminal, so nothing in it
+         * can read the terminal or push input into it. */
+        if (setsid() < 0) setpgid(0, 0);
         /* die with kforge (a sleeping kernel would otherwise outlive a killed kforge:
          * it left the terminal's process group, so Ctrl-C does not reach it) */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(126);
         int mfd = fcntl(sb->fd, F_DUPFD, 10); /* the copy is not close-on-exec */
         if (mfd < 0) _exit(126);
+        int rfd = cf.ruleset_fd >= 0 ? fcntl(cf.ruleset_fd, F_DUPFD_CLOEXEC, 10) : -1;
+        if (cf.ruleset_fd >= 0 && rfd < 0) _exit(126);
         if (devnull >= 0) dup2(devnull, 0);
         dup2(outfd, 1);
         dup2(outfd, 2);
         dup2(mfd, 3);
+        if (chdir(scratch) != 0) _exit(126);
+        if (kf_confine_apply(&cf, rfd, ctl->message, sizeof ctl->message) != 0) _exit(KF_CONFINE_EXIT);
 #ifdef SYS_close_range
         syscall(SYS_close_range, 4u, ~0u, 0u);
 #endif
@@ -360,10 +505,13 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         execve(exe, argv, envp);
         _exit(127);
     }
-    setpgid(pid, pid); /* also done by the child; whichever runs first wins the race */
+    /* No setpgid(pid, pid) here: it would make the child a group leader before its
+     * setsid(), which then fails. Until the child has run setsid() (its first call) the
+     * group kill below misses, and the kill of the pid itself does it. */
     free(envp);
     free(argv);
     if (devnull >= 0) close(devnull);
+    kf_confine_release(&cf);
 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
     int timed_out = 0, polled_flood = 0;
@@ -504,6 +652,11 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             output_excerpt(outfd, 1, out, 200);
             snprintf(detail, cap, "%s, then the process exited with status %d %s%s%s", memtxt,
                      code, where, out[0] ? "; output tail: " : "", out);
+        } else if (stage < KF_STAGE_START && code == KF_CONFINE_EXIT &&
+                   strncmp(msg, "sandbox: ", 9) == 0) {
+            *vs = KF_V_INTERNAL;
+            snprintf(detail, cap, "could not confine the runner (%s); KFORGE_SANDBOX=off runs "
+                     "candidates unconfined", msg);
         } else if (stage < KF_STAGE_START && (code == 127 || code == 126)) {
             *vs = KF_V_INTERNAL;
             snprintf(detail, cap, "could not start the runner '%s' (exit status %d)", exe, code);

@@ -148,6 +148,50 @@ int kf_sbx_check_guards(const kf_sbx *sb, int *buf, int64_t *off);
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err);
 
+/* ---- confine.c: seccomp + Landlock for the sandboxed child ---- */
+
+#include <linux/filter.h>
+
+#define KF_CONFINE_FILTER_MAX 48
+
+typedef struct kf_confine {
+    int on;                 /* 0 under KFORGE_SANDBOX=off: nothing below is applied */
+    int seccomp;            /* the syscall filter will be installed */
+    int landlock_abi;       /* Landlock ABI version; 0 = none (landlock_note says why) */
+    int drop_caps;          /* kforge holds capabilities: the child drops them all (when on) */
+    int root;               /* real uid 0 (RLIMIT_NPROC does not apply) */
+    int ruleset_fd;         /* the Landlock ruleset (prepare), -1 without one */
+    int dev_rules;          /* device nodes and directories allowed for writing */
+    char seccomp_note[96];  /* why there is no filter, when seccomp == 0 */
+    unsigned short filter_len;           /* the seccomp program (prepare) */
+    struct sock_filter filter[KF_CONFINE_FILTER_MAX];
+    char landlock_note[96]; /* why there is no Landlock, when landlock_abi == 0 */
+} kf_confine;
+
+/* Exit status of the child when the confinement could not be applied (the reason, from
+ * kf_confine_apply, is in the control page's message). */
+#define KF_CONFINE_EXIT 125
+
+/* What the next run would get (KFORGE_SANDBOX, kernel support, capabilities); builds
+ * nothing, holds nothing. */
+void kf_confine_probe(kf_confine *cf);
+/* In the parent, before fork: probe, then build the seccomp program and the Landlock
+ * ruleset allowing writes beneath scratch (absolute, existing) and on the device
+ * allow-list. checker: the run has a memory checker in front of the runner, which may
+ * then also write in /dev/shm and, under Landlock, ptrace and process_vm_* within the
+ * sandbox (Landlock refuses them on processes outside it). An error only when
+ * the kernel has Landlock but building the ruleset failed (the run must not go ahead
+ * unconfined); release with kf_confine_release. */
+kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, kf_error *err);
+void kf_confine_release(kf_confine *cf);
+/* In the forked child, before execve: no_new_privs, drop capabilities, restrict itself
+ * with ruleset_fd (the child's copy of cf->ruleset_fd; closed here), install the seccomp
+ * filter. Async-signal-safe. Returns 0, or -1 with "sandbox: STEP failed, errno N" in msg. */
+int kf_confine_apply(const kf_confine *cf, int ruleset_fd, char *msg, size_t cap);
+/* The confinement part of kf_verify_sandbox_describe's text (scratch names the writable
+ * directory); returns its KF_SANDBOX_* flags. */
+unsigned kf_confine_describe(const kf_confine *cf, const char *scratch, char *buf, size_t cap);
+
 /* ---- memcheck.c ---- */
 
 /* compute-sanitizer's first report in the captured output out (n bytes): the first block
