@@ -130,6 +130,22 @@ static void ocl_teardown(void) {
         }                                                                                          \
     } while (0)
 
+/* Render s at p and expect it to verify on the device (with `want`, when non-NULL, in its
+ * source: what the point is meant to exercise). */
+static void expect_verifies(const kf_synth *s, kf_verify_ctx *ctx, const kf_point *p, const char *text,
+                            const char *want) {
+    kf_error err = {0};
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, p, &c, &err), KF_OK, "render: %s", err.msg);
+    if (want) cr_expect(strstr(c.source, want) != NULL, "point [%s] of\n%s has no '%s'", c.label, text, want);
+    kf_vresult r;
+    cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
+    cr_expect_eq(r.status, KF_V_OK, "task:\n%s\nplan %s, point [%s]: %s: %s", text, kf_synth_describe(s), c.label,
+                 kf_vstatus_name(r.status), r.detail);
+    cr_expect_geq(r.sets_run, 2);
+    kf_candidate_clear(&c);
+}
+
 /* Check the task at the default point and at the "every parameter moved" point. */
 static void check_task(const char *text) {
     kf_error err = {0};
@@ -146,14 +162,7 @@ static void check_task(const char *text) {
     for (int variant = 0; variant < 2; variant++) {
         kf_point p;
         if (!point_of(s, variant, &p)) break;
-        kf_candidate c;
-        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-        kf_vresult r;
-        cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
-        cr_expect_eq(r.status, KF_V_OK, "task:\n%s\nplan %s, point [%s]: %s: %s", text, kf_synth_describe(s),
-                     c.label, kf_vstatus_name(r.status), r.detail);
-        cr_expect_geq(r.sets_run, 2);
-        kf_candidate_clear(&c);
+        expect_verifies(s, ctx, &p, text, NULL);
     }
     kf_verify_ctx_free(ctx);
     kf_synth_free(s);
@@ -193,13 +202,7 @@ static void check_point(const char *text, const char *assign, const char *want) 
     vo.nsets = 2;
     kf_verify_ctx *ctx = NULL;
     cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
-    kf_candidate c;
-    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-    cr_expect(strstr(c.source, want) != NULL, "point [%s] of\n%s has no '%s'", c.label, text, want);
-    kf_vresult r;
-    cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
-    cr_expect_eq(r.status, KF_V_OK, "task:\n%s\npoint [%s]: %s: %s", text, c.label, kf_vstatus_name(r.status), r.detail);
-    kf_candidate_clear(&c);
+    expect_verifies(s, ctx, &p, text, want);
     kf_verify_ctx_free(ctx);
     kf_synth_free(s);
     kf_graph_free(g);

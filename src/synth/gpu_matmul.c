@@ -80,13 +80,33 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
 
 static const char comp[4] = {'x', 'y', 'z', 'w'};
 
-/* One operand's tile copy: rows x cols of local array `dst` ([depth][extent]) from
- * global `src`. `inner_k`: the operand's contiguous dim is K (A not transposed, B
- * transposed), else its M/N dim. */
-static void emit_tile_copy(kf_buf *o, const kf_gplan *gp, const char *dst, const char *src, const char *off,
-                           int inner_k, int64_t ext, int64_t tk, const char *g0,
-                           int64_t extent_total, int64_t K, int vec, int64_t nthreads, int check_ext,
-                           int check_k) {
+/* One operand's tile: local array `dst` ([depth][extent], one per buffer with db) filled
+ * from global `src` at offset `off`; `inner_k`: the operand's contiguous dim is K (A not
+ * transposed, B transposed), else its M/N dim. `tag` names its prefetch registers. */
+typedef struct tile_copy {
+    const char *tag, *dst, *src, *off, *g0;
+    int inner_k, vec, check_ext, check_k;
+    int64_t ext, tk, extent_total, K, nthreads;
+} tile_copy;
+
+/* The bounds condition ("" when the tiles divide the matrix) and the global address of
+ * element (gx, gk) of the tile, shared by both copy forms. */
+static void tc_cond_addr(const kf_gplan *gp, const tile_copy *t, char *cond, size_t ccap, char *addr,
+                         size_t acap) {
+    cond[0] = 0;
+    if (t->check_ext && t->check_k)
+        snprintf(cond, ccap, "gx < %lld && gk < %lld", (long long)t->extent_total, (long long)t->K);
+    else if (t->check_ext) snprintf(cond, ccap, "gx < %lld", (long long)t->extent_total);
+    else if (t->check_k) snprintf(cond, ccap, "gk < %lld", (long long)t->K);
+    if (t->inner_k) snprintf(addr, acap, "%s + (%s)gx * %lld + gk", t->off, gp->ix, (long long)t->K);
+    else snprintf(addr, acap, "%s + (%s)gk * %lld + gx", t->off, gp->ix, (long long)t->extent_total);
+}
+
+/* The single-buffered tile copy: a loop over the tile in the operand's memory order. */
+static void emit_tile_copy(kf_buf *o, const kf_gplan *gp, const tile_copy *t) {
+    const char *dst = t->dst, *src = t->src, *g0 = t->g0;
+    const int inner_k = t->inner_k, vec = t->vec;
+    const int64_t ext = t->ext, tk = t->tk, nthreads = t->nthreads;
     const int64_t VL = vec ? 4 : 1;
     const int64_t nelem = ext * tk / VL;
     /* contiguous dim first: (outer index, inner index) of element e */
@@ -99,13 +119,8 @@ static void emit_tile_copy(kf_buf *o, const kf_gplan *gp, const char *dst, const
                       (long long)(ext / VL), (long long)VL);
     }
     kf_buf_printf(o, "            const int gx = %s + xx, gk = k0 + kk;\n", g0);
-    char cond[96] = "";
-    if (check_ext && check_k) snprintf(cond, sizeof cond, "gx < %lld && gk < %lld", (long long)extent_total, (long long)K);
-    else if (check_ext) snprintf(cond, sizeof cond, "gx < %lld", (long long)extent_total);
-    else if (check_k) snprintf(cond, sizeof cond, "gk < %lld", (long long)K);
-    char addr[128];
-    if (inner_k) snprintf(addr, sizeof addr, "%s + (%s)gx * %lld + gk", off, gp->ix, (long long)K);
-    else snprintf(addr, sizeof addr, "%s + (%s)gk * %lld + gx", off, gp->ix, (long long)extent_total);
+    char cond[96], addr[128];
+    tc_cond_addr(gp, t, cond, sizeof cond, addr, sizeof addr);
     if (!vec) {
         if (cond[0]) kf_buf_printf(o, "            %s[kk][xx] = (%s) ? %s[%s] : 0.0f;\n", dst, cond, src, addr);
         else kf_buf_printf(o, "            %s[kk][xx] = %s[%s];\n", dst, src, addr);
@@ -135,12 +150,6 @@ static void emit_tile_copy(kf_buf *o, const kf_gplan *gp, const char *dst, const
  * next tile are in flight while the current one is multiplied. The phases share one shape:
  * work-item tid moves elements tid + q*NT (q < cnt) through registers p<tag><q> (a float,
  * or a 4-vector with vec). */
-typedef struct tile_copy {
-    const char *tag, *dst, *src, *off, *g0;
-    int inner_k, vec, check_ext, check_k;
-    int64_t ext, tk, extent_total, K, nthreads;
-} tile_copy;
-
 static int64_t tc_nelem(const tile_copy *t) { return t->ext * t->tk / (t->vec ? 4 : 1); }
 static int64_t tc_count(const tile_copy *t) { return (tc_nelem(t) + t->nthreads - 1) / t->nthreads; }
 
@@ -174,14 +183,8 @@ static void tc_load(kf_buf *o, const kf_gplan *gp, const tile_copy *t, const cha
     for (int64_t q = 0; q < tc_count(t); q++) {
         tc_index(o, t, q, ind);
         kf_buf_printf(o, "%s  const int gx = %s + xx, gk = %s + kk;\n", ind, t->g0, kbase);
-        char cond[96] = "";
-        if (t->check_ext && t->check_k)
-            snprintf(cond, sizeof cond, "gx < %lld && gk < %lld", (long long)t->extent_total, (long long)t->K);
-        else if (t->check_ext) snprintf(cond, sizeof cond, "gx < %lld", (long long)t->extent_total);
-        else if (t->check_k) snprintf(cond, sizeof cond, "gk < %lld", (long long)t->K);
-        char addr[128];
-        if (t->inner_k) snprintf(addr, sizeof addr, "%s + (%s)gx * %lld + gk", t->off, gp->ix, (long long)t->K);
-        else snprintf(addr, sizeof addr, "%s + (%s)gk * %lld + gx", t->off, gp->ix, (long long)t->extent_total);
+        char cond[96], addr[128];
+        tc_cond_addr(gp, t, cond, sizeof cond, addr, sizeof addr);
         const char *zero = t->vec ? "$vmake(float, 4, 0.0f, 0.0f, 0.0f, 0.0f)" : "0.0f";
         char val[192];
         if (t->vec) snprintf(val, sizeof val, "$vload(4, %s, %s)", t->src, addr);
@@ -316,8 +319,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_puts(o, "        }\n");
     } else {
         kf_buf_printf(o, "    for (int k0 = 0; k0 < %lld; k0 += %lld) {\n", (long long)K, (long long)tk);
-        emit_tile_copy(o, gp, "As", abuf, "aoff", !d->ta, tm, tk, "row0", M, K, vec_a, NT, M % tm != 0, ck);
-        emit_tile_copy(o, gp, "Bs", bbuf, "boff", d->tb, tn, tk, "col0", N, K, vec_b, NT, N % tn != 0, ck);
+        emit_tile_copy(o, gp, &tca);
+        emit_tile_copy(o, gp, &tcb);
         kf_buf_puts(o, "        $barrier;\n");
     }
     const char *asub = db ? "As[cur][kk]" : "As[kk]", *bsub = db ? "Bs[cur][kk]" : "Bs[kk]";
