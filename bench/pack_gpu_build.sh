@@ -29,5 +29,14 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$BUILD/devlibs/" ;;
   esac
 done
+# what the copied libraries need in turn (Criterion's libgit2 needs libssh2, which the GPU
+# machine's libcurl does not use, so the skip list above wrongly holds it back), except
+# glibc's, the driver's, zlib and OpenSSL (the GPU machine's own serve both)
+for lib in "$BUILD"/devlibs/*; do ldd "$lib" | awk '/=> \//{print $3}'; done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|ld-linux*|libresolv.so*|libcuda.so*|libstdc++.so*|libssl.so*|libcrypto.so*|libcurl.so*|libz.so*) ;;
+    *) [ -e "$BUILD/devlibs/$(basename "$lib")" ] || { cp -L "$lib" "$BUILD/devlibs/"; echo "also $(basename "$lib")"; } ;;
+  esac
+done
 echo "carry: $BUILD/devlibs $BUILD/CMakeCache.txt and the binaries the run needs"
 du -sh "$BUILD" "$BUILD/devlibs"

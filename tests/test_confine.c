@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -216,33 +217,84 @@ Test(confine, tcp_connect_is_refused) {
     fx_close(&f);
 }
 
-/* Every other way to a socket: another family, the raw syscall (no libc wrapper to
- * interpose), socketpair, io_uring (its operations skip the syscall filter). The kernel
- * returns 20+k for the first that worked, 0 when all were refused. */
+/* Every other way out through a socket: another family, the raw syscall (no libc
+ * wrapper to interpose), a local socket connected, or sent to, a listener outside the
+ * sandbox (pathname and abstract), sendmsg, io_uring (its operations skip the syscall
+ * filter). A local socket itself may be created (the CUDA driver binds one). The kernel
+ * returns 20+k for the first way that worked, 0 when all were refused. */
+static char unix_path[108];
+static const char *abstract_name = "kforge-test-confine-listener";
+
 static const char *other_sockets_src(void) {
-    return kernel(
+    static char pre[4096];
+    snprintf(pre, sizeof pre,
         "int fd;\n"
-        "if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) >= 0 || errno != EACCES) {\n"
-        "    fprintf(stderr, \"AF_UNIX socket: %d %s\\n\", fd, strerror(errno)); return 20; }\n"
+        "struct sockaddr_un u; memset(&u, 0, sizeof u); u.sun_family = AF_UNIX;\n"
+        "snprintf(u.sun_path, sizeof u.sun_path, \"%%s\", \"%s\");\n"
+        "if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0) {\n"
+        "    fprintf(stderr, \"AF_UNIX socket refused: %%s\\n\", strerror(errno)); return 30; }\n"
+        "if (connect(fd, (struct sockaddr *)&u, sizeof u) == 0 || errno != EACCES) {\n"
+        "    fprintf(stderr, \"unix connect: %%s\\n\", strerror(errno)); return 20; }\n"
+        "struct sockaddr_un ab; memset(&ab, 0, sizeof ab); ab.sun_family = AF_UNIX;\n"
+        "memcpy(ab.sun_path + 1, \"%s\", %zu);\n"
+        "if (connect(fd, (struct sockaddr *)&ab, (socklen_t)(sizeof(sa_family_t) + 1 + %zu)) == 0) return 26;\n"
+        "close(fd);\n"
+        "int dg = socket(AF_UNIX, SOCK_DGRAM, 0);\n"
+        "if (dg < 0) return 31;\n"
+        "if (sendto(dg, \"leak\", 4, 0, (struct sockaddr *)&u, sizeof u) >= 0 || errno != EACCES) return 27;\n"
+        "struct iovec io = {\"leak\", 4}; struct msghdr m; memset(&m, 0, sizeof m);\n"
+        "m.msg_name = &u; m.msg_namelen = sizeof u; m.msg_iov = &io; m.msg_iovlen = 1;\n"
+        "if (sendmsg(dg, &m, 0) >= 0 || errno != EACCES) return 28;\n"
+        "close(dg);\n"
         "if ((fd = socket(AF_INET6, SOCK_DGRAM, 0)) >= 0) return 21;\n"
         "if ((fd = (int)syscall(SYS_socket, AF_INET, SOCK_STREAM, 0)) >= 0) return 22;\n"
         "int sv[2];\n"
-        "if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0) return 23;\n"
+        "if (socketpair(AF_INET, SOCK_STREAM, 0, sv) == 0) return 23;\n"
         "char params[120]; memset(params, 0, sizeof params);\n"
         "if ((fd = (int)syscall(425 /* io_uring_setup */, 4, params)) >= 0) return 24;\n"
-        "if (errno != EPERM) { fprintf(stderr, \"io_uring_setup: %s\\n\", strerror(errno)); return 25; }\n"
-        "fprintf(stderr, \"every socket refused\\n\");\n");
+        "if (errno != EPERM) { fprintf(stderr, \"io_uring_setup: %%s\\n\", strerror(errno)); return 25; }\n"
+        "fprintf(stderr, \"every way out refused\\n\");\n",
+        unix_path, abstract_name, strlen(abstract_name), strlen(abstract_name));
+    return kernel(pre);
+}
+
+/* A listening local socket at unix_path (abstract: in the abstract namespace). */
+static int unix_listener(int abstract) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    cr_assert_geq(s, 0, "socket: %s", strerror(errno));
+    struct sockaddr_un u;
+    memset(&u, 0, sizeof u);
+    u.sun_family = AF_UNIX;
+    socklen_t len = sizeof u;
+    if (abstract) {
+        memcpy(u.sun_path + 1, abstract_name, strlen(abstract_name));
+        len = (socklen_t)(sizeof(sa_family_t) + 1 + strlen(abstract_name));
+    } else {
+        snprintf(u.sun_path, sizeof u.sun_path, "%s", unix_path);
+        unlink(unix_path);
+    }
+    cr_assert_eq(bind(s, (struct sockaddr *)&u, len), 0, "bind: %s", strerror(errno));
+    cr_assert_eq(listen(s, 16), 0);
+    return s;
 }
 
 Test(confine, every_way_to_a_socket_is_refused) {
     fixture f;
     fx_open(&f);
+    snprintf(unix_path, sizeof unix_path, "/tmp/kf-confine-%d.sock", (int)getpid());
+    int ls = unix_listener(0), la = unix_listener(1);
     kf_vresult r = run_src(&f, other_sockets_src());
     expect(&r, KF_V_OK, NULL);
+    cr_assert_eq(connections(ls) + connections(la), 0, "the sandboxed candidate reached a listener");
+    /* unconfined, the same kernel connects: the test can fail */
     sandbox_off();
     r = run_src(&f, other_sockets_src());
     sandbox_on();
     expect(&r, KF_V_KERNEL_ERROR, "returned 20");
+    cr_assert_eq(connections(ls), 1, "with KFORGE_SANDBOX=off the connection should arrive");
+    close(ls);
+    close(la);
+    unlink(unix_path);
     fx_close(&f);
 }
 

@@ -3,11 +3,17 @@
  * what a candidate may not do besides what the rlimits in sandbox.c bound.
  *
  * Two unprivileged kernel mechanisms, no namespaces (docs/design-notes.md says why):
- *   - seccomp-BPF: socket() and socketpair() fail with EACCES, for every address family
- *     (AF_UNIX too: a local socket reaches the D-Bus session bus, systemd's user manager,
- *     docker.sock, ssh-agent, any local proxy, each a way out; PoCL and the CUDA driver run
- *     without one: the driver only tries to reach an MPS control daemon and, as NVIDIA
- *     documents, goes on without MPS when that fails);
+ *   - seccomp-BPF: a socket of any family but AF_UNIX fails with EACCES (socket() and
+ *     socketpair()), and no socket reaches anything: connect(), sendmsg(), sendmmsg() and
+ *     sendto() with a destination fail with EACCES, for every family. A local socket that
+ *     could connect would reach the D-Bus session bus, systemd's user manager,
+ *     docker.sock, ssh-agent, any local proxy, each a way out. Local sockets can still be
+ *     created and bound because the CUDA driver needs one: cuInit binds an abstract
+ *     socket ("@cuda-uvmfd-...", seen on the H200 with CUDA 13.0, driver 580) and fails
+ *     with CUDA_ERROR_OPERATING_SYSTEM when socket(AF_UNIX) is refused; its connect to
+ *     the MPS control socket may fail (it goes on without MPS, as NVIDIA documents).
+ *     A bound socket only receives; with Landlock a pathname bind outside the scratch
+ *     directory is refused too (MAKE_SOCK);
  *     io_uring (its requests bypass the syscall filter), ptrace, process_vm_readv/writev
  *     and pidfd_getfd (another process's memory or descriptors: kforge's own, unconfined),
  *     bpf, userfaultfd, and the terminal-injection ioctls TIOCSTI and TIOCLINUX fail with
@@ -47,6 +53,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -122,8 +129,10 @@ typedef struct kf_ll_ruleset_attr {
 #ifdef KF_SECCOMP_ARCH
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
+#define ARG_HI(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 #else
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+#define ARG_HI(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
 #endif
 #define PUT(st)                                                                       \
     do {                                                                              \
@@ -153,8 +162,9 @@ static unsigned short build_filter(struct sock_filter *p, int allow_trace) {
     PUT(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));
     RET(SECCOMP_RET_KILL_PROCESS);
 #endif
-    DENY(__NR_socket, EACCES);
-    DENY(__NR_socketpair, EACCES);
+    DENY(__NR_connect, EACCES);
+    DENY(__NR_sendmsg, EACCES);
+    DENY(__NR_sendmmsg, EACCES);
     DENY(__NR_io_uring_setup, EPERM);
     DENY(__NR_io_uring_enter, EPERM);
     DENY(__NR_io_uring_register, EPERM);
@@ -166,9 +176,26 @@ static unsigned short build_filter(struct sock_filter *p, int allow_trace) {
     DENY(__NR_pidfd_getfd, EPERM);
     DENY(__NR_bpf, EPERM);
     DENY(__NR_userfaultfd, EPERM);
-    /* ioctl: the request is an unsigned int, so only the low word counts */
-    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 1, 0));
+    /* the calls whose arguments decide; each branch below ends in a return. Offsets
+     * count the instructions between a jump and its target. */
+    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 4, 0));     /* -> family */
+    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 3, 0)); /* -> family */
+    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sendto, 6, 0));     /* -> address */
+    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 11, 0));     /* -> request */
     RET(SECCOMP_RET_ALLOW);
+    /* family: local (AF_UNIX) sockets only; the driver needs one, see above */
+    PUT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
+    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1));
+    RET(SECCOMP_RET_ALLOW);
+    RET(SECCOMP_RET_ERRNO | EACCES);
+    /* address: sendto with a destination (both words of the pointer zero = none) */
+    PUT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(4)));
+    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3));
+    PUT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_HI(4)));
+    PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1));
+    RET(SECCOMP_RET_ALLOW);
+    RET(SECCOMP_RET_ERRNO | EACCES);
+    /* request: an unsigned int, so only the low word counts */
     PUT(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
     PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 2, 0));
     PUT(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 1, 0));
@@ -411,7 +438,7 @@ unsigned kf_confine_describe(const kf_confine *cf, const char *scratch, char *bu
     kf_buf b = {0};
     if (cf->seccomp) {
         flags |= KF_SANDBOX_NET;
-        kf_buf_printf(&b, "seccomp (%s): no sockets of any family, no io_uring, ptrace, bpf, "
+        kf_buf_printf(&b, "seccomp (%s): no sockets but unconnected local ones, no connect or send to an address, no io_uring, ptrace, bpf, "
                       "userfaultfd, cross-process memory or descriptor access, no TIOCSTI; ",
                       KF_SECCOMP_ARCH_NAME);
     } else {

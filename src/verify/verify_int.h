@@ -152,7 +152,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
 
 #include <linux/filter.h>
 
-#define KF_CONFINE_FILTER_MAX 48
+#define KF_CONFINE_FILTER_MAX 64
 
 typedef struct kf_confine {
     int on;                 /* 0 under KFORGE_SANDBOX=off: nothing below is applied */
