@@ -53,7 +53,7 @@ static void variant(const char *what, int seccomp, int landlock, int caps, const
     if (!mkdtemp(scratch)) { perror("mkdtemp"); return; }
     kf_confine cf;
     kf_error err = {0};
-    if (kf_confine_prepare(&cf, scratch, 0, &err) != KF_OK) { printf("%s: %s\n", what, err.msg); return; }
+    if (kf_confine_prepare(&cf, scratch, 0, NULL, &err) != KF_OK) { printf("%s: %s\n", what, err.msg); return; }
     if (!seccomp) cf.seccomp = 0;
     if (sockets_ok) {
         /* drop the socket and socketpair rules: the first two DENY pairs after the header */
@@ -73,6 +73,10 @@ static void variant(const char *what, int seccomp, int landlock, int caps, const
     fflush(stdout);
     pid_t p = fork();
     if (p == 0) {
+        /* as the sandbox sets them: caches and temporary files in the scratch directory */
+        setenv("TMPDIR", scratch, 1);
+        setenv("CUDA_CACHE_PATH", scratch, 1);
+        setenv("XDG_CACHE_HOME", scratch, 1);
         char msg[256] = "";
         if (kf_confine_apply(&cf, rfd, msg, sizeof msg) != 0) { printf("%s: %s\n", what, msg); _exit(1); }
         try_cuda(what);
@@ -127,10 +131,14 @@ int main(void) {
     variant("seccomp, sockets allowed", 1, 1, 1, NULL, 1, 1);
     variant("no landlock", 1, 0, 1, NULL, 0, 1);
     variant("capabilities kept", 1, 1, 0, NULL, 0, 1);
-    variant("landlock + /dev/shm", 1, 1, 1, "/dev/shm", 0, 1);
-    variant("landlock + /tmp", 1, 1, 1, "/tmp", 0, 1);
-    variant("landlock + /run", 1, 1, 1, "/run", 0, 1);
-    variant("landlock + /var", 1, 1, 1, "/var", 0, 1);
+    /* Landlock alone (no seccomp: the first probes mixed the two) plus one more place */
+    variant("landlock only + /dev/shm", 0, 1, 1, "/dev/shm", 0, 1);
+    variant("landlock only + /tmp", 0, 1, 1, "/tmp", 0, 1);
+    variant("landlock only + /root", 0, 1, 1, "/root", 0, 1);
+    variant("landlock only + /proc", 0, 1, 1, "/proc", 0, 1);
+    variant("landlock only + /dev", 0, 1, 1, "/dev", 0, 1);
+    variant("landlock only + /run", 0, 1, 1, "/run", 0, 1);
+    variant("landlock only + /var", 0, 1, 1, "/var", 0, 1);
     variant("only caps dropped", 0, 0, 1, NULL, 0, 1);
     variant("seccomp only", 1, 0, 1, NULL, 0, 1);
     variant("seccomp only, sockets ok", 1, 0, 1, NULL, 1, 1);

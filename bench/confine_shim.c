@@ -49,3 +49,45 @@ int bind(int fd, const struct sockaddr *a, socklen_t n) {
     errno = e;
     return r;
 }
+
+/* opens for writing and directory creation: where the driver writes */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+static int logged_open(const char *fn, int dirfd, const char *path, int flags, mode_t mode) {
+    int r;
+    if (dirfd == -100000) {
+        int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, fn);
+        r = real(path, flags, mode);
+    } else {
+        int (*real)(int, const char *, int, ...) = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, fn);
+        r = real(dirfd, path, flags, mode);
+    }
+    int e = errno;
+    if ((flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) || r < 0)
+        fprintf(stderr, "  [shim] %s(%s, %#x) -> %d%s%s\n", fn, path, flags, r, r < 0 ? " " : "",
+                r < 0 ? strerror(e) : "");
+    errno = e;
+    return r;
+}
+
+#define MODE_ARG                                                                     \
+    mode_t mode = 0;                                                                 \
+    if (flags & (O_CREAT | __O_TMPFILE)) {                                           \
+        va_list ap;                                                                  \
+        va_start(ap, flags);                                                         \
+        mode = (mode_t)va_arg(ap, int);                                              \
+        va_end(ap);                                                                  \
+    }
+int open(const char *p, int flags, ...) { MODE_ARG return logged_open("open", -100000, p, flags, mode); }
+int open64(const char *p, int flags, ...) { MODE_ARG return logged_open("open64", -100000, p, flags, mode); }
+int openat(int d, const char *p, int flags, ...) { MODE_ARG return logged_open("openat", d, p, flags, mode); }
+int openat64(int d, const char *p, int flags, ...) { MODE_ARG return logged_open("openat64", d, p, flags, mode); }
+int mkdir(const char *p, mode_t m) {
+    int (*real)(const char *, mode_t) = (int (*)(const char *, mode_t))dlsym(RTLD_NEXT, "mkdir");
+    int r = real(p, m), e = errno;
+    fprintf(stderr, "  [shim] mkdir(%s) -> %d%s%s\n", p, r, r < 0 ? " " : "", r < 0 ? strerror(e) : "");
+    errno = e;
+    return r;
+}

@@ -32,6 +32,7 @@
 #include "kforge/candidate.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
+#include "verify/verify_int.h"
 
 static const char *task = "task confine_sq\n"
                           "input x: f32[4099]\n"
@@ -233,7 +234,7 @@ static const char *other_sockets_src(void) {
         "snprintf(u.sun_path, sizeof u.sun_path, \"%%s\", \"%s\");\n"
         "if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0) {\n"
         "    fprintf(stderr, \"AF_UNIX socket refused: %%s\\n\", strerror(errno)); return 30; }\n"
-        "if (connect(fd, (struct sockaddr *)&u, sizeof u) == 0 || errno != EACCES) {\n"
+        "if (connect(fd, (struct sockaddr *)&u, sizeof u) == 0 || errno != ECONNREFUSED) {\n"
         "    fprintf(stderr, \"unix connect: %%s\\n\", strerror(errno)); return 20; }\n"
         "struct sockaddr_un ab; memset(&ab, 0, sizeof ab); ab.sun_family = AF_UNIX;\n"
         "memcpy(ab.sun_path + 1, \"%s\", %zu);\n"
@@ -462,4 +463,22 @@ Test(confine, fork_bomb_is_stopped_by_the_process_limit) {
         "if (errno != EAGAIN) return 81;\n"));
     expect(&r, KF_V_OK, NULL);
     fx_close(&f);
+}
+
+/* On cuda the Landlock ruleset is not applied (the CUDA driver fails under it), and the
+ * description says so rather than claiming write confinement; other platforms keep it. */
+Test(confine, cuda_runs_without_landlock_and_say_so) {
+    kf_confine cf;
+    kf_confine_probe(&cf);
+    int abi = cf.landlock_abi;
+    kf_confine_platform(&cf, "cpu");
+    cr_assert_eq(cf.landlock_abi, abi);
+    kf_confine_platform(&cf, "opencl");
+    cr_assert_eq(cf.landlock_abi, abi);
+    kf_confine_platform(&cf, "cuda");
+    cr_assert_eq(cf.landlock_abi, 0);
+    char d[1200];
+    kf_confine_describe(&cf, "/tmp/x/", d, sizeof d);
+    if (abi) cr_assert(strstr(d, "NO write confinement: Landlock not applied on cuda"), "%s", d);
+    if (cf.seccomp) cr_assert(strstr(d, "seccomp"), "%s", d);
 }

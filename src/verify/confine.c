@@ -4,8 +4,10 @@
  *
  * Two unprivileged kernel mechanisms, no namespaces (docs/design-notes.md says why):
  *   - seccomp-BPF: a socket of any family but AF_UNIX fails with EACCES (socket() and
- *     socketpair()), and no socket reaches anything: connect(), sendmsg(), sendmmsg() and
- *     sendto() with a destination fail with EACCES, for every family. A local socket that
+ *     socketpair()), and no socket reaches anything: connect() fails with ECONNREFUSED
+ *     (what a program sees when nothing listens: the CUDA driver's probe for an MPS
+ *     daemon must take it as "no MPS"), sendmsg(), sendmmsg() and sendto() with a
+ *     destination with EACCES, for every family. A local socket that
  *     could connect would reach the D-Bus session bus, systemd's user manager,
  *     docker.sock, ssh-agent, any local proxy, each a way out. Local sockets can still be
  *     created and bound because the CUDA driver needs one: cuInit binds an abstract
@@ -162,7 +164,7 @@ static unsigned short build_filter(struct sock_filter *p, int allow_trace) {
     PUT(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));
     RET(SECCOMP_RET_KILL_PROCESS);
 #endif
-    DENY(__NR_connect, EACCES);
+    DENY(__NR_connect, ECONNREFUSED);
     DENY(__NR_sendmsg, EACCES);
     DENY(__NR_sendmmsg, EACCES);
     DENY(__NR_io_uring_setup, EPERM);
@@ -258,6 +260,20 @@ void kf_confine_probe(kf_confine *cf) {
                                       : strerror(lerr));
 }
 
+/* See verify_int.h. Measured on the H200 (CUDA 13.0, driver 580.159, Landlock ABI 7,
+ * 2026-12-03, bench/confine_probe.c): with the sandbox's Landlock ruleset alone (no
+ * seccomp) cuInit fails with CUDA_ERROR_OPERATING_SYSTEM, while a ruleset that allows
+ * writes everywhere (with the same scopes) works: the driver writes somewhere outside the
+ * scratch directory and the device allow-list, not yet found. Until it is, CUDA candidates
+ * run with the seccomp filter and dropped capabilities but no write confinement, and the
+ * sandbox description says so. */
+void kf_confine_platform(kf_confine *cf, const char *platform) {
+    if (!cf->on || !platform || strcmp(platform, "cuda") != 0 || !cf->landlock_abi) return;
+    cf->landlock_abi = 0;
+    snprintf(cf->landlock_note, sizeof cf->landlock_note, "%s",
+             "not applied on cuda (the CUDA driver fails under it; docs/design-notes.md)");
+}
+
 /* ---- the Landlock ruleset ---- */
 
 static uint64_t fs_write_rights(int abi) {
@@ -314,8 +330,10 @@ static int add_dev_rules(int rfd, int abi) {
 
 /* Probe, then build the ruleset for a run whose writable directory is scratch (absolute,
  * existing). See verify_int.h. */
-kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, kf_error *err) {
+kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker,
+                             const char *platform, kf_error *err) {
     kf_confine_probe(cf);
+    kf_confine_platform(cf, platform);
     if (!cf->on) return KF_OK;
 #ifdef KF_SECCOMP_ARCH
     if (cf->seccomp) cf->filter_len = build_filter(cf->filter, checker && cf->landlock_abi);

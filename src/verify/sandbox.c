@@ -321,6 +321,7 @@ unsigned kf_verify_sandbox_describe(const kf_verify_ctx *c, const kf_backend *b,
     snprintf(scratch, sizeof scratch, "%s/kf-sbx-<candidate>/", wd);
     kf_confine cf;
     kf_confine_probe(&cf);
+    if (b) kf_confine_platform(&cf, b->info.platform);
     char head[900];
     unsigned flags = kf_confine_describe(&cf, scratch, head, sizeof head);
     int dev = b && kf_verify_is_device(b);
@@ -384,7 +385,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     kf_status sst = scratch_dir(lim->workdir, art, scratch, sizeof scratch, err);
     if (sst != KF_OK) return sst;
     kf_confine cf;
-    sst = kf_confine_prepare(&cf, scratch, lim->wrapper != NULL, err);
+    sst = kf_confine_prepare(&cf, scratch, lim->wrapper != NULL, lim->platform, err);
     if (sst != KF_OK) return sst;
 
     char outpath[1200];
