@@ -99,6 +99,8 @@ Test(calibrate, all_threads_plausible) {
     cr_assert_geq(c.threads, 1);
     cr_assert_leq(c.threads, sysconf(_SC_NPROCESSORS_ONLN));
     cr_assert_str_eq(c.device_key, "");
+    /* an empty OpenMP parallel region: well under a millisecond on any machine */
+    cr_assert(c.launch_us > 0 && c.launch_us < 1000, "fork/join %g us", c.launch_us);
     fprintf(stderr,
             "calibration (%d threads): copy %.1f GB/s, read %.1f GB/s, write %.1f GB/s, "
             "peak f32 %.1f GFLOP/s, f64 %.1f GFLOP/s, at %s\n",
@@ -168,6 +170,29 @@ Test(cache, round_trip, .init = make_cache_dir, .fini = remove_cache_dir) {
     }
     closedir(d);
     cr_assert_leq(n, 2);
+}
+
+/* launch_us is optional in the file: entries written before it was measured load as 0. */
+Test(cache, launch_overhead_round_trip_and_old_entries, .init = make_cache_dir,
+     .fini = remove_cache_dir) {
+    kf_error err = {0};
+    kf_ceilings a = fake("cuda|X|1", 3000), got;
+    a.launch_us = 2.75;
+    cr_assert_eq(kf_arch_save(&a, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_load("cuda|X|1", &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_float_eq(got.launch_us, 2.75, 0);
+    FILE *f = fopen(cachefile, "w");
+    cr_assert_not_null(f);
+    fputs("{\"format\": \"kforge-calibration\", \"version\": 1, \"devices\": {\"old\": {\"measured\": 1,"
+          " \"threads\": 2, \"copy_gbs\": 30, \"read_gbs\": 20, \"write_gbs\": 20, \"peak_gflops_f32\": 100,"
+          " \"peak_gflops_f64\": 50, \"when\": \"2025-01-01\"}, \"bad\": {\"measured\": 1, \"threads\": 2,"
+          " \"copy_gbs\": 30, \"read_gbs\": 20, \"write_gbs\": 20, \"peak_gflops_f32\": 100,"
+          " \"peak_gflops_f64\": 50, \"launch_us\": -1, \"when\": \"2025-01-01\"}}}", f);
+    fclose(f);
+    cr_assert_eq(kf_arch_load("old", &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_float_eq(got.launch_us, 0, 0);
+    cr_assert_eq(kf_arch_load("bad", &got, &err), KF_ERR_PARSE);
+    cr_assert(strstr(err.msg, "launch_us"), "%s", err.msg);
 }
 
 Test(cache, bad_keys_and_values, .init = make_cache_dir, .fini = remove_cache_dir) {

@@ -37,7 +37,18 @@ typedef struct kf_loop_opts {
     const char *reference_path; /* a correct kernel for the model to start from */
     const char *prompts_dir; /* NULL: $KFORGE_PROMPTS, else the source tree's prompts/ */
     int builtin_iters;       /* KF_AGENT_BOTH: builtin candidates first (0: half of iters) */
+    /* the performance analysis agent */
+    int analysis;            /* KF_ANALYSIS_BUILTIN (default), KF_ANALYSIS_OFF, KF_ANALYSIS_LLM */
 } kf_loop_opts;
+
+enum {
+    KF_ANALYSIS_BUILTIN = 0, /* every verified candidate is diagnosed (kf_perf_diagnose); the
+                                builtin agent tries the best candidate's recommended moves
+                                first, the model reads the diagnosis as text */
+    KF_ANALYSIS_OFF = 1,     /* no diagnosis: the builtin agent searches at random */
+    KF_ANALYSIS_LLM = 2      /* diagnosed as builtin, but the model gets the raw profile
+                                (timing, resource report, launches, counters) instead */
+};
 
 enum {
     KF_AGENT_BUILTIN = 0,    /* the schedule-space search of the builtin generator */
@@ -58,6 +69,14 @@ enum {
 
 void kf_loop_opts_default(kf_loop_opts *o);
 
+/* Contract: the measured ceilings of backend be's device into *c, as the loop uses them:
+ * the cached entry (calibration.json, see arch.h), or a measurement (always when force)
+ * that is then cached. A CPU, and an OpenCL device that is the CPU (PoCL), share the
+ * CPU's calibration with `threads` threads (0 = all usable); other devices are measured
+ * through their backend (kf_perf_device_ceilings). Fails as those do. */
+kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_ceilings *c,
+                                  kf_error *err);
+
 typedef struct kf_iter_record {
     int iter;                /* 1-based */
     char label[160];         /* schedule, or "llm N" (+ its tunables) for a model's kernel */
@@ -71,6 +90,9 @@ typedef struct kf_iter_record {
     char memcheck[16];       /* this candidate's memory check: "" not run, "ok", "skipped"
                                 (no verdict: too slow, ...), "error", or the rejecting
                                 status's name */
+    int has_diag;            /* diag holds the analysis agent's reading of this candidate */
+    kf_diagnosis diag;
+    char followed[200];      /* the recommendation this candidate was chosen by ("" = none) */
 } kf_iter_record;
 
 typedef struct kf_run_result {
@@ -93,6 +115,7 @@ typedef struct kf_run_result {
     long llm_prompt_tokens, llm_completion_tokens;
     char stop_reason[160];   /* why the loop ended early ("" = it ran its iterations) */
     char sandbox[1024];      /* the confinement candidates ran under (kf_verify_sandbox_describe) */
+    char arch[160];          /* the architecture database entry matched ("" = none) and why */
     unsigned sandbox_flags;  /* its KF_SANDBOX_* bits */
 } kf_run_result;
 

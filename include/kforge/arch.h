@@ -21,6 +21,8 @@ typedef struct kf_ceilings {
     double write_gbs;       /* streaming write (fill) */
     double peak_gflops_f32; /* FMA-bound peak, f32 */
     double peak_gflops_f64;
+    double launch_us;       /* overhead of one launch: an empty kernel (devices) or an empty
+                               OpenMP parallel region (cpu); 0 = not measured */
     char when[32];          /* ISO date of the measurement */
 } kf_ceilings;
 
@@ -35,6 +37,64 @@ kf_status kf_arch_save(const kf_ceilings *c, kf_error *err);
 /* Cached value if present, else calibrate and save. */
 kf_status kf_arch_get_cpu(const char *device_key, int threads, int force, kf_ceilings *out,
                           kf_error *err);
+
+/* ---- architecture database (src/arch/db.c; data/arch.json; docs/arch-db.md) ----
+ * Nominal facts per device model: memory hierarchy, unit counts, vector width, peak rates
+ * per dtype and the per-unit limits an occupancy calculator needs, each entry citing its
+ * sources in the data file. 0 means unknown. Measured ceilings (kf_ceilings) take
+ * precedence over the nominal bandwidth and peaks here. */
+typedef struct kf_arch_entry {
+    char id[48], name[96], kind[8], vendor[24], unit_name[24];
+    char match[8][64]; int n_match;  /* case-insensitive substrings of a device name */
+    int units, simd_width; double clock_mhz;   /* units: SMs / GPU cores / CPU cores */
+    double dram_bytes, dram_gbs, l2_bytes, l1_bytes_per_unit, l3_bytes;
+    /* dense TFLOP/s (int8: TOPS); each the highest rate any unit offers for that input
+     * dtype (Tensor Cores included); f64_vector = non-tensor FP64 rate */
+    double peak_tflops_f64, peak_tflops_f32, peak_tflops_tf32, peak_tflops_f16, peak_tflops_bf16,
+           peak_tflops_int8, peak_tflops_fp8;
+    int max_threads_per_group, max_threads_per_unit, max_groups_per_unit, regs_per_unit,
+        max_regs_per_thread, reg_alloc_unit;   /* reg_alloc_unit: registers per warp granule */
+    long smem_per_unit, smem_per_group, smem_alloc_unit;
+    char source[512];
+    /* additions beyond the brief's minimum */
+    char arch[24];                  /* "sm_90", "apple9", "x86-64", ... ("" unknown) */
+    double peak_tflops_f64_vector;  /* non-tensor FP64 (0 unknown) */
+    long smem_reserved_per_group;   /* shared memory the system reserves per block */
+    char notes[2048];
+} kf_arch_entry;
+
+typedef struct kf_arch_db kf_arch_db; /* opaque */
+
+/* Load and validate an architecture database. path NULL = default: $KFORGE_ARCH_DB when set
+ * (a missing file there is an error, not a fall-through), else KF_SOURCE_DIR
+ * "/data/arch.json" when it exists, else "<dir of /proc/self/exe>/../share/kforge/arch.json".
+ * Every entry is validated (id unique and [A-Za-z0-9._-]+, name, kind "gpu"|"cpu", source
+ * non-empty, every number finite and >= 0, integers integral, units > 0, simd_width > 0,
+ * no unknown fields, strings within their buffers, no match string in two entries).
+ * KF_OK with *out (free with kf_arch_db_free); KF_ERR_IO when the file cannot be read;
+ * KF_ERR_PARSE when it is malformed (err has line:col for JSON syntax) or invalid (the
+ * message names the entry index and id and the field). *out is NULL on failure. */
+kf_status kf_arch_db_load(const char *path, kf_arch_db **out, kf_error *err);
+void kf_arch_db_free(kf_arch_db *db);
+/* Number of entries, and entry i (0 <= i < count; NULL out of range). Entries live as long
+ * as the db. The path the db was loaded from: kf_arch_db_path. */
+int kf_arch_db_count(const kf_arch_db *db);
+const kf_arch_entry *kf_arch_db_at(const kf_arch_db *db, int i);
+const char *kf_arch_db_path(const kf_arch_db *db);
+/* The entry with this id, or NULL. */
+const kf_arch_entry *kf_arch_db_find(const kf_arch_db *db, const char *id);
+/* Best entry for a device name of kind "gpu"/"cpu" (NULL kind = any): the entry whose match
+ * string is the LONGEST case-insensitive substring of device_name (so "M3 Pro" beats "M3");
+ * an occurrence counts only at word boundaries (no letter or digit touching it on either
+ * side, so "A100" is not found in "A1000" nor "H200" in "GH200"); ties go to the earlier
+ * entry. For kind "cpu" with no match, the generic entry for this machine (uname: x86_64 ->
+ * "generic-x86-64", aarch64/arm64 -> "generic-arm64"). NULL if none. */
+const kf_arch_entry *kf_arch_db_match(const kf_arch_db *db, const char *device_name,
+                                      const char *kind);
+/* This machine's CPU model name (from /proc/cpuinfo "model name", or on arm "Hardware" /
+ * "CPU implementer"+"CPU part", or sysctl machdep.cpu.brand_string on macOS), into buf.
+ * Returns buf; "unknown cpu" if not found. */
+const char *kf_arch_cpu_name(char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

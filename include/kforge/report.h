@@ -17,6 +17,9 @@ typedef struct kf_report_row {
     const char *status;      /* "ok", "mismatch", ... */
     int has_time;
     double time_ms, gbs, gflops, pct_floor;
+    double occupancy;        /* 0..1, < 0 where there is none (cpu) or it is unknown */
+    const char *bound;       /* the diagnosis' bound, NULL when not analysed */
+    const char *analysis;    /* the diagnosis line printed under the row, may be NULL */
     int best;                /* mark as the best so far */
     const char *note;        /* short detail for failures, may be NULL */
 } kf_report_row;

@@ -2,10 +2,15 @@
  * The synthesis loop with the builtin generation agent.
  *
  * Search: the first candidate is the generator's default point. After that the agent
- * walks the schedule space by coordinate moves around the best point so far (every other
- * value of one parameter at a time: the nearest values of every parameter first, in the
- * template's parameter order, then the next nearest), and when every
- * neighbour of the best has been tried it draws unexplored points at random. Points
+ * first follows the performance analysis agent: every verified candidate is diagnosed
+ * (kf_perf_diagnose: bound, evidence, ranked moves on its schedule parameters), and the
+ * next candidate is the best point moved by the best point's highest-ranked recommendation
+ * not yet tried. When none is left it walks the schedule space by coordinate moves around
+ * the best point (every other value of one parameter at a time: the nearest values of
+ * every parameter first, in the template's parameter order, then the next nearest), and
+ * when every neighbour of the best has been tried it draws unexplored points at random.
+ * With --analysis off nothing is diagnosed and every point after the first is drawn at
+ * random: the baseline the analysis is measured against (bench/analysis_ab.py). Points
  * already evaluated are never re-run. Each candidate is compiled, verified in the
  * sandbox against the float64 reference on several input sets, timed, and placed on the
  * roofline. The loop stops after opts.iters candidates, at the time budget, or when the
@@ -72,6 +77,49 @@ static double space_size(const kf_space *sp) {
     return n;
 }
 
+/* Whether space parameter name ("s0.vw") is the diagnosis' parameter (its suffix "vw"). */
+static int param_is(const char *name, const char *suffix) {
+    const char *dot = strrchr(name, '.');
+    return strcmp(dot ? dot + 1 : name, suffix) == 0;
+}
+
+/* The best point moved by d's highest-ranked recommendation that leads to a point not yet
+ * tried; why gets "s0.vw 4 -> 8: <reason>". 0 = none. */
+static int follow(const kf_space *sp, const kf_point *best, const kf_diagnosis *d,
+                  const seen_set *seen, kf_point *out, char *why, size_t cap) {
+    for (int k = 0; k < d->nrecs; k++) {
+        const kf_diag_rec *rc = &d->rec[k];
+        for (int i = 0; i < sp->nparams; i++) {
+            if (!param_is(sp->p[i].name, rc->param)) continue;
+            int v = best->idx[i] + rc->dir;
+            if (v < 0 || v >= sp->p[i].nvalues) continue;
+            kf_point q = *best;
+            q.idx[i] = v;
+            if (seen_has(seen, point_hash(sp, &q))) continue;
+            *out = q;
+            snprintf(why, cap, "%s %ld -> %ld: %s", sp->p[i].name, sp->p[i].values[best->idx[i]],
+                     sp->p[i].values[v], rc->why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A random unexplored point. 0 = none found. */
+static int random_point(const kf_space *sp, const seen_set *seen, uint64_t *rng, kf_point *out) {
+    if ((double)seen->n >= space_size(sp)) return 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        kf_point q;
+        memset(&q, 0, sizeof q);
+        for (int i = 0; i < sp->nparams; i++) q.idx[i] = (int)(rng_next(rng) % (uint64_t)sp->p[i].nvalues);
+        if (!seen_has(seen, point_hash(sp, &q))) {
+            *out = q;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Next point to try: a neighbour of best, else a random unexplored point. 0 = none left. */
 static int propose(const kf_space *sp, const kf_point *best, const seen_set *seen, uint64_t *rng,
                    kf_point *out) {
@@ -94,17 +142,7 @@ static int propose(const kf_space *sp, const kf_point *best, const seen_set *see
             }
         }
     }
-    if ((double)seen->n >= space_size(sp)) return 0;
-    for (int tries = 0; tries < 1000; tries++) {
-        kf_point q;
-        memset(&q, 0, sizeof q);
-        for (int i = 0; i < sp->nparams; i++) q.idx[i] = (int)(rng_next(rng) % (uint64_t)sp->p[i].nvalues);
-        if (!seen_has(seen, point_hash(sp, &q))) {
-            *out = q;
-            return 1;
-        }
-    }
-    return 0;
+    return random_point(sp, seen, rng, out);
 }
 
 static void fill_row(const kf_iter_record *it, kf_report_row *row) {
@@ -119,6 +157,28 @@ static void fill_row(const kf_iter_record *it, kf_report_row *row) {
     row->pct_floor = it->perf.pct_floor;
     row->best = it->best_so_far;
     row->note = it->res.status == KF_V_OK ? NULL : it->res.detail;
+    row->occupancy = it->has_diag ? it->diag.occupancy : -1;
+    row->bound = it->has_diag ? it->diag.bound : NULL;
+}
+
+static json_t *diag_json(const kf_diagnosis *d) {
+    json_t *j = json_object();
+    json_object_set_new(j, "bound", json_string(d->bound));
+    json_object_set_new(j, "achieved", json_real(d->achieved));
+    json_object_set_new(j, "bw_frac", json_real(d->bw_frac));
+    json_object_set_new(j, "peak_frac", json_real(d->peak_frac));
+    json_object_set_new(j, "occupancy", d->occupancy >= 0 ? json_real(d->occupancy) : json_null());
+    if (d->occupancy >= 0) json_object_set_new(j, "occupancy_limit", json_string(d->occ_limit));
+    json_object_set_new(j, "achieved_occupancy",
+                        d->achieved_occupancy >= 0 ? json_real(d->achieved_occupancy) : json_null());
+    json_t *ev = json_array(), *rs = json_array();
+    for (int i = 0; i < d->nevidence; i++) json_array_append_new(ev, json_string(d->evidence[i]));
+    for (int i = 0; i < d->nrecs; i++)
+        json_array_append_new(rs, json_pack("{s:s, s:i, s:f, s:s}", "param", d->rec[i].param, "dir",
+                                            d->rec[i].dir, "score", d->rec[i].score, "why", d->rec[i].why));
+    json_object_set_new(j, "evidence", ev);
+    json_object_set_new(j, "recommendations", rs);
+    return j;
 }
 
 static json_t *iter_json(const kf_iter_record *it) {
@@ -151,6 +211,8 @@ static json_t *iter_json(const kf_iter_record *it) {
     if (it->memcheck[0]) json_object_set_new(j, "memcheck", json_string(it->memcheck));
     if (it->res.resources[0]) json_object_set_new(j, "resources", json_string(it->res.resources));
     if (it->agent[0]) json_object_set_new(j, "agent", json_string(it->agent));
+    if (it->has_diag) json_object_set_new(j, "diagnosis", diag_json(&it->diag));
+    if (it->followed[0]) json_object_set_new(j, "followed", json_string(it->followed));
     return j;
 }
 
@@ -173,6 +235,7 @@ static json_t *device_json(const kf_device_info *d, const kf_ceilings *c) {
     json_object_set_new(cj, "write_gbs", json_real(c->write_gbs));
     json_object_set_new(cj, "peak_gflops_f32", json_real(c->peak_gflops_f32));
     json_object_set_new(cj, "peak_gflops_f64", json_real(c->peak_gflops_f64));
+    json_object_set_new(cj, "launch_us", c->launch_us > 0 ? json_real(c->launch_us) : json_null());
     json_object_set_new(cj, "when", json_string(c->when));
     json_object_set_new(j, "ceilings", cj);
     return j;
@@ -239,6 +302,7 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     }
     if (r->stop_reason[0]) json_object_set_new(run, "stop_reason", json_string(r->stop_reason));
     json_object_set_new(run, "sandbox", json_string(r->sandbox));
+    json_object_set_new(run, "arch", json_string(r->arch));
     snprintf(path, sizeof path, "%s/run.json", r->out_dir);
     int bad = json_dump_file(run, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(run);
@@ -455,6 +519,12 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
  * calibrated through their backend (kf_perf_calibrate_device). */
 static kf_status device_ceilings(kf_backend *be, const kf_loop_opts *o, kf_ceilings *c,
                                  kf_error *err) {
+    return kf_loop_device_ceilings(be, o->threads, o->recalibrate, c, err);
+}
+
+/* See agent.h. */
+kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_ceilings *c,
+                                  kf_error *err) {
     const kf_device_info *d = &be->info;
     char key[160];
     if (strcmp(d->platform, "cpu") == 0 || strcmp(d->device_type, "cpu") == 0) {
@@ -462,13 +532,32 @@ static kf_status device_ceilings(kf_backend *be, const kf_loop_opts *o, kf_ceili
         kf_status st = strcmp(d->platform, "cpu") == 0 ? KF_OK : kf_backend_open("cpu", &cpu, err);
         if (st != KF_OK) return st;
         const kf_device_info *cd = cpu ? &cpu->info : d;
-        snprintf(key, sizeof key, "cpu|%s|%d", cd->name, o->threads ? o->threads : cd->threads);
-        st = kf_arch_get_cpu(key, o->threads, o->recalibrate, c, err);
+        snprintf(key, sizeof key, "cpu|%s|%d", cd->name, threads ? threads : cd->threads);
+        st = kf_arch_get_cpu(key, threads, force, c, err);
         kf_backend_close(cpu);
         return st;
     }
     snprintf(key, sizeof key, "%s|%s|%s", d->platform, d->name, d->driver);
-    return kf_perf_device_ceilings(be, key, o->recalibrate, c, err);
+    return kf_perf_device_ceilings(be, key, force, c, err);
+}
+
+/* The architecture database's entry for the run's device, loaded into *db (freed by the
+ * caller); r->arch says which entry, or why there is none (printed: never silent). */
+static const kf_arch_entry *arch_entry(kf_arch_db **db, kf_run_result *r, const kf_loop_opts *o) {
+    kf_error e = {0};
+    if (o->analysis == KF_ANALYSIS_OFF) return NULL;
+    if (kf_arch_db_load(NULL, db, &e) != KF_OK) {
+        snprintf(r->arch, sizeof r->arch, "no architecture database: %s", e.msg);
+        if (o->table) fprintf(o->table, "analysis: %s (occupancy not computed)\n", r->arch);
+        return NULL;
+    }
+    int gpu = strcmp(r->dev.platform, "cpu") != 0 && strcmp(r->dev.device_type, "cpu") != 0;
+    const kf_arch_entry *a = kf_arch_db_match(*db, r->dev.name, gpu ? "gpu" : "cpu");
+    if (a) snprintf(r->arch, sizeof r->arch, "%s", a->id);
+    else snprintf(r->arch, sizeof r->arch, "no entry matches \"%s\"", r->dev.name);
+    if (o->table) fprintf(o->table, "analysis: architecture %s%s\n", a ? a->name : r->arch,
+                          a ? "" : " (occupancy not computed)");
+    return a;
 }
 
 /* What evaluating a candidate needs. */
@@ -479,7 +568,48 @@ typedef struct evalctx {
     kf_backend *be;
     const char *work, *mc_tool;
     double best_time;
+    const kf_arch_entry *arch; /* the device's database entry, NULL when none matched */
+    const kf_space *sp;        /* the builtin candidate's space and point (NULL: a model's) */
+    const kf_point *pt;
+    int g_nbufs;               /* the task's inputs + outputs */
 } evalctx;
+
+/* The analysis agent's reading of a verified, timed candidate into rec->diag. */
+static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
+    const kf_run_result *r = ec->r;
+    kf_diag_param params[KF_MAX_PARAMS];
+    int np = 0;
+    for (int i = 0; ec->sp && ec->pt && i < ec->sp->nparams; i++) {
+        kf_diag_param *q = &params[np++];
+        snprintf(q->name, sizeof q->name, "%s", ec->sp->p[i].name);
+        q->idx = ec->pt->idx[i];
+        q->nvalues = ec->sp->p[i].nvalues;
+        q->value = ec->sp->p[i].values[q->idx];
+    }
+    int gpu = strcmp(r->dev.platform, "cpu") != 0 && strcmp(r->dev.device_type, "cpu") != 0;
+    kf_launch_plan plan;
+    int have_plan = 0;
+    if (strcmp(r->dev.platform, "cpu") != 0) {
+        kf_error pe = {0};
+        have_plan = kf_launch_plan_parse(cand->source, cand->flags, ec->g_nbufs, &plan, &pe) == KF_OK;
+    }
+    kf_diag_input in = {
+        .platform = r->dev.platform,
+        .gpu = gpu,
+        .roof = &r->roof,
+        .perf = &rec->perf,
+        .arch = ec->arch,
+        .resources = rec->res.resources,
+        .plan = have_plan ? &plan : NULL,
+        .params = params,
+        .nparams = np,
+        .launch_s = r->ceil.launch_us * 1e-6,
+        .cpu_threads = r->dev.threads,
+        .units = r->dev.compute_units,
+    };
+    kf_perf_diagnose(&in, &rec->diag);
+    rec->has_diag = 1;
+}
 
 static kf_iter_record *new_iter(kf_run_result *r, int it, const char *agent, const char *label) {
     kf_iter_record *rec = &r->iters[r->niters++];
@@ -493,6 +623,11 @@ static void table_row(const evalctx *ec, const kf_iter_record *rec) {
     if (!ec->o->table) return;
     kf_report_row row;
     fill_row(rec, &row);
+    char line[700];
+    if (rec->has_diag) {
+        kf_perf_diagnosis_line(&rec->diag, line, sizeof line);
+        row.analysis = line;
+    }
     kf_report_table_row(ec->o->table, &row);
 }
 
@@ -511,6 +646,7 @@ static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
     int best = 0;
     if (rec->res.status == KF_V_OK && rec->res.timed) {
         kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
+        if (ec->o->analysis != KF_ANALYSIS_OFF) analyse(ec, cand, rec);
         rec->source = kf_strdup(cand->source);
         snprintf(rec->flags, sizeof rec->flags, "%s", cand->flags);
         /* --memcheck every: a candidate the checker flags never becomes the best */
@@ -665,6 +801,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_synth *syn = NULL;
     kf_verify_ctx *vctx = NULL;
     seen_set seen = {0};
+    kf_arch_db *adb = NULL;
     llmstate ls;
     memset(&ls, 0, sizeof ls);
     const char *target = o->target ? o->target : "cpu";
@@ -702,6 +839,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     /* a model's kernels are untrusted: say what holds them, and loudly what does not */
     if (o->table && o->agent != KF_AGENT_BUILTIN)
         fprintf(o->table, "sandbox: %s\n", r->sandbox);
+    const kf_arch_entry *arch = arch_entry(&adb, r, o);
     if (o->table)
         kf_report_table_header(o->table, g->name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
                                r->roof.bound ? r->roof.bound : "?", r->ceil.measured);
@@ -726,7 +864,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
                    : o->agent == KF_AGENT_BOTH ? (o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2)
                                                : iters;
     if (nbuiltin > iters) nbuiltin = iters;
-    evalctx ec = {o, r, vctx, be, work, mc_tool, 0};
+    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs};
+    ec.arch = arch;
+    int best_builtin = -1; /* the iteration of best_pt */
     ls.round_first = ls.round_best = -1;
     for (int it = 0; it < iters; it++) {
         if (it > 0 && o->time_budget_s > 0 && kf_now() - t0 > o->time_budget_s) {
@@ -742,13 +882,32 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
             if (st != KF_OK) goto done;
             continue;
         }
-        if (it > 0 && !propose(sp, &best_pt, &seen, &rng, &pt)) break;
+        char why[200] = "";
+        if (it > 0) {
+            const kf_iter_record *bi = best_builtin >= 0 ? &r->iters[best_builtin] : NULL;
+            int found;
+            if (o->analysis == KF_ANALYSIS_OFF) found = random_point(sp, &seen, &rng, &pt);
+            else if (bi && bi->has_diag && follow(sp, &best_pt, &bi->diag, &seen, &pt, why, sizeof why))
+                found = 1;
+            else found = propose(sp, &best_pt, &seen, &rng, &pt);
+            if (!found) break;
+        }
         seen_add(&seen, point_hash(sp, &pt));
         kf_candidate cand;
         st = kf_synth_render(syn, &pt, &cand, err);
         if (st != KF_OK) goto done;
         kf_iter_record *rec = new_iter(r, it, "builtin", cand.label);
-        if (evaluate(&ec, &cand, rec)) best_pt = pt;
+        snprintf(rec->followed, sizeof rec->followed, "%s", why);
+        if (why[0] && o->table) fprintf(o->table, "      following the analysis of iter %d: %s\n",
+                                        r->iters[best_builtin].iter, why);
+        ec.sp = sp;
+        ec.pt = &pt;
+        if (evaluate(&ec, &cand, rec)) {
+            best_pt = pt;
+            best_builtin = (int)(rec - r->iters);
+        }
+        ec.sp = NULL;
+        ec.pt = NULL;
         kf_candidate_clear(&cand);
     }
     if (ls.agent) {
@@ -775,6 +934,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = write_outputs(g, r, err);
 
 done:
+    kf_arch_db_free(adb);
     llm_clear(&ls);
     free(seen.h);
     kf_verify_ctx_free(vctx);

@@ -9,7 +9,7 @@
  *      { "format": "kforge-calibration", "version": 1,
  *        "devices": { "<device_key>": { "measured": 1, "threads": 2, "copy_gbs": 31.2,
  *                     "read_gbs": ..., "write_gbs": ..., "peak_gflops_f32": ...,
- *                     "peak_gflops_f64": ..., "when": "2025-01-01T00:00:00Z" }, ... } }
+ *                     "peak_gflops_f64": ..., "launch_us": 4.1 (optional), "when": "2025-01-01T00:00:00Z" }, ... } }
  *  - A missing file or entry is KF_ERR_IO (nothing cached); a file that is not valid JSON
  *    or not of this shape, or an entry with a missing/invalid field, is KF_ERR_PARSE naming
  *    the file (with line and column when the JSON itself is broken).
@@ -139,6 +139,12 @@ static kf_status parse_entry(const char *path, const char *key, json_t *e, kf_ce
         return kf_error_set(err, KF_ERR_PARSE, path, 0, 0,
                             "corrupt calibration cache: entry \"%s\": field %s missing or "
                             "invalid", key, bad);
+    /* optional (entries written before it was measured lack it): 0 = not measured */
+    json_t *lu = json_object_get(e, "launch_us");
+    if (lu && (!json_is_number(lu) || !(json_number_value(lu) >= 0) || !isfinite(json_number_value(lu))))
+        return kf_error_set(err, KF_ERR_PARSE, path, 0, 0,
+                            "corrupt calibration cache: entry \"%s\": field launch_us invalid", key);
+    c.launch_us = lu ? json_number_value(lu) : 0;
     c.measured = (int)measured;
     c.threads = (int)threads;
     snprintf(c.when, sizeof c.when, "%s", json_string_value(when));
@@ -171,7 +177,7 @@ static kf_status check_ceilings(const kf_ceilings *c, kf_error *err) {
     kf_status st = check_key(c->device_key, err);
     if (st) return st;
     const double v[] = {c->copy_gbs, c->read_gbs, c->write_gbs, c->peak_gflops_f32,
-                        c->peak_gflops_f64};
+                        c->peak_gflops_f64, c->launch_us};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (!isfinite(v[i]) || v[i] < 0)
             return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
@@ -196,6 +202,7 @@ static json_t *entry_json(const kf_ceilings *c) {
     json_object_set_new(e, "write_gbs", json_real(c->write_gbs));
     json_object_set_new(e, "peak_gflops_f32", json_real(c->peak_gflops_f32));
     json_object_set_new(e, "peak_gflops_f64", json_real(c->peak_gflops_f64));
+    if (c->launch_us > 0) json_object_set_new(e, "launch_us", json_real(c->launch_us));
     json_object_set_new(e, "when", when);
     return e;
 }

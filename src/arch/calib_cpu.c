@@ -554,6 +554,29 @@ static float *alloc_huge(size_t bytes) {
  * time) and returns KF_OK. KF_ERR_ARG for threads < 0 or out == NULL, KF_ERR_NOMEM when
  * not even 2 x 32 MiB could be allocated. Takes about 2 s; allocates and frees up to
  * 768 MiB. Debug logging (level 2) prints every number, plain and streaming stores apart. */
+/* Overhead of one empty OpenMP parallel region of `threads` threads (the fork/join every
+ * CPU candidate pays once per call), seconds: the median of many. */
+static double fork_join_s(int threads) {
+    enum { N = 201 };
+    double t[N];
+    volatile int sink = 0;
+    for (int i = 0; i < N + 20; i++) {
+        double a = kf_now();
+#pragma omp parallel num_threads(threads)
+        {
+            if (sink < 0) sink = 1;
+        }
+        if (i >= 20) t[i - 20] = kf_now() - a; /* the first regions start the pool */
+    }
+    for (int i = 1; i < N; i++) /* insertion sort: N is small */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    return t[N / 2];
+}
+
 kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err) {
     if (!out) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "calibrate: out is NULL");
     if (threads < 0)
@@ -626,6 +649,7 @@ kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err) {
     out->write_gbs = fmax(all.fill, all.fill_nt);
     out->peak_gflops_f32 = all.peak32;
     out->peak_gflops_f64 = all.peak64;
+    out->launch_us = fork_join_s(team) * 1e6;
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
@@ -634,9 +658,9 @@ kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err) {
     kf_log(2,
            "calibrate: %d threads, %s, arrays 2 x %zu MiB: copy %.1f GB/s (plain %.1f, "
            "streaming %.1f), read %.1f GB/s, write %.1f GB/s (plain %.1f, streaming %.1f), "
-           "peak %.1f GFLOP/s f32, %.1f f64 (%.2f s, first touch %.2f s)",
+           "peak %.1f GFLOP/s f32, %.1f f64, fork/join %.1f us (%.2f s, first touch %.2f s)",
            out->threads, c.avx2 ? "avx2+fma" : "128-bit generic", bytes >> 20, out->copy_gbs,
            all.copy, all.copy_nt, out->read_gbs, out->write_gbs, all.fill, all.fill_nt,
-           all.peak32, all.peak64, kf_now() - t0, t_touch);
+           all.peak32, all.peak64, out->launch_us, kf_now() - t0, t_touch);
     return KF_OK;
 }

@@ -4,6 +4,7 @@
  * code: 0 success, 1 no verified kernel / verification failed, 2 usage or task error,
  * 3 internal error.
  */
+#include "cli/cli.h"
 #include "kforge/agent.h"
 #include "kforge/llm.h"
 #include "kforge/backend.h"
@@ -18,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXIT_VERIFY 1
-#define EXIT_USAGE 2
-#define EXIT_INTERNAL 3
+#define EXIT_VERIFY KF_EXIT_VERIFY
+#define EXIT_USAGE KF_EXIT_USAGE
+#define EXIT_INTERNAL KF_EXIT_INTERNAL
 
 static const char *kVersion = "0.1.0";
 
@@ -37,6 +38,7 @@ static void usage_main(FILE *f) {
             "                    check a hand-written kernel with the same harness\n"
             "  ops               list the supported operators\n"
             "  devices           list the platforms and devices kforge can use\n"
+            "  calibrate         measure the device's bandwidth, peak and launch overhead\n"
             "  help [COMMAND]    show help\n"
             "\n"
             "exit codes: 0 success, 1 no verified kernel / verification failed,\n"
@@ -68,6 +70,11 @@ static void usage_synth(FILE *f) {
             "                     final kernel, when it would take under a minute: nearly\n"
             "                     always on cuda), on (the final kernel), every (every\n"
             "                     verified candidate; one it flags is rejected), off\n"
+            "  --analysis A       performance analysis agent: builtin (default: every verified\n"
+            "                     candidate is diagnosed, the builtin agent follows the best\n"
+            "                     one's recommendations, the model reads the diagnosis), off\n"
+            "                     (no analysis: random search), llm (the model gets the raw\n"
+            "                     profile instead of the diagnosis)\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
             "  -h, --help         this help\n"
@@ -126,7 +133,10 @@ static void usage_devices(FILE *f) {
                "architecture data; a platform that cannot work here says why.\n");
 }
 
-static int print_error(const kf_error *e) {
+int kf_cli_error(const kf_error *e);
+static int print_error(const kf_error *e) { return kf_cli_error(e); }
+
+int kf_cli_error(const kf_error *e) {
     char buf[1400];
     kf_error_format(e, buf, sizeof buf);
     fprintf(stderr, "kforge: %s\n", buf);
@@ -168,7 +178,7 @@ static int cmd_synth(int argc, char **argv) {
         {"llm-config", required_argument, 0, 'C'}, {"max-calls", required_argument, 0, 'c'},
         {"max-tokens", required_argument, 0, 'k'}, {"reference", required_argument, 0, 'r'},
         {"prompts", required_argument, 0, 'p'}, {"builtin-iters", required_argument, 0, 'B'},
-        {"llm-timeout", required_argument, 0, 'W'},
+        {"llm-timeout", required_argument, 0, 'W'}, {"analysis", required_argument, 0, 'Y'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
@@ -241,6 +251,12 @@ static int cmd_synth(int argc, char **argv) {
         case 'B':
             if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --builtin-iters needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
             o.builtin_iters = (int)lv;
+            break;
+        case 'Y':
+            if (!strcmp(optarg, "builtin")) o.analysis = KF_ANALYSIS_BUILTIN;
+            else if (!strcmp(optarg, "off")) o.analysis = KF_ANALYSIS_OFF;
+            else if (!strcmp(optarg, "llm")) o.analysis = KF_ANALYSIS_LLM;
+            else { fprintf(stderr, "kforge synth: --analysis takes builtin, off or llm, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
         case 'J': json = 1; break;
         case 'q': quiet = 1; break;
@@ -607,6 +623,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "calibrate")) return kf_cli_calibrate(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("kforge %s\n", kVersion);
         return 0;
@@ -618,6 +635,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(sub, "verify")) usage_verify(stdout);
         else if (!strcmp(sub, "ops")) usage_ops(stdout);
         else if (!strcmp(sub, "devices")) usage_devices(stdout);
+        else if (!strcmp(sub, "calibrate")) {
+            char *hv[] = {"calibrate", "--help", NULL};
+            return kf_cli_calibrate(2, hv);
+        }
         else { fprintf(stderr, "kforge: no command '%s'\n", sub); return EXIT_USAGE; }
         return 0;
     }

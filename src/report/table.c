@@ -1,6 +1,8 @@
 /*
  * The live iteration table printed during `kforge synth`: one row per candidate, flushed
- * as soon as it is known, so a long search shows progress.
+ * as soon as it is known, so a long search shows progress. Columns: time, min-bytes
+ * bandwidth, FLOP rate, theoretical occupancy (GPU-style devices), % of the roofline floor,
+ * and the analysis agent's bound; its one-line diagnosis goes under the row.
  */
 #include "kforge/report.h"
 
@@ -11,20 +13,24 @@ void kf_report_table_header(FILE *f, const char *task, const char *plan, const c
     fprintf(f, "task %s  plan %s\n", task, plan);
     fprintf(f, "device %s  roofline floor %.4f ms (%s-bound, %s ceilings)\n", device, floor_ms,
             bound, measured ? "measured" : "nominal");
-    fprintf(f, "%4s  %-44s %-15s %10s %9s %9s %8s\n", "iter", "candidate", "status", "time ms",
-            "GB/s", "GFLOP/s", "% floor");
+    fprintf(f, "%4s  %-44s %-15s %10s %9s %9s %5s %8s  %s\n", "iter", "candidate", "status",
+            "time ms", "GB/s", "GFLOP/s", "occ", "% floor", "bound");
     fflush(f);
 }
 
 void kf_report_table_row(FILE *f, const kf_report_row *r) {
     char label[45];
     snprintf(label, sizeof label, "%s", r->label ? r->label : "");
+    char occ[8] = "-";
+    if (r->occupancy >= 0) snprintf(occ, sizeof occ, "%.0f%%", 100 * r->occupancy);
     if (r->has_time)
-        fprintf(f, "%4d  %-44s %-15s %10.4f %9.2f %9.2f %7.1f%%%s\n", r->iter, label, r->status,
-                r->time_ms, r->gbs, r->gflops, r->pct_floor, r->best ? "  *" : "");
+        fprintf(f, "%4d  %-44s %-15s %10.4f %9.2f %9.2f %5s %7.1f%%  %-8s%s\n", r->iter, label,
+                r->status, r->time_ms, r->gbs, r->gflops, occ, r->pct_floor,
+                r->bound ? r->bound : "-", r->best ? " *" : "");
     else
-        fprintf(f, "%4d  %-44s %-15s %10s %9s %9s %8s\n", r->iter, label, r->status, "-", "-", "-",
-                "-");
+        fprintf(f, "%4d  %-44s %-15s %10s %9s %9s %5s %8s  %s\n", r->iter, label, r->status, "-", "-",
+                "-", "-", "-", "-");
+    if (r->analysis && r->analysis[0]) fprintf(f, "      analysis: %s\n", r->analysis);
     if (r->note && r->note[0]) {
         /* first line of the detail, indented under the row */
         const char *nl = strchr(r->note, '\n');

@@ -1,0 +1,18 @@
+/*
+ * What the kforge subcommands share: exit codes and the error printer. One file per
+ * subcommand group; main.c dispatches.
+ */
+#ifndef KFORGE_CLI_H
+#define KFORGE_CLI_H
+
+#include "kforge/core.h"
+
+#define KF_EXIT_VERIFY 1
+#define KF_EXIT_USAGE 2
+#define KF_EXIT_INTERNAL 3
+
+/* Print e to stderr as "kforge: ..." and return its exit code (2 for user errors, 3 else). */
+int kf_cli_error(const kf_error *e);
+int kf_cli_calibrate(int argc, char **argv);
+
+#endif

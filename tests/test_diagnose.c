@@ -1,0 +1,342 @@
+/*
+ * The performance analysis agent's parts: Nsight Compute CSV ingestion on real captures
+ * (tests/data/ncu: `bench/ncu_capture.sh` on the H200, 2026-12-03, kforge's own softmax,
+ * matmul, swish, layer_norm and sum_rows kernels at GPU sizes), the occupancy calculator
+ * checked against the theoretical occupancy ncu reported for the same launches, and the
+ * diagnosis rules on recorded and synthetic inputs.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kforge/arch.h"
+#include "kforge/perf.h"
+
+static const char *TASKS[] = {"softmax", "matmul", "swish", "layer_norm", "sum_rows"};
+#define NTASKS (int)(sizeof TASKS / sizeof TASKS[0])
+
+static char *slurp(const char *name, const char *ext, size_t *len) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/ncu/%s.%s", KF_SOURCE_DIR, name, ext);
+    char *text = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_read_file(path, &text, len, &err), KF_OK, "%s", err.msg);
+    return text;
+}
+
+static kf_counters *parse(const char *name, int *n) {
+    size_t len;
+    char *csv = slurp(name, "csv", &len);
+    kf_counters *rows = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_perf_ncu_parse(csv, len, &rows, n, &err), KF_OK, "%s: %s", name, err.msg);
+    free(csv);
+    return rows;
+}
+
+static kf_arch_db *db;
+static const kf_arch_entry *h200;
+static void load_db(void) {
+    kf_error err = {0};
+    cr_assert_eq(kf_arch_db_load(NULL, &db, &err), KF_OK, "%s", err.msg);
+    h200 = kf_arch_db_match(db, "NVIDIA H200", "gpu");
+    cr_assert_not_null(h200);
+}
+static void free_db(void) { kf_arch_db_free(db); }
+
+TestSuite(ncu, .init = load_db, .fini = free_db);
+
+Test(ncu, recorded_captures_parse) {
+    for (int t = 0; t < NTASKS; t++) {
+        int n = 0;
+        kf_counters *rows = parse(TASKS[t], &n);
+        /* the capture profiled --iters 3 candidates, 2 launches each (timing repetitions) */
+        cr_assert_eq(n, 6, "%s: %d rows", TASKS[t], n);
+        for (int i = 0; i < n; i++) {
+            const kf_counters *c = &rows[i];
+            cr_assert_str_eq(c->kernel, "kf_s0", "%s row %d", TASKS[t], i);
+            cr_assert_str_eq(c->source, "ncu");
+            cr_assert(c->duration_s > 1e-6 && c->duration_s < 0.1, "%s: duration %g s", TASKS[t], c->duration_s);
+            cr_assert(c->dram_pct > 0 && c->dram_pct <= 100, "%s: dram %g%%", TASKS[t], c->dram_pct);
+            cr_assert(c->sm_pct > 0 && c->sm_pct <= 100);
+            cr_assert(c->achieved_occ_pct > 0 && c->achieved_occ_pct <= c->theoretical_occ_pct + 1e-9,
+                      "%s: achieved %g%% > theoretical %g%%", TASKS[t], c->achieved_occ_pct,
+                      c->theoretical_occ_pct);
+            cr_assert(c->regs >= 8 && c->block >= 32 && c->grid >= 1);
+            cr_assert(c->dram_bytes > 1e6, "%s: DRAM bytes %g", TASKS[t], c->dram_bytes);
+            cr_assert_gt(c->nstalls, 0, "%s: no stall reasons", TASKS[t]);
+            double sum = 0;
+            for (int k = 0; k < c->nstalls; k++) {
+                sum += c->stall[k].pct;
+                if (k) cr_assert_geq(c->stall[k - 1].pct, c->stall[k].pct, "stalls not sorted");
+                cr_assert(!strstr(c->stall[k].name, "not_issued"));
+            }
+            cr_assert_leq(sum, 100.0 + 1e-6);
+        }
+        free(rows);
+    }
+}
+
+Test(ncu, values_and_units_of_one_row) {
+    /* softmax row 1 as ncu wrote it: "129,760" ns, 48 registers, grid 8,192 x 256, 1,024 B
+     * static shared memory, gpu__dram_throughput 81.81 %, achieved occupancy 59.48 % */
+    int n = 0;
+    kf_counters *rows = parse("softmax", &n);
+    const kf_counters *c = &rows[0];
+    cr_assert_float_eq(c->duration_s, 129760e-9, 1e-12);
+    cr_assert_float_eq(c->dram_pct, 81.81, 1e-9);
+    cr_assert_float_eq(c->achieved_occ_pct, 59.48, 1e-9);
+    cr_assert_float_eq(c->theoretical_occ_pct, 62.50, 1e-9);
+    cr_assert_float_eq(c->regs, 48, 0);
+    cr_assert_float_eq(c->grid, 8192, 0);
+    cr_assert_float_eq(c->block, 256, 0);
+    cr_assert_float_eq(c->smem_bytes, 1024, 0);
+    cr_assert_float_eq(c->dram_bytes, 268460032.0 + 242269440.0, 0.5);
+    cr_assert_float_eq(c->bank_conflicts >= 11811 ? 1 : 0, 1, 0);
+    free(rows);
+}
+
+/* The occupancy calculator against what ncu computed for the same launches. */
+Test(ncu, occupancy_matches_ncu_theoretical) {
+    for (int t = 0; t < NTASKS; t++) {
+        int n = 0;
+        kf_counters *rows = parse(TASKS[t], &n);
+        for (int i = 0; i < n; i++) {
+            const kf_counters *c = &rows[i];
+            kf_occupancy occ;
+            kf_error err = {0};
+            cr_assert_eq(kf_perf_occupancy(h200, (int)c->block, (int)c->regs, (long)c->smem_bytes, &occ, &err),
+                         KF_OK, "%s", err.msg);
+            cr_assert_float_eq(100 * occ.theoretical, c->theoretical_occ_pct, 0.01,
+                               "%s row %d: %d threads x %d regs, %g B: kforge %.2f%%, ncu %.2f%% (limit %s)",
+                               TASKS[t], i, (int)c->block, (int)c->regs, c->smem_bytes,
+                               100 * occ.theoretical, c->theoretical_occ_pct, occ.limiter);
+        }
+        free(rows);
+    }
+}
+
+Test(ncu, occupancy_limits) {
+    kf_occupancy o;
+    kf_error err = {0};
+    /* 256 threads x 48 regs: 1536 regs per warp, 42 warps fit, 5 groups of 8 warps */
+    cr_assert_eq(kf_perf_occupancy(h200, 256, 48, 1024, &o, &err), KF_OK);
+    cr_assert_eq(o.groups_per_unit, 5);
+    cr_assert_str_eq(o.limiter, "registers");
+    /* 64 threads x 16 regs: 32 groups per SM, the group limit */
+    cr_assert_eq(kf_perf_occupancy(h200, 64, 16, 0, &o, &err), KF_OK);
+    cr_assert_eq(o.groups_per_unit, 32);
+    cr_assert_str_eq(o.limiter, "groups");
+    cr_assert_float_eq(o.theoretical, 1.0, 1e-12);
+    /* shared memory: 100 KiB per group leaves 2 */
+    cr_assert_eq(kf_perf_occupancy(h200, 128, 32, 100 * 1024, &o, &err), KF_OK);
+    cr_assert_eq(o.groups_per_unit, 2);
+    cr_assert_str_eq(o.limiter, "shared memory");
+    /* impossible groups are errors that say why */
+    cr_assert_eq(kf_perf_occupancy(h200, 2048, 32, 0, &o, &err), KF_ERR_ARG);
+    cr_assert(strstr(err.msg, "2048 threads"), "%s", err.msg);
+    cr_assert_eq(kf_perf_occupancy(h200, 128, 300, 0, &o, &err), KF_ERR_ARG);
+    cr_assert_eq(kf_perf_occupancy(h200, 128, 32, 300000, &o, &err), KF_ERR_ARG);
+    const kf_arch_entry *cpu = kf_arch_db_find(db, "generic-x86-64");
+    cr_assert_not_null(cpu);
+    cr_assert_eq(kf_perf_occupancy(cpu, 128, 32, 0, &o, &err), KF_ERR_ARG);
+    cr_assert(strstr(err.msg, "lacks the unit limits"), "%s", err.msg);
+}
+
+Test(ncu, malformed_tables_are_errors) {
+    kf_counters *rows = NULL;
+    int n = 0;
+    kf_error err = {0};
+    const char *none = "==PROF== nothing profiled\n";
+    cr_assert_eq(kf_perf_ncu_parse(none, strlen(none), &rows, &n, &err), KF_ERR_PARSE);
+    cr_assert(strstr(err.msg, "no table"), "%s", err.msg);
+    const char *nohdr = "\"a\",\"b\"\n\"\",\"\"\n\"1\",\"2\"\n";
+    cr_assert_eq(kf_perf_ncu_parse(nohdr, strlen(nohdr), &rows, &n, &err), KF_ERR_PARSE);
+    cr_assert(strstr(err.msg, "Kernel Name"), "%s", err.msg);
+    const char *ragged = "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"ns\"\n"
+                         "\"0\",\"kf_s0\",\"1,000\"\n\"1\",\"kf_s0\"\n";
+    cr_assert_eq(kf_perf_ncu_parse(ragged, strlen(ragged), &rows, &n, &err), KF_ERR_PARSE);
+    cr_assert_eq(err.line, 4, "line %d: %s", err.line, err.msg);
+    cr_assert_null(rows);
+    /* a minimal good table: units convert, missing metrics stay < 0 */
+    const char *ok = "==PROF== Connected\n\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n"
+                     "\"\",\"\",\"us\"\n\"0\",\"kf_s1(float*)\",\"2.5\"\n";
+    cr_assert_eq(kf_perf_ncu_parse(ok, strlen(ok), &rows, &n, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(rows[0].kernel, "kf_s1");
+    cr_assert_float_eq(rows[0].duration_s, 2.5e-6, 1e-15);
+    cr_assert_lt(rows[0].dram_pct, 0);
+    cr_assert_eq(rows[0].nstalls, 0);
+    free(rows);
+}
+
+/* ---- diagnosis ---- */
+
+static int has_rec(const kf_diagnosis *d, const char *param, int dir) {
+    for (int i = 0; i < d->nrecs; i++)
+        if (!strcmp(d->rec[i].param, param) && d->rec[i].dir == dir) return 1;
+    return 0;
+}
+
+static int has_evidence(const kf_diagnosis *d, const char *phrase) {
+    for (int i = 0; i < d->nevidence; i++)
+        if (strstr(d->evidence[i], phrase)) return 1;
+    return 0;
+}
+
+/* A recorded H200 softmax candidate: its run record (roofline, resources, time) and its ncu rows. */
+Test(diagnose, recorded_softmax_on_the_h200, .init = load_db, .fini = free_db) {
+    size_t len;
+    char *text = slurp("softmax", "run.json", &len);
+    json_error_t je;
+    json_t *run = json_loads(text, 0, &je);
+    cr_assert_not_null(run, "%s", je.text);
+    free(text);
+    json_t *it = json_array_get(json_object_get(run, "iterations"), 0);
+    json_t *roof = json_object_get(run, "roofline");
+    json_t *ceil = json_object_get(json_object_get(run, "device"), "ceilings");
+    kf_roofline r;
+    memset(&r, 0, sizeof r);
+    r.bytes = json_number_value(json_object_get(roof, "bytes"));
+    r.flops = json_number_value(json_object_get(roof, "flops"));
+    r.bw_gbs = json_number_value(json_object_get(ceil, "copy_gbs"));
+    r.peak_gflops = json_number_value(json_object_get(ceil, "peak_gflops_f32"));
+    r.floor_s = json_number_value(json_object_get(roof, "floor_ms")) * 1e-3;
+    kf_perf_point p;
+    kf_perf_place(&r, json_number_value(json_object_get(it, "time_ms")) * 1e-3, &p);
+    /* the launch the kernel declares: 8192 groups of 256 */
+    kf_launch_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.nlaunches = 1;
+    snprintf(plan.l[0].kernel, sizeof plan.l[0].kernel, "kf_s0");
+    plan.l[0].ndims = 1;
+    plan.l[0].global[0] = 8192 * 256;
+    plan.l[0].local[0] = 256;
+    kf_diag_param params[] = {{"s0.ts", 256, 0, 3}, {"s0.wg", 256, 2, 4}, {"s0.sg", 1, 1, 2},
+                              {"s0.rc", 1, 0, 2}, {"s0.split", 1, 0, 3}};
+    int n = 0;
+    kf_counters *rows = parse("softmax", &n);
+    kf_diag_input in = {.platform = "cuda", .gpu = 1, .roof = &r, .perf = &p, .arch = h200,
+                        .resources = json_string_value(json_object_get(it, "resources")),
+                        .plan = &plan, .params = params, .nparams = 5, .counters = rows,
+                        .ncounters = 2, .launch_s = 0, .units = 132};
+    kf_diagnosis d;
+    kf_perf_diagnose(&in, &d);
+    cr_assert_float_eq(d.occupancy, 0.625, 1e-9, "occupancy %g", d.occupancy);
+    cr_assert_str_eq(d.occ_limit, "registers");
+    cr_assert_float_eq(d.achieved_occupancy, 0.5949, 0.001, "achieved %g", d.achieved_occupancy);
+    cr_assert(has_evidence(&d, "stalls:"), "no stall evidence");
+    cr_assert(has_evidence(&d, "DRAM 82%"), "no DRAM evidence");
+    cr_assert(has_evidence(&d, "launch overhead not measured"));
+    cr_assert_gt(d.nrecs, 0);
+    for (int i = 0; i < d.nrecs; i++) {
+        /* only the kernel's own parameters, in a direction their lists allow */
+        int found = 0;
+        for (int k = 0; k < 5; k++) {
+            const char *dot = strrchr(params[k].name, '.');
+            if (!strcmp(dot + 1, d.rec[i].param)) {
+                found = 1;
+                int v = params[k].idx + d.rec[i].dir;
+                cr_assert(v >= 0 && v < params[k].nvalues, "%s%+d out of range", d.rec[i].param, d.rec[i].dir);
+            }
+        }
+        cr_assert(found, "recommendation for a parameter the kernel lacks: %s", d.rec[i].param);
+        if (i) cr_assert_geq(d.rec[i - 1].score, d.rec[i].score, "not ranked");
+    }
+    char line[600];
+    kf_perf_diagnosis_line(&d, line, sizeof line);
+    cr_assert(strstr(line, "occupancy 62%"), "%s", line);
+    free(rows);
+    json_decref(run);
+}
+
+static kf_roofline roof_mem(double bytes, double bw) {
+    kf_roofline r;
+    memset(&r, 0, sizeof r);
+    r.bytes = bytes;
+    r.bw_gbs = bw;
+    r.peak_gflops = 1000;
+    r.floor_s = bytes / (bw * 1e9);
+    r.bound = "memory";
+    return r;
+}
+
+Test(diagnose, classification) {
+    kf_roofline r = roof_mem(1e9, 1000); /* floor 1 ms */
+    kf_perf_point p;
+    kf_diag_param params[] = {{"s0.vw", 4, 1, 4}, {"s0.threads", 1, 0, 2}};
+    kf_diag_input in = {.platform = "cpu", .roof = &r, .perf = &p, .params = params, .nparams = 2,
+                        .cpu_threads = 2};
+    kf_diagnosis d;
+    kf_perf_place(&r, 1.1e-3, &p);
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "memory");
+    cr_assert_float_eq(d.achieved, 1 / 1.1, 1e-9);
+    cr_assert(has_rec(&d, "threads", +1), "one of two threads in use: threads+ expected");
+    kf_perf_place(&r, 5e-3, &p); /* 20% of the bandwidth, nothing else busy */
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "latency");
+    cr_assert(has_rec(&d, "vw", +1));
+    /* the same kernel, 3 launches of 40 us overhead in a 0.2 ms run: launch-bound */
+    kf_roofline small = roof_mem(1e5, 1000);
+    kf_launch_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.nlaunches = 3;
+    in.plan = &plan;
+    in.launch_s = 40e-6;
+    kf_diag_param two[] = {{"s0.vw", 4, 1, 4}, {"s0.threads", 2, 1, 2}};
+    in.params = two;
+    in.roof = &small;
+    kf_perf_place(&small, 0.2e-3, &p);
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "launch");
+    cr_assert(has_evidence(&d, "3 launches"), "%s", d.evidence[0]);
+    cr_assert(has_rec(&d, "threads", -1));
+    /* compute */
+    kf_roofline rc = roof_mem(1e6, 1000);
+    rc.flops = 1e9;
+    kf_perf_place(&rc, 1.5e-3, &p); /* 667 of 1000 GFLOP/s */
+    in.roof = &rc;
+    in.plan = NULL;
+    in.launch_s = 0;
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "compute");
+    /* no timing: says so */
+    p.time_s = 0;
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "unknown");
+}
+
+Test(diagnose, gpu_grid_registers_and_ends_of_lists, .init = load_db, .fini = free_db) {
+    kf_roofline r = roof_mem(1e8, 4000);
+    kf_perf_point p;
+    kf_perf_place(&r, 0.1e-3, &p); /* 25%: latency */
+    kf_launch_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.nlaunches = 1;
+    snprintf(plan.l[0].kernel, sizeof plan.l[0].kernel, "kf_s0");
+    plan.l[0].ndims = 1;
+    plan.l[0].global[0] = 64 * 256; /* 64 groups for 132 SMs */
+    plan.l[0].local[0] = 256;
+    kf_diag_param params[] = {{"s0.split", 1, 0, 3}, {"s0.wg", 256, 2, 4}, {"s0.vw", 4, 2, 3},
+                              {"s0.rm", 8, 2, 3}};
+    kf_diag_input in = {.platform = "cuda", .gpu = 1, .roof = &r, .perf = &p, .arch = h200,
+                        .resources = "kf_s0 regs=200 smem=0 local=64 max_threads=256", .plan = &plan,
+                        .params = params, .nparams = 4, .units = 132};
+    kf_diagnosis d;
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "latency");
+    cr_assert(has_evidence(&d, "grid of 64 groups for 132 SMs"));
+    cr_assert(has_evidence(&d, "64 B of local memory"));
+    cr_assert(has_rec(&d, "split", +1));
+    cr_assert(has_rec(&d, "wg", -1));
+    cr_assert(has_rec(&d, "rm", -1), "spills and register-limited occupancy: rm- expected");
+    cr_assert_str_eq(d.occ_limit, "registers");
+    /* vw is at the end of its list: never recommended upwards */
+    cr_assert(!has_rec(&d, "vw", +1));
+    cr_assert_eq(d.rec[0].param[0] != 0, 1);
+    cr_assert_str_eq(d.rec[0].param, "split", "top move %s", d.rec[0].param);
+}
