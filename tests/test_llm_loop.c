@@ -481,3 +481,40 @@ Test(llm_loop, escaping_kernel_is_confined) {
     close(ls);
     finish(&x);
 }
+
+/* The analysis reaches the model as the issue asks: the diagnosis as text (--analysis
+ * builtin), the raw profile instead (--analysis llm), nothing with --analysis off. */
+static char *second_feedback(int analysis) {
+    play(json_pack("[o,o]", kernel_reply(good_kernel), kernel_reply(good_kernel)));
+    run x;
+    prepare(&x, KF_AGENT_LLM, 2);
+    x.o.analysis = analysis;
+    go(&x);
+    STATUS(&x, 0, KF_V_OK);
+    cr_assert_eq(x.r.iters[0].has_diag, analysis != KF_ANALYSIS_OFF);
+    /* the server's log spans the whole test: this run's second request is the last one */
+    char *fb = last_message(log_count() - 1);
+    finish(&x);
+    return fb;
+}
+
+Test(llm_loop, analysis_reaches_the_model_as_diagnosis_or_raw_profile) {
+    char *fb = second_feedback(KF_ANALYSIS_BUILTIN);
+    cr_assert(strstr(fb, "Performance analysis: "), "%s", fb);
+    cr_assert(strstr(fb, "-bound at "), "%s", fb);
+    /* the evidence follows, one line each (this 1000-element task is launch-bound: the
+     * measured launch overhead is the evidence) */
+    cr_assert(strstr(strstr(fb, "Performance analysis: "), ".\n- "), "the evidence is missing:\n%s", fb);
+    cr_assert_null(strstr(fb, "Raw profile"));
+    free(fb);
+    fb = second_feedback(KF_ANALYSIS_LLM);
+    cr_assert(strstr(fb, "Raw profile of that kernel"), "%s", fb);
+    cr_assert(strstr(fb, "task minimum bytes 8000"), "%s", fb);
+    cr_assert_null(strstr(fb, "Performance analysis: "));
+    free(fb);
+    fb = second_feedback(KF_ANALYSIS_OFF);
+    cr_assert_null(strstr(fb, "Performance analysis: "), "%s", fb);
+    cr_assert_null(strstr(fb, "Raw profile"), "%s", fb);
+    cr_assert(strstr(fb, "Your kernel verified"), "%s", fb);
+    free(fb);
+}

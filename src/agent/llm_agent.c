@@ -44,7 +44,36 @@ struct kf_llm_agent {
     FILE *transcript;
     double best_ms;
     char *best_source;
+    int analysis;              /* KF_ANALYSIS_* */
 };
+
+/* What the analysis agent says about kernel b, for the model: the diagnosis (bound,
+ * occupancy, evidence) with --analysis builtin, or the raw profile with --analysis llm (the
+ * model reads the numbers itself); "" with --analysis off. The diagnosis' schedule moves
+ * name the builtin templates' parameters, so they are left out. */
+static char *analysis_text(const struct kf_llm_agent *a, const kf_iter_record *b) {
+    kf_buf t = {0};
+    kf_buf_puts(&t, "");
+    const kf_roofline *rf = &a->r->roof;
+    if (a->analysis == KF_ANALYSIS_LLM) {
+        kf_buf_printf(&t, "Raw profile of that kernel (interpret it yourself):\n"
+                      "- time: median %.6g ms, fastest %.6g ms, over %d timed runs\n"
+                      "- task minimum bytes %.0f, FLOPs %.0f\n"
+                      "- device ceilings (measured): copy %.0f GB/s, f32 peak %.0f GFLOP/s, one launch %.3g us\n",
+                      b->res.time_ms, b->res.time_min_ms, b->res.reps, rf->bytes, rf->flops, rf->bw_gbs,
+                      rf->peak_gflops, a->r->ceil.launch_us);
+        if (b->res.resources[0]) kf_buf_printf(&t, "- compiler resource report: %s\n", b->res.resources);
+        else kf_buf_puts(&t, "- no compiler resource report on this platform\n");
+    } else if (a->analysis == KF_ANALYSIS_BUILTIN && b->has_diag) {
+        const kf_diagnosis *d = &b->diag;
+        kf_buf_printf(&t, "Performance analysis: %s-bound at %.0f%%", d->bound, 100 * d->achieved);
+        if (d->occupancy >= 0)
+            kf_buf_printf(&t, "; theoretical occupancy %.0f%% (limited by %s)", 100 * d->occupancy, d->occ_limit);
+        kf_buf_puts(&t, ".\n");
+        for (int i = 0; i < d->nevidence; i++) kf_buf_printf(&t, "- %s\n", d->evidence[i]);
+    }
+    return kf_buf_take(&t);
+}
 
 /* ---- prompt files ---- */
 
@@ -141,6 +170,7 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
     kf_llm_agent *a = kf_calloc(1, sizeof *a);
     a->g = su->g;
     a->r = su->r;
+    a->analysis = o->analysis;
     snprintf(a->platform, sizeof a->platform, "%s", su->r->dev.platform);
     char dir[1024];
     prompts_dir(o, dir, sizeof dir);
@@ -423,9 +453,12 @@ void kf_llm_agent_feedback(kf_llm_agent *a, const kf_iter_record *first, const k
                      "The task is compute-bound (%.0f GFLOP/s peak): reuse operands from registers "
                      "and local/shared memory (tiling, register blocking) and keep the FMA units busy.",
                      a->r->roof.peak_gflops);
+        char *an = analysis_text(a, b);
         const char *kv[] = {"sets", sets, "time_ms", t, "gbs", gbs, "gflops", gfl, "pct_floor", pct,
-                            "bound", bound, "floor_ms", flr, "best", bestline, "advice", advice, NULL};
+                            "bound", bound, "floor_ms", flr, "best", bestline, "advice", advice,
+                            "analysis", an, NULL};
         fb = fill(a->tpl_ok, kv);
+        free(an);
     }
     /* the candidate's own output can quote anything it could read (the key in a config
      * file, say): never send the key back over the network */
