@@ -340,3 +340,24 @@ Test(diagnose, gpu_grid_registers_and_ends_of_lists, .init = load_db, .fini = fr
     cr_assert_eq(d.rec[0].param[0] != 0, 1);
     cr_assert_str_eq(d.rec[0].param, "split", "top move %s", d.rec[0].param);
 }
+
+/* perf_event_open counters of a command: numbers where the machine allows it, else the
+ * reason (this development VM exposes no PMU; the H200 machine has no perf either). */
+Test(cpu_counters, counts_or_says_why) {
+    char *argv[] = {"/bin/true", NULL};
+    kf_counters c;
+    kf_error err = {0};
+    kf_status st = kf_perf_cpu_counters(argv, &c, &err);
+    if (st == KF_OK) {
+        cr_assert_gt(c.ipc, 0);
+        cr_assert_str_eq(c.source, "perf");
+        char *fail[] = {"/bin/false", NULL};
+        cr_assert_eq(kf_perf_cpu_counters(fail, &c, &err), KF_ERR_RUNTIME);
+    } else {
+        cr_assert_eq(st, KF_ERR_UNSUPPORTED, "%s", err.msg);
+        cr_assert(strstr(err.msg, "perf_event_open"), "%s", err.msg);
+        fprintf(stderr, "cpu counters here: %s\n", err.msg);
+    }
+    char *none[] = {NULL};
+    cr_assert_eq(kf_perf_cpu_counters(none, &c, &err), KF_ERR_ARG);
+}

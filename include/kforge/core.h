@@ -71,6 +71,9 @@ char *kf_buf_take(kf_buf *b);
 
 /* Read a whole file. Returns KF_OK and a NUL-terminated malloc'd text in *out. */
 kf_status kf_read_file(const char *path, char **out, size_t *len, kf_error *err);
+/* The /proc/cpuinfo value of the first line whose key is exactly key, into buf ("" when
+ * there is none or no /proc/cpuinfo), surrounding blanks removed. */
+void kf_cpuinfo_value(const char *key, char *buf, size_t cap);
 kf_status kf_write_file(const char *path, const char *data, size_t len, kf_error *err);
 /* mkdir -p */
 kf_status kf_mkdirs(const char *path, kf_error *err);

@@ -117,6 +117,7 @@ typedef struct kf_diag_input {
     const kf_launch_plan *plan; /* device kernels' launches, NULL on the cpu */
     const kf_diag_param *params; int nparams;
     const kf_counters *counters; int ncounters; /* profiler rows of this candidate, or NULL */
+    const char *counters_note;/* why there are none (e.g. kf_perf_cpu_counters' reason), or NULL */
     double launch_s;          /* measured overhead of one launch (0 = not measured) */
     int cpu_threads;          /* usable hardware threads (cpu) */
     int units;                /* compute units, from the device when arch is NULL */

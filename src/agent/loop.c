@@ -572,7 +572,28 @@ typedef struct evalctx {
     const kf_space *sp;        /* the builtin candidate's space and point (NULL: a model's) */
     const kf_point *pt;
     int g_nbufs;               /* the task's inputs + outputs */
+    char counters_note[300];   /* why no profiler counters are read (said in the evidence) */
 } evalctx;
+
+/* Why the diagnosis has no profiler counters on this platform, said once per run. */
+static void counters_note(char *note, size_t cap, const kf_run_result *r, const kf_loop_opts *o) {
+    note[0] = 0;
+    if (o->analysis == KF_ANALYSIS_OFF) return;
+    const char *pl = r->dev.platform;
+    if (strcmp(pl, "cpu") == 0) {
+        char *argv[] = {"true", NULL};
+        kf_counters c;
+        kf_error e = {0};
+        if (kf_perf_cpu_counters(argv, &c, &e) == KF_OK)
+            snprintf(note, cap, "CPU counters work here, but kforge synth does not collect them per candidate yet");
+        else snprintf(note, cap, "%s", e.msg);
+    } else if (strcmp(pl, "cuda") == 0) {
+        snprintf(note, cap, "kforge synth does not run Nsight Compute (bench/ncu_capture.sh records its counters)");
+    } else {
+        snprintf(note, cap, "no profiler reader for %s", pl);
+    }
+    if (o->table) fprintf(o->table, "analysis: %s\n", note);
+}
 
 /* The analysis agent's reading of a verified, timed candidate into rec->diag. */
 static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
@@ -603,6 +624,7 @@ static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record 
         .plan = have_plan ? &plan : NULL,
         .params = params,
         .nparams = np,
+        .counters_note = ec->counters_note[0] ? ec->counters_note : NULL,
         .launch_s = r->ceil.launch_us * 1e-6,
         .cpu_threads = r->dev.threads,
         .units = r->dev.compute_units,
@@ -840,6 +862,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (o->table && o->agent != KF_AGENT_BUILTIN)
         fprintf(o->table, "sandbox: %s\n", r->sandbox);
     const kf_arch_entry *arch = arch_entry(&adb, r, o);
+    char cnote[300];
+    counters_note(cnote, sizeof cnote, r, o);
     if (o->table)
         kf_report_table_header(o->table, g->name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
                                r->roof.bound ? r->roof.bound : "?", r->ceil.measured);
@@ -864,8 +888,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
                    : o->agent == KF_AGENT_BOTH ? (o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2)
                                                : iters;
     if (nbuiltin > iters) nbuiltin = iters;
-    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs};
+    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, ""};
     ec.arch = arch;
+    snprintf(ec.counters_note, sizeof ec.counters_note, "%s", cnote);
     int best_builtin = -1; /* the iteration of best_pt */
     ls.round_first = ls.round_best = -1;
     for (int it = 0; it < iters; it++) {

@@ -489,29 +489,6 @@ const kf_arch_entry *kf_arch_db_match(const kf_arch_db *db, const char *device_n
     return best;
 }
 
-/* The /proc/cpuinfo value of the first line whose key is exactly `key`, into buf ("" if
- * none), trailing blanks removed. */
-static void cpuinfo_value(const char *key, char *buf, size_t cap) {
-    buf[0] = 0;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char *line = NULL;
-    size_t n = 0, klen = strlen(key);
-    while (getline(&line, &n, f) > 0) {
-        if (strncmp(line, key, klen) != 0) continue;
-        const char *p = line + klen;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p != ':') continue;
-        p++;
-        while (*p == ' ' || *p == '\t') p++;
-        snprintf(buf, cap, "%s", p);
-        size_t l = strlen(buf);
-        while (l > 0 && isspace((unsigned char)buf[l - 1])) buf[--l] = 0;
-        break;
-    }
-    free(line);
-    fclose(f);
-}
 
 const char *kf_arch_cpu_name(char *buf, size_t cap) {
     if (!buf || cap == 0) return buf;
@@ -522,12 +499,12 @@ const char *kf_arch_cpu_name(char *buf, size_t cap) {
     buf[0] = 0;
 #endif
     char v[256], part[64];
-    cpuinfo_value("model name", v, sizeof v);
-    if (!v[0]) cpuinfo_value("Hardware", v, sizeof v);
+    kf_cpuinfo_value("model name", v, sizeof v);
+    if (!v[0]) kf_cpuinfo_value("Hardware", v, sizeof v);
     if (!v[0]) {
         char impl[64];
-        cpuinfo_value("CPU implementer", impl, sizeof impl);
-        cpuinfo_value("CPU part", part, sizeof part);
+        kf_cpuinfo_value("CPU implementer", impl, sizeof impl);
+        kf_cpuinfo_value("CPU part", part, sizeof part);
         if (impl[0] && part[0])
             snprintf(v, sizeof v, "arm64 CPU implementer %s part %s", impl, part);
     }

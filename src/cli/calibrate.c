@@ -8,6 +8,7 @@
 #include "kforge/agent.h"
 #include "kforge/arch.h"
 #include "kforge/backend.h"
+#include "kforge/perf.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -127,6 +128,13 @@ int kf_cli_calibrate(int argc, char **argv) {
         if (ce.launch_us > 0) printf("launch        %9.2f us (%s)\n", ce.launch_us, gpu ? "empty kernel" : "empty parallel region");
         else printf("launch        not measured (cached before kforge measured it: --target %s without --cached)\n", target);
         printf("when          %s (%s)\n", ce.when, ce.measured ? "measured" : "nominal");
+        if (strcmp(d->platform, "cpu") == 0) {
+            char *cmd[] = {"true", NULL};
+            kf_counters cc;
+            kf_error ce2 = {0};
+            if (kf_perf_cpu_counters(cmd, &cc, &ce2) == KF_OK) printf("cpu counters  available (perf_event_open)\n");
+            else printf("cpu counters  %s\n", ce2.msg);
+        }
         if (a) {
             printf("architecture  %s (%s)\n", a->name, a->id);
             if (a->dram_gbs > 0)

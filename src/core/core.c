@@ -5,6 +5,7 @@
 #include "kforge/core.h"
 
 #include <errno.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,4 +209,28 @@ void kf_log(int level, const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* See core.h. */
+void kf_cpuinfo_value(const char *key, char *buf, size_t cap) {
+    if (!cap) return;
+    buf[0] = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char *line = NULL;
+    size_t n = 0, klen = strlen(key);
+    while (getline(&line, &n, f) > 0) {
+        if (strncmp(line, key, klen) != 0) continue;
+        const char *p = line + klen;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p != ':') continue;
+        p++;
+        while (*p == ' ' || *p == '\t') p++;
+        snprintf(buf, cap, "%s", p);
+        size_t l = strlen(buf);
+        while (l > 0 && isspace((unsigned char)buf[l - 1])) buf[--l] = 0;
+        break;
+    }
+    free(line);
+    fclose(f);
 }

@@ -231,7 +231,8 @@ static void gpu_rules(const kf_diag_input *in, kf_diagnosis *d) {
 /* What the profiler's counters add. */
 static void counter_rules(const kf_diag_input *in, kf_diagnosis *d) {
     if (!in->counters || in->ncounters <= 0) {
-        if (in->gpu) evidence(d, "no profiler counters for this candidate");
+        if (in->counters_note) evidence(d, "no profiler counters: %s", in->counters_note);
+        else evidence(d, "no profiler counters for this candidate");
         return;
     }
     /* the launch that took longest */

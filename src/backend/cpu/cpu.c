@@ -206,28 +206,6 @@ static int64_t parse_size(const char *s) {
     }
 }
 
-/* The /proc/cpuinfo value of the first line whose key is `key`; "" if none. */
-static void cpuinfo_value(const char *key, char *buf, size_t cap) {
-    buf[0] = 0;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char *line = NULL;
-    size_t n = 0;
-    size_t klen = strlen(key);
-    while (getline(&line, &n, f) > 0) {
-        if (strncmp(line, key, klen) != 0) continue;
-        const char *p = line + klen;
-        while (*p == ' ' || *p == '\t') p++;
-        if (*p != ':') continue;
-        p++;
-        while (*p == ' ' || *p == '\t') p++;
-        snprintf(buf, cap, "%s", p);
-        buf[strcspn(buf, "\n")] = 0;
-        break;
-    }
-    free(line);
-    fclose(f);
-}
 
 static int has_word(const char *list, const char *w) {
     size_t n = strlen(w);
@@ -322,9 +300,9 @@ static kf_status cpu_probe(void *vctx, kf_device_info *info, kf_error *err) {
     snprintf(info->platform, sizeof info->platform, "cpu");
 
     char buf[1024];
-    cpuinfo_value("model name", buf, sizeof buf);
-    if (!buf[0]) cpuinfo_value("Model", buf, sizeof buf);
-    if (!buf[0]) cpuinfo_value("Hardware", buf, sizeof buf);
+    kf_cpuinfo_value("model name", buf, sizeof buf);
+    if (!buf[0]) kf_cpuinfo_value("Model", buf, sizeof buf);
+    if (!buf[0]) kf_cpuinfo_value("Hardware", buf, sizeof buf);
     struct utsname un;
     if (uname(&un) != 0) snprintf(un.machine, sizeof un.machine, "unknown");
     if (!buf[0]) snprintf(buf, sizeof buf, "%s cpu", un.machine);
