@@ -5,7 +5,11 @@
 # the diagnosis reads, and ncu writes its raw page (one row per kernel launch, one column
 # per metric) as CSV.
 #
-# usage: bench/ncu_capture.sh [--build DIR] [--out DIR] [--iters N] TASK.kf ...
+# usage: bench/ncu_capture.sh [--build DIR] [--out DIR] [--iters N] [--launches N] TASK.kf ...
+# --launches N profiles the first N launches of kforge's kernels (default 6): every
+# candidate launches once per input set and once per timing repetition, so a small N
+# covers the first candidate only; raise it to reach the later ones (each launch costs ncu
+# about a second). `kforge analyze OUT/run-NAME/run.json --ncu OUT/NAME.csv` reads the result.
 # needs ncu (Nsight Compute) on PATH and a GPU whose counters it can read. The candidates
 # run with KFORGE_SANDBOX=off: ncu talks to the profiled process through sockets, which
 # the sandbox's seccomp filter refuses (these are kforge's own kernels).
@@ -14,12 +18,14 @@ cd "$(dirname "$0")/.."
 BUILD=build-h200
 OUTDIR=${OUT:-kforge-out/ncu}
 ITERS=3
+LAUNCHES=6
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --iters) ITERS=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --launches) LAUNCHES=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "ncu_capture.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -33,7 +39,7 @@ for t in "$@"; do
   python3 -c "import sys; sys.path.insert(0, 'bench'); import kf_torch; print(kf_torch.scale_task(open(sys.argv[1]).read(), 2), end='')" "$t" >"$OUTDIR/$name.kf"
   echo "== $name"
   KFORGE_SANDBOX=off ncu --csv --page raw --clock-control none --target-processes all $SECTIONS \
-    -k 'regex:^kf_s[0-9]' --launch-count $((ITERS * 2)) \
+    -k 'regex:^kf_s[0-9]' --launch-count "$LAUNCHES" \
     "$BUILD/kforge" synth "$OUTDIR/$name.kf" --target cuda --iters "$ITERS" --memcheck off --seed 1 \
     --out "$OUTDIR/run-$name" >"$OUTDIR/$name.raw.txt" 2>"$OUTDIR/$name.err" || { FAIL=1; tail -5 "$OUTDIR/$name.err"; }
   # ncu's own lines start with ==PROF== or ==WARNING==; the CSV is the quoted rows

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kforge/agent.h"
 #include "kforge/arch.h"
 #include "kforge/perf.h"
 
@@ -53,7 +54,8 @@ Test(ncu, recorded_captures_parse) {
     for (int t = 0; t < NTASKS; t++) {
         int n = 0;
         kf_counters *rows = parse(TASKS[t], &n);
-        /* the capture profiled --iters 3 candidates, 2 launches each (timing repetitions) */
+        /* ncu_capture's --launch-count 6: the first six launches, all of the first
+         * candidate (one per input set, then its timing runs) */
         cr_assert_eq(n, 6, "%s: %d rows", TASKS[t], n);
         for (int i = 0; i < n; i++) {
             const kf_counters *c = &rows[i];
@@ -360,4 +362,47 @@ Test(cpu_counters, counts_or_says_why) {
     }
     char *none[] = {NULL};
     cr_assert_eq(kf_perf_cpu_counters(none, &c, &err), KF_ERR_ARG);
+}
+
+/* kforge analyze: the recorded runs with their ncu rows. Every row carries the first
+ * candidate's registers, so all six go to iteration 1, and the others say they have none. */
+Test(analyze, recorded_run_with_ncu_rows) {
+    char run[512], csv[512];
+    snprintf(run, sizeof run, "%s/tests/data/ncu/swish.run.json", KF_SOURCE_DIR);
+    snprintf(csv, sizeof csv, "%s/tests/data/ncu/swish.csv", KF_SOURCE_DIR);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    kf_error err = {0};
+    cr_assert_eq(kf_analyze_run(run, csv, f, 1, &err), KF_OK, "%s", err.msg);
+    fclose(f);
+    json_error_t je;
+    json_t *a = json_loads(buf, 0, &je);
+    cr_assert_not_null(a, "%s: %s", je.text, buf);
+    cr_assert_eq(json_array_size(a), 3);
+    json_t *d0 = json_array_get(a, 0), *d1 = json_array_get(a, 1);
+    cr_assert_float_eq(json_real_value(json_object_get(d0, "occupancy")), 1.0, 1e-9);
+    cr_assert(json_is_real(json_object_get(d0, "achieved_occupancy")), "iteration 1 has its ncu rows");
+    char *t0 = json_dumps(json_object_get(d0, "evidence"), 0), *t1 = json_dumps(json_object_get(d1, "evidence"), 0);
+    cr_assert(strstr(t0, "stalls: long_scoreboard"), "%s", t0);
+    cr_assert(strstr(t1, "no ncu row matches"), "%s", t1);
+    cr_assert(json_is_null(json_object_get(d1, "achieved_occupancy")));
+    free(t0);
+    free(t1);
+    json_decref(a);
+    free(buf);
+    /* the readable form, and bad files named */
+    f = open_memstream(&buf, &len);
+    cr_assert_eq(kf_analyze_run(run, NULL, f, 0, &err), KF_OK, "%s", err.msg);
+    fclose(f);
+    cr_assert(strstr(buf, "counters: no counters given"), "%s", buf);
+    cr_assert(strstr(buf, "iter 3"), "%s", buf);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    cr_assert_eq(kf_analyze_run(csv, NULL, f, 0, &err), KF_ERR_PARSE);
+    cr_assert_str_eq(err.file, csv);
+    cr_assert_eq(kf_analyze_run(run, run, f, 0, &err), KF_ERR_PARSE);
+    cr_assert(strstr(err.msg, "ncu CSV"), "%s", err.msg);
+    fclose(f);
+    free(buf);
 }

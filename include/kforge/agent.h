@@ -77,6 +77,17 @@ void kf_loop_opts_default(kf_loop_opts *o);
 kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_ceilings *c,
                                   kf_error *err);
 
+#define KF_MAX_DIAG_LABEL_PARAMS 24
+/* Contract: diagnose every verified iteration of a recorded run (run_path: a run.json of
+ * kforge synth) with the analysis agent, using Nsight Compute counters of the same
+ * candidates when ncu_path names a raw CSV page (its rows are shared out in order, the
+ * same number per verified iteration; otherwise they are not used and the output says
+ * why). Writes a readable report, or a JSON array (as_json), to out. KF_ERR_PARSE naming
+ * the file for a file that is not a run record or not an ncu table; KF_ERR_IO when a file
+ * cannot be read. */
+kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, int as_json,
+                         kf_error *err);
+
 typedef struct kf_iter_record {
     int iter;                /* 1-based */
     char label[160];         /* schedule, or "llm N" (+ its tunables) for a model's kernel */

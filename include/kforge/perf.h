@@ -104,7 +104,7 @@ kf_status kf_perf_cpu_counters(char *const argv[], kf_counters *out, kf_error *e
 typedef struct kf_diag_param {
     char name[32];            /* stage-prefixed, e.g. "s0.vw" */
     long value;
-    int idx, nvalues;         /* position in its value list */
+    int idx, nvalues;         /* position in its value list (nvalues 0: unknown) */
 } kf_diag_param;
 
 typedef struct kf_diag_input {

@@ -1,7 +1,8 @@
 /*
  * `kforge calibrate`: measure the device's real ceilings (streaming copy/read/write
  * bandwidth, f32/f64 FMA peak, launch overhead), cache them per device, and set them
- * beside the architecture database's datasheet numbers for the device.
+ * beside the architecture database's datasheet numbers for the device. `kforge analyze`:
+ * the analysis agent on a recorded run, with profiler counters.
  */
 #include "cli/cli.h"
 
@@ -151,5 +152,47 @@ int kf_cli_calibrate(int argc, char **argv) {
     }
     kf_arch_db_free(db);
     kf_backend_close(be);
+    return 0;
+}
+
+static void usage_analyze(FILE *f) {
+    fprintf(f,
+            "usage: kforge analyze RUN.json [--ncu FILE.csv] [--json]\n"
+            "\n"
+            "Diagnoses every verified candidate of a recorded run (the run.json kforge synth wrote)\n"
+            "with the performance analysis agent: bound, achieved fraction, occupancy, evidence and\n"
+            "ranked moves. With --ncu, the Nsight Compute counters of the same candidates (ncu --csv\n"
+            "--page raw, e.g. from bench/ncu_capture.sh) join the evidence: stall reasons, DRAM and\n"
+            "SM throughput, achieved occupancy, hit rates, bank conflicts.\n"
+            "\n"
+            "options:\n"
+            "  --ncu FILE    ncu raw CSV of the run's candidates, in order\n"
+            "  --json        print the diagnoses as JSON\n"
+            "  -h, --help    this help\n");
+}
+
+int kf_cli_analyze(int argc, char **argv) {
+    static const struct option lo[] = {{"ncu", required_argument, 0, 'n'},
+                                       {"json", no_argument, 0, 'J'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *ncu = NULL;
+    int json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'n': ncu = optarg; break;
+        case 'J': json = 1; break;
+        case 'h': usage_analyze(stdout); return 0;
+        default: usage_analyze(stderr); return KF_EXIT_USAGE;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "kforge analyze: expected one run record (run.json), got %d arguments\n", argc - optind);
+        usage_analyze(stderr);
+        return KF_EXIT_USAGE;
+    }
+    kf_error err = {0};
+    if (kf_analyze_run(argv[optind], ncu, stdout, json, &err) != KF_OK) return kf_cli_error(&err);
     return 0;
 }

@@ -14,5 +14,6 @@
 /* Print e to stderr as "kforge: ..." and return its exit code (2 for user errors, 3 else). */
 int kf_cli_error(const kf_error *e);
 int kf_cli_calibrate(int argc, char **argv);
+int kf_cli_analyze(int argc, char **argv);
 
 #endif

@@ -39,6 +39,7 @@ static void usage_main(FILE *f) {
             "  ops               list the supported operators\n"
             "  devices           list the platforms and devices kforge can use\n"
             "  calibrate         measure the device's bandwidth, peak and launch overhead\n"
+            "  analyze RUN.json  diagnose a recorded run's candidates (with --ncu counters)\n"
             "  help [COMMAND]    show help\n"
             "\n"
             "exit codes: 0 success, 1 no verified kernel / verification failed,\n"
@@ -624,6 +625,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "ops")) return cmd_ops(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate")) return kf_cli_calibrate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "analyze")) return kf_cli_analyze(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("kforge %s\n", kVersion);
         return 0;
@@ -638,6 +640,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(sub, "calibrate")) {
             char *hv[] = {"calibrate", "--help", NULL};
             return kf_cli_calibrate(2, hv);
+        } else if (!strcmp(sub, "analyze")) {
+            char *hv[] = {"analyze", "--help", NULL};
+            return kf_cli_analyze(2, hv);
         }
         else { fprintf(stderr, "kforge: no command '%s'\n", sub); return EXIT_USAGE; }
         return 0;

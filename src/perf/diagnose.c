@@ -56,7 +56,8 @@ static void recommend(kf_diagnosis *d, const kf_diag_input *in, const char *name
                       double score, const char *fmt, ...) {
     const kf_diag_param *p = param(in, name);
     if (!p) return;
-    if ((dir > 0 && p->idx + 1 >= p->nvalues) || (dir < 0 && p->idx <= 0)) return;
+    /* nvalues 0: the position in the value list is unknown (a recorded run), any direction */
+    if (p->nvalues > 0 && ((dir > 0 && p->idx + 1 >= p->nvalues) || (dir < 0 && p->idx <= 0))) return;
     for (int i = 0; i < d->nrecs; i++)
         if (strcmp(d->rec[i].param, name) == 0 && d->rec[i].dir == dir) {
             if (score > d->rec[i].score) d->rec[i].score = score;
@@ -182,8 +183,10 @@ static void gpu_rules(const kf_diag_input *in, kf_diagnosis *d) {
             recommend(d, in, "rn", -1, 0.7, "%ld B/thread of local memory: smaller register tile", local);
             recommend(d, in, "ept", -1, 0.5, "%ld B/thread of local memory", local);
         }
+    } else if (in->gpu && !l) {
+        evidence(d, "launch plan unknown: occupancy not computed");
     } else if (in->gpu) {
-        evidence(d, "no compiler resource report for this platform: occupancy not computed");
+        evidence(d, "no compiler resource report for %s: occupancy not computed", l->kernel);
     }
     /* the grid against the units */
     if (l && units > 0) {
