@@ -97,7 +97,8 @@ Test(ncu, values_and_units_of_one_row) {
     cr_assert_float_eq(c->block, 256, 0);
     cr_assert_float_eq(c->smem_bytes, 1024, 0);
     cr_assert_float_eq(c->dram_bytes, 268460032.0 + 242269440.0, 0.5);
-    cr_assert_float_eq(c->bank_conflicts >= 11811 ? 1 : 0, 1, 0);
+    /* ld 11,811 plus st conflicts */
+    cr_assert_geq(c->bank_conflicts, 11811, "bank conflicts %g", c->bank_conflicts);
     free(rows);
 }
 
@@ -339,7 +340,6 @@ Test(diagnose, gpu_grid_registers_and_ends_of_lists, .init = load_db, .fini = fr
     cr_assert_str_eq(d.occ_limit, "registers");
     /* vw is at the end of its list: never recommended upwards */
     cr_assert(!has_rec(&d, "vw", +1));
-    cr_assert_eq(d.rec[0].param[0] != 0, 1);
     cr_assert_str_eq(d.rec[0].param, "split", "top move %s", d.rec[0].param);
 }
 

@@ -94,11 +94,14 @@ typedef struct kf_counters {
  * KF_ERR_PARSE with the line when the text is not such a table. */
 kf_status kf_perf_ncu_parse(const char *csv, size_t len, kf_counters **out, int *n, kf_error *err);
 
-/* Contract: CPU counters of running argv[] (perf stat: instructions, cycles, cache
- * references and misses, branch misses) into *out. KF_ERR_UNSUPPORTED, with the reason
+/* Contract: CPU counters of running argv[] (perf_event_open, the events perf stat counts:
+ * instructions, cycles, cache references and misses, branches and branch misses) into *out. KF_ERR_UNSUPPORTED, with the reason
  * (no perf tool, perf_event_paranoid, events not supported in this VM), when the machine
  * does not allow it. */
 kf_status kf_perf_cpu_counters(char *const argv[], kf_counters *out, kf_error *err);
+/* Whether kf_perf_cpu_counters works on this machine (tried on `true`); when it does not,
+ * why (its error message) into why. */
+int kf_perf_cpu_counters_usable(char *why, size_t cap);
 
 /* A schedule parameter of the kernel diagnosed, as the search sees it. */
 typedef struct kf_diag_param {

@@ -105,7 +105,9 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
     const char *platform = json_string_value(json_object_get(dev, "platform"));
     const char *name = json_string_value(json_object_get(dev, "name"));
     if (!platform) platform = "cpu";
-    int gpu = strcmp(platform, "cpu") != 0;
+    /* older records lack device_type: then only the platform tells */
+    const char *dtype = json_string_value(json_object_get(dev, "device_type"));
+    int gpu = strcmp(platform, "cpu") != 0 && !(dtype && strcmp(dtype, "cpu") == 0);
     kf_error dbe = {0};
     const kf_arch_entry *arch = NULL;
     if (kf_arch_db_load(NULL, &db, &dbe) == KF_OK && name) arch = kf_arch_db_match(db, name, gpu ? "gpu" : "cpu");

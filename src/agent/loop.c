@@ -221,6 +221,7 @@ static json_t *device_json(const kf_device_info *d, const kf_ceilings *c) {
     json_object_set_new(j, "platform", json_string(d->platform));
     json_object_set_new(j, "name", json_string(d->name));
     json_object_set_new(j, "arch", json_string(d->arch));
+    json_object_set_new(j, "device_type", json_string(d->device_type));
     json_object_set_new(j, "cores", json_integer(d->cores));
     json_object_set_new(j, "threads", json_integer(d->threads));
     json_object_set_new(j, "simd_bits", json_integer(d->simd_bits));
@@ -551,7 +552,7 @@ static const kf_arch_entry *arch_entry(kf_arch_db **db, kf_run_result *r, const 
         if (o->table) fprintf(o->table, "analysis: %s (occupancy not computed)\n", r->arch);
         return NULL;
     }
-    int gpu = strcmp(r->dev.platform, "cpu") != 0 && strcmp(r->dev.device_type, "cpu") != 0;
+    int gpu = kf_device_is_gpu(&r->dev);
     const kf_arch_entry *a = kf_arch_db_match(*db, r->dev.name, gpu ? "gpu" : "cpu");
     if (a) snprintf(r->arch, sizeof r->arch, "%s", a->id);
     else snprintf(r->arch, sizeof r->arch, "no entry matches \"%s\"", r->dev.name);
@@ -581,12 +582,8 @@ static void counters_note(char *note, size_t cap, const kf_run_result *r, const 
     if (o->analysis == KF_ANALYSIS_OFF) return;
     const char *pl = r->dev.platform;
     if (strcmp(pl, "cpu") == 0) {
-        char *argv[] = {"true", NULL};
-        kf_counters c;
-        kf_error e = {0};
-        if (kf_perf_cpu_counters(argv, &c, &e) == KF_OK)
+        if (kf_perf_cpu_counters_usable(note, cap))
             snprintf(note, cap, "CPU counters work here, but kforge synth does not collect them per candidate yet");
-        else snprintf(note, cap, "%s", e.msg);
     } else if (strcmp(pl, "cuda") == 0) {
         snprintf(note, cap, "kforge synth does not run Nsight Compute (bench/ncu_capture.sh records its counters)");
     } else {
@@ -607,7 +604,7 @@ static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record 
         q->nvalues = ec->sp->p[i].nvalues;
         q->value = ec->sp->p[i].values[q->idx];
     }
-    int gpu = strcmp(r->dev.platform, "cpu") != 0 && strcmp(r->dev.device_type, "cpu") != 0;
+    int gpu = kf_device_is_gpu(&r->dev);
     kf_launch_plan plan;
     int have_plan = 0;
     if (strcmp(r->dev.platform, "cpu") != 0) {

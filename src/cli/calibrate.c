@@ -102,7 +102,7 @@ int kf_cli_calibrate(int argc, char **argv) {
     kf_arch_db *db = NULL;
     kf_error dberr = {0};
     const kf_arch_entry *a = NULL;
-    int gpu = strcmp(d->platform, "cpu") != 0 && strcmp(d->device_type, "cpu") != 0;
+    int gpu = kf_device_is_gpu(d);
     if (kf_arch_db_load(NULL, &db, &dberr) == KF_OK) a = kf_arch_db_match(db, d->name, gpu ? "gpu" : "cpu");
     if (json) {
         json_t *j = json_pack("{s:s, s:s, s:b, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "device",
@@ -130,11 +130,9 @@ int kf_cli_calibrate(int argc, char **argv) {
         else printf("launch        not measured (cached before kforge measured it: --target %s without --cached)\n", target);
         printf("when          %s (%s)\n", ce.when, ce.measured ? "measured" : "nominal");
         if (strcmp(d->platform, "cpu") == 0) {
-            char *cmd[] = {"true", NULL};
-            kf_counters cc;
-            kf_error ce2 = {0};
-            if (kf_perf_cpu_counters(cmd, &cc, &ce2) == KF_OK) printf("cpu counters  available (perf_event_open)\n");
-            else printf("cpu counters  %s\n", ce2.msg);
+            char why[300];
+            if (kf_perf_cpu_counters_usable(why, sizeof why)) printf("cpu counters  available (perf_event_open)\n");
+            else printf("cpu counters  %s\n", why);
         }
         if (a) {
             printf("architecture  %s (%s)\n", a->name, a->id);

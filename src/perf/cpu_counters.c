@@ -126,3 +126,13 @@ kf_status kf_perf_cpu_counters(char *const argv[], kf_counters *out, kf_error *e
     out->branch_miss_pct = v[EV_BR] ? 100.0 * (double)v[EV_BMISS] / (double)v[EV_BR] : -1;
     return KF_OK;
 }
+
+/* See perf.h. */
+int kf_perf_cpu_counters_usable(char *why, size_t cap) {
+    char *argv[] = {"true", NULL};
+    kf_counters c;
+    kf_error e = {0};
+    if (kf_perf_cpu_counters(argv, &c, &e) == KF_OK) return 1;
+    if (why && cap) snprintf(why, cap, "%s", e.msg);
+    return 0;
+}
