@@ -91,3 +91,17 @@ int mkdir(const char *p, mode_t m) {
     errno = e;
     return r;
 }
+
+/* stdio opens (glibc's fopen calls open internally, past the hooks above) */
+#include <stdio.h>
+static FILE *logged_fopen(const char *fn, const char *p, const char *m) {
+    FILE *(*real)(const char *, const char *) = (FILE * (*)(const char *, const char *)) dlsym(RTLD_NEXT, fn);
+    FILE *r = real(p, m);
+    int e = errno;
+    if (strpbrk(m, "wa+") || !r)
+        fprintf(stderr, "  [shim] %s(%s, \"%s\") -> %s%s\n", fn, p, m, r ? "ok" : "NULL ", r ? "" : strerror(e));
+    errno = e;
+    return r;
+}
+FILE *fopen(const char *p, const char *m) { return logged_fopen("fopen", p, m); }
+FILE *fopen64(const char *p, const char *m) { return logged_fopen("fopen64", p, m); }

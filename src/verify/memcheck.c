@@ -535,7 +535,7 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         .output_cap = o->output_cap, .threads = threads, .runner = runner,
         .workdir = c->workdir, .cpu_used = &native_cpu,
         /* as in any device run: drivers reserve address space, runtimes write files */
-        .no_mem_limit = dev, .poll_output = dev, .platform = b ? b->info.platform : NULL,
+        .no_mem_limit = dev, .poll_output = dev,
     };
     kf_verify_load_set(c, &sb, 0);
     lim.tag = MC_TAG_BASE + __atomic_add_fetch(&mc_counter, 1, __ATOMIC_RELAXED);
@@ -572,6 +572,7 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         vlim.wall_s = fmax(limit, o->wall_limit_s);
         vlim.cpu_s = fmax(2 * vlim.wall_s + 10, o->cpu_limit_s);
         vlim.wrapper = cs_wrap;
+        vlim.no_landlock = 1; /* see kf_confine_prepare */
     } else {
         limit = fmin(MC_BASE_S + MC_SLOWDOWN * native_cpu, MC_MAX_S);
         vlim.wall_s = fmax(limit, o->wall_limit_s);

@@ -274,7 +274,7 @@ static kf_status scratch_dir(const char *workdir, const char *artifact, char *ou
  * LLM keys): a candidate's output reaches the run record and the model's feedback. */
 static int env_dropped(const char *kv) {
     static const char *const set[] = {"OMP_NUM_THREADS=", "TMPDIR=", "POCL_CACHE_DIR=",
-                                      "CUDA_CACHE_PATH=", "XDG_CACHE_HOME="};
+                                      "CUDA_CACHE_PATH=", "XDG_CACHE_HOME=", "HOME="};
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (strncmp(kv, set[i], strlen(set[i])) == 0) return 1;
     const char *eq = strchr(kv, '=');
@@ -321,7 +321,6 @@ unsigned kf_verify_sandbox_describe(const kf_verify_ctx *c, const kf_backend *b,
     snprintf(scratch, sizeof scratch, "%s/kf-sbx-<candidate>/", wd);
     kf_confine cf;
     kf_confine_probe(&cf);
-    if (b) kf_confine_platform(&cf, b->info.platform);
     char head[900];
     unsigned flags = kf_confine_describe(&cf, scratch, head, sizeof head);
     int dev = b && kf_verify_is_device(b);
@@ -385,7 +384,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     kf_status sst = scratch_dir(lim->workdir, art, scratch, sizeof scratch, err);
     if (sst != KF_OK) return sst;
     kf_confine cf;
-    sst = kf_confine_prepare(&cf, scratch, lim->wrapper != NULL, lim->platform, err);
+    sst = kf_confine_prepare(&cf, scratch, lim->wrapper != NULL, lim->no_landlock, err);
     if (sst != KF_OK) return sst;
 
     char outpath[1200];
@@ -410,17 +409,21 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     for (size_t i = 0; i < nenv; i++)
         if (!env_dropped(environ[i])) envp[k++] = environ[i];
     char omp[64], tmpdir[PATH_MAX + 64], pocl[PATH_MAX + 64], nvcache[PATH_MAX + 64],
-        xdg[PATH_MAX + 64];
+        xdg[PATH_MAX + 64], home[PATH_MAX + 64];
     snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", lim->threads > 0 ? lim->threads : 1);
     snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", scratch);
     snprintf(pocl, sizeof pocl, "POCL_CACHE_DIR=%s/pocl", scratch);
     snprintf(nvcache, sizeof nvcache, "CUDA_CACHE_PATH=%s/nv", scratch);
     snprintf(xdg, sizeof xdg, "XDG_CACHE_HOME=%s/cache", scratch);
+    /* the CUDA driver creates $HOME/.nv/ComputeCache whatever CUDA_CACHE_PATH says (seen
+     * on the H200): in the scratch directory it is the run's, not the user's */
+    snprintf(home, sizeof home, "HOME=%s", scratch);
     envp[k++] = omp;
     envp[k++] = tmpdir;
     envp[k++] = pocl;
     envp[k++] = nvcache;
     envp[k++] = xdg;
+    envp[k++] = home;
     if (lim->extra_env) envp[k++] = (char *)lim->extra_env;
     envp[k] = NULL;
     /* absolute: the child starts in the scratch directory */

@@ -505,7 +505,6 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         /* device drivers reserve far more address space than they use */
         .no_mem_limit = b && kf_verify_is_device(b),
         .poll_output = b && kf_verify_is_device(b),
-        .platform = b ? b->info.platform : NULL,
     };
     char detail[1500];
     kf_vstatus vs = KF_V_OK;

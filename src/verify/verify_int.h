@@ -125,8 +125,9 @@ typedef struct kf_sbx_limits {
                                RLIMIT_FSIZE (device runtimes write cache files) */
     int checker_exit;       /* > 0: the wrapper's exit status for "errors found", which
                                becomes KF_V_MEMCHECK */
+    int no_landlock;        /* the wrapper fails under Landlock (compute-sanitizer): no
+                               write confinement for this run, and the description says so */
     const char *extra_env;  /* one more "NAME=VALUE" for the child's environment */
-    const char *platform;   /* the candidate's platform ("cuda", ...), for kf_confine_platform */
     kf_buf *output;         /* receives the head of the run's stdout+stderr ... */
     size_t output_keep;     /* ... up to this many bytes */
     double *cpu_used;       /* receives the CPU seconds the run took */
@@ -183,12 +184,8 @@ void kf_confine_probe(kf_confine *cf);
  * sandbox (Landlock refuses them on processes outside it). An error only when
  * the kernel has Landlock but building the ruleset failed (the run must not go ahead
  * unconfined); release with kf_confine_release. */
-kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker,
-                             const char *platform, kf_error *err);
-/* What differs by platform (NULL = none): on cuda no Landlock ruleset is applied, because
- * the CUDA driver fails under it (cuInit returns CUDA_ERROR_OPERATING_SYSTEM on the H200;
- * docs/design-notes.md). landlock_note says so, and the description prints it. */
-void kf_confine_platform(kf_confine *cf, const char *platform);
+kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, int no_landlock,
+                             kf_error *err);
 void kf_confine_release(kf_confine *cf);
 /* In the forked child, before execve: no_new_privs, drop capabilities, restrict itself
  * with ruleset_fd (the child's copy of cf->ruleset_fd; closed here), install the seccomp
