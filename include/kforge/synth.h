@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define KF_MAX_PARAMS 24
+#define KF_MAX_PARAMS 96
 #define KF_MAX_PARAM_VALUES 12
 
 typedef struct kf_param {
@@ -31,6 +31,7 @@ typedef struct kf_param {
 
 typedef struct kf_space {
     int nparams;
+    int overflow;           /* a parameter did not fit: kf_synth_plan refuses the task */
     kf_param p[KF_MAX_PARAMS];
 } kf_space;
 

@@ -11,8 +11,11 @@
 
 void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, const long *values,
                       int n, int dflt) {
-    assert(sp->nparams < KF_MAX_PARAMS);
     assert(n > 0 && n <= KF_MAX_PARAM_VALUES);
+    if (sp->nparams >= KF_MAX_PARAMS) { /* a task of many stages; kf_synth_plan says so */
+        sp->overflow = 1;
+        return;
+    }
     assert(dflt >= 0 && dflt < n);
     kf_param *p = &sp->p[sp->nparams++];
     memset(p, 0, sizeof *p);

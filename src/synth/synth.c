@@ -194,6 +194,13 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
     } else {
         plan_params(s);
     }
+    if (s->space.overflow) {
+        int nst = s->nst;
+        kf_synth_free(s);
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path[0] ? g->path : NULL, 0, 0,
+                            "the task's %d stages need more than %d tunable parameters, the most "
+                            "the builtin generator holds: split the task", nst, KF_MAX_PARAMS);
+    }
 
     kf_buf d = {0};
     for (int k = 0; k < s->nst; k++) {

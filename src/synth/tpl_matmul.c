@@ -268,12 +268,17 @@ static void emit_pack_a(kf_buf *out, const mm_plan *pl) {
             "        const float *restrict s = a + (pc + k) * %lldLL + ic;\n"
             "        for (int64_t ir = 0; ir < full; ir += %d)\n"
             "            for (int64_t r = 0; r < %d; r++) ap[ir * kc + k * %d + r] = s[ir + r];\n"
-            "        if (full < mc)\n"
-            "            for (int64_t r = 0; r < %d; r++)\n"
-            "                ap[full * kc + k * %d + r] = full + r < mc ? s[full + r] : 0.0f;\n"
+            /* the tail as two loops, not "full + r < mc ? s[full + r] : 0": GCC 12 if-converts
+             * that select into an unconditional vector load, which reads past the end of A
+             * (a fault at a page edge, seen on an AVX-512 machine) */
+            "        if (full < mc) {\n"
+            "            int64_t r = 0;\n"
+            "            for (; r < mc - full; r++) ap[full * kc + k * %d + r] = s[full + r];\n"
+            "            for (; r < %d; r++) ap[full * kc + k * %d + r] = 0.0f;\n"
+            "        }\n"
             "    }\n"
             "}\n\n",
-            mr, mr, LL(d->M), mr, mr, mr, mr, mr);
+            mr, mr, LL(d->M), mr, mr, mr, mr, mr, mr);
     } else {
         /* A is [M, K]: MR row streams per strip, each sequential in k */
         put(out, pl,
@@ -312,12 +317,14 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "        const float *restrict s = b + (pc + k) * %lldLL + jc;\n"
             "        for (int64_t jr = 0; jr < full; jr += %d)\n"
             "            for (int64_t j = 0; j < %d; j++) bp[jr * kc + k * %d + j] = s[jr + j];\n"
-            "        if (full < nc)\n"
-            "            for (int64_t j = 0; j < %d; j++)\n"
-            "                bp[full * kc + k * %d + j] = full + j < nc ? s[full + j] : 0.0f;\n"
+            "        if (full < nc) {\n" /* two loops: see the tail of pack_a */
+            "            int64_t j = 0;\n"
+            "            for (; j < nc - full; j++) bp[full * kc + k * %d + j] = s[full + j];\n"
+            "            for (; j < %d; j++) bp[full * kc + k * %d + j] = 0.0f;\n"
+            "        }\n"
             "    }\n"
             "}\n\n",
-            LL(d->N), nr, nr, nr, nr, nr);
+            LL(d->N), nr, nr, nr, nr, nr, nr);
     } else {
         /* B is [N, K]: row j of the source is the panel's column j, contiguous in k */
         put(out, pl,
