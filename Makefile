@@ -1,18 +1,22 @@
 # Thin wrapper around CMake. `make` builds build/; `make test` builds and runs the tests in
-# a release build and in an ASan+UBSan build.
+# a release build, the PyTorch front end's tests (pytest, against the release build's
+# kforge; they include a `kforge bench` smoke run) and the tests in an ASan+UBSan build.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: all test test-release test-asan bench clean
+.PHONY: all test test-release test-python test-asan bench clean
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: test-release test-asan
+test: test-release test-python test-asan
 
 test-release: all
 	cd $(BUILD) && ctest --output-on-failure
+
+test-python: all
+	cd python && KFORGE=$(CURDIR)/$(BUILD)/kforge python3 -m pytest -q tests
 
 test-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKF_SANITIZE=ON >/dev/null

@@ -119,8 +119,8 @@ def main():
         name = os.path.basename(task)[:-3]
         path = task
         if a.scale > 1:
-            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-            import kf_torch  # needs torch; only for GPU sizes
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+            from kforge_torch import kf_task as kf_torch  # needs torch; only for GPU sizes
             path = os.path.join(tmp, name + ".kf")
             with open(task) as f, open(path, "w") as g:
                 g.write(kf_torch.scale_task(f.read(), a.scale))

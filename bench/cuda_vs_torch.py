@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kforge's CUDA kernels against PyTorch eager and torch.compile, timed in one process.
 
-For every task: scales its shapes for the GPU (bench/kf_torch.py: dimensions >= 1024 times
+For every task: scales its shapes for the GPU (python/kforge_torch/kf_task.py: dimensions >= 1024 times
 --scale), runs `kforge synth --target cuda` on it (the builtin agent's search, each
 candidate verified against the float64 reference in kforge's sandbox), then loads the
 kernel kforge handed back (kernel.cu, compiled here with NVRTC and the manifest's build
@@ -38,8 +38,8 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import kf_torch  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from kforge_torch import kf_task as kf_torch  # noqa: E402
 
 
 # ---- the driver API and NVRTC, through ctypes ----

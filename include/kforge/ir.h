@@ -155,6 +155,14 @@ kf_status kf_parse_file(const char *path, kf_graph **out, kf_error *err);
 kf_status kf_parse_string(const char *text, const char *filename, kf_graph **out,
                           kf_error *err);
 
+/* Lower a PyTorch task bundle's graph.json (python/kforge_torch/importer.py; the format is
+ * in docs/pytorch.md) to a .kf task. On success *kf_text (caller frees, may be NULL to
+ * skip) holds the task text and *out (may be NULL) its graph; graph inputs keep their
+ * order (forward arguments, parameters, buffers as torch.export lists them) and outputs
+ * PyTorch's order. KF_ERR_UNSUPPORTED names every node kforge cannot lower, with its ATen
+ * op; KF_ERR_PARSE a file that is not such a graph. */
+kf_status kf_import_torch_graph(const char *json_path, char **kf_text, kf_graph **out, kf_error *err);
+
 /* Reference interpreter in float64. inputs[i] holds numel(graph input i) doubles (i64
  * inputs as their integer values); outputs[j] must hold numel(graph output j) doubles and
  * receives the results (argmax/argmin indices as exact integers). Intermediates are

@@ -1,5 +1,5 @@
-"""A .kf task as a PyTorch program, and its inputs as tensors: the peer the CUDA benchmark
-times kforge's kernels against (bench/cuda_vs_torch.py).
+"""A .kf task as a PyTorch program, and its inputs as tensors: the peer the benchmarks time
+kforge's kernels against (bench/cuda_vs_torch.py, kforge_torch.bench for .kf suites).
 
 The translation is by operator, never by task: each .kf operator maps to the PyTorch call
 with the same meaning (attribute names and defaults as `kforge ops` lists them), and a

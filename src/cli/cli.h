@@ -15,5 +15,8 @@
 int kf_cli_error(const kf_error *e);
 int kf_cli_calibrate(int argc, char **argv);
 int kf_cli_analyze(int argc, char **argv);
+int kf_cli_import(int argc, char **argv); /* torch.c: the PyTorch commands */
+int kf_cli_bench(int argc, char **argv);
+int kf_cli_export(int argc, char **argv);
 
 #endif

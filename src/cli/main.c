@@ -40,6 +40,9 @@ static void usage_main(FILE *f) {
             "  devices           list the platforms and devices kforge can use\n"
             "  calibrate         measure the device's bandwidth, peak and launch overhead\n"
             "  analyze RUN.json  diagnose a recorded run's candidates (with --ncu counters)\n"
+            "  import MODEL.py   a KernelBench-format PyTorch module -> a task (torch.export)\n"
+            "  bench SUITE       every task of a folder, timed against PyTorch eager and compile\n"
+            "  export RUN        the kernel as a torch custom op and a ModelNew (--as torch)\n"
             "  help [COMMAND]    show help\n"
             "\n"
             "exit codes: 0 success, 1 no verified kernel / verification failed,\n"
@@ -626,6 +629,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate")) return kf_cli_calibrate(argc - 1, argv + 1);
     if (!strcmp(cmd, "analyze")) return kf_cli_analyze(argc - 1, argv + 1);
+    if (!strcmp(cmd, "import")) return kf_cli_import(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return kf_cli_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return kf_cli_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("kforge %s\n", kVersion);
         return 0;
@@ -643,6 +649,10 @@ int main(int argc, char **argv) {
         } else if (!strcmp(sub, "analyze")) {
             char *hv[] = {"analyze", "--help", NULL};
             return kf_cli_analyze(2, hv);
+        } else if (!strcmp(sub, "import") || !strcmp(sub, "bench") || !strcmp(sub, "export")) {
+            char *hv[] = {(char *)sub, "--help", NULL};
+            return !strcmp(sub, "import") ? kf_cli_import(2, hv)
+                   : !strcmp(sub, "bench") ? kf_cli_bench(2, hv) : kf_cli_export(2, hv);
         }
         else { fprintf(stderr, "kforge: no command '%s'\n", sub); return EXIT_USAGE; }
         return 0;

@@ -1,0 +1,348 @@
+"""`kforge bench SUITE`: every task of a folder, synthesized by kforge and timed against
+PyTorch eager and torch.compile in one process.
+
+usage: kforge bench SUITE [--target cpu] [--iters N] [--time-budget S] [--reps R]
+                          [--json FILE] [--csv FILE] [--no-compile] [--out DIR] [--only SUBSTR]
+
+A task is a KernelBench-format module (NN_name.py: class Model, get_inputs(),
+get_init_inputs()) or a .kf file. For each, in file-name order:
+
+1. a module is imported (`kforge import`: torch.export, lowered to kforge's ops); one that
+   uses an op kforge cannot lower is reported as unsupported, with the op;
+2. `kforge synth` searches for the kernel and verifies every candidate against the float64
+   interpreter on freshly drawn inputs (the harness of kforge synth, at the task's shape);
+3. here, in this process: the kernel is loaded (kforge_torch.cpu_kernel), run on the inputs
+   get_inputs() gives (parameters and buffers: the module's own values) and compared with the
+   module's output; then the module (eager), torch.compile(module) and the kernel are timed
+   in interleaved rounds (median of each), so that a ratio holds even if the machine's speed
+   drifts.
+
+Metrics, as KernelBench defines them over all the suite's tasks: fast_p = the fraction of
+tasks whose kernel is correct and more than p times faster than the baseline, for p in 0, 1,
+1.5, 2, against eager and against torch.compile; the geometric-mean speedup over the correct
+tasks; the correctness rate over the supported tasks; % of the roofline floor (the floor from
+kforge's measured ceilings, as kforge synth prints it).
+
+Exit status: 0 when every supported task is correct, 1 otherwise, 2 on a usage error.
+"""
+import argparse
+import csv
+import glob
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from . import importer, kf_task
+from .cpu_kernel import load_cpu_kernel
+
+P_VALUES = (0.0, 1.0, 1.5, 2.0)
+# an output matches PyTorch's when |got - want| <= ATOL + RTOL * |want| everywhere (f32; the
+# kernel was already checked against the float64 interpreter by kforge synth)
+ATOL, RTOL = 1e-4, 1e-3
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def list_tasks(suite, only):
+    if os.path.isfile(suite):
+        files = [suite]
+    else:
+        if not os.path.isdir(suite):
+            raise SystemExit(f"kforge bench: {suite}: no such folder")
+        files = sorted(glob.glob(os.path.join(suite, "*.py")) + glob.glob(os.path.join(suite, "*.kf")))
+    files = [f for f in files if not os.path.basename(f).startswith("_")]
+    if only:
+        files = [f for f in files if only in os.path.basename(f)]
+    return files
+
+
+def is_problem(path):
+    """A KernelBench problem defines Model, get_inputs and get_init_inputs at top level
+    (read from the text, so that helper scripts in the folder are not run)."""
+    with open(path) as f:
+        text = f.read()
+    return all(k in text for k in ("class Model", "def get_inputs", "def get_init_inputs"))
+
+
+def run(cmd, timeout=None):
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p, time.time() - t0
+
+
+def max_err(got, want):
+    """(max abs error, ok) of got against want."""
+    if got.shape != want.shape:
+        return math.inf, False
+    if not want.dtype.is_floating_point:
+        bad = (got != want).sum().item()
+        return float(bad), bad == 0
+    g, w = got.double(), want.double()
+    if torch.isnan(g).any() != torch.isnan(w).any():
+        return math.inf, False
+    d = (g - w).abs()
+    ok = bool((d <= ATOL + RTOL * w.abs()).all())
+    return d.max().item() if d.numel() else 0.0, ok
+
+
+def time_interleaved(fns, reps, warmup=2):
+    """Median seconds of each callable, timed in interleaved rounds."""
+    for f in fns:
+        for _ in range(warmup):
+            f()
+    samples = [[] for _ in fns]
+    for _ in range(reps):
+        for i, f in enumerate(fns):
+            t0 = time.perf_counter()
+            f()
+            samples[i].append(time.perf_counter() - t0)
+    return [statistics.median(s) for s in samples]
+
+
+def as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def peers_for_module(path, bundle, seed):
+    """(model callable, kernel inputs, sample inputs) for a KernelBench module, built as
+    `kforge import` built it: same seed, parameters from the module itself."""
+    mod = importer.load_module(path)
+    torch.manual_seed(seed)
+    model = mod.Model(*mod.get_init_inputs()).eval()
+    torch.manual_seed(seed)
+    inputs = list(mod.get_inputs())
+    with open(os.path.join(bundle, "graph.json")) as f:
+        graph = json.load(f)
+    state = dict(model.named_parameters())
+    state.update(dict(model.named_buffers()))
+    kin = []
+    for e in graph["inputs"]:
+        if e["kind"] == "input":
+            kin.append(inputs[e["index"]])
+        elif e["target"] in state:
+            kin.append(state[e["target"]].detach())
+        else:
+            raise RuntimeError(f"graph input {e['name']} reads {e['target']}, which the module lacks")
+    return model, [t.contiguous() for t in kin], inputs
+
+
+def peers_for_kf(path, seed):
+    with open(path) as f:
+        task = kf_task.parse_task(f.read(), path)
+    fn = kf_task.torch_fn(task)
+    gen = torch.Generator().manual_seed(seed)
+    inputs = kf_task.make_inputs(task, "cpu", gen)
+    return fn, inputs, inputs
+
+
+def bench_task(path, a, i, n):
+    name = os.path.splitext(os.path.basename(path))[0]
+    row = {"task": name, "file": path, "status": None}
+    work = os.path.join(a.out, name)
+    os.makedirs(work, exist_ok=True)
+    t_task = time.time()
+    # 1. import
+    if path.endswith(".py"):
+        bundle = os.path.join(work, "bundle")
+        p, _ = run([a.kforge, "import", path, "--out", bundle, "--seed", str(a.seed)])
+        if p.returncode != 0:
+            msg = (p.stderr.strip() or p.stdout.strip()).replace("\n", " ")
+            row.update(status="unsupported" if p.returncode == 2 else "import-error", detail=msg[:600])
+            log(f"[{i}/{n}] {name}: {row['status']}: {msg[:300]}")
+            return row
+        task_kf = os.path.join(bundle, "task.kf")
+    else:
+        bundle, task_kf = None, path
+    # 2. synthesis (verified against the float64 interpreter)
+    rundir = os.path.join(work, "run")
+    cmd = [a.kforge, "synth", task_kf, "--target", a.target, "--iters", str(a.iters), "--out", rundir,
+           "-q", "--seed", str(a.seed)]
+    if a.time_budget:
+        cmd += ["--time-budget", str(a.time_budget)]
+    if a.memcheck:
+        cmd += ["--memcheck", a.memcheck]
+    p, synth_s = run(cmd)
+    row["synth_s"] = round(synth_s, 1)
+    rj = os.path.join(rundir, "run.json")
+    if p.returncode != 0 or not os.path.exists(rj):
+        msg = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        row.update(status="no-kernel", detail=msg[:600])
+        log(f"[{i}/{n}] {name}: kforge synth found no verified kernel ({synth_s:.0f} s): {msg[:300]}")
+        return row
+    with open(rj) as f:
+        record = json.load(f)
+    best = next((it for it in record["iterations"] if it.get("iter") == record.get("best_iter")), None)
+    roof = record.get("roofline", {})
+    row["floor_ms"] = roof.get("floor_ms")
+    row["bound"] = roof.get("bound")
+    row["kforge_synth_ms"] = best.get("time_ms") if best else None
+    row["schedule"] = best.get("candidate") if best else None
+    # 3. against PyTorch, in this process
+    if bundle:
+        model, kin, inputs = peers_for_module(path, bundle, a.seed)
+        eager = lambda: model(*inputs)  # noqa: E731
+    else:
+        model, kin, inputs = peers_for_kf(path, a.seed)
+        eager = lambda: model(*inputs)  # noqa: E731
+    kern = load_cpu_kernel(rundir)
+    with torch.no_grad():
+        want = as_tuple(eager())
+        got = as_tuple(kern(*kin))
+        errs = [max_err(g, w) for g, w in zip(got, want)]
+        correct = len(got) == len(want) and all(ok for _, ok in errs)
+        row["max_abs_err"] = max(e for e, _ in errs) if errs else None
+        row["correct"] = correct
+        outs = [torch.empty_like(w) for w in want]
+        fns = [eager, lambda: kern(*kin, out=outs)]
+        labels = ["eager", "kforge"]
+        if not a.no_compile:
+            compiled = torch.compile(model)
+            ct = as_tuple(compiled(*inputs))  # compiles; also checked against eager
+            row["compile_matches_eager"] = all(max_err(c, w)[1] for c, w in zip(ct, want))
+            fns.insert(1, lambda: compiled(*inputs))
+            labels.insert(1, "compile")
+        t_eager = time_interleaved([eager], 1, warmup=1)[0]
+        reps = max(5, min(a.reps, int(1.5 / max(t_eager, 1e-4))))
+        times = time_interleaved(fns, reps)
+    for lab, t in zip(labels, times):
+        row[f"{lab}_ms"] = t * 1e3
+    row["reps"] = reps
+    row["status"] = "ok" if correct else "wrong"
+    k = row["kforge_ms"]
+    row["speedup_eager"] = row["eager_ms"] / k
+    if "compile_ms" in row:
+        row["speedup_compile"] = row["compile_ms"] / k
+    if row["floor_ms"]:
+        row["kforge_pct_floor"] = 100 * row["floor_ms"] / k
+        row["eager_pct_floor"] = 100 * row["floor_ms"] / row["eager_ms"]
+    sc = f", compile {row['compile_ms']:.2f} ms ({row['speedup_compile']:.2f}x)" if "compile_ms" in row else ""
+    log(f"[{i}/{n}] {name}: {'ok' if correct else 'WRONG (max err %.3g)' % row['max_abs_err']}; kforge "
+        f"{k:.2f} ms ({row.get('kforge_pct_floor', 0):.0f}% of floor), eager {row['eager_ms']:.2f} ms "
+        f"({row['speedup_eager']:.2f}x){sc}; synth {synth_s:.0f} s, task {time.time() - t_task:.0f} s")
+    return row
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(rows, compiled):
+    n = len(rows)
+    supported = [r for r in rows if r["status"] not in ("unsupported",)]
+    correct = [r for r in rows if r["status"] == "ok"]
+    s = {"tasks": n, "supported": len(supported), "correct": len(correct),
+         "correctness": len(correct) / len(supported) if supported else None}
+    for base in ("eager",) + (("compile",) if compiled else ()):
+        key = f"speedup_{base}"
+        for p in P_VALUES:
+            s[f"fast_{p:g}_{base}"] = sum(1 for r in correct if r.get(key, 0) > p) / n if n else None
+        s[f"geomean_{base}"] = geomean([r.get(key) for r in correct])
+    s["mean_kforge_pct_floor"] = (statistics.mean(r["kforge_pct_floor"] for r in correct if "kforge_pct_floor" in r)
+                                  if any("kforge_pct_floor" in r for r in correct) else None)
+    s["mean_eager_pct_floor"] = (statistics.mean(r["eager_pct_floor"] for r in correct if "eager_pct_floor" in r)
+                                 if any("eager_pct_floor" in r for r in correct) else None)
+    return s
+
+
+def fmt(v, spec="{:.2f}"):
+    return "-" if v is None else spec.format(v)
+
+
+def print_table(rows, s, compiled, out=sys.stdout):
+    hdr = ["task", "status", "floor ms", "kforge ms", "eager ms"] + (["compile ms"] if compiled else []) + \
+          ["x eager"] + (["x compile"] if compiled else []) + ["kforge %floor", "eager %floor", "max err"]
+    lines = [hdr]
+    for r in rows:
+        line = [r["task"], r["status"], fmt(r.get("floor_ms"), "{:.3f}"), fmt(r.get("kforge_ms")),
+                fmt(r.get("eager_ms"))]
+        if compiled:
+            line.append(fmt(r.get("compile_ms")))
+        line.append(fmt(r.get("speedup_eager")))
+        if compiled:
+            line.append(fmt(r.get("speedup_compile")))
+        line += [fmt(r.get("kforge_pct_floor"), "{:.0f}%"), fmt(r.get("eager_pct_floor"), "{:.0f}%"),
+                 fmt(r.get("max_abs_err"), "{:.1e}")]
+        lines.append(line)
+    w = [max(len(str(l[c])) for l in lines) for c in range(len(hdr))]
+    for k, l in enumerate(lines):
+        print("  ".join(str(x).ljust(w[c]) if c < 2 else str(x).rjust(w[c]) for c, x in enumerate(l)), file=out)
+        if k == 0:
+            print("  ".join("-" * x for x in w), file=out)
+    print(file=out)
+    print(f"correct: {s['correct']} of {s['supported']} supported tasks ({fmt(s['correctness'] and 100 * s['correctness'], '{:.0f}%')}); "
+          f"{s['tasks'] - s['supported']} unsupported", file=out)
+    for base in ("eager",) + (("compile",) if compiled else ()):
+        fp = ", ".join(f"fast_{p:g} {fmt(s[f'fast_{p:g}_{base}'], '{:.2f}')}" for p in P_VALUES)
+        print(f"vs {base:7s}: {fp}; geomean speedup {fmt(s[f'geomean_{base}'])}x", file=out)
+    print(f"mean % of roofline floor: kforge {fmt(s['mean_kforge_pct_floor'], '{:.0f}%')}, "
+          f"eager {fmt(s['mean_eager_pct_floor'], '{:.0f}%')}", file=out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="kforge bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("suite", help="a folder of KernelBench-format .py files and/or .kf tasks (or one file)")
+    ap.add_argument("--kforge", default=os.environ.get("KFORGE", "kforge"), help=argparse.SUPPRESS)
+    ap.add_argument("--target", default="cpu", help="cpu (the PyTorch comparison runs on the CPU)")
+    ap.add_argument("--iters", type=int, default=6, help="candidates per task (default 6)")
+    ap.add_argument("--time-budget", type=float, default=None, help="seconds of search per task")
+    ap.add_argument("--memcheck", default="off", help="kforge synth --memcheck (default off)")
+    ap.add_argument("--reps", type=int, default=20, help="timed rounds at most (default 20)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="kforge-out/bench", help="work folder (bundles, runs)")
+    ap.add_argument("--json", default=None, help="write rows and summary as JSON")
+    ap.add_argument("--csv", default=None, help="write the rows as CSV")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--only", default=None, help="only files whose name contains this")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    a = ap.parse_args(argv)
+    if a.target.split(":")[0] != "cpu":
+        log(f"kforge bench: --target {a.target}: the PyTorch comparison runs kernels on the CPU only so "
+            "far (GPU tasks: bench/cuda_h200.sh)")
+        return 2
+    torch.set_num_threads(a.threads or os.cpu_count() or 1)
+    files = [f for f in list_tasks(a.suite, a.only) if f.endswith(".kf") or is_problem(f)]
+    if not files:
+        log(f"kforge bench: {a.suite}: no tasks (.py in KernelBench format, or .kf)")
+        return 2
+    os.makedirs(a.out, exist_ok=True)
+    log(f"kforge bench: {len(files)} tasks from {a.suite}, target {a.target}, {a.iters} candidates each, "
+        f"torch {torch.__version__} with {torch.get_num_threads()} threads")
+    t0 = time.time()
+    rows = []
+    for i, f in enumerate(files, 1):
+        try:
+            rows.append(bench_task(f, a, i, len(files)))
+        except Exception as e:  # one broken task must not lose the others
+            name = os.path.splitext(os.path.basename(f))[0]
+            log(f"[{i}/{len(files)}] {name}: error: {type(e).__name__}: {e}")
+            rows.append({"task": name, "file": f, "status": "error", "detail": f"{type(e).__name__}: {e}"})
+    s = summarize(rows, not a.no_compile)
+    s["wall_s"] = round(time.time() - t0, 1)
+    print_table(rows, s, not a.no_compile)
+    print(f"({len(files)} tasks in {s['wall_s']:.0f} s)")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"suite": a.suite, "target": a.target, "iters": a.iters, "torch": torch.__version__,
+                       "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "summary": s, "rows": rows}, fh, indent=1)
+    if a.csv:
+        keys = sorted({k for r in rows for k in r})
+        with open(a.csv, "w", newline="") as fh:
+            wr = csv.DictWriter(fh, fieldnames=keys)
+            wr.writeheader()
+            wr.writerows(rows)
+    bad = [r for r in rows if r["status"] not in ("ok", "unsupported")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

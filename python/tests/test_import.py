@@ -1,0 +1,173 @@
+"""`kforge import` (importer + the C lowering) and `kforge bench`, run for real: the kforge
+binary, torch.export, kforge synth on small shapes, the kernel loaded back into PyTorch."""
+import json
+import os
+import subprocess
+
+import torch
+
+from conftest import write
+from kforge_torch.cpu_kernel import load_cpu_kernel
+
+MANY_OPS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Model(nn.Module):
+    """a Linear, a LayerNorm, activations, reductions and a transposed matmul"""
+    def __init__(self, d):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+        self.ln = nn.LayerNorm(d)
+    def forward(self, x, w):
+        h = F.gelu(self.ln(self.lin(x)) * 0.5 + 1.0)
+        s = torch.softmax(x / 3, dim=-1)
+        m = torch.max(x, dim=0)[0]
+        a = torch.argmax(x, dim=1)
+        c = torch.clamp(x, -0.5, 0.5) ** 2
+        r = F.rms_norm(x, (x.shape[-1],), eps=1e-6)
+        t = x @ w.t()
+        return h, s, m, a, c, r, t
+
+def get_inputs():
+    return [torch.randn(24, 40), torch.randn(16, 40)]
+
+def get_init_inputs():
+    return [40]
+'''
+
+UNSUPPORTED = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.cumsum(torch.relu(x), dim=1)
+
+def get_inputs():
+    return [torch.randn(8, 8)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def test_import_lowers_and_the_kernel_matches_pytorch(kforge, tmp_path):
+    model = write(tmp_path / "many_ops.py", MANY_OPS)
+    bundle = tmp_path / "b"
+    p = run([kforge, "import", model, "--out", str(bundle)])
+    assert p.returncode == 0, p.stderr
+    assert "wrote" in p.stdout and "task.kf" in p.stdout
+    g = json.load(open(bundle / "graph.json"))
+    assert g["format"] == "kforge-graph" and g["version"] == 1
+    kinds = [e["kind"] for e in g["inputs"]]
+    assert kinds.count("param") == 4 and kinds.count("input") == 2
+    text = open(bundle / "task.kf").read()
+    # the lowering, op by op: Linear -> matmul with the weight transposed, plus the bias
+    assert "matmul(x, p_lin_weight, transpose_b=true) + p_lin_bias" in text
+    assert "transpose_b=true" in text.split("t = ")[-1] or "matmul(x, w, transpose_b=true)" in text
+    for kf_op in ("layer_norm(", "gelu(", "softmax(", "max(x, axes=[0])", "argmax(x, axis=1)",
+                  "hardtanh(x, min_val=-0.5, max_val=0.5)", "square(", "rms_norm(x, axes=[-1], eps=1e-06)"):
+        assert kf_op in text, (kf_op, text)
+    assert sum(1 for l in text.splitlines() if l.startswith("output ")) == 7
+    run_dir = tmp_path / "run"
+    p = run([kforge, "synth", str(bundle / "task.kf"), "--iters", "1", "--memcheck", "off", "-q",
+             "--out", str(run_dir)], timeout=600)
+    assert p.returncode == 0, p.stderr
+    # the kernel, back in this process, on the module's own parameters and inputs
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("many_ops", model)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    m = mod.Model(*mod.get_init_inputs()).eval()
+    torch.manual_seed(0)
+    inputs = mod.get_inputs()
+    state = dict(m.named_parameters())
+    kin = [inputs[e["index"]] if e["kind"] == "input" else state[e["target"]].detach() for e in g["inputs"]]
+    k = load_cpu_kernel(str(run_dir))
+    with torch.no_grad():
+        want = m(*inputs)
+        got = k(*kin)
+    assert len(got) == len(want) == 7
+    for gt, wt in zip(got, want):
+        assert gt.shape == wt.shape and gt.dtype == wt.dtype
+        if wt.dtype.is_floating_point:
+            torch.testing.assert_close(gt, wt, atol=1e-4, rtol=1e-4)
+        else:
+            assert torch.equal(gt, wt)
+    # and a wrong parameter is seen: the comparison can fail
+    kin_bad = list(kin)
+    kin_bad[0] = kin_bad[0] + torch.randn_like(kin_bad[0])  # (a constant shift, layer_norm would undo)
+    assert not torch.allclose(k(*kin_bad)[0], want[0], atol=1e-4)
+
+
+def test_unsupported_op_is_named_with_its_node(kforge, tmp_path):
+    model = write(tmp_path / "cs.py", UNSUPPORTED)
+    p = run([kforge, "import", model, "--out", str(tmp_path / "b")])
+    assert p.returncode == 2
+    assert "aten.cumsum" in p.stderr and "node 'cumsum'" in p.stderr, p.stderr
+    assert not (tmp_path / "b" / "task.kf").exists()
+
+
+def test_not_kernelbench_format_and_broken_files(kforge, tmp_path):
+    p = run([kforge, "import", write(tmp_path / "x.py", "import torch\nclass Model: pass\n")])
+    assert p.returncode == 2 and "get_inputs" in p.stderr, p.stderr
+    p = run([kforge, "import", write(tmp_path / "y.py", "def broken(:\n")])
+    assert p.returncode == 2 and "y.py" in p.stderr and "SyntaxError" in p.stderr, p.stderr
+    p = run([kforge, "import", str(tmp_path / "missing.py")])
+    assert p.returncode == 2 and "no such file" in p.stderr
+    p = run([kforge, "import", "--help"])
+    assert p.returncode == 0 and "KernelBench" in p.stdout
+
+
+SMALL = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return {expr}
+
+def get_inputs():
+    return [torch.randn(256, 512)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_bench_smoke(kforge, tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    write(suite / "01_relu.py", SMALL.format(expr="torch.relu(x)"))
+    write(suite / "02_softmax.py", SMALL.format(expr="torch.softmax(x, dim=1)"))
+    write(suite / "03_cumsum.py", SMALL.format(expr="torch.cumsum(x, dim=1)"))
+    write(suite / "helper.py", "print('not a problem')\n")
+    out_json = tmp_path / "b.json"
+    out_csv = tmp_path / "b.csv"
+    p = run([kforge, "bench", str(suite), "--iters", "2", "--reps", "5", "--out", str(tmp_path / "w"),
+             "--json", str(out_json), "--csv", str(out_csv)], timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[1/3] 01_relu: ok" in p.stderr and "[3/3] 03_cumsum: unsupported" in p.stderr, p.stderr
+    r = json.load(open(out_json))
+    s = r["summary"]
+    assert s["tasks"] == 3 and s["supported"] == 2 and s["correct"] == 2 and s["correctness"] == 1.0
+    for base in ("eager", "compile"):
+        assert s[f"fast_0_{base}"] == 2 / 3  # fast_p counts over every task of the suite
+        assert s[f"geomean_{base}"] > 0
+    rows = {x["task"]: x for x in r["rows"]}
+    assert rows["01_relu"]["correct"] and rows["01_relu"]["compile_matches_eager"]
+    assert rows["01_relu"]["kforge_ms"] > 0 and rows["01_relu"]["eager_ms"] > 0
+    assert rows["03_cumsum"]["status"] == "unsupported" and "aten.cumsum" in rows["03_cumsum"]["detail"]
+    assert "fast_1.5" in p.stdout and "geomean speedup" in p.stdout
+    assert open(out_csv).readline().startswith("bound,")

@@ -1,0 +1,204 @@
+/*
+ * The PyTorch commands: `kforge import` (a KernelBench-format module to a task bundle),
+ * `kforge bench` (a suite against PyTorch) and `kforge export --as torch` (a kernel back
+ * into PyTorch). The PyTorch side is the python/ package (kforge_torch); these commands
+ * run it with the interpreter named by $KFORGE_PYTHON (default python3), with this
+ * checkout's python/ folder on PYTHONPATH when the package is not installed, and keep the
+ * C side (the lowering to the graph IR) here in the library.
+ */
+#include "cli.h"
+#include "kforge/ir.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *python(void) {
+    const char *p = getenv("KFORGE_PYTHON");
+    return p && *p ? p : "python3";
+}
+
+/* PYTHONPATH with this checkout's python/ in front, when that folder exists. */
+static void python_path_env(void) {
+#ifdef KF_SOURCE_DIR
+    const char *dir = KF_SOURCE_DIR "/python";
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    const char *old = getenv("PYTHONPATH");
+    kf_buf b = {0};
+    kf_buf_printf(&b, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", b.data, 1);
+    kf_buf_free(&b);
+#endif
+}
+
+/* Runs `python3 -m MODULE ARGS...`; returns its exit status (127 when it could not start,
+ * with the reason printed). */
+static int run_python_module(const char *module, char *const *args, int nargs) {
+    python_path_env();
+    char **argv = calloc((size_t)nargs + 4, sizeof *argv);
+    if (!argv) return KF_EXIT_INTERNAL;
+    argv[0] = (char *)python();
+    argv[1] = "-m";
+    argv[2] = (char *)module;
+    for (int i = 0; i < nargs; i++) argv[3 + i] = args[i];
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+    free(argv);
+    if (rc != 0) {
+        fprintf(stderr, "kforge: cannot start %s: %s (set KFORGE_PYTHON to a Python with torch, and "
+                "pip install -e python/)\n", python(), strerror(rc));
+        return 127;
+    }
+    int ws;
+    while (waitpid(pid, &ws, 0) < 0)
+        if (errno != EINTR) return KF_EXIT_INTERNAL;
+    if (WIFEXITED(ws)) return WEXITSTATUS(ws);
+    fprintf(stderr, "kforge: %s -m %s was killed by signal %d\n", python(), module, WTERMSIG(ws));
+    return KF_EXIT_INTERNAL;
+}
+
+static void usage_import(FILE *f) {
+    fprintf(f,
+            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME]\n\n"
+            "Imports a KernelBench-format PyTorch module (class Model, get_inputs(),\n"
+            "get_init_inputs()): exports its forward with torch.export, writes the task bundle\n"
+            "(DIR/graph.json, DIR/params.safetensors, DIR/ref.safetensors: docs/pytorch.md), lowers\n"
+            "the ATen ops to kforge's graph IR and writes DIR/task.kf, ready for kforge synth.\n"
+            "Parameters and buffers become task inputs. Every op kforge cannot lower is named.\n\n"
+            "options:\n"
+            "  --out DIR     bundle directory (default kforge-out/import/<model file name>)\n"
+            "  --seed N      seed for Model(*get_init_inputs()) and get_inputs() (default 0)\n"
+            "  --name NAME   task name (default: from the file name)\n"
+            "  -h, --help    this help\n\n"
+            "environment: KFORGE_PYTHON, the Python with torch (default python3)\n");
+}
+
+int kf_cli_import(int argc, char **argv) {
+    const char *model = NULL, *out = NULL, *seed = NULL, *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_import(stdout); return 0; }
+        if ((!strcmp(a, "--out") || !strcmp(a, "--seed") || !strcmp(a, "--name")) && i + 1 < argc) {
+            const char **dst = !strcmp(a, "--out") ? &out : !strcmp(a, "--seed") ? &seed : &name;
+            *dst = argv[++i];
+        } else if (a[0] == '-') {
+            fprintf(stderr, "kforge import: unknown option '%s'\n", a);
+            usage_import(stderr);
+            return KF_EXIT_USAGE;
+        } else if (!model) model = a;
+        else { fprintf(stderr, "kforge import: one MODEL.py at a time ('%s')\n", a); return KF_EXIT_USAGE; }
+    }
+    if (!model) { usage_import(stderr); return KF_EXIT_USAGE; }
+    char dflt[PATH_MAX];
+    if (!out) {
+        const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+        size_t n = strcspn(base, ".");
+        snprintf(dflt, sizeof dflt, "kforge-out/import/%.*s", (int)n, base);
+        out = dflt;
+    }
+    char *args[8];
+    int na = 0;
+    args[na++] = (char *)model;
+    args[na++] = (char *)out;
+    if (seed) { args[na++] = "--seed"; args[na++] = (char *)seed; }
+    if (name) { args[na++] = "--name"; args[na++] = (char *)name; }
+    int rc = run_python_module("kforge_torch.importer", args, na);
+    if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
+    char gpath[PATH_MAX + 16], tpath[PATH_MAX + 16];
+    snprintf(gpath, sizeof gpath, "%s/graph.json", out);
+    snprintf(tpath, sizeof tpath, "%s/task.kf", out);
+    char *text = NULL;
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    if (kf_import_torch_graph(gpath, &text, &g, &err) != KF_OK) {
+        fprintf(stderr, "kforge import: %s: ", model);
+        return kf_cli_error(&err);
+    }
+    FILE *f = fopen(tpath, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "kforge import: cannot write %s: %s\n", tpath, strerror(errno));
+        free(text);
+        kf_graph_free(g);
+        return KF_EXIT_INTERNAL;
+    }
+    printf("wrote %s: task %s, %d inputs, %d ops, %d outputs, %.3g MB moved at least\n", tpath, g->name,
+           g->ninputs, g->nnodes, g->noutputs, kf_graph_min_bytes(g) / 1e6);
+    printf("next: kforge synth %s\n", tpath);
+    free(text);
+    kf_graph_free(g);
+    return 0;
+}
+
+/* The path of this kforge binary, for the Python side to call back. */
+static void self_path(char *buf, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n <= 0) snprintf(buf, cap, "kforge");
+    else buf[n] = 0;
+}
+
+int kf_cli_bench(int argc, char **argv) {
+    char self[PATH_MAX];
+    self_path(self, sizeof self);
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args) return KF_EXIT_INTERNAL;
+    int na = 0;
+    args[na++] = "--kforge";
+    args[na++] = self;
+    for (int i = 1; i < argc; i++) args[na++] = argv[i];
+    int rc = run_python_module("kforge_torch.bench", args, na);
+    free(args);
+    return rc == 127 ? KF_EXIT_USAGE : rc;
+}
+
+static void usage_export(FILE *f) {
+    fprintf(f,
+            "usage: kforge export RUN --as torch [--out FILE.py]\n"
+            "       kforge export --check FILE.py\n\n"
+            "Writes a Python module that registers RUN's best kernel (RUN: a kforge synth output\n"
+            "directory) as a torch custom op, kforge::<task>, and a ModelNew that calls it: for a\n"
+            "task imported from a PyTorch module, ModelNew subclasses that Model (same constructor,\n"
+            "same parameters), as KernelBench's harness expects. --check compares ModelNew with\n"
+            "Model (eager and under torch.compile) on get_inputs().\n\n"
+            "options:\n"
+            "  --as torch    the target framework (torch is the one there is)\n"
+            "  --out FILE    where to write (default RUN/kforge_torch_export.py)\n"
+            "  -h, --help    this help\n");
+}
+
+int kf_cli_export(int argc, char **argv) {
+    int as_torch = 0, check = 0;
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) return KF_EXIT_INTERNAL;
+    int na = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage_export(stdout); free(args); return 0; }
+        if (!strcmp(argv[i], "--as") && i + 1 < argc) {
+            if (strcmp(argv[++i], "torch") != 0) {
+                fprintf(stderr, "kforge export: --as %s: only 'torch' is supported\n", argv[i]);
+                free(args);
+                return KF_EXIT_USAGE;
+            }
+            as_torch = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--check")) check = 1;
+        args[na++] = argv[i];
+    }
+    if (!na || (!as_torch && !check)) {
+        usage_export(stderr);
+        free(args);
+        return KF_EXIT_USAGE;
+    }
+    int rc = run_python_module("kforge_torch.export", args, na);
+    free(args);
+    return rc == 127 ? KF_EXIT_USAGE : rc;
+}

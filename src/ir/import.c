@@ -1,0 +1,665 @@
+/*
+ * PyTorch graph import: a task bundle's graph.json (written by python/kforge_torch/importer.py
+ * from torch.export; format in docs/pytorch.md) lowered to a .kf task, which the parser then
+ * type-checks into the graph IR like any task.
+ *
+ * Lowering goes by ATen op, never by model: each supported target has one rule that writes
+ * the .kf expression with the same meaning (attribute defaults as PyTorch's schema gives
+ * them). Ops that only relabel data (detach, clone, alias, eval-mode dropout) pass their
+ * operand through; transposes of the last two dimensions are kept as views and folded into
+ * the matmul that reads them. Only nodes the outputs depend on are lowered, so a tuple's
+ * unused half (max.dim's indices) costs nothing. Every node that has no rule is named in
+ * the error, with its op, so that a user sees all of them at once.
+ *
+ * After parsing, each output's dtype and shape are compared with what PyTorch recorded: a
+ * rule that got an attribute wrong shows up here rather than as a wrong kernel.
+ */
+#include "kforge/ir.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A lowered value: the .kf expression text that names it, or a view of one. */
+typedef struct lval {
+    char name[64];   /* FX node name */
+    char kf[64];     /* .kf value name ("" until lowered) */
+    int transposed;  /* a view: kf's last two dimensions swapped (folded into matmul) */
+    int rank;
+    int is_tuple;
+    json_t *node;    /* the graph.json node (borrowed), NULL for inputs */
+    char *expr;      /* its .kf expression, when it has a statement (owned) */
+    int order;       /* position among the statements */
+    int is_output;
+} lval;
+
+typedef struct lower {
+    const char *path;
+    json_t *root;
+    lval *v;
+    int nv;
+    int nstmt;       /* statements so far */
+    kf_buf unsupported;
+    int nunsupported;
+    int tmp;
+    kf_error *err;
+} lower;
+
+static const char *const kf_words[] = {"task", "input", "output", "tolerance", "range", "true", "false"};
+
+static int name_taken_by_language(const char *s) {
+    for (size_t i = 0; i < sizeof kf_words / sizeof *kf_words; i++)
+        if (strcmp(s, kf_words[i]) == 0) return 1;
+    return kf_op_lookup(s) != KF_OP_COUNT;
+}
+
+/* FX names are identifiers already; keep them unless the .kf language owns the word. */
+static void kf_name(const char *fx, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s", fx, name_taken_by_language(fx) ? "_v" : "");
+}
+
+static lval *find(lower *L, const char *name) {
+    for (int i = 0; i < L->nv; i++)
+        if (strcmp(L->v[i].name, name) == 0) return &L->v[i];
+    return NULL;
+}
+
+static const char *node_name(json_t *n) { return json_string_value(json_object_get(n, "name")); }
+static const char *node_target(json_t *n) { return json_string_value(json_object_get(n, "target")); }
+
+static void note_unsupported(lower *L, json_t *n, const char *why) {
+    kf_buf_printf(&L->unsupported, "%s  node '%s' (%s): %s", L->nunsupported ? "\n" : "",
+                  node_name(n), node_target(n), why);
+    L->nunsupported++;
+}
+
+/* The i-th positional argument, or the keyword argument kw, or NULL. */
+static json_t *arg(json_t *n, size_t i, const char *kw) {
+    json_t *a = json_object_get(n, "args");
+    if (i < json_array_size(a)) return json_array_get(a, i);
+    return kw ? json_object_get(json_object_get(n, "kwargs"), kw) : NULL;
+}
+
+static int is_null(json_t *a) { return !a || json_is_null(a); }
+
+/* A numeric literal argument (ints, floats, booleans) into *d; 0 if it is not one. */
+static int num(json_t *a, double *d) {
+    if (json_is_number(a)) { *d = json_number_value(a); return 1; }
+    if (json_is_boolean(a)) { *d = json_is_true(a); return 1; }
+    return 0;
+}
+
+static int lower_value(lower *L, lval *v);
+
+/* A number as the shortest text that reads back to the same double (1e-05, not
+ * 1.0000000000000001e-05). */
+static const char *numtxt(double d, char *buf, size_t cap) {
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, cap, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    return buf;
+}
+
+/* The operand an argument names: a tensor (lowered on demand) or NULL with the reason in
+ * *why when it is not one. */
+static lval *operand(lower *L, json_t *a, const char **why) {
+    json_t *ref = json_is_object(a) ? json_object_get(a, "ref") : NULL;
+    if (!json_is_string(ref)) { *why = "expected a tensor operand"; return NULL; }
+    lval *v = find(L, json_string_value(ref));
+    if (!v) { *why = "refers to an unknown value"; return NULL; }
+    if (!lower_value(L, v)) { *why = NULL; return NULL; } /* reported at its own node */
+    if (v->is_tuple) { *why = "uses a tuple where a tensor is needed"; return NULL; }
+    return v;
+}
+
+/* An operand as .kf text: a tensor's name, or a number literal. A transposed view is not
+ * an ordinary operand. */
+static int term(lower *L, json_t *a, char *out, size_t cap, const char **why) {
+    double d;
+    if (num(a, &d)) {
+        numtxt(d, out, cap);
+        if (!isfinite(d)) { *why = "a non-finite constant"; return 0; }
+        return 1;
+    }
+    lval *v = operand(L, a, why);
+    if (!v) return 0;
+    if (v->transposed) { *why = "a transpose that does not feed a matmul"; return 0; }
+    snprintf(out, cap, "%s", v->kf);
+    return 1;
+}
+
+/* An axis list attribute: "[a, b]" from an int or a list of ints; "" for all axes. */
+static int axes_text(json_t *a, char *out, size_t cap) {
+    out[0] = 0;
+    if (is_null(a)) return 1;
+    if (json_is_integer(a)) { snprintf(out, cap, "[%lld]", (long long)json_integer_value(a)); return 1; }
+    if (!json_is_array(a)) return 0;
+    if (json_array_size(a) == 0) return 1; /* amax(x, []) reduces everything */
+    size_t n = 0;
+    n += (size_t)snprintf(out + n, cap - n, "[");
+    for (size_t i = 0; i < json_array_size(a) && n < cap; i++) {
+        json_t *e = json_array_get(a, i);
+        if (!json_is_integer(e)) return 0;
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? ", " : "", (long long)json_integer_value(e));
+    }
+    if (n < cap) snprintf(out + n, cap - n, "]");
+    return 1;
+}
+
+static int rank_of(json_t *n) { return (int)json_array_size(json_object_get(n, "shape")); }
+
+/* Writes "NAME = EXPR" for v; the output prefix is added later by the caller. */
+static void emit(lower *L, lval *v, const char *expr) {
+    kf_name(v->name, v->kf, sizeof v->kf);
+    v->expr = kf_strdup(expr);
+    v->order = L->nstmt++;
+}
+
+/* Whether the ATen target is one of names (a NULL-terminated list of "op" prefixes such as
+ * "aten.relu." matching every overload). */
+static int target_is(const char *t, const char *op) {
+    size_t n = strlen(op);
+    return strncmp(t, op, n) == 0 && (t[n] == '.' || t[n] == 0);
+}
+
+static const char *const plain_unary[][2] = {
+    {"aten.relu", "relu"},   {"aten.sigmoid", "sigmoid"}, {"aten.tanh", "tanh"},
+    {"aten.exp", "exp"},     {"aten.log", "log"},         {"aten.sqrt", "sqrt"},
+    {"aten.rsqrt", "rsqrt"}, {"aten.abs", "abs"},         {"aten.neg", "neg"},
+    {"aten.selu", "selu"},   {"aten.silu", "silu"},       {"aten.hardsigmoid", "hardsigmoid"},
+    {"aten.square", "square"}, {"aten.softsign", "softsign"},
+};
+
+static const char *const passthrough[] = {"aten.detach", "aten.clone", "aten.contiguous", "aten.alias",
+                                          "aten.lift_fresh_copy"};
+
+/* One node's rule. Returns 1 lowered (v->kf set, or a view/tuple), 0 not lowerable (noted). */
+static int lower_node(lower *L, lval *v) {
+    json_t *n = v->node;
+    const char *t = node_target(n);
+    const char *why = NULL;
+    char a[160], b[160], ax[128], e[700], n1[40], n2[40];
+    double d1, d2;
+    if (!t) { note_unsupported(L, n, "no target"); return 0; }
+#define NEED(x) do { if (!(x)) { if (why) note_unsupported(L, n, why); return 0; } } while (0)
+#define BAD(msg) do { note_unsupported(L, n, msg); return 0; } while (0)
+    for (size_t i = 0; i < sizeof passthrough / sizeof *passthrough; i++)
+        if (target_is(t, passthrough[i]) || (target_is(t, "aten.dropout") && json_is_false(arg(n, 2, "train")))) {
+            lval *s = operand(L, arg(n, 0, "input"), &why);
+            NEED(s);
+            snprintf(v->kf, sizeof v->kf, "%s", s->kf);
+            v->transposed = s->transposed;
+            return 1;
+        }
+    if (strcmp(t, "aten.dropout.default") == 0) BAD("dropout in training mode (export the model in eval mode)");
+    for (size_t i = 0; i < sizeof plain_unary / sizeof *plain_unary; i++)
+        if (target_is(t, plain_unary[i][0])) {
+            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+            snprintf(e, sizeof e, "%s(%s)", plain_unary[i][1], a);
+            emit(L, v, e);
+            return 1;
+        }
+    if (target_is(t, "aten.gelu")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *ap = arg(n, 1, "approximate");
+        const char *mode = json_is_string(ap) ? json_string_value(ap) : "none";
+        if (strcmp(mode, "none") != 0 && strcmp(mode, "tanh") != 0) BAD("gelu approximation not 'none' or 'tanh'");
+        snprintf(e, sizeof e, "%s(%s)", strcmp(mode, "tanh") == 0 ? "gelu_tanh" : "gelu", a);
+        emit(L, v, e);
+        return 1;
+    }
+    if (target_is(t, "aten.elu")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        double alpha = 1, scale = 1, iscale = 1;
+        if (!is_null(arg(n, 1, "alpha")) && !num(arg(n, 1, "alpha"), &alpha)) BAD("alpha is not a number");
+        if (!is_null(arg(n, 2, "scale")) && !num(arg(n, 2, "scale"), &scale)) BAD("scale is not a number");
+        if (!is_null(arg(n, 3, "input_scale")) && !num(arg(n, 3, "input_scale"), &iscale)) BAD("input_scale is not a number");
+        if (scale != 1 || iscale != 1) BAD("elu with scale or input_scale other than 1");
+        snprintf(e, sizeof e, "elu(%s, alpha=%s)", a, numtxt(alpha, n1, sizeof n1));
+        emit(L, v, e);
+        return 1;
+    }
+    if (target_is(t, "aten.leaky_relu")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        d1 = 0.01;
+        if (!is_null(arg(n, 1, "negative_slope")) && !num(arg(n, 1, "negative_slope"), &d1)) BAD("negative_slope is not a number");
+        snprintf(e, sizeof e, "leaky_relu(%s, negative_slope=%s)", a, numtxt(d1, n1, sizeof n1));
+        emit(L, v, e);
+        return 1;
+    }
+    if (target_is(t, "aten.softplus")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        d1 = 1, d2 = 20;
+        if (!is_null(arg(n, 1, "beta")) && !num(arg(n, 1, "beta"), &d1)) BAD("beta is not a number");
+        if (!is_null(arg(n, 2, "threshold")) && !num(arg(n, 2, "threshold"), &d2)) BAD("threshold is not a number");
+        snprintf(e, sizeof e, "softplus(%s, beta=%s, threshold=%s)", a, numtxt(d1, n1, sizeof n1), numtxt(d2, n2, sizeof n2));
+        emit(L, v, e);
+        return 1;
+    }
+    if (target_is(t, "aten.hardtanh") || target_is(t, "aten.clamp")) {
+        int ht = target_is(t, "aten.hardtanh");
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *lo = arg(n, 1, ht ? "min_val" : "min"), *hi = arg(n, 2, ht ? "max_val" : "max");
+        int has_lo = ht || !is_null(lo), has_hi = ht || !is_null(hi);
+        d1 = -1, d2 = 1;
+        if (!is_null(lo) && !num(lo, &d1)) BAD("a tensor bound (only number bounds are lowered)");
+        if (!is_null(hi) && !num(hi, &d2)) BAD("a tensor bound (only number bounds are lowered)");
+        if (!isfinite(d1) || !isfinite(d2)) BAD("an infinite bound");
+        if (has_lo && has_hi) snprintf(e, sizeof e, "hardtanh(%s, min_val=%s, max_val=%s)", a, numtxt(d1, n1, sizeof n1), numtxt(d2, n2, sizeof n2));
+        else if (has_lo) snprintf(e, sizeof e, "maximum(%s, %s)", a, numtxt(d1, n1, sizeof n1));
+        else if (has_hi) snprintf(e, sizeof e, "minimum(%s, %s)", a, numtxt(d2, n2, sizeof n2));
+        else BAD("clamp without bounds");
+        emit(L, v, e);
+        return 1;
+    }
+    /* binary arithmetic; Scalar overloads and Python numbers become literals */
+    static const char *const arith[][2] = {{"aten.add", "+"}, {"aten.sub", "-"}, {"aten.mul", "*"},
+                                           {"aten.div", "/"}, {"aten.rsub", "-"}};
+    for (size_t i = 0; i < sizeof arith / sizeof *arith; i++)
+        if (target_is(t, arith[i][0])) {
+            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+            NEED(term(L, arg(n, 1, "other"), b, sizeof b, &why));
+            double alpha = 1;
+            json_t *al = json_object_get(json_object_get(n, "kwargs"), "alpha");
+            if (!is_null(al) && !num(al, &alpha)) BAD("alpha is not a number");
+            json_t *rm = json_object_get(json_object_get(n, "kwargs"), "rounding_mode");
+            if (!is_null(rm)) BAD("division with a rounding mode");
+            int rsub = i == 4;
+            const char *x = rsub ? b : a, *y = rsub ? a : b;
+            if (alpha != 1) snprintf(e, sizeof e, "%s %s %s * %s", x, arith[i][1], numtxt(alpha, n1, sizeof n1), y);
+            else snprintf(e, sizeof e, "%s %s %s", x, arith[i][1], y);
+            emit(L, v, e);
+            return 1;
+        }
+    if (target_is(t, "aten.maximum") || target_is(t, "aten.minimum")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        NEED(term(L, arg(n, 1, "other"), b, sizeof b, &why));
+        snprintf(e, sizeof e, "%s(%s, %s)", target_is(t, "aten.maximum") ? "maximum" : "minimum", a, b);
+        emit(L, v, e);
+        return 1;
+    }
+    if (target_is(t, "aten.pow")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *ex = arg(n, 1, "exponent");
+        if (num(ex, &d1)) {
+            if (d1 == 2) snprintf(e, sizeof e, "square(%s)", a);
+            else if (d1 == 1) snprintf(e, sizeof e, "%s", a);
+            else if (d1 == 0.5) snprintf(e, sizeof e, "sqrt(%s)", a);
+            else if (d1 == -0.5) snprintf(e, sizeof e, "rsqrt(%s)", a);
+            else if (d1 == -1) snprintf(e, sizeof e, "1 / %s", a);
+            else if (d1 == 3) snprintf(e, sizeof e, "square(%s) * %s", a, a);
+            else snprintf(e, sizeof e, "pow(%s, %s)", a, numtxt(d1, n1, sizeof n1));
+        } else {
+            NEED(term(L, ex, b, sizeof b, &why));
+            snprintf(e, sizeof e, "pow(%s, %s)", a, b);
+        }
+        emit(L, v, e);
+        return 1;
+    }
+    if (target_is(t, "aten.reciprocal")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        snprintf(e, sizeof e, "1 / %s", a);
+        emit(L, v, e);
+        return 1;
+    }
+    /* reductions */
+    static const char *const reds[][2] = {{"aten.sum", "sum"}, {"aten.mean", "mean"}, {"aten.amax", "max"},
+                                          {"aten.amin", "min"}, {"aten.prod", "prod"}};
+    for (size_t i = 0; i < sizeof reds / sizeof *reds; i++)
+        if (target_is(t, reds[i][0])) {
+            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+            json_t *dims = arg(n, 1, "dim");
+            int keep = json_is_true(arg(n, 2, "keepdim"));
+            if (json_is_object(dims)) BAD("a dtype argument where dims were expected");
+            if (!is_null(json_object_get(json_object_get(n, "kwargs"), "dtype"))) BAD("a reduction with a dtype change");
+            if (!axes_text(dims, ax, sizeof ax)) BAD("dims are not integers");
+            snprintf(e, sizeof e, "%s(%s%s%s%s)", reds[i][1], a, ax[0] ? ", axes=" : "", ax,
+                     keep ? ", keepdim=true" : "");
+            emit(L, v, e);
+            return 1;
+        }
+    if (target_is(t, "aten.max") || target_is(t, "aten.min")) {
+        int mx = target_is(t, "aten.max");
+        if (strcmp(t, mx ? "aten.max.default" : "aten.min.default") == 0) {
+            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+            snprintf(e, sizeof e, "%s(%s)", mx ? "max" : "min", a);
+            emit(L, v, e);
+            return 1;
+        }
+        if (strcmp(t, mx ? "aten.max.dim" : "aten.min.dim") == 0) {
+            v->is_tuple = 1; /* its getitems lower it */
+            return 1;
+        }
+        BAD("only max/min over all elements or over one dim (max.dim) are lowered");
+    }
+    if (target_is(t, "aten.argmax") || target_is(t, "aten.argmin")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *dim = arg(n, 1, "dim");
+        if (is_null(dim)) BAD("argmax/argmin over the flattened tensor (give a dim)");
+        if (!json_is_integer(dim)) BAD("dim is not an integer");
+        snprintf(e, sizeof e, "%s(%s, axis=%lld%s)", target_is(t, "aten.argmax") ? "argmax" : "argmin", a,
+                 (long long)json_integer_value(dim), json_is_true(arg(n, 2, "keepdim")) ? ", keepdim=true" : "");
+        emit(L, v, e);
+        return 1;
+    }
+    if (strcmp(t, "getitem") == 0) {
+        json_t *src = arg(n, 0, NULL);
+        json_t *ref = json_is_object(src) ? json_object_get(src, "ref") : NULL;
+        lval *s = json_is_string(ref) ? find(L, json_string_value(ref)) : NULL;
+        json_t *idx = arg(n, 1, NULL);
+        if (!s || !json_is_integer(idx)) BAD("getitem of something other than a tuple node");
+        if (!lower_value(L, s)) return 0;
+        const char *st = node_target(s->node);
+        long long k = json_integer_value(idx);
+        if (st && (strcmp(st, "aten.max.dim") == 0 || strcmp(st, "aten.min.dim") == 0)) {
+            int mx = strcmp(st, "aten.max.dim") == 0;
+            NEED(term(L, arg(s->node, 0, "self"), a, sizeof a, &why));
+            json_t *dim = arg(s->node, 1, "dim");
+            int keep = json_is_true(arg(s->node, 2, "keepdim"));
+            if (!json_is_integer(dim)) BAD("dim is not an integer");
+            if (k == 0)
+                snprintf(e, sizeof e, "%s(%s, axes=[%lld]%s)", mx ? "max" : "min", a,
+                         (long long)json_integer_value(dim), keep ? ", keepdim=true" : "");
+            else
+                snprintf(e, sizeof e, "%s(%s, axis=%lld%s)", mx ? "argmax" : "argmin", a,
+                         (long long)json_integer_value(dim), keep ? ", keepdim=true" : "");
+            emit(L, v, e);
+            return 1;
+        }
+        if (st && (strcmp(st, "aten.native_layer_norm.default") == 0) && k == 0) {
+            snprintf(v->kf, sizeof v->kf, "%s", s->kf); /* the tuple node wrote the result */
+            return 1;
+        }
+        BAD("getitem of a tuple whose other parts kforge does not compute");
+    }
+    /* softmax family */
+    if (target_is(t, "aten.softmax") || target_is(t, "aten._softmax") || target_is(t, "aten.log_softmax") ||
+        target_is(t, "aten._log_softmax")) {
+        int lg = strstr(t, "log_softmax") != NULL;
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *dim = arg(n, 1, "dim");
+        if (!json_is_integer(dim)) BAD("dim is not an integer");
+        json_t *dt = arg(n, 2, "dtype");
+        if (!target_is(t, "aten._softmax") && !target_is(t, "aten._log_softmax") && !is_null(dt)) BAD("softmax with a dtype change");
+        if ((target_is(t, "aten._softmax") || target_is(t, "aten._log_softmax")) && json_is_true(dt)) BAD("half_to_float softmax");
+        snprintf(e, sizeof e, "%s(%s, axis=%lld)", lg ? "log_softmax" : "softmax", a, (long long)json_integer_value(dim));
+        emit(L, v, e);
+        return 1;
+    }
+    /* norms: normalized_shape -> the trailing axes */
+    if (target_is(t, "aten.layer_norm") || target_is(t, "aten.native_layer_norm") || target_is(t, "aten.rms_norm")) {
+        int rms = target_is(t, "aten.rms_norm");
+        NEED(term(L, arg(n, 0, "input"), a, sizeof a, &why));
+        json_t *ns = arg(n, 1, "normalized_shape");
+        if (!json_is_array(ns) || json_array_size(ns) == 0) BAD("normalized_shape is not a list");
+        size_t k = json_array_size(ns), m = 0;
+        m += (size_t)snprintf(ax + m, sizeof ax - m, "[");
+        for (size_t i = 0; i < k && m < sizeof ax; i++)
+            m += (size_t)snprintf(ax + m, sizeof ax - m, "%s%d", i ? ", " : "", (int)i - (int)k);
+        if (m < sizeof ax) snprintf(ax + m, sizeof ax - m, "]");
+        json_t *w = arg(n, 2, "weight"), *bi = rms ? NULL : arg(n, 3, "bias");
+        json_t *ep = arg(n, rms ? 3 : 4, "eps");
+        double eps = rms ? 1.1920928955078125e-07 : 1e-5; /* rms_norm's None: finfo(float32).eps */
+        if (!is_null(ep) && !num(ep, &eps)) BAD("eps is not a number");
+        char ops[360] = "";
+        if (!is_null(w)) {
+            NEED(term(L, w, b, sizeof b, &why));
+            snprintf(ops, sizeof ops, ", %s", b);
+        }
+        if (!is_null(bi)) {
+            if (is_null(w)) BAD("a bias without a weight");
+            NEED(term(L, bi, b, sizeof b, &why));
+            size_t o = strlen(ops);
+            snprintf(ops + o, sizeof ops - o, ", %s", b);
+        }
+        snprintf(e, sizeof e, "%s(%s%s, axes=%s, eps=%s)", rms ? "rms_norm" : "layer_norm", a, ops, ax, numtxt(eps, n1, sizeof n1));
+        emit(L, v, e);
+        if (target_is(t, "aten.native_layer_norm")) v->is_tuple = 1;
+        return 1;
+    }
+    /* transposes: a view that a matmul folds in */
+    if (strcmp(t, "aten.t.default") == 0 || target_is(t, "aten.transpose") || target_is(t, "aten.permute")) {
+        lval *s = operand(L, arg(n, 0, "self"), &why);
+        NEED(s);
+        int r = rank_of(n);
+        if (target_is(t, "aten.transpose")) {
+            json_t *d0 = arg(n, 1, "dim0"), *d1j = arg(n, 2, "dim1");
+            if (!json_is_integer(d0) || !json_is_integer(d1j)) BAD("dims are not integers");
+            long long x0 = json_integer_value(d0), x1 = json_integer_value(d1j);
+            if (x0 < 0) x0 += r;
+            if (x1 < 0) x1 += r;
+            if (!((x0 == r - 2 && x1 == r - 1) || (x0 == r - 1 && x1 == r - 2)))
+                BAD("a transpose of other than the last two dimensions");
+        } else if (target_is(t, "aten.permute")) {
+            json_t *p = arg(n, 1, "dims");
+            if (!json_is_array(p) || (int)json_array_size(p) != r) BAD("permutation is not a list");
+            for (int i = 0; i < r; i++) {
+                long long d = json_integer_value(json_array_get(p, (size_t)i));
+                if (d < 0) d += r;
+                long long want = i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2);
+                if (d != want) BAD("a permutation other than swapping the last two dimensions");
+            }
+        } else if (r != 2) BAD("t() of a tensor that is not 2-D");
+        snprintf(v->kf, sizeof v->kf, "%s", s->kf);
+        v->transposed = !s->transposed;
+        return 1;
+    }
+    /* matmul family */
+    if (target_is(t, "aten.mm") || target_is(t, "aten.bmm") || target_is(t, "aten.matmul") ||
+        target_is(t, "aten.linear") || target_is(t, "aten.addmm")) {
+        int addmm = target_is(t, "aten.addmm"), lin = target_is(t, "aten.linear");
+        lval *x = operand(L, arg(n, addmm ? 1 : 0, addmm ? "mat1" : "input"), &why);
+        NEED(x);
+        lval *w = operand(L, arg(n, addmm ? 2 : 1, addmm ? "mat2" : "weight"), &why);
+        NEED(w);
+        int ta = x->transposed, tb = w->transposed ^ lin; /* linear: x @ weight^T */
+        char bias[160] = "";
+        json_t *bj = addmm ? arg(n, 0, "self") : (lin ? arg(n, 2, "bias") : NULL);
+        if (!is_null(bj)) NEED(term(L, bj, bias, sizeof bias, &why));
+        if (addmm) {
+            double beta = 1, alpha = 1;
+            json_t *kw = json_object_get(n, "kwargs");
+            if (!is_null(json_object_get(kw, "beta")) && !num(json_object_get(kw, "beta"), &beta)) BAD("beta is not a number");
+            if (!is_null(json_object_get(kw, "alpha")) && !num(json_object_get(kw, "alpha"), &alpha)) BAD("alpha is not a number");
+            if (beta != 1 || alpha != 1) BAD("addmm with alpha or beta other than 1");
+        }
+        snprintf(e, sizeof e, "matmul(%s, %s%s%s)%s%s", x->kf, w->kf, ta ? ", transpose_a=true" : "",
+                 tb ? ", transpose_b=true" : "", bias[0] ? " + " : "", bias);
+        emit(L, v, e);
+        return 1;
+    }
+    BAD("no lowering to kforge's ops (see `kforge ops`)");
+#undef NEED
+#undef BAD
+}
+
+/* Lower v and what it depends on; 1 when it has a .kf name (or is a view/tuple). */
+static int lower_value(lower *L, lval *v) {
+    if (v->kf[0] || v->is_tuple) return 1;
+    if (!v->node) return 1; /* inputs are named up front */
+    if (json_is_true(json_object_get(v->node, "_visiting"))) return 0;
+    json_object_set_new(v->node, "_visiting", json_true());
+    int ok = lower_node(L, v);
+    json_object_del(v->node, "_visiting");
+    if (!ok) v->is_tuple = 0;
+    if (!ok) snprintf(v->kf, sizeof v->kf, "%s", ""); /* stays unlowered: dependants give up */
+    return ok;
+}
+
+static void shape_text(json_t *shape, char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (size_t i = 0; i < json_array_size(shape) && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? ", " : "", (long long)json_integer_value(json_array_get(shape, i)));
+    if (n < cap) snprintf(out + n, cap - n, "]");
+}
+
+/* Compare each output of the parsed graph with what PyTorch recorded. */
+static kf_status check_outputs(lower *L, const kf_graph *g, json_t *outs) {
+    for (size_t i = 0; i < json_array_size(outs) && (int)i < g->noutputs; i++) {
+        const char *ref = json_string_value(json_object_get(json_array_get(outs, i), "ref"));
+        lval *v = find(L, ref);
+        const kf_value *gv = &g->values[g->outputs[i]];
+        json_t *shape = json_object_get(v->node, "shape");
+        const char *dt = json_string_value(json_object_get(v->node, "dtype"));
+        int ok = dt && strcmp(dt, kf_dtype_name(gv->dtype)) == 0 && (int)json_array_size(shape) == gv->shape.rank;
+        for (int d = 0; ok && d < gv->shape.rank; d++)
+            ok = json_integer_value(json_array_get(shape, (size_t)d)) == gv->shape.d[d];
+        if (!ok) {
+            char want[160], got[160];
+            shape_text(shape, want, sizeof want);
+            kf_shape_format(&gv->shape, got, sizeof got);
+            return kf_error_set(L->err, KF_ERR_INTERNAL, L->path, 0, 0,
+                                "output %zu ('%s'): PyTorch recorded %s%s, the lowered task gives %s%s "
+                                "(a lowering rule is wrong: please report it)",
+                                i, ref, dt ? dt : "?", want, kf_dtype_name(gv->dtype), got);
+        }
+    }
+    return KF_OK;
+}
+
+kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out, kf_error *err) {
+    if (kf_text) *kf_text = NULL;
+    if (out) *out = NULL;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return kf_error_set(err, KF_ERR_PARSE, path, je.line, je.column, "not JSON: %s", je.text);
+    lower L = {.path = path, .root = root, .err = err};
+    kf_status st = KF_OK;
+    kf_buf head = {0};
+    int last_order = -1;
+    const char *fmt = json_string_value(json_object_get(root, "format"));
+    json_t *ins = json_object_get(root, "inputs"), *nodes = json_object_get(root, "nodes"),
+           *outs = json_object_get(root, "outputs");
+    const char *name = json_string_value(json_object_get(root, "name"));
+    if (!fmt || strcmp(fmt, "kforge-graph") != 0 || json_integer_value(json_object_get(root, "version")) != 1) {
+        st = kf_error_set(err, KF_ERR_PARSE, path, 0, 0, "not a kforge graph of version 1 (\"format\": "
+                          "\"kforge-graph\", \"version\": 1; written by python -m kforge_torch.importer)");
+        goto done;
+    }
+    if (!json_is_array(ins) || !json_is_array(nodes) || !json_is_array(outs) || !name) {
+        st = kf_error_set(err, KF_ERR_PARSE, path, 0, 0, "graph.json lacks name, inputs, nodes or outputs");
+        goto done;
+    }
+    L.v = calloc(json_array_size(ins) + json_array_size(nodes) + 1, sizeof *L.v);
+    if (!L.v) { st = kf_error_set(err, KF_ERR_NOMEM, path, 0, 0, "out of memory"); goto done; }
+    kf_buf_printf(&head, "# imported from %s by kforge import (torch %s)\ntask %s\n",
+                  json_string_value(json_object_get(root, "model")) ? json_string_value(json_object_get(root, "model")) : "?",
+                  json_string_value(json_object_get(root, "torch")) ? json_string_value(json_object_get(root, "torch")) : "?", name);
+    size_t i;
+    json_t *e;
+    json_array_foreach(ins, i, e) {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        const char *dt = json_string_value(json_object_get(e, "dtype"));
+        json_t *shape = json_object_get(e, "shape");
+        if (!n || !dt || !json_is_array(shape)) {
+            st = kf_error_set(err, KF_ERR_PARSE, path, 0, 0, "input %zu lacks name, dtype or shape", i);
+            goto done;
+        }
+        lval *v = &L.v[L.nv++];
+        snprintf(v->name, sizeof v->name, "%s", n);
+        kf_name(n, v->kf, sizeof v->kf);
+        v->rank = (int)json_array_size(shape);
+        char sh[200];
+        shape_text(shape, sh, sizeof sh);
+        if (v->rank == 0) {
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "input '%s' is a 0-d tensor: kforge's "
+                              "task inputs have at least one dimension", n);
+            goto done;
+        }
+        kf_buf_printf(&head, "input %s: %s%s   # %s%s%s\n", v->kf, dt, sh,
+                      json_string_value(json_object_get(e, "kind")) ? json_string_value(json_object_get(e, "kind")) : "input",
+                      json_is_string(json_object_get(e, "target")) ? " " : "",
+                      json_is_string(json_object_get(e, "target")) ? json_string_value(json_object_get(e, "target")) : "");
+    }
+    json_array_foreach(nodes, i, e) {
+        lval *v = &L.v[L.nv++];
+        const char *n = node_name(e);
+        if (!n) { st = kf_error_set(err, KF_ERR_PARSE, path, 0, 0, "node %zu has no name", i); goto done; }
+        snprintf(v->name, sizeof v->name, "%s", n);
+        v->node = e;
+    }
+    /* the outputs and what they need */
+    kf_buf tail = {0};
+    json_array_foreach(outs, i, e) {
+        const char *ref = json_string_value(json_object_get(e, "ref"));
+        lval *v = ref ? find(&L, ref) : NULL;
+        if (!v) {
+            kf_buf_free(&tail);
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu is not a tensor of the graph", i);
+            goto done;
+        }
+        if (!v->node) {
+            kf_buf_free(&tail);
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu returns input '%s' unchanged: "
+                              "there is nothing to compute", i, v->name);
+            goto done;
+        }
+        if (!lower_value(&L, v)) continue;
+        if (v->transposed) {
+            kf_buf_printf(&L.unsupported, "%s  output %zu ('%s') is a transposed view", L.nunsupported ? "\n" : "", i, ref);
+            L.nunsupported++;
+            continue;
+        }
+        /* an output is the statement that computes it, declared with "output"; a
+         * passthrough (clone, detach) resolves to the value it relabels */
+        lval *w = NULL;
+        for (int k = 0; k < L.nv; k++)
+            if (L.v[k].expr && strcmp(L.v[k].kf, v->kf) == 0) w = &L.v[k];
+        if (!w) {
+            kf_buf_free(&tail);
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu ('%s') returns an input unchanged: "
+                              "there is nothing to compute", i, ref);
+            goto done;
+        }
+        if (w->is_output) {
+            kf_buf_free(&tail);
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu ('%s') is the same tensor as an "
+                              "earlier output: a kernel writes each output once", i, ref);
+            goto done;
+        }
+        /* statements are in demand order (each output after what it needs, outputs in
+         * turn), so outputs are declared in PyTorch's order unless one needs a later one */
+        if (w->order < last_order) {
+            kf_buf_free(&tail);
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu ('%s') is computed from a later "
+                              "output: kforge declares outputs in the order they are computed", i, ref);
+            goto done;
+        }
+        last_order = w->order;
+        w->is_output = 1;
+    }
+    if (L.nunsupported) {
+        kf_buf_free(&tail);
+        st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "%d node%s cannot be lowered to kforge's ops:\n%s",
+                          L.nunsupported, L.nunsupported == 1 ? "" : "s", L.unsupported.data);
+        goto done;
+    }
+    kf_buf_free(&tail);
+    for (int k = 0; k < L.nstmt; k++)
+        for (int j = 0; j < L.nv; j++)
+            if (L.v[j].expr && L.v[j].order == k)
+                kf_buf_printf(&head, "%s%s = %s\n", L.v[j].is_output ? "output " : "", L.v[j].kf, L.v[j].expr);
+    kf_graph *g = NULL;
+    st = kf_parse_string(head.data, path, &g, err);
+    if (st != KF_OK) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        kf_error_set(err, st, path, 0, 0, "the lowered task does not type-check (%s); lowered text:\n%s", msg, head.data);
+        goto done;
+    }
+    st = check_outputs(&L, g, outs);
+    if (st != KF_OK) { kf_graph_free(g); goto done; }
+    if (out) *out = g;
+    else kf_graph_free(g);
+    if (kf_text) *kf_text = kf_buf_take(&head);
+done:
+    kf_buf_free(&head);
+    kf_buf_free(&L.unsupported);
+    for (int k = 0; L.v && k < L.nv; k++) free(L.v[k].expr);
+    free(L.v);
+    json_decref(root);
+    return st;
+}

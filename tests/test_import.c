@@ -1,0 +1,137 @@
+/*
+ * Tests of the PyTorch graph import (src/ir/import.c) on hand-written graph.json files in
+ * the importer's format (docs/pytorch.md): no Python or torch needed, so these run in the
+ * sanitizer build too. The end-to-end path (torch.export -> bundle -> kforge synth -> the
+ * kernel against the module) is python/tests/test_import.py.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kforge/ir.h"
+
+static char path[64];
+
+static const char *write_graph(const char *text) {
+    snprintf(path, sizeof path, "/tmp/kf_import_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+#define HEAD "{\"format\": \"kforge-graph\", \"version\": 1, \"name\": \"t\", \"model\": \"/m.py\", "
+#define X_IN "{\"name\": \"x\", \"kind\": \"input\", \"index\": 0, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+#define W_IN "{\"name\": \"p_weight\", \"kind\": \"param\", \"target\": \"lin.weight\", \"dtype\": \"f32\", \"shape\": [4, 16]}"
+#define B_IN "{\"name\": \"p_bias\", \"kind\": \"param\", \"target\": \"lin.bias\", \"dtype\": \"f32\", \"shape\": [4]}"
+
+static kf_status import(const char *json, char **text, kf_graph **g, kf_error *err) {
+    kf_status s = kf_import_torch_graph(write_graph(json), text, g, err);
+    unlink(path);
+    return s;
+}
+
+/* Linear + relu + a max.dim pair + softmax: the lowered text, and the graph it parses to. */
+Test(import, lowers_linear_reductions_and_softmax) {
+    const char *json = HEAD
+        "\"inputs\": [" W_IN ", " B_IN ", " X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"linear\", \"target\": \"aten.linear.default\", \"args\": [{\"ref\": \"x\"}, {\"ref\": \"p_weight\"}, {\"ref\": \"p_bias\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 4]},"
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"linear\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 4]},"
+        " {\"name\": \"max_1\", \"target\": \"aten.max.dim\", \"args\": [{\"ref\": \"x\"}, 1, true], \"kwargs\": {}, \"dtype\": null, \"shape\": [{\"dtype\": \"f32\", \"shape\": [8, 1]}, {\"dtype\": \"i64\", \"shape\": [8, 1]}]},"
+        " {\"name\": \"getitem\", \"target\": \"getitem\", \"args\": [{\"ref\": \"max_1\"}, 0], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 1]},"
+        " {\"name\": \"getitem_1\", \"target\": \"getitem\", \"args\": [{\"ref\": \"max_1\"}, 1], \"kwargs\": {}, \"dtype\": \"i64\", \"shape\": [8, 1]},"
+        " {\"name\": \"sub\", \"target\": \"aten.sub.Tensor\", \"args\": [{\"ref\": \"x\"}, {\"ref\": \"getitem\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"softmax\", \"target\": \"aten.softmax.int\", \"args\": [{\"ref\": \"sub\"}, -1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"mul\", \"target\": \"aten.mul.Tensor\", \"args\": [{\"ref\": \"softmax\"}, 0.5], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+        "],"
+        "\"outputs\": [{\"ref\": \"relu\"}, {\"ref\": \"mul\"}]}";
+    char *text = NULL;
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    kf_status s = import(json, &text, &g, &err);
+    cr_assert_eq(s, KF_OK, "%s", err.msg);
+    cr_assert(strstr(text, "linear = matmul(x, p_weight, transpose_b=true) + p_bias\n"), "%s", text);
+    cr_assert(strstr(text, "output relu_v = relu(linear)\n"), "%s", text);
+    cr_assert(strstr(text, "getitem = max(x, axes=[1], keepdim=true)\n"), "%s", text);
+    cr_assert(strstr(text, "softmax_v = softmax(sub_v, axis=-1)\n"), "%s", text);
+    cr_assert(strstr(text, "output mul_v = softmax_v * 0.5\n"), "%s", text);
+    cr_assert_null(strstr(text, "argmax"), "the unused index half of max.dim is not computed:\n%s", text);
+    /* inputs in graph order (parameters first, as torch.export lists them), outputs in
+     * PyTorch's order */
+    cr_assert_eq(g->ninputs, 3);
+    cr_assert_str_eq(g->values[g->inputs[0]].name, "p_weight");
+    cr_assert_str_eq(g->values[g->inputs[2]].name, "x");
+    cr_assert_eq(g->noutputs, 2);
+    cr_assert_str_eq(g->values[g->outputs[0]].name, "relu_v");
+    cr_assert_eq(g->values[g->outputs[1]].shape.d[1], 16);
+    free(text);
+    kf_graph_free(g);
+}
+
+/* Every node without a rule is named, with its op; nothing is half-lowered. */
+Test(import, unsupported_nodes_are_all_named) {
+    const char *json = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"cumsum\", \"target\": \"aten.cumsum.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"view\", \"target\": \"aten.view.default\", \"args\": [{\"ref\": \"x\"}, [128]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [128]},"
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"view\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [128]}"
+        "], \"outputs\": [{\"ref\": \"cumsum\"}, {\"ref\": \"relu\"}]}";
+    char *text = NULL;
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(import(json, &text, &g, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "2 nodes cannot be lowered"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "node 'cumsum' (aten.cumsum.default)"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "node 'view' (aten.view.default)"), "%s", err.msg);
+    cr_assert_null(text);
+    cr_assert_null(g);
+}
+
+/* A transpose folds into the matmul that reads it; anywhere else it is refused. */
+Test(import, transposes_fold_into_matmul_only) {
+    const char *json = HEAD "\"inputs\": [" X_IN ", " W_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"t\", \"target\": \"aten.t.default\", \"args\": [{\"ref\": \"p_weight\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]},"
+        " {\"name\": \"mm\", \"target\": \"aten.mm.default\", \"args\": [{\"ref\": \"x\"}, {\"ref\": \"t\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 4]}"
+        "], \"outputs\": [{\"ref\": \"mm\"}]}";
+    char *text = NULL;
+    kf_error err = {0};
+    cr_assert_eq(import(json, &text, NULL, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(text, "output mm = matmul(x, p_weight, transpose_b=true)\n"), "%s", text);
+    free(text);
+    const char *bad = HEAD "\"inputs\": [" W_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"t\", \"target\": \"aten.t.default\", \"args\": [{\"ref\": \"p_weight\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]},"
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"t\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]}"
+        "], \"outputs\": [{\"ref\": \"relu\"}]}";
+    cr_assert_eq(import(bad, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "a transpose that does not feed a matmul"), "%s", err.msg);
+}
+
+/* What PyTorch recorded is checked against the lowered graph: a wrong shape is caught. */
+Test(import, recorded_shape_is_checked) {
+    const char *json = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"sum_1\", \"target\": \"aten.sum.dim_IntList\", \"args\": [{\"ref\": \"x\"}, [1]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16]}"
+        "], \"outputs\": [{\"ref\": \"sum_1\"}]}";
+    kf_error err = {0};
+    cr_assert_eq(import(json, NULL, NULL, &err), KF_ERR_INTERNAL);
+    cr_assert(strstr(err.msg, "PyTorch recorded f32[16]") && strstr(err.msg, "f32[8]"), "%s", err.msg);
+}
+
+Test(import, bad_files) {
+    kf_error err = {0};
+    cr_assert_eq(import("{\"format\": \"kforge-graph\", \n \"version\": 1,,}", NULL, NULL, &err), KF_ERR_PARSE);
+    cr_assert_eq(err.line, 2, "line %d: %s", err.line, err.msg);
+    cr_assert_eq(import("{\"format\": \"other\", \"version\": 1}", NULL, NULL, &err), KF_ERR_PARSE);
+    cr_assert(strstr(err.msg, "not a kforge graph"), "%s", err.msg);
+    cr_assert_eq(import(HEAD "\"inputs\": [" X_IN "], \"nodes\": [], \"outputs\": [{\"ref\": \"x\"}]}", NULL, NULL, &err),
+                  KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "returns input 'x' unchanged"), "%s", err.msg);
+    cr_assert_eq(kf_import_torch_graph("/nonexistent/graph.json", NULL, NULL, &err), KF_ERR_PARSE);
+}
