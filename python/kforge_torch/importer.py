@@ -146,6 +146,13 @@ def build_graph(name, model_path, seed, model, inputs, ep):
             entry = {"name": node.name, "kind": kind, "dtype": dt, "shape": shape}
             if kind == "input":
                 entry["index"] = user_index
+                # a strictly positive sample (torch.rand(...) + 0.5 for a log, a divisor)
+                # asks kforge to draw its verification inputs from the same range
+                x = inputs[user_index]
+                if x.dtype.is_floating_point and x.numel():
+                    lo, hi = x.min().item(), x.max().item()
+                    if 0 < lo < hi and math.isfinite(hi):
+                        entry["range"] = [lo, hi]
                 user_index += 1
             else:
                 entry["target"] = target

@@ -103,6 +103,13 @@ def test_import_lowers_and_the_kernel_matches_pytorch(kforge, tmp_path):
             torch.testing.assert_close(gt, wt, atol=1e-4, rtol=1e-4)
         else:
             assert torch.equal(gt, wt)
+    # back into PyTorch: the exported ModelNew (subclassing this Model) against Model,
+    # eager and under torch.compile
+    exported = tmp_path / "many_ops_export.py"
+    p = run([kforge, "export", str(run_dir), "--as", "torch", "--out", str(exported)])
+    assert p.returncode == 0, p.stderr
+    p = run([kforge, "export", "--check", str(exported)], timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
     # and a wrong parameter is seen: the comparison can fail
     kin_bad = list(kin)
     kin_bad[0] = kin_bad[0] + torch.randn_like(kin_bad[0])  # (a constant shift, layer_norm would undo)

@@ -569,7 +569,13 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
                               "task inputs have at least one dimension", n);
             goto done;
         }
-        kf_buf_printf(&head, "input %s: %s%s   # %s%s%s\n", v->kf, dt, sh,
+        char rng[100] = "", lo[40], hi[40];
+        json_t *r = json_object_get(e, "range");
+        if (json_is_array(r) && json_array_size(r) == 2 && json_is_number(json_array_get(r, 0)) &&
+            json_is_number(json_array_get(r, 1)))
+            snprintf(rng, sizeof rng, " range(%s, %s)", numtxt(json_number_value(json_array_get(r, 0)), lo, sizeof lo),
+                     numtxt(json_number_value(json_array_get(r, 1)), hi, sizeof hi));
+        kf_buf_printf(&head, "input %s: %s%s%s   # %s%s%s\n", v->kf, dt, sh, rng,
                       json_string_value(json_object_get(e, "kind")) ? json_string_value(json_object_get(e, "kind")) : "input",
                       json_is_string(json_object_get(e, "target")) ? " " : "",
                       json_is_string(json_object_get(e, "target")) ? json_string_value(json_object_get(e, "target")) : "");

@@ -1,0 +1,26 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """z = x / y with a strictly positive divisor."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, y):
+        return x / y
+
+
+batch_size = 2048
+dim = 4096
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    y = torch.rand(batch_size, dim) + 0.5  # positive
+    return [x, y]
+
+
+def get_init_inputs():
+    return []
