@@ -27,6 +27,7 @@ typedef struct kf_loop_opts {
     uint64_t seed;           /* input sets and search (0 = from the clock) */
     FILE *table;             /* live iteration table (NULL = none) */
     int recalibrate;         /* re-measure the device's ceilings */
+    int fresh_outputs;       /* time CPU candidates on fresh output pages (kf_verify_opts) */
     int memcheck;            /* memory checker (valgrind on cpu, compute-sanitizer on cuda;
                                 none elsewhere), one of KF_MEMCHECK_*: */
     /* the generation agent */

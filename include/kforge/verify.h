@@ -87,6 +87,10 @@ typedef struct kf_verify_opts {
     int max_reps;           /* default 200 */
     double floor_s;         /* roofline floor in seconds; 0 = unknown (no impossibility test) */
     int64_t cache_bytes;    /* flush between reps when the working set is below this */
+    int fresh_outputs;      /* CPU timing: the outputs' pages are freed before every rep, so
+                               the kernel faults in fresh ones, as when a framework allocates
+                               its outputs on every call (PyTorch on the CPU: glibc maps
+                               allocations of 32 MiB and more afresh each time) */
     const char *workdir;    /* scratch directory (must exist) */
     const char *runner;     /* path of kforge-runner; NULL = find it (KFORGE_RUNNER, next to
                                the executable, or the build directory) */

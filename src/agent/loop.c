@@ -848,6 +848,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     vo.seed = o->seed;
     vo.threads = o->threads;
     vo.time_it = 1;
+    vo.fresh_outputs = o->fresh_outputs;
     vo.floor_s = r->roof.floor_s;
     vo.workdir = work;
     if (o->table) fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);

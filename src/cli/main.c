@@ -69,6 +69,9 @@ static void usage_synth(FILE *f) {
             "  --threads N        threads for candidates (default: all usable)\n"
             "  --seed N           seed for the input sets and the search\n"
             "  --recalibrate      re-measure the device's ceilings\n"
+            "  --fresh-outputs    cpu: time each candidate writing into freshly faulted\n"
+            "                     output pages, as when the caller allocates outputs on\n"
+            "                     every call (PyTorch on the CPU; kforge bench sets it)\n"
             "  --memcheck M       memory checker (valgrind on cpu, compute-sanitizer on cuda;\n"
             "                     none on opencl, reported as skipped): auto (default: the\n"
             "                     final kernel, when it would take under a minute: nearly\n"
@@ -176,6 +179,7 @@ static int cmd_synth(int argc, char **argv) {
         {"time-budget", required_argument, 0, 'b'}, {"out", required_argument, 0, 'o'},
         {"threads", required_argument, 0, 'j'}, {"seed", required_argument, 0, 's'},
         {"recalibrate", no_argument, 0, 'R'}, {"json", no_argument, 0, 'J'},
+        {"fresh-outputs", no_argument, 0, 'F'},
         {"memcheck", required_argument, 0, 'M'},
         {"agent", required_argument, 0, 'A'}, {"model", required_argument, 0, 'm'},
         {"llm-url", required_argument, 0, 'U'}, {"llm-protocol", required_argument, 0, 'P'},
@@ -215,6 +219,7 @@ static int cmd_synth(int argc, char **argv) {
             o.seed = (uint64_t)lv;
             break;
         case 'R': o.recalibrate = 1; break;
+        case 'F': o.fresh_outputs = 1; break;
         case 'M':
             if (!strcmp(optarg, "auto")) o.memcheck = KF_MEMCHECK_AUTO;
             else if (!strcmp(optarg, "on")) o.memcheck = KF_MEMCHECK_ON;

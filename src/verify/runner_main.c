@@ -106,6 +106,21 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Frees the whole pages inside each output buffer (MADV_REMOVE on the memfd), so that the
+ * next run faults in zeroed pages, as a freshly allocated output would. 0, or -1 with errno
+ * set (the control page is read-only while reps run: the caller reports it afterwards). */
+static int free_output_pages(const kf_run_ctl *ctl, uint8_t *base, int nbufs) {
+    long pg = sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < nbufs; i++) {
+        const kf_run_buf *b = &ctl->bufs[i];
+        if (!b->is_output) continue;
+        uintptr_t lo = ((uintptr_t)(base + b->offset) + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+        uintptr_t hi = ((uintptr_t)(base + b->offset + b->size)) & ~((uintptr_t)pg - 1);
+        if (hi > lo && madvise((void *)lo, hi - lo, MADV_REMOVE) != 0) return -1;
+    }
+    return 0;
+}
+
 static volatile uint64_t flush_sink;
 
 /* Evict the caches: write then read a buffer larger than the last-level cache, spread
@@ -309,6 +324,7 @@ int main(int argc, char **argv) {
     int min_reps = ctl->min_reps, max_reps = ctl->max_reps;
     double min_time = ctl->min_time_s, warmup = ctl->warmup_s, budget = ctl->budget_s;
     uint64_t flush_bytes = ctl->flush_bytes;
+    int fresh = ctl->fresh_outputs;
     char entry[sizeof ctl->entry], artifact[sizeof ctl->artifact];
     memcpy(entry, ctl->entry, sizeof entry);
     entry[sizeof entry - 1] = 0;
@@ -384,7 +400,7 @@ int main(int argc, char **argv) {
     memcpy(&fn, &sym, sizeof fn);
     live->stage = KF_STAGE_LOADED;
 
-    int rc = 0, reps = 0, warm = 0;
+    int rc = 0, reps = 0, warm = 0, fresh_errno = 0;
     live->rep = -1;
     live->stage = KF_STAGE_KERNEL;
     mprotect(base, ctl_size, PROT_READ);
@@ -398,6 +414,10 @@ int main(int argc, char **argv) {
         } while (rc == 0 && now_s() - t0 < warmup && warm < 1000);
         double start = now_s(), spent = 0;
         while (rc == 0 && reps < max_reps) {
+            if (fresh && free_output_pages(ctl, base, nbufs) != 0) {
+                fresh_errno = errno;
+                break;
+            }
             if (flush) {
                 live->stage = KF_STAGE_BETWEEN;
                 flush_caches(flush, flush_bytes);
@@ -417,6 +437,11 @@ int main(int argc, char **argv) {
         }
     }
     mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+    if (fresh_errno) {
+        snprintf(ctl->message, sizeof ctl->message,
+                 "timing on fresh output pages: madvise(MADV_REMOVE) failed: %s", strerror(fresh_errno));
+        return KF_RUN_EXIT_USAGE;
+    }
     ctl->kernel_rc = rc;
     ctl->reps = reps;
     ctl->warmups = warm;

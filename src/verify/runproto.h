@@ -72,7 +72,7 @@ typedef struct kf_run_ctl {
     uint64_t live_offset;   /* offset of kf_run_live */
     int32_t nbufs;
     int32_t min_reps, max_reps;
-    int32_t pad0;
+    int32_t fresh_outputs;  /* timing on the CPU: free the outputs' pages before every rep */
     double min_time_s;      /* timing: keep repeating until this much measured time */
     double warmup_s;        /* timing: warm up for about this long (at least one run) */
     double budget_s;        /* timing: stop repeating after this much wall time */

@@ -561,6 +561,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
         int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
         ctl->flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
+        ctl->fresh_outputs = o->fresh_outputs;
         /* A kernel that passed the check within the wall limit is not hanging; the timing
          * run needs at least a warm-up and a rep, so it gets room for a few more runs. */
         double need = ctl->budget_s + 3.0 * slowest + 1.0;
