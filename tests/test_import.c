@@ -92,6 +92,26 @@ Test(import, unsupported_nodes_are_all_named) {
     cr_assert_null(g);
 }
 
+/* A node that fails is named once however many read it; a cycle is refused, not followed. */
+Test(import, failures_named_once_and_cycles_refused) {
+    const char *json = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"cumsum\", \"target\": \"aten.cumsum.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"cumsum\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"neg\", \"target\": \"aten.neg.default\", \"args\": [{\"ref\": \"cumsum\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+        "], \"outputs\": [{\"ref\": \"relu\"}, {\"ref\": \"neg\"}]}";
+    kf_error err = {0};
+    cr_assert_eq(import(json, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "1 node cannot be lowered"), "%s", err.msg);
+    const char *loop = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"a\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"b\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"b\", \"target\": \"aten.neg.default\", \"args\": [{\"ref\": \"a\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+        "], \"outputs\": [{\"ref\": \"a\"}]}";
+    cr_assert_eq(import(loop, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "depends on itself"), "%s", err.msg);
+}
+
 /* A transpose folds into the matmul that reads it; anywhere else it is refused. */
 Test(import, transposes_fold_into_matmul_only) {
     const char *json = HEAD "\"inputs\": [" X_IN ", " W_IN "],"

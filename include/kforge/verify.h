@@ -163,6 +163,10 @@ kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, 
  * reports. The same source is checked; only the instruction set or the debug information
  * differs. Static storage; "" when nothing is needed. */
 const char *kf_verify_memcheck_flags(const kf_backend *b);
+/* What the memory checker's run on b loses of the sandbox, as a phrase ("" when nothing):
+ * compute-sanitizer's run has no Landlock and may connect() local sockets, because its
+ * target fails otherwise (docs/design-notes.md). */
+const char *kf_verify_memcheck_confinement(const kf_backend *b);
 
 /* What kf_verify_sandbox_describe reports as in force (a bit mask). */
 enum {

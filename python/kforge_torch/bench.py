@@ -190,10 +190,9 @@ def bench_task(path, a, i, n):
     # 3. against PyTorch, in this process
     if bundle:
         model, kin, inputs = peers_for_module(path, bundle, a.seed)
-        eager = lambda: model(*inputs)  # noqa: E731
     else:
         model, kin, inputs = peers_for_kf(path, a.seed)
-        eager = lambda: model(*inputs)  # noqa: E731
+    eager = lambda: model(*inputs)  # noqa: E731
     kern = load_cpu_kernel(rundir)
     with torch.no_grad():
         want = as_tuple(eager())

@@ -506,9 +506,12 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         if (o->table) fprintf(o->table, "memcheck rejected iter %d: %s\n", it->iter, mr.detail);
         r->best = fastest(r);
     }
-    if (strcmp(r->memcheck, "ok") == 0)
-        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "clean (%s memcheck, input set 0%s)",
-                 name, o->memcheck == KF_MEMCHECK_EVERY ? ", every verified candidate" : "");
+    if (strcmp(r->memcheck, "ok") == 0) {
+        const char *lost = kf_verify_memcheck_confinement(be);
+        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "clean (%s memcheck, input set 0%s%s%s)",
+                 name, o->memcheck == KF_MEMCHECK_EVERY ? ", every verified candidate" : "",
+                 lost[0] ? "; " : "", lost);
+    }
     if (o->table && r->memcheck_detail[0] && strcmp(r->memcheck, "ok") != 0)
         fprintf(o->table, "%s\n", r->memcheck_detail);
     else if (o->table && strcmp(r->memcheck, "ok") == 0)

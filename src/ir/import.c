@@ -33,6 +33,8 @@ typedef struct lval {
     char *expr;      /* its .kf expression, when it has a statement (owned) */
     int order;       /* position among the statements */
     int is_output;
+    int visiting;    /* being lowered: a reference back to it is a cycle */
+    int failed;      /* could not be lowered (noted once) */
 } lval;
 
 typedef struct lower {
@@ -480,12 +482,15 @@ static int lower_node(lower *L, lval *v) {
 static int lower_value(lower *L, lval *v) {
     if (v->kf[0] || v->is_tuple) return 1;
     if (!v->node) return 1; /* inputs are named up front */
-    if (json_is_true(json_object_get(v->node, "_visiting"))) return 0;
-    json_object_set_new(v->node, "_visiting", json_true());
-    int ok = lower_node(L, v);
-    json_object_del(v->node, "_visiting");
-    if (!ok) v->is_tuple = 0;
-    if (!ok) snprintf(v->kf, sizeof v->kf, "%s", ""); /* stays unlowered: dependants give up */
+    if (v->failed) return 0;
+    if (v->visiting) {
+        note_unsupported(L, v->node, "depends on itself (graph.json is not in graph order)");
+        return 0;
+    }
+    v->visiting = 1;
+    int ok = lower_node(L, v); /* on failure v stays unnamed: its dependants give up too */
+    v->visiting = 0;
+    v->failed = !ok;
     return ok;
 }
 

@@ -328,11 +328,7 @@ kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, i
      * call" under the ruleset (H200, CUDA 13.0, 2026-12-04; where it writes is not yet
      * found): its run keeps the seccomp filter and dropped capabilities only. The
      * candidate it checks has passed the fully confined runs first. */
-    if (no_landlock && cf->on && cf->landlock_abi) {
-        cf->landlock_abi = 0;
-        snprintf(cf->landlock_note, sizeof cf->landlock_note, "%s",
-                 "not applied under compute-sanitizer (its target fails under it)");
-    }
+    if (no_landlock && cf->on) cf->landlock_abi = 0; /* the run record says so: memcheck.c */
     if (!cf->on) return KF_OK;
 #ifdef KF_SECCOMP_ARCH
     if (cf->seccomp) cf->filter_len = build_filter(cf->filter, checker && cf->landlock_abi, checker);

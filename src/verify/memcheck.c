@@ -572,7 +572,7 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         vlim.wall_s = fmax(limit, o->wall_limit_s);
         vlim.cpu_s = fmax(2 * vlim.wall_s + 10, o->cpu_limit_s);
         vlim.wrapper = cs_wrap;
-        vlim.no_landlock = 1; /* see kf_confine_prepare */
+        vlim.no_landlock = 1; /* kf_verify_memcheck_confinement says so */
     } else {
         limit = fmin(MC_BASE_S + MC_SLOWDOWN * native_cpu, MC_MAX_S);
         vlim.wall_s = fmax(limit, o->wall_limit_s);
@@ -605,6 +605,13 @@ done:
     kf_sbx_free(&sb);
     r->run_wall_s = kf_now() - t0;
     return st;
+}
+
+/* See verify.h. */
+const char *kf_verify_memcheck_confinement(const kf_backend *b) {
+    if (b && kf_verify_is_device(b) && strcmp(b->info.platform, "cuda") == 0)
+        return "run without Landlock and with local connect() allowed, which compute-sanitizer needs";
+    return "";
 }
 
 /* See verify.h. */
