@@ -160,3 +160,48 @@ Test(templates, multi_stage_graphs) {
     check_task("input a: f32[17, 8]\ninput b: f32[8, 9]\ninput bias: f32[9]\n"
                "output y = relu(matmul(a, b) + bias)\n");
 }
+
+/* The plan of text fuses an elementwise producer into a reduction-family stage ("op(ewise[..])")
+ * exactly when fused says so, and the candidates verify either way. */
+static void check_fusion(const char *text, int fused) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    const char *d = kf_synth_describe(s);
+    cr_expect_eq(strstr(d, "(ewise") != NULL, fused, "task:\n%s\nplan %s: expected %s", text, d,
+                 fused ? "a fused prologue" : "no fusion");
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(text);
+}
+
+Test(templates, prologue_fusion) {
+    /* row layout, short rows staged whole */
+    check_fusion("input x: f32[5, 33]\noutput y = sum(x * x, axes=[1])\n", 1);
+    check_fusion("input x: f32[5, 33]\ninput m: f32[5, 1]\noutput y = sum(exp(x - m), axes=[1], keepdim=true)\n", 1);
+    check_fusion("input x: f32[4, 33]\noutput i = argmax(abs(x) - 1.0, axis=1)\n", 1);
+    /* row layout, rows longer than a stack buffer: reduced in chunks, broadcast operand */
+    check_fusion("input x: f32[3, 20001]\ninput b: f32[20001]\noutput y = max(exp(x) - b, axes=[1])\n", 1);
+    check_fusion("input x: f32[3, 20001] range(0.9, 1.1)\noutput y = prod(abs(x), axes=[1])\n", 1);
+    /* one output over one long run, split across threads */
+    check_fusion("input x: f32[100003]\ninput y: f32[100003]\noutput l = mean((x - y) * (x - y))\n", 1);
+    check_fusion("input x: f32[100003]\noutput l = min(x * 3.0 + 1.0)\n", 1);
+    /* col layout; the runs cross the producer's coalesced rows (s broadcasts over dims 0, 2) */
+    check_fusion("input x: f32[17, 3, 5]\ninput s: f32[3, 1]\noutput y = sum(x * s, axes=[0])\n", 1);
+    check_fusion("input x: f32[17, 3] range(0.5, 1.5)\noutput y = prod(x * 0.5 + 0.75, axes=[0])\n", 1);
+    /* softmax (row layout) and norms */
+    check_fusion("input x: f32[3, 17]\noutput y = softmax(x * 0.125)\n", 1);
+    check_fusion("input x: f32[3, 17]\ninput b: f32[17]\noutput y = log_softmax(x - b)\n", 1);
+    check_fusion("input x: f32[3, 17]\ninput r: f32[3, 17]\ninput w: f32[17]\ninput b: f32[17]\n"
+                 "output y = layer_norm(x + r, w, b)\n", 1);
+    check_fusion("input x: f32[3, 17]\ninput w: f32[17]\noutput y = rms_norm(x * 2.0, w)\n", 1);
+    /* not fused: a softmax over a non-innermost axis, an argmax over a long row, a producer
+     * whose result is also an output or is read again later, nothing reduced */
+    check_fusion("input x: f32[17, 3]\noutput y = softmax(x * 2.0, axis=0)\n", 0);
+    check_fusion("input x: f32[2, 9000]\noutput i = argmin(x * x, axis=1)\n", 0);
+    check_fusion("input x: f32[5, 33]\nt = x * x\noutput u = t + 1.0\noutput s = sum(t, axes=[1])\n", 0);
+    check_fusion("input x: f32[17, 33]\ninput w: f32[33]\n"
+                 "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n", 0);
+}

@@ -11,7 +11,9 @@
  * other intermediate lives in registers.
  *
  * Fusion rule: an elementwise node joins the latest elementwise cluster with the same
- * iteration domain as long as none of its operands is produced by a later stage.
+ * iteration domain as long as none of its operands is produced by a later stage. On the
+ * CPU, an elementwise cluster whose one result feeds only a reduction, softmax or norm is
+ * then fused into that stage as its prologue (fuse_prologues), computed a row at a time.
  */
 #include "tpl.h"
 #include "synth_int.h"
@@ -65,8 +67,8 @@ static void plan_params(kf_synth *s) {
     for (int k = 0; k < s->nst; k++) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
+        if (st->fused) continue; /* computed inside another stage, no schedule of its own */
         const kf_node *n0 = &g->nodes[st->nodes[0]];
-        (void)k;
         int64_t work = kf_shape_numel(&g->values[n0->out].shape);
         if (st->kind == KF_STAGE_MATMUL) {
             kf_synth_matmul_desc(g, n0, &st->mm);
@@ -150,6 +152,44 @@ static int cluster(kf_synth *s, int allow_bcast) {
     return 1;
 }
 
+/* Elementwise stage k's results that another stage or the caller reads: 1 when that is
+ * exactly value x, read only as node rn's first operand. */
+static int only_feeds(const kf_synth *s, int k, int x, int rn) {
+    const kf_graph *g = s->g;
+    if (g->values[x].output_index >= 0) return 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (s->val_stage[v] == k && s->materialize[v] && v != x) return 0;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        for (int a = 0; a < n->nin; a++) {
+            if (n->in[a] != x) continue;
+            if (ni != rn || a != 0) return 0;
+        }
+    }
+    return 1;
+}
+
+/* CPU: compute an elementwise producer inside the reduction, softmax or norm stage that
+ * is its only reader (see kf_stage.prologue), so that its result never goes through
+ * memory. Runs after cluster(), before the parameters are added. */
+static void fuse_prologues(kf_synth *s) {
+    const kf_graph *g = s->g;
+    for (int k = 0; k < s->nst; k++) {
+        kf_stage *r = &s->st[k];
+        if (r->kind != KF_STAGE_REDUCE && r->kind != KF_STAGE_SOFTMAX && r->kind != KF_STAGE_NORM)
+            continue;
+        int rn = r->nodes[0], x = g->nodes[rn].in[0];
+        int e = s->val_stage[x];
+        if (e < 0 || s->st[e].kind != KF_STAGE_EWISE || s->st[e].fused) continue;
+        if (!kf_shape_equal(&g->values[x].shape, &s->st[e].dom)) continue;
+        if (!only_feeds(s, e, x, rn) || !kf_synth_reduce_prologue_ok(s, r)) continue;
+        r->prologue = e + 1;
+        s->st[e].fused = 1;
+        s->st[e].fused_into = k;
+        s->materialize[x] = 0;
+    }
+}
+
 kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
                         kf_synth **out, kf_error *err) {
     *out = NULL;
@@ -184,6 +224,7 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
         s->nst = 0;
         cluster(s, 0);
     }
+    if (!kf_synth_is_gpu(platform)) fuse_prologues(s);
     if (kf_synth_is_gpu(platform)) {
         kf_status gst = kf_synth_gpu_check(s, err);
         if (gst != KF_OK) {
@@ -206,9 +247,13 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
     for (int k = 0; k < s->nst; k++) {
         const kf_stage *st = &s->st[k];
         const kf_node *n0 = &g->nodes[st->nodes[0]];
-        if (k) kf_buf_puts(&d, " -> ");
+        if (st->fused) continue;
+        if (d.len) kf_buf_puts(&d, " -> ");
         if (st->kind == KF_STAGE_EWISE)
             kf_buf_printf(&d, "ewise[%d op%s]", st->nnodes, st->nnodes == 1 ? "" : "s");
+        else if (st->prologue)
+            kf_buf_printf(&d, "%s(ewise[%d op%s])", kf_op_get(n0->op)->name,
+                          s->st[st->prologue - 1].nnodes, s->st[st->prologue - 1].nnodes == 1 ? "" : "s");
         else
             kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
     }
@@ -244,11 +289,17 @@ static void stage_buffers(const kf_synth *s, int k, int *reads, int *nr, int *wr
     const kf_graph *g = s->g;
     const kf_stage *st = &s->st[k];
     *nr = *nw = 0;
+    if (st->prologue) { /* the fused producer's operands instead of its result */
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, &s->st[st->prologue - 1], &lay);
+        for (int r = 0; r < lay.nreads; r++) reads[(*nr)++] = lay.v[r];
+    }
     for (int i = 0; i < st->nnodes; i++) {
         const kf_node *n = &g->nodes[st->nodes[i]];
         for (int a = 0; a < n->nin; a++) {
             int v = n->in[a];
             if (g->values[v].is_const || s->val_stage[v] == k) continue;
+            if (st->prologue && s->val_stage[v] == st->prologue - 1) continue;
             int dup = 0;
             for (int r = 0; r < *nr; r++) dup |= reads[r] == v;
             if (!dup) reads[(*nr)++] = v;
@@ -274,9 +325,16 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         const kf_stage *st = &s->st[k];
         int nr, nw;
         stage_buffers(s, k, reads, &nr, writes, &nw);
+        if (st->fused) continue;
         char fname[32];
         snprintf(fname, sizeof fname, "kf_stage%d", k);
         kf_buf_puts(&src, "\n");
+        if (st->prologue) {
+            char pname[32];
+            snprintf(pname, sizeof pname, "kf_pro%d", k);
+            const kf_node *rn = &g->nodes[st->nodes[0]];
+            kf_synth_prologue_emit(s, &s->st[st->prologue - 1], rn->in[0], pname, &src);
+        }
         if (st->kind == KF_STAGE_MATMUL) {
             kf_tpl_matmul_emit(&src, fname, &st->mm, &s->space, p, st->prefix);
             continue;
@@ -317,6 +375,7 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
     }
     for (int k = 0; k < s->nst; k++) {
         int nr, nw;
+        if (s->st[k].fused) continue;
         stage_buffers(s, k, reads, &nr, writes, &nw);
         if (s->st[k].kind == KF_STAGE_MATMUL) {
             const kf_node *n = &g->nodes[s->st[k].nodes[0]];

@@ -18,6 +18,12 @@ typedef struct kf_stage {
     kf_shape dom;      /* iteration domain: shape of the nodes' results */
     char prefix[8];    /* parameter prefix "s<k>." */
     kf_matmul_desc mm; /* matmul stages */
+    /* CPU prologue fusion (synth.c fuse_prologues): an elementwise stage whose one
+     * result is only this reduction/softmax/norm stage's input is computed inside it, a
+     * row at a time into a stack buffer, instead of through a full-size scratch tensor */
+    int prologue;      /* 1 + index of the fused elementwise stage (0 = none) */
+    int fused;         /* this elementwise stage is computed inside stage fused_into */
+    int fused_into;
     /* GPU path (gpu.c): parameters this stage may still add to the space, and those
      * fixed at their default (single-valued, or beyond the budget) */
     int gpu_budget;
@@ -71,6 +77,18 @@ typedef struct kf_ew_layout {
     int64_t str[KF_EW_MAX_OPS][KF_MAX_DIMS];
 } kf_ew_layout;
 void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *L);
+
+/* Prologue fusion (CPU). Elements a fused stage's function computes per call at most:
+ * rows up to this long are staged whole; longer runs are reduced in chunks of it. */
+#define KF_PRO_MAX 8192
+/* 1 when reduction-family stage st can take an elementwise prologue for its input. */
+int kf_synth_reduce_prologue_ok(const kf_synth *s, const kf_stage *st);
+/* Emit `static inline void NAME(long f0, long len, float *restrict out, <reads>)`: the
+ * elements f0 .. f0+len-1 (flat, row-major) of value x, the one result of elementwise
+ * stage st, computed from st's operands, which it takes as `const float *restrict b<v>`
+ * in the order of kf_synth_ewise_layout's reads. */
+void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const char *fname,
+                            kf_buf *o);
 
 /* A reduction's input dims as alternating kept/reduced groups: size-1 dims dropped,
  * neighbours of the same kind merged (size = product, stride = the innermost's). Shared by

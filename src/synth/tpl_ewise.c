@@ -266,3 +266,55 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
     }
     kf_buf_puts(o, "    }\n");
 }
+
+void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const char *fname,
+                            kf_buf *o) {
+    const kf_graph *g = s->g;
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, st, &lay);
+    const int q = lay.q;
+    const int64_t inner = q ? lay.dim[q - 1] : 1;
+    kf_buf_printf(o, "static inline void %s(long f0, long len, float *restrict out", fname);
+    for (int r = 0; r < lay.nreads; r++)
+        kf_buf_printf(o, ", const %s *restrict b%d", kf_synth_ctype(g, lay.v[r]), lay.v[r]);
+    kf_buf_puts(o, ") {\n");
+    kf_buf_printf(o, "    /* elements of %s over a domain coalesced to rows of %lld */\n",
+                  g->values[x].name, (long long)inner);
+    kf_buf_puts(o, "    while (len > 0) {\n");
+    kf_buf_printf(o, "        const long o = f0 / %lldL, j0 = f0 %% %lldL;\n", (long long)inner,
+                  (long long)inner);
+    kf_buf_printf(o, "        const long n = %lldL - j0 < len ? %lldL - j0 : len;\n", (long long)inner,
+                  (long long)inner);
+    kf_buf_puts(o, "        (void)o;\n");
+    for (int r = 0; r < lay.nreads; r++) kf_buf_printf(o, "        long off%d = 0;\n", r);
+    if (q > 1) {
+        kf_buf_puts(o, "        { long rem = o, idx;\n");
+        for (int j = q - 2; j >= 0; j--) {
+            kf_buf_printf(o, "          idx = rem %% %lldL; rem /= %lldL;\n", (long long)lay.dim[j],
+                          (long long)lay.dim[j]);
+            for (int r = 0; r < lay.nreads; r++)
+                if (lay.str[r][j])
+                    kf_buf_printf(o, "          off%d += idx * %lldL;\n", r, (long long)lay.str[r][j]);
+        }
+        kf_buf_puts(o, "          (void)rem; }\n");
+    }
+    for (int r = 0; r < lay.nreads; r++) {
+        int v = lay.v[r];
+        const char *ct = kf_synth_ctype(g, v);
+        if (q && lay.str[r][q - 1]) kf_buf_printf(o, "        const %s *restrict p%d = b%d + off%d + j0;\n", ct, v, v, r);
+        else kf_buf_printf(o, "        const %s s%d = b%d[off%d];\n", ct, v, v, r);
+    }
+    kf_buf_puts(o, "        for (long j = 0; j < n; j++) {\n");
+    for (int r = 0; r < lay.nreads; r++) {
+        int v = lay.v[r];
+        if (q && lay.str[r][q - 1]) kf_buf_printf(o, "            const float r%d = p%d[j];\n", v, v);
+        else kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
+    }
+    for (int i = 0; i < st->nnodes; i++) {
+        const kf_node *n = &g->nodes[st->nodes[i]];
+        emit_node(s, n, o);
+        if (n->out == x) break; /* later members do not feed x */
+    }
+    kf_buf_printf(o, "            out[j] = r%d;\n        }\n", x);
+    kf_buf_puts(o, "        out += n; f0 += n; len -= n;\n    }\n}\n");
+}

@@ -48,6 +48,63 @@ static int is_col_layout(const kf_synth *s, const kf_stage *st) {
     return m > 0 && !gr[m - 1].reduced;
 }
 
+static int64_t softmax_inner(const kf_graph *g, const kf_node *n, int64_t *N) {
+    const kf_shape *sh = &g->values[n->in[0]].shape;
+    int ax = 0;
+    while (ax < sh->rank && !((n->attr.axes >> ax) & 1u)) ax++;
+    int64_t I = 1;
+    for (int j = ax + 1; j < sh->rank; j++) I *= sh->d[j];
+    *N = sh->d[ax];
+    return I;
+}
+
+int kf_synth_reduce_prologue_ok(const kf_synth *s, const kf_stage *st) {
+    const kf_graph *g = s->g;
+    const kf_node *n = &g->nodes[st->nodes[0]];
+    const kf_shape *sh = &g->values[n->in[0]].shape;
+    if (st->kind == KF_STAGE_SOFTMAX) { /* row layout only: its passes read the staged row */
+        int64_t N, I = softmax_inner(g, n, &N);
+        return I == 1 && N <= KF_PRO_MAX;
+    }
+    if (st->kind == KF_STAGE_NORM) {
+        int64_t N = 1;
+        for (int j = 0; j < sh->rank; j++)
+            if ((n->attr.axes >> j) & 1u) N *= sh->d[j];
+        return N <= KF_PRO_MAX;
+    }
+    rgroup gr[KF_MAX_DIMS];
+    int m = kf_synth_canon(sh, n->attr.axes, gr);
+    int64_t count = 1;
+    for (int j = 0; j < m; j++)
+        if (gr[j].reduced) count *= gr[j].size;
+    if (m == 0 || count == 1) return 0;
+    if (!gr[m - 1].reduced) return 1; /* col layout: runs of at most block (<= 1024) */
+    /* row layout: long rows are reduced in chunks, except argmax/argmin's two passes */
+    int isarg = n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN;
+    return !isarg || gr[m - 1].size <= KF_PRO_MAX;
+}
+
+/* Declare `const float *restrict NAME` pointing at LEN (at most maxlen) elements of the
+ * stage's input from flat offset OFF: the input buffer itself, or, with a prologue, a
+ * stack buffer the fused elementwise producer fills. */
+static void emit_src(const kf_synth *s, const kf_stage *st, kf_buf *o, const char *name,
+                     const char *off, const char *len, int64_t maxlen, const char *ind) {
+    const kf_graph *g = s->g;
+    const kf_node *n = &g->nodes[st->nodes[0]];
+    if (!st->prologue) {
+        kf_buf_printf(o, "%sconst float *restrict %s = b%d + (%s);\n", ind, name, n->in[0], off);
+        return;
+    }
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, &s->st[st->prologue - 1], &lay);
+    kf_buf_printf(o, "%sfloat %s_pro[%lld] __attribute__((aligned(64)));\n", ind, name,
+                  (long long)maxlen);
+    kf_buf_printf(o, "%skf_pro%d(%s, %s, %s_pro", ind, (int)(st - s->st), off, len, name);
+    for (int r = 0; r < lay.nreads; r++) kf_buf_printf(o, ", b%d", lay.v[r]);
+    kf_buf_puts(o, ");\n");
+    kf_buf_printf(o, "%sconst float *restrict %s = %s_pro;\n", ind, name, name);
+}
+
 /* Rows short enough to stage in a stack buffer (softmax's streaming-store path). */
 #define KF_STAGE_ROW_MAX 8192
 
@@ -148,7 +205,7 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         kf_buf_printf(o, "        for (long j = 0; j < len; j++) acc[j] = %s;\n", init);
         if (isarg) kf_buf_puts(o, "        for (long j = 0; j < len; j++) arg[j] = 0;\n");
         int depth = emit_reduce_loops(o, gr, m, -1, "        ");
-        kf_buf_printf(o, "        const float *restrict row = b%d + base + roff + j0;\n", x);
+        emit_src(s, st, o, "row", "base + roff + j0", "len", block, "        ");
         switch (n->op) {
         case KF_OP_SUM:
         case KF_OP_MEAN: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] += (double)row[j];\n"); break;
@@ -188,7 +245,18 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         kf_buf_puts(o, "        const int t = omp_get_thread_num(), nt = omp_get_num_threads();\n");
         kf_buf_printf(o, "        const long lo = %lldL * t / nt, hi = %lldL * (t + 1) / nt;\n",
                       (long long)rowlen, (long long)rowlen);
-        if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN)
+        if (st->prologue) { /* the fused producer's elements, a chunk at a time */
+            kf_buf_printf(o, "        double ps = 0; float pe = %s;\n", wantmax ? "-INFINITY" : "INFINITY");
+            kf_buf_printf(o, "        for (long c0 = lo; c0 < hi; c0 += %dL) {\n", KF_PRO_MAX);
+            kf_buf_printf(o, "          const long cn = hi - c0 < %dL ? hi - c0 : %dL;\n", KF_PRO_MAX, KF_PRO_MAX);
+            emit_src(s, st, o, "row", "c0", "cn", KF_PRO_MAX, "          ");
+            if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN)
+                kf_buf_puts(o, "          ps += kf_vsum(row, cn);\n");
+            else
+                kf_buf_printf(o, "          { float v = kf_vextreme(row, cn, %d); pe = (v %s pe || v != v) ? v : pe; }\n",
+                              wantmax, wantmax ? ">" : "<");
+            kf_buf_puts(o, "        }\n        part[t] = ps; ext[t] = pe;\n");
+        } else if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN)
             kf_buf_printf(o, "        part[t] = kf_vsum(b%d + lo, hi - lo); ext[t] = 0;\n", x);
         else
             kf_buf_printf(o, "        ext[t] = kf_vextreme(b%d + lo, hi - lo, %d); part[t] = 0;\n", x, wantmax);
@@ -219,7 +287,33 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
     kf_buf_printf(o, "        %s acc = %s;\n", acct, init);
     if (isarg) kf_buf_puts(o, "        int64_t arg = 0;\n");
     int depth = emit_reduce_loops(o, gr, m, m - 1, "        ");
-    kf_buf_printf(o, "        const float *restrict row = b%d + base + roff;\n", x);
+    if (st->prologue && rowlen > KF_PRO_MAX) {
+        /* a long row through the fused producer, a chunk at a time (not argmax/argmin) */
+        kf_buf_printf(o, "        for (long c0 = 0; c0 < %lldL; c0 += %dL) {\n", (long long)rowlen, KF_PRO_MAX);
+        kf_buf_printf(o, "          const long cn = %lldL - c0 < %dL ? %lldL - c0 : %dL;\n",
+                      (long long)rowlen, KF_PRO_MAX, (long long)rowlen, KF_PRO_MAX);
+        emit_src(s, st, o, "row", "base + roff + c0", "cn", KF_PRO_MAX, "          ");
+        switch (n->op) {
+        case KF_OP_SUM:
+        case KF_OP_MEAN: kf_buf_puts(o, "          acc += kf_vsum(row, cn);\n"); break;
+        case KF_OP_PROD: kf_buf_puts(o, "          for (long j = 0; j < cn; j++) acc *= (double)row[j];\n"); break;
+        default:
+            kf_buf_printf(o, "          { float v = kf_vextreme(row, cn, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
+                          wantmax, wantmax ? ">" : "<");
+            break;
+        }
+        kf_buf_puts(o, "        }\n");
+        for (int d = 0; d < depth; d++) kf_buf_puts(o, "        }\n");
+        if (n->op == KF_OP_MEAN) kf_buf_printf(o, "        b%d[oi] = (float)(acc / %lld.0);\n", y, (long long)count);
+        else kf_buf_printf(o, "        b%d[oi] = (float)acc;\n", y);
+        kf_buf_puts(o, "    }\n");
+        return;
+    }
+    {
+        char len[32];
+        snprintf(len, sizeof len, "%lldL", (long long)rowlen);
+        emit_src(s, st, o, "row", "base + roff", len, rowlen, "        ");
+    }
     switch (n->op) {
     case KF_OP_SUM:
     case KF_OP_MEAN: kf_buf_printf(o, "        acc += kf_vsum(row, %lldL);\n", (long long)rowlen); break;
@@ -268,7 +362,12 @@ static void emit_softmax(const kf_synth *s, const kf_stage *st, const kf_point *
         kf_buf_printf(o, "    /* row layout: %lld rows of %lld */\n", (long long)O, (long long)N);
         omp_for(o, threads, O, "    ");
         kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)O);
-        kf_buf_printf(o, "        const float *restrict xr = b%d + oi * %lldL;\n", x, (long long)N);
+        {
+            char off[48], len[32];
+            snprintf(off, sizeof off, "oi * %lldL", (long long)N);
+            snprintf(len, sizeof len, "%lldL", (long long)N);
+            emit_src(s, st, o, "xr", off, len, N, "        ");
+        }
         kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
         char full[48];
         snprintf(full, sizeof full, "%snt", st->prefix);
@@ -338,7 +437,12 @@ static void emit_norm(const kf_synth *s, const kf_stage *st, const kf_point *p, 
     kf_buf_printf(o, "    /* %lld rows of %lld */\n", (long long)rows, (long long)N);
     omp_for(o, threads, rows, "    ");
     kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)rows);
-    kf_buf_printf(o, "        const float *restrict xr = b%d + oi * %lldL;\n", x, (long long)N);
+    {
+        char off[48], len[32];
+        snprintf(off, sizeof off, "oi * %lldL", (long long)N);
+        snprintf(len, sizeof len, "%lldL", (long long)N);
+        emit_src(s, st, o, "xr", off, len, N, "        ");
+    }
     kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
     char full[48];
     snprintf(full, sizeof full, "%snt", st->prefix);
