@@ -13,6 +13,7 @@
 #include "kforge/backend.h"
 #include "kforge/verify.h"
 #include "kforge/perf.h"
+#include "kforge/store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +41,12 @@ typedef struct kf_loop_opts {
     int builtin_iters;       /* KF_AGENT_BOTH: builtin candidates first (0: half of iters) */
     /* the performance analysis agent */
     int analysis;            /* KF_ANALYSIS_BUILTIN (default), KF_ANALYSIS_OFF, KF_ANALYSIS_LLM */
+    /* the store (docs/store.md) */
+    kf_store *store;         /* NULL: nothing recorded, no cache */
+    int no_cache;            /* evaluate every candidate even when the store holds its result */
+    const char *resume_run;  /* continue this stored run (full id; the options must be the
+                                stored ones: kf_run_resume_load) */
+    const char *target_spec; /* --target as given, recorded with the run (NULL: target) */
 } kf_loop_opts;
 
 enum {
@@ -105,6 +112,10 @@ typedef struct kf_iter_record {
     int has_diag;            /* diag holds the analysis agent's reading of this candidate */
     kf_diagnosis diag;
     char followed[200];      /* the recommendation this candidate was chosen by ("" = none) */
+    int cached;              /* res came from the store: measured earlier (at measured_at, by
+                                run measured_by), not compiled or run again here */
+    double measured_at;      /* Unix seconds the result was measured (0: not stored) */
+    char measured_by[17];    /* the run that measured it */
 } kf_iter_record;
 
 typedef struct kf_run_result {
@@ -129,6 +140,10 @@ typedef struct kf_run_result {
     char sandbox[1024];      /* the confinement candidates ran under (kf_verify_sandbox_describe) */
     char arch[160];          /* the architecture database entry matched ("" = none) and why */
     unsigned sandbox_flags;  /* its KF_SANDBOX_* bits */
+    uint64_t seed;           /* the seed used (the given one, else drawn from the clock) */
+    char run_id[17];         /* the run's id in the store ("" when not stored) */
+    int cache_hits;          /* iterations served from the store */
+    char store_error[512];   /* the first store failure ("" none): the loop goes on without */
 } kf_run_result;
 
 /* Run the loop on g. Returns KF_OK when the loop ran (r->best may still be -1 when no
@@ -137,6 +152,41 @@ typedef struct kf_run_result {
  * when a candidate verified. */
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err);
 void kf_run_result_free(kf_run_result *r);
+
+/* ---- stored runs (src/agent/runs.c) ---- */
+
+/* Contract: load stored run run_ref (an id or a unique prefix, as `kforge runs` prints)
+ * from store s into *r, as kf_loop_run left it: device, ceilings, roofline, plan, every
+ * stored iteration (sources, results, diagnoses; cached rows say so), the best, wall time,
+ * model usage, stop reason, memcheck, run_id. info (may be NULL) gets the run's row
+ * (status, task, options, ...; the caller clears it with kf_store_run_clear). A run that
+ * was interrupted loads with the iterations it stored. Errors: KF_ERR_ARG naming the store
+ * when no run matches or the prefix is ambiguous; KF_ERR_PARSE when a stored record does
+ * not parse; KF_ERR_IO for a store failure. On failure *r is empty (kf_run_result_free is
+ * safe). */
+kf_status kf_run_load(kf_store *s, const char *run_ref, kf_run_result *r, kf_store_run *info,
+                      kf_error *err);
+
+/* Contract: the run record of r as run.json writes it (task and task path from info, plus
+ * info's status, planned iterations and seed), indented JSON text (malloc'd; never NULL). */
+char *kf_run_json_text(const kf_run_result *r, const kf_store_run *info);
+
+/* What `kforge synth --resume` needs to continue a run: its options, task and graph. */
+typedef struct kf_run_resume {
+    kf_loop_opts o;          /* the stored options; o.resume_run and o.store set */
+    kf_store_run info;       /* the run's row */
+    kf_graph *g;             /* the task, parsed from the stored text (owned) */
+    char *task_text;         /* owned */
+    char target[64], out_dir[512];
+} kf_run_resume;
+
+/* Contract: prepare to resume run run_ref of store s into *rs (free with
+ * kf_run_resume_free). Only a run whose process is gone can be resumed: KF_ERR_ARG for one
+ * still running (naming its pid and host), for one that is done, and for one written by
+ * the model agent (its conversation is not stored in a form that can be replayed; see
+ * docs/store.md); KF_ERR_PARSE when its stored options or task do not parse. */
+kf_status kf_run_resume_load(kf_store *s, const char *run_ref, kf_run_resume *rs, kf_error *err);
+void kf_run_resume_free(kf_run_resume *rs);
 
 /* File name of the best kernel in the output directory for a platform: kernel.c (cpu),
  * kernel.cl (opencl), kernel.cu (cuda), kernel.metal (metal). Static storage. */

@@ -22,6 +22,7 @@ typedef struct kf_report_row {
     const char *analysis;    /* the diagnosis line printed under the row, may be NULL */
     int best;                /* mark as the best so far */
     const char *note;        /* short detail for failures, may be NULL */
+    int cached;              /* the result came from the store (measured earlier) */
 } kf_report_row;
 
 void kf_report_table_header(FILE *f, const char *task, const char *plan, const char *device,

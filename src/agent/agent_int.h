@@ -7,6 +7,9 @@
 
 #include "kforge/agent.h"
 #include "kforge/llm.h"
+#include "kforge/store.h"
+
+#include <jansson.h>
 
 /* The LLM generation agent: one conversation with a model for one task on one platform.
  * Prompts come from files (the .md files of prompts/ and prompts/examples/); the whole exchange is
@@ -48,5 +51,37 @@ void kf_llm_agent_free(kf_llm_agent *a);
 
 /* The code-block languages a platform's kernels are written in, best first. */
 const char *kf_llm_agent_langs(const char *platform);
+
+/* ---- the store's side of the loop (persist.c) ---- */
+
+typedef struct kf_persist {
+    kf_store *s;             /* NULL: no store, every call does nothing */
+    FILE *table;
+    char run[17], task[17];
+    char device[600], compiler[600], settings[160]; /* cache-key parts, see store.h */
+    int no_cache;
+    int64_t cached_eval;     /* the evaluation the last cache hit served */
+} kf_persist;
+
+/* Record the task and the run (or reopen o->resume_run) once the device, roofline and
+ * verification settings are known; r->run_id gets the run's id. Fails as the store does
+ * (the loop does not start without the record it was asked to keep). */
+kf_status kf_persist_begin(kf_persist *p, const kf_graph *g, const kf_loop_opts *o, kf_run_result *r,
+                           int iters, const kf_verify_opts *vo, kf_error *err);
+/* The stored result for candidate c into rec (res, memcheck, cached, measured_at): 1 on a
+ * hit, 0 on a miss, with no store, or with no_cache. */
+int kf_persist_lookup(kf_persist *p, kf_run_result *r, const kf_candidate *c, kf_iter_record *rec);
+/* Store an evaluated iteration (source/flags: the candidate's; NULL for a row without
+ * one) in its own transaction. A failure is kept in r->store_error and printed once. */
+void kf_persist_iter(kf_persist *p, kf_run_result *r, kf_iter_record *rec, const char *source,
+                     const char *flags);
+/* The run's end: later verdicts (final memcheck), the transcript, status done (or failed). */
+void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed);
+
+/* JSON forms shared by run.json (loop.c), the store's records and their loader (runs.c). */
+json_t *kf_agent_device_json(const kf_device_info *d, const kf_ceilings *c);
+json_t *kf_agent_diag_json(const kf_diagnosis *d);
+json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_result *r);
+kf_vstatus kf_agent_vstatus_of(const char *name); /* kf_vstatus_name's inverse (internal if unknown) */
 
 #endif

@@ -159,9 +159,10 @@ static void fill_row(const kf_iter_record *it, kf_report_row *row) {
     row->note = it->res.status == KF_V_OK ? NULL : it->res.detail;
     row->occupancy = it->has_diag ? it->diag.occupancy : -1;
     row->bound = it->has_diag ? it->diag.bound : NULL;
+    row->cached = it->cached;
 }
 
-static json_t *diag_json(const kf_diagnosis *d) {
+json_t *kf_agent_diag_json(const kf_diagnosis *d) {
     json_t *j = json_object();
     json_object_set_new(j, "bound", json_string(d->bound));
     json_object_set_new(j, "achieved", json_real(d->achieved));
@@ -211,12 +212,18 @@ static json_t *iter_json(const kf_iter_record *it) {
     if (it->memcheck[0]) json_object_set_new(j, "memcheck", json_string(it->memcheck));
     if (it->res.resources[0]) json_object_set_new(j, "resources", json_string(it->res.resources));
     if (it->agent[0]) json_object_set_new(j, "agent", json_string(it->agent));
-    if (it->has_diag) json_object_set_new(j, "diagnosis", diag_json(&it->diag));
+    if (it->has_diag) json_object_set_new(j, "diagnosis", kf_agent_diag_json(&it->diag));
     if (it->followed[0]) json_object_set_new(j, "followed", json_string(it->followed));
+    if (it->cached) {
+        /* measured earlier: say when and by which run */
+        json_object_set_new(j, "cached", json_true());
+        json_object_set_new(j, "measured_at", json_real(it->measured_at));
+        json_object_set_new(j, "measured_by", json_string(it->measured_by));
+    }
     return j;
 }
 
-static json_t *device_json(const kf_device_info *d, const kf_ceilings *c) {
+json_t *kf_agent_device_json(const kf_device_info *d, const kf_ceilings *c) {
     json_t *j = json_object();
     json_object_set_new(j, "platform", json_string(d->platform));
     json_object_set_new(j, "name", json_string(d->name));
@@ -269,15 +276,13 @@ static json_t *plan_json(const kf_launch_plan *p) {
     return arr;
 }
 
-static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_error *err) {
-    kf_status st = kf_mkdirs(r->out_dir, err);
-    if (st != KF_OK) return st;
-    char path[1024];
+/* See agent_int.h: the run record of run.json. */
+json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_result *r) {
     json_t *run = json_object();
-    json_object_set_new(run, "task", json_string(g->name));
-    json_object_set_new(run, "task_path", json_string(g->path));
+    json_object_set_new(run, "task", json_string(task));
+    json_object_set_new(run, "task_path", json_string(task_path));
     json_object_set_new(run, "plan", json_string(r->plan));
-    json_object_set_new(run, "device", device_json(&r->dev, &r->ceil));
+    json_object_set_new(run, "device", kf_agent_device_json(&r->dev, &r->ceil));
     json_t *roof = json_object();
     json_object_set_new(roof, "bytes", json_real(r->roof.bytes));
     json_object_set_new(roof, "flops", json_real(r->roof.flops));
@@ -304,6 +309,19 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     if (r->stop_reason[0]) json_object_set_new(run, "stop_reason", json_string(r->stop_reason));
     json_object_set_new(run, "sandbox", json_string(r->sandbox));
     json_object_set_new(run, "arch", json_string(r->arch));
+    if (r->run_id[0]) {
+        json_object_set_new(run, "run_id", json_string(r->run_id));
+        json_object_set_new(run, "cache_hits", json_integer(r->cache_hits));
+    }
+    if (r->store_error[0]) json_object_set_new(run, "store_error", json_string(r->store_error));
+    return run;
+}
+
+static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_error *err) {
+    kf_status st = kf_mkdirs(r->out_dir, err);
+    if (st != KF_OK) return st;
+    char path[1024];
+    json_t *run = kf_agent_run_json(g->name, g->path, r);
     snprintf(path, sizeof path, "%s/run.json", r->out_dir);
     int bad = json_dump_file(run, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(run);
@@ -576,6 +594,7 @@ typedef struct evalctx {
     const kf_space *sp;        /* the builtin candidate's space and point (NULL: a model's) */
     const kf_point *pt;
     int g_nbufs;               /* the task's inputs + outputs */
+    kf_persist *ps;            /* the store (ps->s NULL: none) */
     char counters_note[300];   /* why no profiler counters are read (said in the evidence) */
 } evalctx;
 
@@ -660,10 +679,13 @@ static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
     kf_hash_hex(kf_hash64(cand->flags, strlen(cand->flags), kf_hash64(cand->source, strlen(cand->source), 0)),
                 rec->hash);
     kf_error verr = {0};
-    kf_status st = kf_verify_candidate(ec->vctx, ec->be, cand, &rec->res, &verr);
-    if (st != KF_OK) {
-        rec->res.status = KF_V_INTERNAL;
-        snprintf(rec->res.detail, sizeof rec->res.detail, "%s", verr.msg);
+    /* a result the store holds for this exact build on this device is not measured again */
+    if (!kf_persist_lookup(ec->ps, r, cand, rec)) {
+        kf_status st = kf_verify_candidate(ec->vctx, ec->be, cand, &rec->res, &verr);
+        if (st != KF_OK) {
+            rec->res.status = KF_V_INTERNAL;
+            snprintf(rec->res.detail, sizeof rec->res.detail, "%s", verr.msg);
+        }
     }
     int best = 0;
     if (rec->res.status == KF_V_OK && rec->res.timed) {
@@ -671,8 +693,9 @@ static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
         if (ec->o->analysis != KF_ANALYSIS_OFF) analyse(ec, cand, rec);
         rec->source = kf_strdup(cand->source);
         snprintf(rec->flags, sizeof rec->flags, "%s", cand->flags);
-        /* --memcheck every: a candidate the checker flags never becomes the best */
-        memcheck_every(ec->o, r, ec->vctx, ec->be, ec->work, ec->mc_tool, rec);
+        /* --memcheck every: a candidate the checker flags never becomes the best (a cached
+         * result carries its stored verdict) */
+        if (!rec->cached) memcheck_every(ec->o, r, ec->vctx, ec->be, ec->work, ec->mc_tool, rec);
         if (rec->res.status == KF_V_OK && (r->best < 0 || rec->res.time_ms < ec->best_time)) {
             ec->best_time = rec->res.time_ms;
             r->best = (int)(rec - r->iters);
@@ -681,6 +704,7 @@ static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
         }
     }
     table_row(ec, rec);
+    kf_persist_iter(ec->ps, r, rec, cand->source, cand->flags);
     return best;
 }
 
@@ -779,6 +803,7 @@ static kf_status llm_step(evalctx *ec, const kf_graph *g, llmstate *ls, int it, 
         rec->res.status = vs;
         snprintf(rec->res.detail, sizeof rec->res.detail, "%s", detail);
         table_row(ec, rec);
+        kf_persist_iter(ec->ps, r, rec, NULL, NULL);
         if (vs == KF_V_AGENT_ERROR && ++ls->agent_errors >= 3) {
             snprintf(r->stop_reason, sizeof r->stop_reason, "the model's endpoint failed 3 times in a row");
             return KF_ERR_UNSUPPORTED;
@@ -797,6 +822,7 @@ static kf_status llm_step(evalctx *ec, const kf_graph *g, llmstate *ls, int it, 
         rec->res.status = KF_V_COMPILE_ERROR;
         snprintf(rec->res.detail, sizeof rec->res.detail, "%s", pe.msg);
         table_row(ec, rec);
+        kf_persist_iter(ec->ps, r, rec, code, NULL);
         return KF_OK;
     }
     evaluate(ec, &c, rec);
@@ -826,7 +852,15 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_arch_db *adb = NULL;
     llmstate ls;
     memset(&ls, 0, sizeof ls);
+    kf_persist ps;
+    memset(&ps, 0, sizeof ps);
     const char *target = o->target ? o->target : "cpu";
+    /* one seed for the input sets and the search, kept so a resumed run replays it */
+    r->seed = o->seed;
+    if (!r->seed) {
+        double t = kf_now();
+        r->seed = kf_hash64(&t, sizeof t, (uint64_t)time(NULL)) | 1;
+    }
 
     st = kf_backend_open(target, &be, err);
     if (st != KF_OK) goto done;
@@ -848,7 +882,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
 
     kf_verify_opts vo;
     kf_verify_opts_default(&vo);
-    vo.seed = o->seed;
+    vo.seed = r->seed;
     vo.threads = o->threads;
     vo.time_it = 1;
     vo.fresh_outputs = o->fresh_outputs;
@@ -881,15 +915,17 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_point best_pt, pt;
     kf_synth_default_point(syn, &pt);
     best_pt = pt;
-    uint64_t rng = o->seed ? o->seed : (uint64_t)time(NULL);
+    uint64_t rng = r->seed;
     int iters = o->iters > 0 ? o->iters : 12;
+    st = kf_persist_begin(&ps, g, o, r, iters, &vo, err);
+    if (st != KF_OK) goto done;
     r->iters = kf_calloc((size_t)iters, sizeof *r->iters);
     /* iterations for the builtin agent; the rest go to the model */
     int nbuiltin = o->agent == KF_AGENT_LLM ? 0
                    : o->agent == KF_AGENT_BOTH ? (o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2)
                                                : iters;
     if (nbuiltin > iters) nbuiltin = iters;
-    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, ""};
+    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, &ps, ""};
     ec.arch = arch;
     snprintf(ec.counters_note, sizeof ec.counters_note, "%s", cnote);
     int best_builtin = -1; /* the iteration of best_pt */
@@ -957,9 +993,11 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         double first = r->niters && r->iters[0].res.status == KF_V_OK ? r->iters[0].res.time_ms : 0;
         kf_report_table_footer(o->table, r->best >= 0 ? &brow : NULL, first, r->wall_s);
     }
+    kf_persist_finish(&ps, r, 0);
     st = write_outputs(g, r, err);
 
 done:
+    if (st != KF_OK && r->run_id[0]) kf_persist_finish(&ps, r, 1);
     kf_arch_db_free(adb);
     llm_clear(&ls);
     free(seen.h);

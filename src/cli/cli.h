@@ -18,5 +18,11 @@ int kf_cli_analyze(int argc, char **argv);
 int kf_cli_import(int argc, char **argv); /* torch.c: the PyTorch commands */
 int kf_cli_bench(int argc, char **argv);
 int kf_cli_export(int argc, char **argv);
+int kf_cli_runs(int argc, char **argv);   /* runs.c: browsing the store */
+int kf_cli_show(int argc, char **argv);
+/* Open the store at flag_path (--store), else at the default path (kf_store_default_path)
+ * into *s. Returns 0, or the exit code after printing the error (it names the path). */
+struct kf_store;
+int kf_cli_store_open(const char *flag_path, struct kf_store **s);
 
 #endif

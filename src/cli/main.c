@@ -10,6 +10,7 @@
 #include "kforge/backend.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
+#include "kforge/store.h"
 
 #include <getopt.h>
 #include <sys/prctl.h>
@@ -43,16 +44,21 @@ static void usage_main(FILE *f) {
             "  import MODEL.py   a KernelBench-format PyTorch module -> a task (torch.export)\n"
             "  bench SUITE       every task of a folder, timed against PyTorch eager and compile\n"
             "  export RUN        the kernel as a torch custom op and a ModelNew (--as torch)\n"
+            "  runs              list the runs in the store (id, task, device, status, best)\n"
+            "  show RUN          a stored run's iteration table and best kernel\n"
             "  help [COMMAND]    show help\n"
             "\n"
             "exit codes: 0 success, 1 no verified kernel / verification failed,\n"
             "            2 usage or task error, 3 internal error\n"
+            "store: every run is recorded in $KFORGE_STORE, else $XDG_DATA_HOME/kforge/kforge.db,\n"
+            "       else ~/.local/share/kforge/kforge.db (--store PATH, --no-store; docs/store.md)\n"
             "Run 'kforge COMMAND --help' for a command's options.\n");
 }
 
 static void usage_synth(FILE *f) {
     fprintf(f,
             "usage: kforge synth TASK.kf [options]\n"
+            "       kforge synth --resume RUN [--store PATH] [--no-cache] [-q] [--json]\n"
             "\n"
             "Runs the synthesis loop: the builtin agent proposes candidates from the generator's\n"
             "schedule space (or a chat model writes them: --agent); each is compiled, run in a\n"
@@ -84,6 +90,17 @@ static void usage_synth(FILE *f) {
             "                     profile instead of the diagnosis)\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
+            "\n"
+            "store (docs/store.md):\n"
+            "  --store PATH       record the run here (default: $KFORGE_STORE, else\n"
+            "                     $XDG_DATA_HOME/kforge/kforge.db, else ~/.local/share/kforge/kforge.db)\n"
+            "  --no-store         record nothing (and no cache)\n"
+            "  --no-cache         evaluate every candidate, even one the store has a result for\n"
+            "                     (same task, source, flags, device, compiler and settings)\n"
+            "  --resume RUN       continue an interrupted run (id or unique prefix from\n"
+            "                     `kforge runs`) with its stored task and options: its stored\n"
+            "                     candidates are replayed from the cache, then the search goes on\n"
+            "                     to the planned iterations (builtin agent only)\n"
             "  -h, --help         this help\n"
             "\n"
             "generation agent (docs/llm.md):\n"
@@ -173,6 +190,9 @@ static int parse_double(const char *s, double *out) {
     return 1;
 }
 
+static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json);
+static int synth_resume(const char *ref, const char *store_path, int no_cache, int quiet, int json);
+
 static int cmd_synth(int argc, char **argv) {
     static const struct option lo[] = {
         {"target", required_argument, 0, 't'}, {"iters", required_argument, 0, 'n'},
@@ -187,9 +207,13 @@ static int cmd_synth(int argc, char **argv) {
         {"max-tokens", required_argument, 0, 'k'}, {"reference", required_argument, 0, 'r'},
         {"prompts", required_argument, 0, 'p'}, {"builtin-iters", required_argument, 0, 'B'},
         {"llm-timeout", required_argument, 0, 'W'}, {"analysis", required_argument, 0, 'Y'},
+        {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
+        {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
+    const char *f_store = NULL, *f_resume = NULL;
+    int no_store = 0, no_cache = 0;
     /* the model's endpoint: flags override the environment, which overrides the file */
     const char *f_model = NULL, *f_url = NULL, *f_proto = NULL, *f_config = NULL;
     long f_calls = -1, f_tokens = -1;
@@ -267,11 +291,23 @@ static int cmd_synth(int argc, char **argv) {
             else if (!strcmp(optarg, "llm")) o.analysis = KF_ANALYSIS_LLM;
             else { fprintf(stderr, "kforge synth: --analysis takes builtin, off or llm, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
+        case 'S': f_store = optarg; break;
+        case 'N': no_store = 1; break;
+        case 'K': no_cache = 1; break;
+        case 'X': f_resume = optarg; break;
         case 'J': json = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage_synth(stdout); return 0;
         default: usage_synth(stderr); return EXIT_USAGE;
         }
+    }
+    if (f_resume) {
+        if (optind != argc || no_store) {
+            fprintf(stderr, "kforge synth: --resume takes the task and options from the store: give no task "
+                            "file%s\n", no_store ? " and not --no-store" : "");
+            return EXIT_USAGE;
+        }
+        return synth_resume(f_resume, f_store, no_cache, quiet, json);
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "kforge synth: expected one task file, got %d arguments\n", argc - optind);
@@ -282,6 +318,17 @@ static int cmd_synth(int argc, char **argv) {
     kf_graph *g = NULL;
     if (kf_parse_file(argv[optind], &g, &err) != KF_OK) return print_error(&err);
     o.table = quiet ? NULL : (json ? stderr : stdout);
+    kf_store *store = NULL;
+    if (!no_store) {
+        int src = kf_cli_store_open(f_store, &store);
+        if (src) {
+            kf_graph_free(g);
+            return src;
+        }
+    }
+    o.store = store;
+    o.no_cache = no_cache;
+    o.target_spec = o.target;
     kf_llm_config llm;
     char *task_text = NULL;
     if (o.agent != KF_AGENT_BUILTIN) {
@@ -298,12 +345,25 @@ static int cmd_synth(int argc, char **argv) {
         if (f_tokens > 0) llm.max_total_tokens = f_tokens;
         if (f_timeout > 0) llm.timeout_s = f_timeout;
         o.llm = &llm;
-        if (kf_read_file(argv[optind], &task_text, NULL, &err) != KF_OK) {
-            kf_graph_free(g);
-            return print_error(&err);
-        }
-        o.task_text = task_text;
     }
+    /* the task's text: shown to the model, and the store keeps it (resume, task hash) */
+    if (kf_read_file(argv[optind], &task_text, NULL, &err) != KF_OK) {
+        kf_graph_free(g);
+        kf_store_close(store);
+        return print_error(&err);
+    }
+    o.task_text = task_text;
+    int rc = synth_run(g, &o, json);
+    kf_graph_free(g);
+    free(task_text);
+    kf_store_close(store);
+    return rc;
+}
+
+/* Run the loop and report: the part of synth that --resume shares. */
+static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json) {
+    kf_loop_opts o = *opts;
+    kf_error err = {0};
     kf_run_result r;
     kf_status st = kf_loop_run(g, &o, &r, &err);
     int rc;
@@ -314,6 +374,9 @@ static int cmd_synth(int argc, char **argv) {
         if (o.table && r.best >= 0)
             fprintf(o.table, "wrote %s/%s, manifest.json, run.json\n", r.out_dir,
                     kf_loop_kernel_file(r.dev.platform));
+        if (o.table && r.run_id[0])
+            fprintf(o.table, "run %.10s stored (%d of %d iterations from the cache): kforge show %.10s\n",
+                    r.run_id, r.cache_hits, r.niters, r.run_id);
         if (json) {
             char path[600];
             snprintf(path, sizeof path, "%s/run.json", r.out_dir);
@@ -326,8 +389,29 @@ static int cmd_synth(int argc, char **argv) {
         }
     }
     kf_run_result_free(&r);
-    kf_graph_free(g);
-    free(task_text);
+    return rc;
+}
+
+/* kforge synth --resume RUN: the stored run's task and options, continued. */
+static int synth_resume(const char *ref, const char *store_path, int no_cache, int quiet, int json) {
+    kf_store *store = NULL;
+    int rc = kf_cli_store_open(store_path, &store);
+    if (rc) return rc;
+    kf_run_resume rs;
+    kf_error err = {0};
+    if (kf_run_resume_load(store, ref, &rs, &err) != KF_OK) {
+        rc = print_error(&err);
+        kf_store_close(store);
+        return rc;
+    }
+    rs.o.no_cache = no_cache;
+    rs.o.table = quiet ? NULL : (json ? stderr : stdout);
+    if (rs.o.table)
+        fprintf(rs.o.table, "resuming run %.10s (%s, %d of %d iterations stored, seed %llu)\n", rs.info.id,
+                rs.info.task_name, rs.info.iters_done, rs.info.iters_planned, (unsigned long long)rs.info.seed);
+    rc = synth_run(rs.g, &rs.o, json);
+    kf_run_resume_free(&rs);
+    kf_store_close(store);
     return rc;
 }
 
@@ -637,6 +721,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "import")) return kf_cli_import(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return kf_cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return kf_cli_export(argc - 1, argv + 1);
+    if (!strcmp(cmd, "runs")) return kf_cli_runs(argc - 1, argv + 1);
+    if (!strcmp(cmd, "show")) return kf_cli_show(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("kforge %s\n", kVersion);
         return 0;
@@ -654,6 +740,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(sub, "analyze")) {
             char *hv[] = {"analyze", "--help", NULL};
             return kf_cli_analyze(2, hv);
+        } else if (!strcmp(sub, "runs") || !strcmp(sub, "show")) {
+            char *hv[] = {(char *)sub, "--help", NULL};
+            return !strcmp(sub, "runs") ? kf_cli_runs(2, hv) : kf_cli_show(2, hv);
         } else if (!strcmp(sub, "import") || !strcmp(sub, "bench") || !strcmp(sub, "export")) {
             char *hv[] = {(char *)sub, "--help", NULL};
             return !strcmp(sub, "import") ? kf_cli_import(2, hv)

@@ -22,13 +22,15 @@ void kf_report_table_row(FILE *f, const kf_report_row *r) {
     char label[45];
     snprintf(label, sizeof label, "%s", r->label ? r->label : "");
     char occ[8] = "-";
+    char status[40];
+    snprintf(status, sizeof status, "%s%s", r->status, r->cached ? " (cached)" : "");
     if (r->occupancy >= 0) snprintf(occ, sizeof occ, "%.0f%%", 100 * r->occupancy);
     if (r->has_time)
         fprintf(f, "%4d  %-44s %-15s %10.4f %9.2f %9.2f %5s %7.1f%%  %-8s%s\n", r->iter, label,
-                r->status, r->time_ms, r->gbs, r->gflops, occ, r->pct_floor,
+                status, r->time_ms, r->gbs, r->gflops, occ, r->pct_floor,
                 r->bound ? r->bound : "-", r->best ? " *" : "");
     else
-        fprintf(f, "%4d  %-44s %-15s %10s %9s %9s %5s %8s  %s\n", r->iter, label, r->status, "-", "-",
+        fprintf(f, "%4d  %-44s %-15s %10s %9s %9s %5s %8s  %s\n", r->iter, label, status, "-", "-",
                 "-", "-", "-", "-");
     if (r->analysis && r->analysis[0]) fprintf(f, "      analysis: %s\n", r->analysis);
     if (r->note && r->note[0]) {

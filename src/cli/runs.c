@@ -1,0 +1,253 @@
+/*
+ * `kforge runs` and `kforge show RUN`: browsing the store (docs/store.md), and the store
+ * flags the subcommands share (--store PATH, --no-store). Loading is the library's
+ * (kf_store_runs_list, kf_run_load); this file only lays the rows out.
+ */
+#include "cli/cli.h"
+#include "kforge/agent.h"
+#include "kforge/report.h"
+#include "kforge/store.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* See cli.h. */
+int kf_cli_store_open(const char *flag_path, kf_store **s) {
+    char path[1024];
+    kf_error err = {0};
+    *s = NULL;
+    if (flag_path) snprintf(path, sizeof path, "%s", flag_path);
+    else if (kf_store_default_path(path, sizeof path, &err) != KF_OK) return kf_cli_error(&err);
+    if (kf_store_open(path, s, &err) != KF_OK) return kf_cli_error(&err);
+    return 0;
+}
+
+static void usage_runs(FILE *f) {
+    fprintf(f,
+            "usage: kforge runs [--task NAME] [--limit N] [--json] [--store PATH]\n"
+            "\n"
+            "Lists the runs in the store, newest first: id (give it, or a unique prefix, to\n"
+            "`kforge show` and `kforge synth --resume`), start time, task, platform and device,\n"
+            "iterations stored / planned, status (running, done, interrupted: its process is\n"
+            "gone, failed), and the best verified time and %% of the roofline floor.\n"
+            "\n"
+            "options:\n"
+            "  --task NAME        only this task's runs\n"
+            "  --limit N          at most N runs (default 20; 0 = all)\n"
+            "  --json             a JSON array instead of the table\n"
+            "  --store PATH       the store (default: $KFORGE_STORE, else\n"
+            "                     $XDG_DATA_HOME/kforge/kforge.db, else ~/.local/share/kforge/kforge.db)\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "exit codes: 0 ok, 2 usage or store error, 3 internal\n");
+}
+
+static void usage_show(FILE *f) {
+    fprintf(f,
+            "usage: kforge show RUN [--json] [--store PATH]\n"
+            "\n"
+            "Prints a stored run: its iteration table (the columns of kforge synth's live table;\n"
+            "rows served from the cache say \"(cached)\") and the best kernel's source. RUN is a\n"
+            "run id as `kforge runs` prints it, or a unique prefix.\n"
+            "\n"
+            "options:\n"
+            "  --json             the run record (run.json's form, with run_id and cached rows)\n"
+            "  --store PATH       the store (default as in `kforge runs --help`)\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "exit codes: 0 ok, 2 usage, unknown run or store error, 3 internal\n");
+}
+
+static void when(double t, char *buf, size_t cap) {
+    time_t tt = (time_t)t;
+    struct tm tm;
+    localtime_r(&tt, &tm);
+    strftime(buf, cap, "%Y-%m-%d %H:%M", &tm);
+}
+
+static json_t *run_row_json(const kf_store_run *r) {
+    json_t *j = json_object();
+    json_object_set_new(j, "id", json_string(r->id));
+    json_object_set_new(j, "task", json_string(r->task_name));
+    json_object_set_new(j, "task_hash", json_string(r->task));
+    json_object_set_new(j, "platform", json_string(r->platform));
+    json_object_set_new(j, "device", json_string(r->device));
+    json_object_set_new(j, "agent", json_string(r->agent));
+    json_object_set_new(j, "started", json_real(r->started));
+    json_object_set_new(j, "ended", r->ended > 0 ? json_real(r->ended) : json_null());
+    json_object_set_new(j, "status", json_string(r->status));
+    json_object_set_new(j, "iters_done", json_integer(r->iters_done));
+    json_object_set_new(j, "iters_planned", json_integer(r->iters_planned));
+    json_object_set_new(j, "cache_hits", json_integer(r->cache_hits));
+    json_object_set_new(j, "replayed", json_integer(r->replayed));
+    json_object_set_new(j, "seed", json_integer((json_int_t)r->seed));
+    json_object_set_new(j, "best_iter", r->best_iter ? json_integer(r->best_iter) : json_null());
+    json_object_set_new(j, "best_ms", r->best_iter ? json_real(r->best_ms) : json_null());
+    json_object_set_new(j, "best_pct_floor", r->best_iter ? json_real(r->best_pct) : json_null());
+    if (r->stop_reason[0]) json_object_set_new(j, "stop_reason", json_string(r->stop_reason));
+    return j;
+}
+
+int kf_cli_runs(int argc, char **argv) {
+    static const struct option lo[] = {{"task", required_argument, 0, 't'}, {"limit", required_argument, 0, 'l'},
+                                       {"json", no_argument, 0, 'J'}, {"store", required_argument, 0, 'S'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *task = NULL, *store = NULL;
+    int json = 0, limit = 20, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': task = optarg; break;
+        case 'l': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 0) {
+                fprintf(stderr, "kforge runs: --limit needs a count >= 0, got '%s'\n", optarg);
+                return KF_EXIT_USAGE;
+            }
+            limit = (int)v;
+            break;
+        }
+        case 'J': json = 1; break;
+        case 'S': store = optarg; break;
+        case 'h': usage_runs(stdout); return 0;
+        default: usage_runs(stderr); return KF_EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "kforge runs: unexpected argument '%s'\n", argv[optind]);
+        usage_runs(stderr);
+        return KF_EXIT_USAGE;
+    }
+    kf_store *s = NULL;
+    int rc = kf_cli_store_open(store, &s);
+    if (rc) return rc;
+    kf_store_run *runs = NULL;
+    int n = 0;
+    kf_error err = {0};
+    if (kf_store_runs_list(s, task, limit, &runs, &n, &err) != KF_OK) {
+        rc = kf_cli_error(&err);
+    } else if (json) {
+        json_t *arr = json_array();
+        for (int i = 0; i < n; i++) json_array_append_new(arr, run_row_json(&runs[i]));
+        char *text = json_dumps(arr, JSON_INDENT(2));
+        puts(text ? text : "[]");
+        free(text);
+        json_decref(arr);
+    } else if (n == 0) {
+        printf("no runs in %s%s%s\n", kf_store_path(s), task ? " for task " : "", task ? task : "");
+    } else {
+        printf("%-10s  %-16s  %-16s  %-30s %7s  %-11s %10s %7s\n", "id", "started", "task", "platform/device",
+               "iters", "status", "best ms", "% floor");
+        for (int i = 0; i < n; i++) {
+            const kf_store_run *r = &runs[i];
+            char t[32], dev[31], it[16];
+            when(r->started, t, sizeof t);
+            snprintf(dev, sizeof dev, "%s %s", r->platform, r->device);
+            snprintf(it, sizeof it, "%d/%d", r->iters_done, r->iters_planned);
+            if (r->best_iter)
+                printf("%-10.10s  %-16s  %-16.16s  %-30s %7s  %-11s %10.4f %6.1f%%\n", r->id, t, r->task_name, dev,
+                       it, r->status, r->best_ms, r->best_pct);
+            else
+                printf("%-10.10s  %-16s  %-16.16s  %-30s %7s  %-11s %10s %7s\n", r->id, t, r->task_name, dev, it,
+                       r->status, "-", "-");
+        }
+    }
+    for (int i = 0; i < n; i++) kf_store_run_clear(&runs[i]);
+    free(runs);
+    kf_store_close(s);
+    return rc;
+}
+
+static void print_table(const kf_run_result *r, const kf_store_run *info) {
+    char t[32];
+    when(info->started, t, sizeof t);
+    printf("run %s  %s  task %s  status %s  %d/%d iterations  seed %llu\n", info->id, t, info->task_name,
+           info->status, info->iters_done, info->iters_planned, (unsigned long long)info->seed);
+    kf_report_table_header(stdout, info->task_name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
+                           r->roof.bound ? r->roof.bound : "?", r->ceil.measured);
+    for (int i = 0; i < r->niters; i++) {
+        const kf_iter_record *it = &r->iters[i];
+        kf_report_row row;
+        memset(&row, 0, sizeof row);
+        row.iter = it->iter;
+        row.label = it->label;
+        row.status = kf_vstatus_name(it->res.status);
+        row.has_time = it->res.status == KF_V_OK && it->res.timed;
+        row.time_ms = it->res.time_ms;
+        row.gbs = it->perf.gbs;
+        row.gflops = it->perf.gflops;
+        row.pct_floor = it->perf.pct_floor;
+        row.best = it->best_so_far;
+        row.note = it->res.status == KF_V_OK ? NULL : it->res.detail;
+        row.occupancy = it->has_diag ? it->diag.occupancy : -1;
+        row.bound = it->has_diag ? it->diag.bound : NULL;
+        row.cached = it->cached;
+        char line[700];
+        if (it->has_diag) {
+            kf_perf_diagnosis_line(&it->diag, line, sizeof line);
+            row.analysis = line;
+        }
+        kf_report_table_row(stdout, &row);
+    }
+    if (info->stop_reason[0]) printf("stopped: %s\n", info->stop_reason);
+    if (r->memcheck[0]) printf("memcheck: %s%s%s\n", r->memcheck, r->memcheck_detail[0] ? ": " : "", r->memcheck_detail);
+    if (r->best < 0) {
+        printf("no verified kernel\n");
+        return;
+    }
+    const kf_iter_record *b = &r->iters[r->best];
+    printf("best: iter %d  %s  %.4f ms  %.2f GB/s  %.1f%% of floor%s\n", b->iter, b->label, b->res.time_ms,
+           b->perf.gbs, b->perf.pct_floor, b->cached ? " (cached: measured earlier)" : "");
+    printf("---- best kernel (%s%s%s) ----\n%s", kf_loop_kernel_file(r->dev.platform), r->best_flags[0] ? ", flags " : "",
+           r->best_flags, r->best_source);
+    size_t len = strlen(r->best_source);
+    if (len && r->best_source[len - 1] != '\n') putchar('\n');
+}
+
+int kf_cli_show(int argc, char **argv) {
+    static const struct option lo[] = {{"json", no_argument, 0, 'J'}, {"store", required_argument, 0, 'S'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *store = NULL;
+    int json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'J': json = 1; break;
+        case 'S': store = optarg; break;
+        case 'h': usage_show(stdout); return 0;
+        default: usage_show(stderr); return KF_EXIT_USAGE;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "kforge show: expected one run id, got %d arguments\n", argc - optind);
+        usage_show(stderr);
+        return KF_EXIT_USAGE;
+    }
+    kf_store *s = NULL;
+    int rc = kf_cli_store_open(store, &s);
+    if (rc) return rc;
+    kf_run_result r;
+    kf_store_run info;
+    kf_error err = {0};
+    if (kf_run_load(s, argv[optind], &r, &info, &err) != KF_OK) {
+        rc = kf_cli_error(&err);
+        kf_store_close(s);
+        return rc;
+    }
+    if (json) {
+        char *text = kf_run_json_text(&r, &info);
+        puts(text);
+        free(text);
+    } else {
+        print_table(&r, &info);
+    }
+    kf_run_result_free(&r);
+    kf_store_run_clear(&info);
+    kf_store_close(s);
+    return rc;
+}
