@@ -185,6 +185,9 @@ Test(templates, prologue_fusion) {
     /* row layout, rows longer than a stack buffer: reduced in chunks, broadcast operand */
     check_fusion("input x: f32[3, 20001]\ninput b: f32[20001]\noutput y = max(exp(x) - b, axes=[1])\n", 1);
     check_fusion("input x: f32[3, 20001] range(0.9, 1.1)\noutput y = prod(abs(x), axes=[1])\n", 1);
+    /* reduced groups outside the row (the outputs are walked in blocks at moved points) */
+    check_fusion("input x: f32[17, 3, 33]\noutput y = sum(x * x, axes=[0, 2])\n", 1);
+    check_fusion("input x: f32[3, 19, 9001]\noutput y = max(x - 0.5, axes=[0, 2], keepdim=true)\n", 1);
     /* one output over one long run, split across threads */
     check_fusion("input x: f32[100003]\ninput y: f32[100003]\noutput l = mean((x - y) * (x - y))\n", 1);
     check_fusion("input x: f32[100003]\noutput l = min(x * 3.0 + 1.0)\n", 1);

@@ -78,7 +78,7 @@ int kf_synth_reduce_prologue_ok(const kf_synth *s, const kf_stage *st) {
     for (int j = 0; j < m; j++)
         if (gr[j].reduced) count *= gr[j].size;
     if (m == 0 || count == 1) return 0;
-    if (!gr[m - 1].reduced) return 1; /* col layout: runs of at most block (<= 1024) */
+    if (!gr[m - 1].reduced) return 1; /* col layout: runs of at most block (<= 16384) */
     /* row layout: long rows are reduced in chunks, except argmax/argmin's two passes */
     int isarg = n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN;
     return !isarg || gr[m - 1].size <= KF_PRO_MAX;
@@ -108,12 +108,33 @@ static void emit_src(const kf_synth *s, const kf_stage *st, kf_buf *o, const cha
 /* Rows short enough to stage in a stack buffer (softmax's streaming-store path). */
 #define KF_STAGE_ROW_MAX 8192
 
+/* Row layout with a reduced group outside the row (groups alternate, so m >= 3): the
+ * outputs can be walked in blocks (parameter oblock). Not argmax/argmin (one axis). */
+static int row_blockable(const kf_synth *s, const kf_stage *st) {
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    if (st->kind != KF_STAGE_REDUCE || n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN) return 0;
+    rgroup gr[KF_MAX_DIMS];
+    int m = kf_synth_canon(&s->g->values[n->in[0]].shape, n->attr.axes, gr);
+    return m >= 3 && gr[m - 1].reduced;
+}
+
+static long row_oblock(const kf_synth *s, const kf_stage *st, const kf_point *p) {
+    if (!row_blockable(s, st)) return 1;
+    char full[48];
+    snprintf(full, sizeof full, "%soblock", st->prefix);
+    return kf_point_get(&s->space, p, full, 1);
+}
+
 void kf_synth_reduce_params(kf_synth *s, kf_stage *st) {
-    static const long blocks[] = {64, 256, 1024};
+    static const long blocks[] = {64, 256, 1024, 4096, 16384};
     static const long nt[] = {0, 1};
     int col = is_col_layout(s, st);
     if ((st->kind == KF_STAGE_REDUCE || st->kind == KF_STAGE_SOFTMAX) && col)
-        kf_tpl_add_param(&s->space, st->prefix, "block", blocks, 3, 1);
+        kf_tpl_add_param(&s->space, st->prefix, "block", blocks, 5, 1);
+    if (row_blockable(s, st)) {
+        static const long obs[] = {1, 8, 64};
+        kf_tpl_add_param(&s->space, st->prefix, "oblock", obs, 3, 2);
+    }
     /* row softmax and norms write a full-size output once: streaming stores avoid reading
      * the output lines before writing them, which pays when they do not fit in cache */
     const kf_node *n = &s->g->nodes[st->nodes[0]];
@@ -159,6 +180,62 @@ static int emit_reduce_loops(kf_buf *o, const rgroup *gr, int m, int skip, const
     }
     kf_buf_printf(o, "%sconst long roff = roff%d;\n", ind, depth);
     return depth;
+}
+
+/* Accumulate one row (at base + roff, rowlen long) into acc (and arg for argmax/argmin),
+ * through the fused producer when the stage has one, in chunks when the row is long. */
+static void emit_row_body(const kf_synth *s, const kf_stage *st, kf_buf *o, int64_t rowlen,
+                          int wantmax, const char *ind) {
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    if (st->prologue && rowlen > KF_PRO_MAX) {
+        /* a long row through the fused producer, a chunk at a time (not argmax/argmin) */
+        kf_buf_printf(o, "%sfor (long c0 = 0; c0 < %lldL; c0 += %dL) {\n", ind, (long long)rowlen, KF_PRO_MAX);
+        kf_buf_printf(o, "%s  const long cn = %lldL - c0 < %dL ? %lldL - c0 : %dL;\n", ind,
+                      (long long)rowlen, KF_PRO_MAX, (long long)rowlen, KF_PRO_MAX);
+        char ind2[32];
+        snprintf(ind2, sizeof ind2, "%s  ", ind);
+        emit_src(s, st, o, "row", "base + roff + c0", "cn", KF_PRO_MAX, ind2);
+        switch (n->op) {
+        case KF_OP_SUM:
+        case KF_OP_MEAN: kf_buf_printf(o, "%s  acc += kf_vsum(row, cn);\n", ind); break;
+        case KF_OP_PROD: kf_buf_printf(o, "%s  for (long j = 0; j < cn; j++) acc *= (double)row[j];\n", ind); break;
+        default:
+            kf_buf_printf(o, "%s  { float v = kf_vextreme(row, cn, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
+                          ind, wantmax, wantmax ? ">" : "<");
+            break;
+        }
+        kf_buf_printf(o, "%s}\n", ind);
+        return;
+    }
+    char len[32];
+    snprintf(len, sizeof len, "%lldL", (long long)rowlen);
+    emit_src(s, st, o, "row", "base + roff", len, rowlen, ind);
+    switch (n->op) {
+    case KF_OP_SUM:
+    case KF_OP_MEAN: kf_buf_printf(o, "%sacc += kf_vsum(row, %lldL);\n", ind, (long long)rowlen); break;
+    case KF_OP_PROD:
+        kf_buf_printf(o, "%sfor (long j = 0; j < %lldL; j++) acc *= (double)row[j];\n", ind, (long long)rowlen);
+        break;
+    case KF_OP_MAX:
+    case KF_OP_MIN:
+        kf_buf_printf(o, "%s{ float v = kf_vextreme(row, %lldL, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
+                      ind, (long long)rowlen, wantmax, wantmax ? ">" : "<");
+        break;
+    default:
+        /* single reduced axis: find the extreme with vectors, then its first position */
+        kf_buf_printf(o, "%sacc = kf_vextreme(row, %lldL, %d);\n", ind, (long long)rowlen, wantmax);
+        kf_buf_printf(o, "%sif (acc != acc) { for (long j = 0; j < %lldL; j++) if (row[j] != row[j]) { arg = j; break; } }\n",
+                      ind, (long long)rowlen);
+        kf_buf_printf(o, "%selse { for (long j = 0; j < %lldL; j++) if (row[j] == acc) { arg = j; break; } }\n",
+                      ind, (long long)rowlen);
+        break;
+    }
+}
+
+static void emit_row_store(kf_buf *o, const kf_node *n, int y, int64_t count, const char *acc,
+                           const char *ind) {
+    if (n->op == KF_OP_MEAN) kf_buf_printf(o, "%sb%d[oi] = (float)(%s / %lld.0);\n", ind, y, acc, (long long)count);
+    else kf_buf_printf(o, "%sb%d[oi] = (float)%s;\n", ind, y, acc);
 }
 
 static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
@@ -276,69 +353,47 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         }
         return;
     }
-    kf_buf_printf(o, "    /* row layout: %lld outputs, rows of %lld, %lld reduced */\n", (long long)nout,
-                  (long long)rowlen, (long long)count);
-    omp_for(o, threads, nout, "    ");
-    kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)nout);
-    emit_decompose(o, gr, m, -1, "        ");
     const char *acct = isarg ? "float" : (n->op == KF_OP_MAX || n->op == KF_OP_MIN) ? "float" : "double";
     const char *init = n->op == KF_OP_PROD ? "1.0" : n->op == KF_OP_SUM || n->op == KF_OP_MEAN ? "0.0"
                        : wantmax ? "-INFINITY" : "INFINITY";
-    kf_buf_printf(o, "        %s acc = %s;\n", acct, init);
-    if (isarg) kf_buf_puts(o, "        int64_t arg = 0;\n");
-    int depth = emit_reduce_loops(o, gr, m, m - 1, "        ");
-    if (st->prologue && rowlen > KF_PRO_MAX) {
-        /* a long row through the fused producer, a chunk at a time (not argmax/argmin) */
-        kf_buf_printf(o, "        for (long c0 = 0; c0 < %lldL; c0 += %dL) {\n", (long long)rowlen, KF_PRO_MAX);
-        kf_buf_printf(o, "          const long cn = %lldL - c0 < %dL ? %lldL - c0 : %dL;\n",
-                      (long long)rowlen, KF_PRO_MAX, (long long)rowlen, KF_PRO_MAX);
-        emit_src(s, st, o, "row", "base + roff + c0", "cn", KF_PRO_MAX, "          ");
-        switch (n->op) {
-        case KF_OP_SUM:
-        case KF_OP_MEAN: kf_buf_puts(o, "          acc += kf_vsum(row, cn);\n"); break;
-        case KF_OP_PROD: kf_buf_puts(o, "          for (long j = 0; j < cn; j++) acc *= (double)row[j];\n"); break;
-        default:
-            kf_buf_printf(o, "          { float v = kf_vextreme(row, cn, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
-                          wantmax, wantmax ? ">" : "<");
-            break;
-        }
-        kf_buf_puts(o, "        }\n");
+    long ob = row_oblock(s, st, p);
+    kf_buf_printf(o, "    /* row layout: %lld outputs, rows of %lld, %lld reduced", (long long)nout,
+                  (long long)rowlen, (long long)count);
+    if (ob <= 1) {
+        kf_buf_puts(o, " */\n");
+        omp_for(o, threads, nout, "    ");
+        kf_buf_printf(o, "    for (long oi = 0; oi < %lldL; oi++) {\n", (long long)nout);
+        emit_decompose(o, gr, m, -1, "        ");
+        kf_buf_printf(o, "        %s acc = %s;\n", acct, init);
+        if (isarg) kf_buf_puts(o, "        int64_t arg = 0;\n");
+        int depth = emit_reduce_loops(o, gr, m, m - 1, "        ");
+        emit_row_body(s, st, o, rowlen, wantmax, "        ");
         for (int d = 0; d < depth; d++) kf_buf_puts(o, "        }\n");
-        if (n->op == KF_OP_MEAN) kf_buf_printf(o, "        b%d[oi] = (float)(acc / %lld.0);\n", y, (long long)count);
-        else kf_buf_printf(o, "        b%d[oi] = (float)acc;\n", y);
+        if (isarg) kf_buf_printf(o, "        b%d[oi] = arg;\n", y);
+        else emit_row_store(o, n, y, count, "acc", "        ");
         kf_buf_puts(o, "    }\n");
         return;
     }
-    {
-        char len[32];
-        snprintf(len, sizeof len, "%lldL", (long long)rowlen);
-        emit_src(s, st, o, "row", "base + roff", len, rowlen, "        ");
-    }
-    switch (n->op) {
-    case KF_OP_SUM:
-    case KF_OP_MEAN: kf_buf_printf(o, "        acc += kf_vsum(row, %lldL);\n", (long long)rowlen); break;
-    case KF_OP_PROD:
-        kf_buf_printf(o, "        for (long j = 0; j < %lldL; j++) acc *= (double)row[j];\n", (long long)rowlen);
-        break;
-    case KF_OP_MAX:
-    case KF_OP_MIN:
-        kf_buf_printf(o, "        { float v = kf_vextreme(row, %lldL, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
-                      (long long)rowlen, wantmax, wantmax ? ">" : "<");
-        break;
-    default:
-        /* single reduced axis: find the extreme with vectors, then its first position */
-        kf_buf_printf(o, "        acc = kf_vextreme(row, %lldL, %d);\n", (long long)rowlen, wantmax);
-        kf_buf_printf(o, "        if (acc != acc) { for (long j = 0; j < %lldL; j++) if (row[j] != row[j]) { arg = j; break; } }\n",
-                      (long long)rowlen);
-        kf_buf_printf(o, "        else { for (long j = 0; j < %lldL; j++) if (row[j] == acc) { arg = j; break; } }\n",
-                      (long long)rowlen);
-        break;
-    }
+    /* blocks of neighbouring outputs: the reduced groups outside the row are walked once
+     * per block, so that the rows read one after another lie next to each other */
+    int64_t ntask = (nout + ob - 1) / ob;
+    kf_buf_printf(o, ", blocks of %ld outputs */\n", ob);
+    omp_for(o, threads, ntask, "    ");
+    kf_buf_printf(o, "    for (long task = 0; task < %lldL; task++) {\n", (long long)ntask);
+    kf_buf_printf(o, "        const long o0 = task * %ldL, on = %lldL - o0 < %ldL ? %lldL - o0 : %ldL;\n",
+                  ob, (long long)nout, ob, (long long)nout, ob);
+    kf_buf_printf(o, "        %s accv[%ld];\n", acct, ob);
+    kf_buf_printf(o, "        for (long b = 0; b < on; b++) accv[b] = %s;\n", init);
+    int depth = emit_reduce_loops(o, gr, m, m - 1, "        ");
+    kf_buf_puts(o, "        for (long b = 0; b < on; b++) {\n          const long oi = o0 + b;\n");
+    emit_decompose(o, gr, m, -1, "          ");
+    kf_buf_printf(o, "          %s acc = accv[b];\n", acct);
+    emit_row_body(s, st, o, rowlen, wantmax, "          ");
+    kf_buf_puts(o, "          accv[b] = acc;\n        }\n");
     for (int d = 0; d < depth; d++) kf_buf_puts(o, "        }\n");
-    if (isarg) kf_buf_printf(o, "        b%d[oi] = arg;\n", y);
-    else if (n->op == KF_OP_MEAN) kf_buf_printf(o, "        b%d[oi] = (float)(acc / %lld.0);\n", y, (long long)count);
-    else kf_buf_printf(o, "        b%d[oi] = (float)acc;\n", y);
-    kf_buf_puts(o, "    }\n");
+    kf_buf_puts(o, "        for (long b = 0; b < on; b++) {\n          const long oi = o0 + b;\n");
+    emit_row_store(o, n, y, count, "accv[b]", "          ");
+    kf_buf_puts(o, "        }\n    }\n");
 }
 
 static int axis_of(uint32_t mask) {
