@@ -20,6 +20,15 @@ def kforge():
     return k
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_store(tmp_path_factory):
+    """kforge synth records every run in a store (docs/store.md): the suite's runs go to a
+    temporary one, never the user's, unless KFORGE_STORE is set already."""
+    if not os.environ.get("KFORGE_STORE"):
+        os.environ["KFORGE_STORE"] = str(tmp_path_factory.mktemp("store") / "kforge.db")
+    yield
+
+
 def write(path, text):
     with open(path, "w") as f:
         f.write(text)
