@@ -83,6 +83,10 @@ static const char *const family_tasks[] = {
     "input a: f32[2, 3, 17, 8]\ninput b: f32[17, 4]\noutput c = matmul(a, b, transpose_a=true)\n",
     "input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n",
     "input a: f32[17, 8]\ninput b: f32[8, 9]\ninput bias: f32[9]\noutput y = relu(matmul(a, b) + bias)\n",
+    /* elementwise prologues fused into the reduction-family stage they feed */
+    "input x: f32[3, 4096]\ninput r: f32[3, 4096]\ninput w: f32[4096]\noutput y = layer_norm(x + r, w)\n",
+    "input x: f32[1000003]\ninput y: f32[1000003]\noutput l = mean((x - y) * (x - y))\n",
+    "input x: f32[17, 3, 5]\ninput s: f32[3, 1]\noutput y = softmax(x * s, axis=1)\n",
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 
@@ -218,11 +222,12 @@ static void check_fmt(const char *fmt, ...) {
     check_task(text);
 }
 
-/* Eight stages: as many launches as a candidate holds, more parameters than a space holds. */
+/* Eight stages: as many launches as a candidate holds, more parameters than a space holds
+ * (d is an output too, so the softmax does not take d's stage as its prologue). */
 static const char eight_stages[] = "input x: f32[17, 33]\n"
                                    "a = exp(x)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
                                    "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
-                                   "n = min(c, axes=[1], keepdim=true)\nd = c * n\n"
+                                   "n = min(c, axes=[1], keepdim=true)\noutput d = c * n\n"
                                    "output y = softmax(d)\n";
 
 TestSuite(gpu_verify, .init = ocl_setup, .fini = ocl_teardown, .timeout = 600);
@@ -341,6 +346,39 @@ Test(gpu_verify, multi_stage_graphs) {
     check_task("input x: f32[4, 5000]\ny = layer_norm(x)\nz = sum(y * y, axes=[1], keepdim=true)\n"
                "output o = y / z\noutput i = argmax(y, axis=1)\n");
     check_task(eight_stages);
+}
+
+/* The plan fuses an elementwise producer into the stage it feeds ("op(ewise[..])") as
+ * fused says, and the candidates verify on the device at the default and moved points. */
+static void check_fusion(const char *text, int fused) {
+    kf_error err = {0};
+    kf_graph *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
+    const char *d = kf_synth_describe(s);
+    cr_expect_eq(strstr(d, "(ewise") != NULL, fused, "task:\n%s\nplan %s: expected %s", text, d,
+                 fused ? "a fused prologue" : "no fusion");
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(text);
+}
+
+Test(gpu_verify, prologue_fusion) {
+    NEED_OCL();
+    /* row and col reductions (broadcast operands), a two-pass full reduction, argmax */
+    check_fusion("input x: f32[5, 33]\ninput m: f32[5, 1]\noutput y = sum(exp(x - m), axes=[1], keepdim=true)\n", 1);
+    check_fusion("input x: f32[17, 3, 5]\ninput s: f32[3, 1]\noutput y = max(x * s, axes=[0, 2])\n", 1);
+    check_fusion("input x: f32[100003, 3]\ninput b: f32[3]\noutput y = sum(x - b, axes=[0])\n", 1);
+    check_fusion("input x: f32[1000003]\ninput y: f32[1000003]\noutput l = mean((x - y) * (x - y))\n", 1);
+    check_fusion("input x: f32[4, 33]\noutput i = argmax(abs(x) - 1.0, axis=1)\n", 1);
+    /* softmax rows (rows in registers at some points), columns; norms; a long row */
+    check_fusion("input x: f32[3, 17]\noutput y = softmax(x * 0.125)\n", 1);
+    check_fusion("input x: f32[17, 3]\ninput b: f32[3]\noutput y = log_softmax(x - b, axis=0)\n", 1);
+    check_fusion("input x: f32[3, 256]\ninput r: f32[3, 256]\ninput w: f32[256]\ninput b: f32[256]\n"
+                 "output y = layer_norm(x + r, w, b)\n", 1);
+    check_fusion("input x: f32[3, 100003]\noutput y = rms_norm(x * 2.0)\n", 1);
+    /* not fused: the producer's result is also an output */
+    check_fusion("input x: f32[5, 33]\nt = x * x\noutput u = t + 1.0\noutput s = sum(t, axes=[1])\n", 0);
 }
 
 /* ---- cuda: rendered and compiled with nvcc ---- */

@@ -138,8 +138,139 @@ void kf_gplan_scratch(kf_gplan *gp, const char *name, int64_t bytes) {
     gp->nscratch++;
 }
 
+/* ---- fused prologues ---- */
+
+/* The value a fused elementwise stage computes for the stage it feeds (-1: none). */
+static int fused_value(const kf_synth *s, int v) {
+    int e = v >= 0 && v < s->g->nvalues ? s->val_stage[v] : -1;
+    return e >= 0 && s->st[e].fused && !s->materialize[v] ? e : -1;
+}
+
+/* Helper `float kf_pro<x>(index f, operands...)`: element f (flat, row-major) of the
+ * stage's input x, computed from the fused elementwise stage's operands. */
+static void emit_prologue(kf_gplan *gp, const kf_stage *st) {
+    const kf_synth *s = gp->s;
+    const kf_graph *g = s->g;
+    int x = g->nodes[st->nodes[0]].in[0];
+    const kf_stage *e = &s->st[st->prologue - 1];
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, e, &lay);
+    const int q = lay.q;
+    const int64_t inner = q ? lay.dim[q - 1] : 1;
+    const char *ix = gp->ix;
+    char lit[32];
+    kf_buf f = {0};
+    kf_buf_printf(&f, "/* %s of the fused elementwise stage, at flat index f */\n", g->values[x].name);
+    kf_buf_printf(&f, "$fn float kf_pro%d(%s f", x, ix);
+    for (int r = 0; r < lay.nreads; r++)
+        kf_buf_printf(&f, ", $global const %s *$restrict b%d", kf_gpu_ctype(g, lay.v[r]), lay.v[r]);
+    kf_buf_puts(&f, ") {\n");
+    kf_buf_printf(&f, "    %s o = f / %s;\n", ix, kf_gpu_lit(gp, inner, lit, sizeof lit));
+    kf_buf_printf(&f, "    const %s j = f - o * %s;\n", ix, lit);
+    for (int r = 0; r < lay.nreads; r++)
+        kf_buf_printf(&f, "    %s off%d = %s;\n", ix, r, q && lay.str[r][q - 1] ? "j" : "0");
+    if (q > 1) {
+        kf_buf_printf(&f, "    { %s idx;\n", ix);
+        for (int d = q - 2; d >= 0; d--) {
+            char dl[32];
+            kf_gpu_lit(gp, lay.dim[d], dl, sizeof dl);
+            kf_buf_printf(&f, "      idx = o %% %s; o = o / %s;\n", dl, dl);
+            for (int r = 0; r < lay.nreads; r++)
+                if (lay.str[r][d])
+                    kf_buf_printf(&f, "      off%d += idx * %s;\n", r, kf_gpu_lit(gp, lay.str[r][d], lit, sizeof lit));
+        }
+        kf_buf_puts(&f, "    }\n");
+    }
+    for (int r = 0; r < lay.nreads; r++)
+        kf_buf_printf(&f, "    const float r%d = b%d[off%d];\n", lay.v[r], lay.v[r], r);
+    for (int i = 0; i < e->nnodes; i++) {
+        const kf_node *n = &g->nodes[e->nodes[i]];
+        kf_buf_printf(&f, "    const float r%d = ", n->out);
+        kf_synth_node_expr(s, n, &f);
+        kf_buf_puts(&f, ";\n");
+        if (n->out == x) break;
+    }
+    kf_buf_printf(&f, "    return r%d;\n}\n\n", x);
+    if (gp->st == KF_OK) {
+        kf_status rs = kf_render_text(gp->L, f.data, &gp->kernels, gp->err);
+        if (rs != KF_OK) gp->st = rs;
+    }
+    kf_buf_free(&f);
+}
+
+static int ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* In kernel k, replace the parameter b<x> of a fused value by the prologue's operands and
+ * every load b<x>[i] by kf_pro<x>(i, operands). Any other use of b<x> is an error. */
+static void substitute_prologue(kf_gplan *gp, kf_gk *k, int pi, int x) {
+    const kf_synth *s = gp->s;
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, &s->st[s->val_stage[x]], &lay);
+    /* drop param pi, then add the operands not already there */
+    for (int i = pi; i + 1 < k->k.nparams; i++) {
+        k->k.p[i] = k->k.p[i + 1];
+        memcpy(k->arg[i], k->arg[i + 1], sizeof k->arg[0]);
+    }
+    k->k.nparams--;
+    for (int r = 0; r < lay.nreads; r++) {
+        char name[16];
+        snprintf(name, sizeof name, "b%d", lay.v[r]);
+        int have = 0;
+        for (int i = 0; i < k->k.nparams; i++) have |= strcmp(k->k.p[i].name, name) == 0;
+        if (!have) kf_gk_value(gp, k, lay.v[r], KF_GP_IN);
+    }
+    char args[512] = "";
+    for (int r = 0; r < lay.nreads; r++) {
+        size_t l = strlen(args);
+        snprintf(args + l, sizeof args - l, ", b%d", lay.v[r]);
+    }
+    char tok[16];
+    int tl = snprintf(tok, sizeof tok, "b%d", x);
+    const char *b = k->body.data ? k->body.data : "";
+    kf_buf out = {0};
+    int stray = 0;
+    for (size_t i = 0; b[i];) {
+        if (strncmp(b + i, tok, (size_t)tl) == 0 && (i == 0 || !ident_char(b[i - 1])) &&
+            !ident_char(b[i + (size_t)tl])) {
+            if (b[i + (size_t)tl] != '[') {
+                stray = 1;
+                break;
+            }
+            size_t j = i + (size_t)tl + 1;
+            int depth = 1;
+            while (b[j] && depth) {
+                if (b[j] == '[') depth++;
+                else if (b[j] == ']') depth--;
+                if (depth) j++;
+            }
+            if (!b[j]) { stray = 1; break; }
+            kf_buf_printf(&out, "kf_pro%d(", x);
+            kf_buf_putn(&out, b + i + (size_t)tl + 1, j - (i + (size_t)tl + 1));
+            kf_buf_printf(&out, "%s)", args);
+            i = j + 1;
+            continue;
+        }
+        kf_buf_putn(&out, b + i, 1);
+        i++;
+    }
+    if (stray && gp->st == KF_OK)
+        gp->st = kf_error_set(gp->err, KF_ERR_INTERNAL, NULL, 0, 0,
+                              "kernel %s uses the fused value b%d other than by index", k->k.name, x);
+    kf_buf_free(&k->body);
+    k->body = out;
+}
+
 void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
                   const int64_t *local) {
+    for (int i = 0; i < k->k.nparams; i++) {
+        int v = -1;
+        if (sscanf(k->k.p[i].name, "b%d", &v) == 1 && fused_value(gp->s, v) >= 0) {
+            substitute_prologue(gp, k, i, v);
+            break;
+        }
+    }
     for (int d = 0; d < 3; d++) k->k.wg[d] = d < ndims ? (int)local[d] : 1;
     k->k.body = k->body.data ? k->body.data : "";
     k->k.uses_subgroups = strstr(k->k.body, "$sg_") != NULL;
@@ -187,11 +318,13 @@ kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err) {
     if (!kf_lang_by_name(s->platform))
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "no kernel language for platform '%s'",
                             s->platform);
-    if (s->nst > KF_MAX_LAUNCHES || base_scratch(s) > KF_MAX_SCRATCH)
+    int nkernels = 0;
+    for (int k = 0; k < s->nst; k++) nkernels += !s->st[k].fused;
+    if (nkernels > KF_MAX_LAUNCHES || base_scratch(s) > KF_MAX_SCRATCH)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
                             "the %s plan of this task needs %d kernels and %d scratch buffers; "
                             "a GPU candidate holds at most %d and %d",
-                            s->platform, s->nst, base_scratch(s), KF_MAX_LAUNCHES, KF_MAX_SCRATCH);
+                            s->platform, nkernels, base_scratch(s), KF_MAX_LAUNCHES, KF_MAX_SCRATCH);
     for (int k = 0; k < s->nst; k++) {
         const kf_stage *st = &s->st[k];
         const kf_node *n = &g->nodes[st->nodes[0]];
@@ -231,7 +364,8 @@ kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err) {
 }
 
 void kf_synth_gpu_params(kf_synth *s) {
-    int launches = s->nst, scratch = base_scratch(s);
+    int launches = 0, scratch = base_scratch(s);
+    for (int k = 0; k < s->nst; k++) launches += !s->st[k].fused;
     for (int k = 0; k < s->nst; k++) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
@@ -239,6 +373,7 @@ void kf_synth_gpu_params(kf_synth *s) {
          * leaves unused goes to the later ones */
         st->gpu_budget = (KF_MAX_PARAMS - s->space.nparams) / (s->nst - k);
         st->nfixed = 0;
+        if (st->fused) continue; /* computed inside the stage it feeds */
         switch (st->kind) {
         case KF_STAGE_EWISE: kf_gpu_ewise_params(s, st); break;
         case KF_STAGE_MATMUL:
@@ -318,6 +453,8 @@ kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate
     }
     for (int k = 0; k < s->nst && gp.st == KF_OK; k++) {
         const kf_stage *st = &s->st[k];
+        if (st->fused) continue;
+        if (st->prologue) emit_prologue(&gp, st);
         switch (st->kind) {
         case KF_STAGE_EWISE: kf_gpu_ewise_emit(&gp, st, p); break;
         case KF_STAGE_MATMUL: kf_gpu_matmul_emit(&gp, st, p); break;

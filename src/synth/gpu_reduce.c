@@ -378,7 +378,19 @@ static void read_params(const kf_gplan *gp, const kf_stage *st, const kf_point *
     if (P->sg && (d.sg == 0 || P->ts < d.sg)) P->sg = 0;
     P->rc = (int)kf_gpu_get(gp->s, st, p, "rc", 0);
     if (P->split > 1 || cdiv(P->chunk, P->ts) > KF_RC_MAX) P->rc = 0;
-    P->rv = P->rc && G->N % 4 == 0 && 4 * cdiv(G->N / 4, P->ts) <= KF_RC_MAX ? 4 : 1;
+    /* a fused prologue computes each element: no vector loads of the input */
+    P->rv = P->rc && !st->prologue && G->N % 4 == 0 && 4 * cdiv(G->N / 4, P->ts) <= KF_RC_MAX ? 4 : 1;
+}
+
+int kf_gpu_reduce_prologue_ok(const kf_synth *s, const kf_stage *st) {
+    rgeom G;
+    geometry(s, st, &G);
+    if (G.copy) return 0;
+    kf_ew_layout lay;
+    int x = s->g->nodes[st->nodes[0]].in[0];
+    kf_synth_ewise_layout(s, &s->st[s->val_stage[x]], &lay);
+    /* the operands replace x among the kernel's parameters (output, weight, bias, scratch) */
+    return lay.nreads + 6 <= KF_GK_MAX_PARAMS;
 }
 
 /* ---- reductions ---- */

@@ -8,7 +8,11 @@
  * CPU one; each stage becomes one or two kernels (two for two-pass reductions), run in
  * order by `// kforge:launch` lines. Values that cross stages and are not graph outputs
  * live in scratch buffers named t<value id>; a stage's own temporaries (partials of a
- * two-pass reduction) are scratch buffers named p<stage> / q<stage>.
+ * two-pass reduction) are scratch buffers named p<stage> / q<stage>. An elementwise stage
+ * fused into the reduction-family stage it feeds (kf_stage.prologue) has no kernel: the
+ * templates write loads of its value x as b<x>[i] as usual, and kf_gk_launch replaces
+ * them by calls of the helper kf_pro<x>(i, operands...) and the parameter b<x> by the
+ * operands, so every template takes a prologue without knowing it.
  *
  * Conventions inside kernels: a buffer parameter for value v is named b<v>; shapes, sizes
  * and the launch geometry are literals (the schedule point is baked into the text); index
@@ -90,6 +94,9 @@ long kf_gpu_get(const kf_synth *s, const kf_stage *st, const kf_point *p, const 
 void kf_gpu_ewise_params(kf_synth *s, kf_stage *st);
 void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
 
+/* 1 when reduction-family stage st can take an elementwise prologue for its input: its
+ * kernels then read the input through kf_pro<x>(index, operands...) (see kf_gk_launch). */
+int kf_gpu_reduce_prologue_ok(const kf_synth *s, const kf_stage *st);
 void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split);
 void kf_gpu_reduce_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p);
 

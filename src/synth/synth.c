@@ -11,9 +11,9 @@
  * other intermediate lives in registers.
  *
  * Fusion rule: an elementwise node joins the latest elementwise cluster with the same
- * iteration domain as long as none of its operands is produced by a later stage. On the
- * CPU, an elementwise cluster whose one result feeds only a reduction, softmax or norm is
- * then fused into that stage as its prologue (fuse_prologues), computed a row at a time.
+ * iteration domain as long as none of its operands is produced by a later stage. An
+ * elementwise cluster whose one result feeds only a reduction, softmax or norm is then
+ * fused into that stage as its prologue (fuse_prologues).
  */
 #include "tpl.h"
 #include "synth_int.h"
@@ -169,9 +169,10 @@ static int only_feeds(const kf_synth *s, int k, int x, int rn) {
     return 1;
 }
 
-/* CPU: compute an elementwise producer inside the reduction, softmax or norm stage that
- * is its only reader (see kf_stage.prologue), so that its result never goes through
- * memory. Runs after cluster(), before the parameters are added. */
+/* Compute an elementwise producer inside the reduction, softmax or norm stage that is its
+ * only reader (see kf_stage.prologue), so that its result never goes through memory: on
+ * the CPU a row at a time into a stack buffer, on GPUs at every load of the stage's input
+ * (gpu.c). Runs after cluster(), before the parameters are added. */
 static void fuse_prologues(kf_synth *s) {
     const kf_graph *g = s->g;
     for (int k = 0; k < s->nst; k++) {
@@ -182,7 +183,9 @@ static void fuse_prologues(kf_synth *s) {
         int e = s->val_stage[x];
         if (e < 0 || s->st[e].kind != KF_STAGE_EWISE || s->st[e].fused) continue;
         if (!kf_shape_equal(&g->values[x].shape, &s->st[e].dom)) continue;
-        if (!only_feeds(s, e, x, rn) || !kf_synth_reduce_prologue_ok(s, r)) continue;
+        int ok = kf_synth_is_gpu(s->platform) ? kf_gpu_reduce_prologue_ok(s, r)
+                                              : kf_synth_reduce_prologue_ok(s, r);
+        if (!only_feeds(s, e, x, rn) || !ok) continue;
         r->prologue = e + 1;
         s->st[e].fused = 1;
         s->st[e].fused_into = k;
@@ -224,7 +227,7 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
         s->nst = 0;
         cluster(s, 0);
     }
-    if (!kf_synth_is_gpu(platform)) fuse_prologues(s);
+    fuse_prologues(s);
     if (kf_synth_is_gpu(platform)) {
         kf_status gst = kf_synth_gpu_check(s, err);
         if (gst != KF_OK) {

@@ -18,9 +18,9 @@ typedef struct kf_stage {
     kf_shape dom;      /* iteration domain: shape of the nodes' results */
     char prefix[8];    /* parameter prefix "s<k>." */
     kf_matmul_desc mm; /* matmul stages */
-    /* CPU prologue fusion (synth.c fuse_prologues): an elementwise stage whose one
-     * result is only this reduction/softmax/norm stage's input is computed inside it, a
-     * row at a time into a stack buffer, instead of through a full-size scratch tensor */
+    /* prologue fusion (synth.c fuse_prologues): an elementwise stage whose one result is
+     * only this reduction/softmax/norm stage's input is computed inside it (CPU: a row at
+     * a time into a stack buffer; GPU: at each load) instead of through a scratch tensor */
     int prologue;      /* 1 + index of the fused elementwise stage (0 = none) */
     int fused;         /* this elementwise stage is computed inside stage fused_into */
     int fused_into;
