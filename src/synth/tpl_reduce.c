@@ -265,7 +265,10 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         int64_t inner = gr[m - 1].size;
         if (block > inner) block = inner;
         int64_t chunks = (inner + block - 1) / block, outer = nout / inner;
-        const char *acct = (n->op == KF_OP_SUM || n->op == KF_OP_MEAN || n->op == KF_OP_PROD) ? "double" : "float";
+        /* sums accumulate in double; a product of a few hundred factors keeps float's
+         * precision (relative error ~ count x 2^-24), and float halves its vector work */
+        const char *acct = (n->op == KF_OP_SUM || n->op == KF_OP_MEAN || (n->op == KF_OP_PROD && count > 256))
+                               ? "double" : "float";
         kf_buf_printf(o, "    /* col layout: %lld outputs x %lld inner, %lld reduced */\n",
                       (long long)outer, (long long)inner, (long long)count);
         omp_for(o, threads, outer * chunks, "    ");
@@ -286,7 +289,7 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         switch (n->op) {
         case KF_OP_SUM:
         case KF_OP_MEAN: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] += (double)row[j];\n"); break;
-        case KF_OP_PROD: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] *= (double)row[j];\n"); break;
+        case KF_OP_PROD: kf_buf_printf(o, "        for (long j = 0; j < len; j++) acc[j] *= (%s)row[j];\n", acct); break;
         case KF_OP_MAX:
             kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (acc[j] < v) ? v : ((acc[j] >= v) ? acc[j] : acc[j] + v); }\n");
             break;
