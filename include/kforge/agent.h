@@ -188,6 +188,15 @@ typedef struct kf_run_resume {
 kf_status kf_run_resume_load(kf_store *s, const char *run_ref, kf_run_resume *rs, kf_error *err);
 void kf_run_resume_free(kf_run_resume *rs);
 
+/* ---- a run as an HTML page (src/agent/run_report.c; docs/report.md) ---- */
+
+/* Contract: write run r (as kf_loop_run left it or kf_run_load loaded it) as one
+ * self-contained HTML page to out (kf_report_html: time per iteration, roofline with every
+ * verified candidate, best source, diagnoses, iteration table), titled task_name (NULL:
+ * "(unnamed task)"). r is only read. KF_ERR_ARG when r or out is NULL; KF_ERR_IO when
+ * writing to out fails (the page is then incomplete; the caller removes the file). */
+kf_status kf_run_report_html(const kf_run_result *r, const char *task_name, FILE *out, kf_error *err);
+
 /* File name of the best kernel in the output directory for a platform: kernel.c (cpu),
  * kernel.cl (opencl), kernel.cu (cuda), kernel.metal (metal). Static storage. */
 const char *kf_loop_kernel_file(const char *platform);

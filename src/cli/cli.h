@@ -20,6 +20,7 @@ int kf_cli_bench(int argc, char **argv);
 int kf_cli_export(int argc, char **argv);
 int kf_cli_runs(int argc, char **argv);   /* runs.c: browsing the store */
 int kf_cli_show(int argc, char **argv);
+int kf_cli_report(int argc, char **argv); /* report.c: a stored run as an HTML page */
 /* Open the store at flag_path (--store), else at the default path (kf_store_default_path)
  * into *s. Returns 0, or the exit code after printing the error (it names the path). */
 struct kf_store;

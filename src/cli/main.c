@@ -46,6 +46,8 @@ static void usage_main(FILE *f) {
             "  export RUN        the kernel as a torch custom op and a ModelNew (--as torch)\n"
             "  runs              list the runs in the store (id, task, device, status, best)\n"
             "  show RUN          a stored run's iteration table and best kernel\n"
+            "  report RUN --html FILE\n"
+            "                    a stored run as one self-contained HTML page (charts, roofline)\n"
             "  help [COMMAND]    show help\n"
             "\n"
             "exit codes: 0 success, 1 no verified kernel / verification failed,\n"
@@ -723,6 +725,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "export")) return kf_cli_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "runs")) return kf_cli_runs(argc - 1, argv + 1);
     if (!strcmp(cmd, "show")) return kf_cli_show(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return kf_cli_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("kforge %s\n", kVersion);
         return 0;
@@ -743,6 +746,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(sub, "runs") || !strcmp(sub, "show")) {
             char *hv[] = {(char *)sub, "--help", NULL};
             return !strcmp(sub, "runs") ? kf_cli_runs(2, hv) : kf_cli_show(2, hv);
+        } else if (!strcmp(sub, "report")) {
+            char *hv[] = {"report", "--help", NULL};
+            return kf_cli_report(2, hv);
         } else if (!strcmp(sub, "import") || !strcmp(sub, "bench") || !strcmp(sub, "export")) {
             char *hv[] = {(char *)sub, "--help", NULL};
             return !strcmp(sub, "import") ? kf_cli_import(2, hv)
