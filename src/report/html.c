@@ -183,8 +183,8 @@ static void time_chart(FILE *out, const kf_report_page *pg) {
                      "were stored for this run</text></svg></figure>\n", W / 2, H / 2);
         return;
     }
-    /* a log axis when the times span more than 30x, so the fast ones stay readable */
-    int logy = nver >= 2 && tmax / tmin > 30;
+    /* a log axis when the times span more than 10x, so the fast ones stay comparable */
+    int logy = nver >= 2 && tmax / tmin > 10;
     double y0, y1; /* axis range, in ms (log: decades) */
     if (!nver) tmax = num_ok(pg->floor_ms) ? pg->floor_ms * 2 : 1;
     if (logy) {
@@ -417,7 +417,7 @@ static void roofline_chart(FILE *out, const kf_report_page *pg) {
 
 static void card(FILE *out, const char *title, const char *text) {
     fprintf(out, "<div class=\"card\"><b>%s</b><span>", title);
-    E(text);
+    E(text && text[0] ? text : "-");
     fputs("</span></div>\n", out);
 }
 
