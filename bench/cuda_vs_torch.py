@@ -26,12 +26,9 @@ usage: bench/cuda_vs_torch.py [--kforge build/kforge] [--scale 2] [--iters 10]
                               [--markdown] [TASK.kf ...]
 """
 import argparse
-import ctypes
 import glob
 import json
 import os
-import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -40,144 +37,14 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from kforge_torch import kf_task as kf_torch  # noqa: E402
-
-
-# ---- the driver API and NVRTC, through ctypes ----
-
-class Cuda:
-    def __init__(self):
-        self.cu = ctypes.CDLL("libcuda.so.1")
-        self.nv = self._load_nvrtc()
-        # PyTorch's context is the device's primary context: make it current on this
-        # thread for the driver calls (module loads, launches) made here
-        torch.zeros(1, device="cuda")
-        dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-        self.check(self.cu.cuInit(0), "cuInit")
-        self.check(self.cu.cuDeviceGet(ctypes.byref(dev), torch.cuda.current_device()), "cuDeviceGet")
-        self.check(self.cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
-        self.check(self.cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-
-    @staticmethod
-    def _load_nvrtc():
-        names = ["libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"]
-        dirs = [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64"), ""]
-        try:  # PyTorch's wheel carries one
-            import nvidia.cuda_nvrtc as m
-            dirs.insert(0, os.path.join(os.path.dirname(m.__file__), "lib"))
-        except Exception:
-            pass
-        for d in dirs:
-            for n in names:
-                try:
-                    return ctypes.CDLL(os.path.join(d, n) if d else n)
-                except OSError:
-                    continue
-        raise RuntimeError("NVRTC not found (looked for libnvrtc.so* in CUDA_HOME/lib64 and "
-                           "the loader path)")
-
-    def check(self, rc, what):
-        if rc != 0:
-            s = ctypes.c_char_p()
-            self.cu.cuGetErrorString(rc, ctypes.byref(s))
-            raise RuntimeError(f"{what}: CUDA error {rc} ({s.value.decode() if s.value else '?'})")
-
-    def compile(self, src, options):
-        nv = self.nv
-        prog = ctypes.c_void_p()
-        rc = nv.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"kernel.cu", 0, None, None)
-        if rc:
-            raise RuntimeError(f"nvrtcCreateProgram failed ({rc})")
-        opts = [o.encode() for o in options]
-        arr = (ctypes.c_char_p * len(opts))(*opts)
-        rc = nv.nvrtcCompileProgram(prog, len(opts), arr)
-        if rc:
-            n = ctypes.c_size_t()
-            nv.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
-            log = ctypes.create_string_buffer(n.value)
-            nv.nvrtcGetProgramLog(prog, log)
-            raise RuntimeError("NVRTC: " + log.value.decode(errors="replace")[-2000:])
-        n = ctypes.c_size_t()
-        nv.nvrtcGetCUBINSize(prog, ctypes.byref(n))
-        cubin = ctypes.create_string_buffer(n.value)
-        nv.nvrtcGetCUBIN(prog, cubin)
-        nv.nvrtcDestroyProgram(ctypes.byref(prog))
-        return cubin.raw
-
-    def load(self, cubin, names):
-        mod = ctypes.c_void_p()
-        self.check(self.cu.cuModuleLoadData(ctypes.byref(mod), cubin), "cuModuleLoadData")
-        fns = {}
-        for n in names:
-            f = ctypes.c_void_p()
-            self.check(self.cu.cuModuleGetFunction(ctypes.byref(f), mod, n.encode()),
-                       f"cuModuleGetFunction({n})")
-            fns[n] = f
-        return fns
-
-    def launch(self, fn, grid, block, ptrs, stream):
-        vals = [ctypes.c_uint64(p) for p in ptrs]
-        params = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
-        self.check(self.cu.cuLaunchKernel(fn, *[ctypes.c_uint(g) for g in grid],
-                                          *[ctypes.c_uint(b) for b in block], 0,
-                                          ctypes.c_void_p(stream), params, None),
-                   "cuLaunchKernel")
-
-
-class KforgeKernel:
-    """kforge's kernel from an output directory, callable on torch tensors."""
-
-    def __init__(self, cuda, outdir, task):
-        with open(os.path.join(outdir, "manifest.json")) as f:
-            self.man = json.load(f)
-        with open(os.path.join(outdir, self.man["source"])) as f:
-            src = f.read()
-        opts = shlex.split(self.man.get("build_options", ""))
-        inc = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")
-        if os.path.isdir(inc):
-            opts.append("-I" + inc)
-        self.cuda = cuda
-        self.launches = self.man["launches"]
-        self.fns = cuda.load(cuda.compile(src, opts), sorted({l["kernel"] for l in self.launches}))
-        self.scratch = {k: torch.empty(max(int(v), 1), dtype=torch.uint8, device="cuda")
-                        for k, v in self.man.get("scratch_bytes", {}).items()}
-        self.task = task
-
-    def __call__(self, inputs, outputs):
-        bufs = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-        stream = torch.cuda.current_stream().cuda_stream
-        for l in self.launches:
-            ptrs = [bufs[a] if isinstance(a, int) else self.scratch[a].data_ptr() for a in l["args"]]
-            g = [gl // lo for gl, lo in zip(l["global"], l["local"])]
-            b = list(l["local"])
-            g += [1] * (3 - len(g))
-            b += [1] * (3 - len(b))
-            self.cuda.launch(self.fns[l["kernel"]], g, b, ptrs, stream)
+# the loader (NVRTC compile of kernel.cu with the manifest's options, the resolved launch plan
+# launched with cuLaunchKernel on PyTorch's stream, in PyTorch's primary context)
+from kforge_torch.cuda_kernel import load_cuda_kernel  # noqa: E402
+# CUDA events around each call, a flush before it, contenders interleaved, median (and span)
+from kforge_torch.bench import cuda_interleaved as bench_interleaved, l2_flush_buffer  # noqa: E402
 
 
 # ---- measurement ----
-
-def ev_time(fn, flush):
-    flush.zero_()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e)
-
-
-def bench_interleaved(fns, reps, flush, warm=3):
-    for f in fns.values():
-        for _ in range(warm):
-            f()
-    torch.cuda.synchronize()
-    times = {k: [] for k in fns}
-    for _ in range(reps):
-        for k, f in fns.items():
-            times[k].append(ev_time(f, flush))
-    return {k: statistics.median(v) for k, v in times.items()}, \
-           {k: (min(v), max(v)) for k, v in times.items()}
-
 
 def ceilings(flush):
     n = 1 << 29  # 2 GiB of f32
@@ -221,7 +88,7 @@ def check_outputs(task, got, ref64, ref32):
     return res
 
 
-def one_task(args, cuda, path, outroot, flush, copy_gbs, mm_gflops):
+def one_task(args, path, outroot, flush, copy_gbs, mm_gflops):
     with open(path) as f:
         text = kf_torch.scale_task(f.read(), args.scale)
     base = os.path.splitext(os.path.basename(path))[0]
@@ -254,13 +121,14 @@ def one_task(args, cuda, path, outroot, flush, copy_gbs, mm_gflops):
     outs = [torch.empty_like(r) for r in ref32]
     for o in outs:
         o.fill_(float("nan") if o.dtype.is_floating_point else -7)
-    kk = KforgeKernel(cuda, outdir, task)
-    kk(inputs, outs)
+    kk = load_cuda_kernel(outdir, sync=True)  # the check: a fault names its launch
+    kk(*inputs, out=outs)
+    kk.sync = False
     torch.cuda.synchronize()
     row["check"] = check_outputs(task, outs, ref64, ref32)
     del ref64
 
-    contenders = {"kforge": lambda: kk(inputs, outs), "eager": lambda: fn(*inputs)}
+    contenders = {"kforge": lambda: kk(*inputs, out=outs), "eager": lambda: fn(*inputs)}
     if not args.no_compile:
         cfn = torch.compile(fn, dynamic=False)
         t0 = time.time()
@@ -338,17 +206,14 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     tasks = args.tasks or sorted(glob.glob("tasks/*.kf"))
-    cuda = Cuda()
-    # 512 MiB: flushes the 60 MB L2, and its ~0.2 ms on the GPU covers the host's time to
-    # enqueue the timed call, so the events time the GPU's work, not Python's
-    flush = torch.empty(1 << 27, dtype=torch.float32, device="cuda")
+    flush = l2_flush_buffer()
     copy_gbs, mm_gflops = ceilings(flush)
     print(f"ceilings measured in this process: copy {copy_gbs:.0f} GB/s (read+write), "
           f"torch.matmul f32 4096^3 (TF32 off) {mm_gflops / 1e3:.1f} TFLOP/s", file=sys.stderr)
     rows = []
     for t in tasks:
         try:
-            row = one_task(args, cuda, t, args.out, flush, copy_gbs, mm_gflops)
+            row = one_task(args, t, args.out, flush, copy_gbs, mm_gflops)
         except Exception as e:  # one task's failure is a row, not the end
             row = {"task": os.path.basename(t), "error": f"{type(e).__name__}: {e}"}
         rows.append(row)

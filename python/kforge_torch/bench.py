@@ -1,8 +1,8 @@
 """`kforge bench SUITE`: every task of a folder, synthesized by kforge and timed against
 PyTorch eager and torch.compile in one process.
 
-usage: kforge bench SUITE [--target cpu] [--iters N] [--time-budget S] [--reps R]
-                          [--json FILE] [--csv FILE] [--no-compile] [--out DIR] [--only SUBSTR]
+usage: kforge bench SUITE [--target cpu|cuda[:N]] [--iters N] [--time-budget S] [--reps R]
+                          [--json FILE] [--csv FILE] [--no-compile] [--out DIR] [--only SUBSTR,...]
 
 A task is a KernelBench-format module (NN_name.py: class Model, get_inputs(),
 get_init_inputs()) or a .kf file. For each, in file-name order:
@@ -11,11 +11,18 @@ get_init_inputs()) or a .kf file. For each, in file-name order:
    uses an op kforge cannot lower is reported as unsupported, with the op;
 2. `kforge synth` searches for the kernel and verifies every candidate against the float64
    interpreter on freshly drawn inputs (the harness of kforge synth, at the task's shape);
-3. here, in this process: the kernel is loaded (kforge_torch.cpu_kernel), run on the inputs
-   get_inputs() gives (parameters and buffers: the module's own values) and compared with the
+3. here, in this process: the kernel is loaded (kforge_torch.cpu_kernel, or
+   kforge_torch.cuda_kernel for --target cuda), run on the inputs get_inputs() gives
+   (parameters and buffers: the module's own values; for cuda the module and its inputs
+   moved to the GPU, the kernel's outputs poisoned with NaN first) and compared with the
    module's output; then the module (eager), torch.compile(module) and the kernel are timed
    in interleaved rounds (median of each), so that a ratio holds even if the machine's speed
-   drifts.
+   drifts. On the CPU each call is timed with perf_counter, caches warm; on the GPU with
+   CUDA events, the 60 MB L2 flushed by a 512 MiB write before every call (which also keeps
+   the GPU busy while Python enqueues the call, so the events time the GPU's work).
+
+Without a GPU that PyTorch sees, --target cuda stops at once (exit 2): nothing runs on the
+CPU in its place. --target opencl is refused: its buffers cannot be torch tensors.
 
 Metrics, as KernelBench defines them over all the suite's tasks: fast_p = the fraction of
 tasks whose kernel is correct and more than p times faster than the baseline, for p in 0, 1,
@@ -40,6 +47,7 @@ import torch
 
 from . import importer, kf_task
 from .cpu_kernel import load_cpu_kernel
+from .cuda_kernel import load_cuda_kernel
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
 # an output matches PyTorch's when |got - want| <= ATOL + RTOL * |want| everywhere (f32; the
@@ -60,7 +68,8 @@ def list_tasks(suite, only):
         files = sorted(glob.glob(os.path.join(suite, "*.py")) + glob.glob(os.path.join(suite, "*.kf")))
     files = [f for f in files if not os.path.basename(f).startswith("_")]
     if only:
-        files = [f for f in files if only in os.path.basename(f)]
+        keys = [k for k in only.split(",") if k]
+        files = [f for f in files if any(k in os.path.basename(f) for k in keys)]
     return files
 
 
@@ -107,18 +116,56 @@ def time_interleaved(fns, reps, warmup=2):
     return [statistics.median(s) for s in samples]
 
 
+def l2_flush_buffer(device="cuda"):
+    """512 MiB on the GPU: writing it flushes the H200's 60 MB L2, and its ~0.1-0.2 ms of GPU
+    time covers the host's time to enqueue the timed call, so the events time the GPU's work,
+    not Python's."""
+    return torch.empty(1 << 27, dtype=torch.float32, device=device)
+
+
+def cuda_event_ms(fn, flush):
+    """Milliseconds of GPU time of one call of fn, between two CUDA events on the current
+    stream, the L2 flushed (a write of `flush`) just before."""
+    flush.zero_()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e)
+
+
+def cuda_interleaved(fns, reps, flush, warm=3):
+    """{name: median ms}, {name: (min, max) ms} of the callables in `fns` (a dict), timed
+    with CUDA events in interleaved rounds, the L2 flushed before every call."""
+    for f in fns.values():
+        for _ in range(warm):
+            f()
+    torch.cuda.synchronize()
+    times = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            times[k].append(cuda_event_ms(f, flush))
+    return ({k: statistics.median(v) for k, v in times.items()},
+            {k: (min(v), max(v)) for k, v in times.items()})
+
+
 def as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def peers_for_module(path, bundle, seed):
+def peers_for_module(path, bundle, seed, device="cpu"):
     """(model callable, kernel inputs, sample inputs) for a KernelBench module, built as
-    `kforge import` built it: same seed, parameters from the module itself."""
+    `kforge import` built it: same seed, parameters from the module itself; then the model
+    and the inputs moved to `device`."""
     mod = importer.load_module(path)
     torch.manual_seed(seed)
     model = mod.Model(*mod.get_init_inputs()).eval()
     torch.manual_seed(seed)
     inputs = list(mod.get_inputs())
+    if device != "cpu":
+        model = model.to(device)
+        inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
     with open(os.path.join(bundle, "graph.json")) as f:
         graph = json.load(f)
     state = dict(model.named_parameters())
@@ -134,12 +181,12 @@ def peers_for_module(path, bundle, seed):
     return model, [t.contiguous() for t in kin], inputs
 
 
-def peers_for_kf(path, seed):
+def peers_for_kf(path, seed, device="cpu"):
     with open(path) as f:
         task = kf_task.parse_task(f.read(), path)
     fn = kf_task.torch_fn(task)
     gen = torch.Generator().manual_seed(seed)
-    inputs = kf_task.make_inputs(task, "cpu", gen)
+    inputs = [t.to(device) for t in kf_task.make_inputs(task, "cpu", gen)]  # same values on any device
     return fn, inputs, inputs
 
 
@@ -169,8 +216,8 @@ def bench_task(path, a, i, n):
         cmd += ["--time-budget", str(a.time_budget)]
     if a.memcheck:
         cmd += ["--memcheck", a.memcheck]
-    if not a.prealloc:  # search on what the module's caller sees: outputs on fresh pages
-        cmd += ["--fresh-outputs"]
+    if not a.prealloc and a.device.type == "cpu":  # search on what the module's caller sees:
+        cmd += ["--fresh-outputs"]                    # outputs on fresh pages
     p, synth_s = run(cmd)
     row["synth_s"] = round(synth_s, 1)
     rj = os.path.join(rundir, "run.json")
@@ -188,15 +235,25 @@ def bench_task(path, a, i, n):
     row["kforge_synth_ms"] = best.get("time_ms") if best else None
     row["schedule"] = best.get("candidate") if best else None
     # 3. against PyTorch, in this process
+    cuda = a.device.type == "cuda"
     if bundle:
-        model, kin, inputs = peers_for_module(path, bundle, a.seed)
+        model, kin, inputs = peers_for_module(path, bundle, a.seed, a.device)
     else:
-        model, kin, inputs = peers_for_kf(path, a.seed)
+        model, kin, inputs = peers_for_kf(path, a.seed, a.device)
     eager = lambda: model(*inputs)  # noqa: E731
-    kern = load_cpu_kernel(rundir)
+    kern = load_cuda_kernel(rundir, device=a.device, sync=True) if cuda else load_cpu_kernel(rundir)
     with torch.no_grad():
         want = as_tuple(eager())
-        got = as_tuple(kern(*kin))
+        if cuda:
+            # outputs poisoned first (NaN, or a sentinel for integers): an element the kernel
+            # does not write fails; each launch waited for, so a fault names its launch
+            got = [torch.full(o.shape, float("nan") if o.torch_dtype.is_floating_point else -7,
+                              dtype=o.torch_dtype, device=a.device) for o in kern.outputs]
+            kern(*kin, out=got)
+            torch.cuda.synchronize(a.device)
+            kern.sync = False
+        else:
+            got = as_tuple(kern(*kin))
         errs = [max_err(g, w) for g, w in zip(got, want)]
         correct = len(got) == len(want) and all(ok for _, ok in errs)
         row["max_abs_err"] = max(e for e, _ in errs) if errs else None
@@ -207,20 +264,24 @@ def bench_task(path, a, i, n):
         # the module still allocates, so that favours kforge)
         if a.prealloc:
             outs = [torch.empty_like(w) for w in want]
-            fns = [eager, lambda: kern(*kin, out=outs)]
+            fns = {"eager": eager, "kforge": lambda: kern(*kin, out=outs)}
         else:
-            fns = [eager, lambda: kern(*kin)]
-        labels = ["eager", "kforge"]
+            fns = {"eager": eager, "kforge": lambda: kern(*kin)}
         if not a.no_compile:
             compiled = torch.compile(model)
             ct = as_tuple(compiled(*inputs))  # compiles; also checked against eager
             row["compile_matches_eager"] = all(max_err(c, w)[1] for c, w in zip(ct, want))
-            fns.insert(1, lambda: compiled(*inputs))
-            labels.insert(1, "compile")
-        t_eager = time_interleaved([eager], 1, warmup=1)[0]
-        reps = max(5, min(a.reps, int(1.5 / max(t_eager, 1e-4))))
-        times = time_interleaved(fns, reps)
-    for lab, t in zip(labels, times):
+            fns = {"eager": eager, "compile": lambda: compiled(*inputs), "kforge": fns["kforge"]}
+        if cuda:
+            # GPU time: CUDA events around each call, the L2 flushed before it, interleaved
+            reps = max(5, a.reps)
+            med, _ = cuda_interleaved(fns, reps, a.flush)
+            times = {k: v / 1e3 for k, v in med.items()}
+        else:
+            t_eager = time_interleaved([eager], 1, warmup=1)[0]
+            reps = max(5, min(a.reps, int(1.5 / max(t_eager, 1e-4))))
+            times = dict(zip(fns, time_interleaved(list(fns.values()), reps)))
+    for lab, t in times.items():
         row[f"{lab}_ms"] = t * 1e3
     row["reps"] = reps
     row["status"] = "ok" if correct else "wrong"
@@ -229,17 +290,59 @@ def bench_task(path, a, i, n):
     if "compile_ms" in row:
         row["speedup_compile"] = row["compile_ms"] / k
     if row["floor_ms"]:
-        # % of floor from kforge synth's own time (caches flushed between reps, as the
+        # CPU: % of floor from kforge synth's own time (caches flushed between reps, as the
         # floor assumes); the ratios above are this process's warm-cache times, where a
-        # task that fits the last-level cache can beat a DRAM floor (both sides alike)
-        if row["kforge_synth_ms"]:
+        # task that fits the last-level cache can beat a DRAM floor (both sides alike).
+        # CUDA: this process's times are L2-flushed already, so both come from them.
+        if cuda:
+            row["kforge_pct_floor"] = 100 * row["floor_ms"] / k
+        elif row["kforge_synth_ms"]:
             row["kforge_pct_floor"] = 100 * row["floor_ms"] / row["kforge_synth_ms"]
         row["eager_pct_floor"] = 100 * row["floor_ms"] / row["eager_ms"]
+    if cuda:
+        del kern
+        torch.cuda.empty_cache()
     sc = f", compile {row['compile_ms']:.2f} ms ({row['speedup_compile']:.2f}x)" if "compile_ms" in row else ""
     log(f"[{i}/{n}] {name}: {'ok' if correct else 'WRONG (max err %.3g)' % row['max_abs_err']}; kforge "
         f"{k:.2f} ms ({row.get('kforge_pct_floor', 0):.0f}% of floor), eager {row['eager_ms']:.2f} ms "
         f"({row['speedup_eager']:.2f}x){sc}; synth {synth_s:.0f} s, task {time.time() - t_task:.0f} s")
     return row
+
+
+TIMING = {"cpu": "perf_counter around each call, warm caches, interleaved rounds, median",
+          "cuda": "CUDA events around each call on the current stream, the L2 flushed (512 MiB "
+                  "write) before each, interleaved rounds, median"}
+
+
+def bench_device(target):
+    """The torch device the comparison runs on for `--target`, or None (the reason logged):
+    cpu, or cuda[:N] when PyTorch sees that GPU. Never a silent fall back to the CPU."""
+    plat, _, index = target.partition(":")
+    if plat == "cpu" and not index:
+        return torch.device("cpu")
+    if plat == "cuda":
+        if index and not index.isdigit():
+            log(f"kforge bench: --target {target}: N in cuda:N must be a device number")
+            return None
+        if not torch.cuda.is_available():
+            why = ("this PyTorch is built without CUDA" if torch.version.cuda is None else
+                   "no GPU or no driver; CUDA_VISIBLE_DEVICES=%r" % os.environ.get("CUDA_VISIBLE_DEVICES"))
+            log(f"kforge bench: --target {target}: PyTorch sees no CUDA device ({why}; torch "
+                f"{torch.__version__}); nothing was run (--target cpu runs on the CPU)")
+            return None
+        n = int(index or 0)
+        if n >= torch.cuda.device_count():
+            log(f"kforge bench: --target {target}: PyTorch sees {torch.cuda.device_count()} CUDA "
+                f"device(s), no device {n}")
+            return None
+        return torch.device("cuda", n)
+    if plat in ("opencl", "metal"):
+        log(f"kforge bench: --target {target}: the PyTorch comparison runs kforge's cpu and cuda "
+            f"kernels only ({plat} buffers are not torch tensors); use --target cpu or cuda, or "
+            f"kforge synth --target {target} for kforge's own timing")
+        return None
+    log(f"kforge bench: --target {target}: unknown target (cpu or cuda[:N])")
+    return None
 
 
 def geomean(xs):
@@ -269,7 +372,7 @@ def fmt(v, spec="{:.2f}"):
     return "-" if v is None else spec.format(v)
 
 
-def print_table(rows, s, compiled, out=sys.stdout):
+def print_table(rows, s, compiled, out=sys.stdout, gpu=False):
     hdr = ["task", "status", "floor ms", "kforge ms", "eager ms"] + (["compile ms"] if compiled else []) + \
           ["x eager"] + (["x compile"] if compiled else []) + ["kforge %floor", "eager %floor", "max err"]
     lines = [hdr]
@@ -295,16 +398,21 @@ def print_table(rows, s, compiled, out=sys.stdout):
     for base in ("eager",) + (("compile",) if compiled else ()):
         fp = ", ".join(f"fast_{p:g} {fmt(s[f'fast_{p:g}_{base}'], '{:.2f}')}" for p in P_VALUES)
         print(f"vs {base:7s}: {fp}; geomean speedup {fmt(s[f'geomean_{base}'])}x", file=out)
+    how = ("both from this process's GPU times, CUDA events, L2 flushed before each call, as are "
+           "the ratios" if gpu else "kforge's from kforge synth's time, caches flushed between runs; "
+           "eager's from this process's warm-cache time, as are the ratios")
     print(f"mean % of roofline floor: kforge {fmt(s['mean_kforge_pct_floor'], '{:.0f}%')}, "
-          f"eager {fmt(s['mean_eager_pct_floor'], '{:.0f}%')} (kforge's from kforge synth's time, caches "
-          "flushed between runs; eager's from this process's warm-cache time, as are the ratios)", file=out)
+          f"eager {fmt(s['mean_eager_pct_floor'], '{:.0f}%')} ({how})", file=out)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="kforge bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("suite", help="a folder of KernelBench-format .py files and/or .kf tasks (or one file)")
     ap.add_argument("--kforge", default=os.environ.get("KFORGE", "kforge"), help=argparse.SUPPRESS)
-    ap.add_argument("--target", default="cpu", help="cpu (the PyTorch comparison runs on the CPU)")
+    ap.add_argument("--target", default="cpu",
+                    help="cpu (default: the kernel, eager and torch.compile on the CPU) or cuda[:N] "
+                         "(all three on GPU N, timed with CUDA events, the L2 flushed before each "
+                         "call)")
     ap.add_argument("--iters", type=int, default=3, help="candidates per task (default 3)")
     ap.add_argument("--time-budget", type=float, default=None, help="seconds of search per task")
     ap.add_argument("--memcheck", default="off", help="kforge synth --memcheck (default off)")
@@ -317,21 +425,27 @@ def main(argv=None):
     ap.add_argument("--prealloc", action="store_true",
                     help="time the kernel writing into outputs allocated once (default: it allocates "
                          "them on every call, as the module and the exported op do)")
-    ap.add_argument("--only", default=None, help="only files whose name contains this")
+    ap.add_argument("--only", default=None,
+                    help="only files whose name contains this (several: comma-separated)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     a = ap.parse_args(argv)
-    if a.target.split(":")[0] != "cpu":
-        log(f"kforge bench: --target {a.target}: the PyTorch comparison runs kernels on the CPU only so "
-            "far (GPU tasks: bench/cuda_h200.sh)")
+    a.device = bench_device(a.target)
+    if a.device is None:
         return 2
+    if a.device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # f32 on both sides, as kforge verifies
+        torch.backends.cudnn.allow_tf32 = False
+        a.flush = l2_flush_buffer(a.device)
     torch.set_num_threads(a.threads or os.cpu_count() or 1)
     files = [f for f in list_tasks(a.suite, a.only) if f.endswith(".kf") or is_problem(f)]
     if not files:
         log(f"kforge bench: {a.suite}: no tasks (.py in KernelBench format, or .kf)")
         return 2
     os.makedirs(a.out, exist_ok=True)
+    where = (f"on {torch.cuda.get_device_name(a.device)} ({a.device})" if a.device.type == "cuda"
+             else f"with {torch.get_num_threads()} threads")
     log(f"kforge bench: {len(files)} tasks from {a.suite}, target {a.target}, {a.iters} candidates each, "
-        f"torch {torch.__version__} with {torch.get_num_threads()} threads")
+        f"torch {torch.__version__} {where}")
     t0 = time.time()
     rows = []
     for i, f in enumerate(files, 1):
@@ -343,12 +457,14 @@ def main(argv=None):
             rows.append({"task": name, "file": f, "status": "error", "detail": f"{type(e).__name__}: {e}"})
     s = summarize(rows, not a.no_compile)
     s["wall_s"] = round(time.time() - t0, 1)
-    print_table(rows, s, not a.no_compile)
+    print_table(rows, s, not a.no_compile, gpu=a.device.type == "cuda")
     print(f"({len(files)} tasks in {s['wall_s']:.0f} s)")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"suite": a.suite, "target": a.target, "iters": a.iters, "prealloc": a.prealloc,
                        "torch": torch.__version__,
+                       "device": torch.cuda.get_device_name(a.device) if a.device.type == "cuda" else "cpu",
+                       "timing": TIMING[a.device.type],
                        "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                        "summary": s, "rows": rows}, fh, indent=1)
     if a.csv:

@@ -176,7 +176,66 @@ def compile_kernel(source, command, source_name="kernel.c", cache=None):
     return lib
 
 
-class CpuKernel:
+def _check_tensor(t, spec, what, kernel):
+    """TypeError/ValueError unless t is a tensor of spec's dtype and shape (the device is the
+    caller's check)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("kernel %s: %s %s must be a tensor, got %s"
+                        % (kernel, what, spec.name, type(t).__name__))
+    if t.dtype != spec.torch_dtype:
+        raise TypeError("kernel %s: %s %s has dtype %s, expected %s (%s)"
+                        % (kernel, what, spec.name, t.dtype, spec.torch_dtype, spec.dtype))
+    if tuple(t.shape) != spec.shape:
+        raise ValueError("kernel %s: %s %s has shape %s, expected %s"
+                         % (kernel, what, spec.name, list(t.shape), list(spec.shape)))
+
+
+class _TorchOp:
+    """What the CPU and CUDA kernels share: `custom_op()`, over the subclass's `name`,
+    `inputs`, `outputs`, `digest` and `__call__`."""
+
+    fake_device = "cpu"  # where the fake implementation puts outputs when there are no inputs
+
+    def custom_op(self, name=None):
+        """This kernel as the torch custom op kforge::NAME (default: the kernel's name), with a
+        fake implementation giving the outputs' shapes and dtypes, so that torch.compile
+        traces through it. If another kernel holds that name, kforge::NAME_<hash>. An op
+        cannot be registered twice, so a table shared by the whole process (a module in
+        sys.modules, which every exported file uses too) gives a second request for the same
+        kernel the op registered first."""
+        name = name or self.name
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            raise ValueError("op name %r is not an identifier" % name)
+        table = sys.modules.setdefault("_kforge_torch_ops", types.ModuleType("_kforge_torch_ops"))
+        ops = table.__dict__.setdefault("ops", {})
+        params = ", ".join("Tensor " + _param_name(a.name) for a in self.inputs)
+        ret = "Tensor" if len(self.outputs) == 1 else "(%s)" % ", ".join(["Tensor"] * len(self.outputs))
+
+        def impl(*inputs):
+            return self(*inputs)
+
+        def fake(*inputs):
+            device = inputs[0].device if inputs else self.fake_device
+            outs = [torch.empty(a.shape, dtype=a.torch_dtype, device=device) for a in self.outputs]
+            return outs[0] if len(outs) == 1 else tuple(outs)
+
+        for candidate in (name, "%s_%s" % (name, self.digest[:12])):
+            qual = "kforge::" + candidate
+            if qual in ops:
+                if ops[qual][0] == self.digest:
+                    return ops[qual][1]
+                continue
+            if hasattr(torch.ops.kforge, candidate):  # registered by something else
+                continue
+            op = torch.library.custom_op(qual, impl, mutates_args=(),
+                                         schema="(%s) -> %s" % (params, ret))
+            op.register_fake(fake)
+            ops[qual] = (self.digest, op)
+            return op
+        raise RuntimeError("kernel %s: kforge::%s and its hashed name are both taken" % (self.name, name))
+
+
+class CpuKernel(_TorchOp):
     """A compiled kforge CPU kernel, callable on torch tensors.
 
     `k(*inputs, out=None)`: one tensor per "in" argument, in order, each of the declared dtype
@@ -211,20 +270,11 @@ class CpuKernel:
             h.update(part.encode() + b"\0")
         self.digest = h.hexdigest()  # identifies what the kernel computes, and how
 
-    @staticmethod
-    def _check(t, spec, what, kernel):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError("kernel %s: %s %s must be a tensor, got %s"
-                            % (kernel, what, spec.name, type(t).__name__))
+    def _check(self, t, spec, what):
+        _check_tensor(t, spec, what, self.name)
         if t.device.type != "cpu":
             raise ValueError("kernel %s: %s %s is on %s; this is a CPU kernel"
-                             % (kernel, what, spec.name, t.device))
-        if t.dtype != spec.torch_dtype:
-            raise TypeError("kernel %s: %s %s has dtype %s, expected %s (%s)"
-                            % (kernel, what, spec.name, t.dtype, spec.torch_dtype, spec.dtype))
-        if tuple(t.shape) != spec.shape:
-            raise ValueError("kernel %s: %s %s has shape %s, expected %s"
-                             % (kernel, what, spec.name, list(t.shape), list(spec.shape)))
+                             % (self.name, what, spec.name, t.device))
 
     def __call__(self, *inputs, out=None):
         if len(inputs) != len(self.inputs):
@@ -233,7 +283,7 @@ class CpuKernel:
                                len(inputs)))
         ins = []
         for t, spec in zip(inputs, self.inputs):
-            self._check(t, spec, "input", self.name)
+            self._check(t, spec, "input")
             t = t.detach()
             if not t.is_contiguous() or t.data_ptr() % _ALIGN:
                 t = t.clone(memory_format=torch.contiguous_format)
@@ -246,7 +296,7 @@ class CpuKernel:
                 raise TypeError("kernel %s writes %d outputs, out= gives %d"
                                 % (self.name, len(self.outputs), len(outs)))
             for t, spec in zip(outs, self.outputs):
-                self._check(t, spec, "output", self.name)
+                self._check(t, spec, "output")
                 if not t.is_contiguous() or t.data_ptr() % _ALIGN:
                     raise ValueError("kernel %s: output %s must be contiguous and 64-byte aligned"
                                      % (self.name, spec.name))
@@ -256,44 +306,6 @@ class CpuKernel:
             raise RuntimeError("kforge kernel %s (%s in %s) returned %d"
                                % (self.name, self.entry, self.library, rc))
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def custom_op(self, name=None):
-        """This kernel as the torch custom op kforge::NAME (default: the kernel's name), with a
-        fake implementation giving the outputs' shapes and dtypes, so that torch.compile
-        traces through it. If another kernel holds that name, kforge::NAME_<hash>. An op
-        cannot be registered twice, so a table shared by the whole process (a module in
-        sys.modules, which every exported file uses too) gives a second request for the same
-        kernel the op registered first."""
-        name = name or self.name
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-            raise ValueError("op name %r is not an identifier" % name)
-        table = sys.modules.setdefault("_kforge_torch_ops", types.ModuleType("_kforge_torch_ops"))
-        ops = table.__dict__.setdefault("ops", {})
-        params = ", ".join("Tensor " + _param_name(a.name) for a in self.inputs)
-        ret = "Tensor" if len(self.outputs) == 1 else "(%s)" % ", ".join(["Tensor"] * len(self.outputs))
-
-        def impl(*inputs):
-            return self(*inputs)
-
-        def fake(*inputs):
-            device = inputs[0].device if inputs else "cpu"
-            outs = [torch.empty(a.shape, dtype=a.torch_dtype, device=device) for a in self.outputs]
-            return outs[0] if len(outs) == 1 else tuple(outs)
-
-        for candidate in (name, "%s_%s" % (name, self.digest[:12])):
-            qual = "kforge::" + candidate
-            if qual in ops:
-                if ops[qual][0] == self.digest:
-                    return ops[qual][1]
-                continue
-            if hasattr(torch.ops.kforge, candidate):  # registered by something else
-                continue
-            op = torch.library.custom_op(qual, impl, mutates_args=(),
-                                         schema="(%s) -> %s" % (params, ret))
-            op.register_fake(fake)
-            ops[qual] = (self.digest, op)
-            return op
-        raise RuntimeError("kernel %s: kforge::%s and its hashed name are both taken" % (self.name, name))
 
 
 def _param_name(name):
@@ -323,8 +335,9 @@ def check_cpu_manifest(man, where):
     """Raise KernelRunError unless `man` describes a CPU kernel with every field needed."""
     plat = man.get("platform")
     if plat != "cpu":
-        raise KernelRunError("%s: platform %r is not supported yet by the torch export "
-                             "(only 'cpu' kernels can be loaded)" % (where, plat))
+        hint = (" (a CUDA run: kforge_torch.cuda_kernel.load_cuda_kernel loads it)"
+                if plat == "cuda" else " (kernels of platforms 'cpu' and 'cuda' can be loaded)")
+        raise KernelRunError("%s: platform %r is not a CPU kernel%s" % (where, plat, hint))
     for key in ("args", "compile", "entry"):
         if key not in man:
             raise KernelRunError("%s: no %r field" % (where, key))

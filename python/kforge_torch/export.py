@@ -1,12 +1,14 @@
-"""`kforge export RUN --as torch`: a kforge CPU kernel as a PyTorch custom op and a ModelNew.
+"""`kforge export RUN --as torch`: a kforge CPU or CUDA kernel as a PyTorch custom op and a ModelNew.
 
     python3 -m kforge_torch.export RUN [--out FILE.py] [--task TASK.kf]
     python3 -m kforge_torch.export --check FILE.py [--model MODEL.py] [--seed N] [--no-compile]
 
 The first form writes a self-contained Python module (default RUN/kforge_torch_export.py). It
-embeds the kernel source, compile command, entry and argument specs, and a copy of the loader
-of kforge_torch/cpu_kernel.py, so it needs neither the run directory nor kforge_torch. On
-import it compiles the kernel (cached, see cpu_kernel.py), registers it as the custom op
+embeds the kernel source, compile command, entry and argument specs (for a CUDA run: the
+NVRTC build options, the resolved launch plan and the scratch sizes), and a copy of the
+loader of kforge_torch/cpu_kernel.py (and of cuda_kernel.py for a CUDA run), so it needs
+neither the run directory nor kforge_torch. On import it compiles the kernel (cached, see
+cpu_kernel.py and cuda_kernel.py; a CUDA kernel for the current GPU), registers it as the custom op
 `kforge::<task>` with a fake (meta) implementation, so that it composes with torch.compile,
 and defines:
 
@@ -25,7 +27,8 @@ otherwise trace a backward for parameters that require grad).
 
 `--check` imports such a module, builds the reference Model (the model file's, or --model's)
 and ModelNew under the same torch.manual_seed, runs both on get_inputs() and reports the
-largest absolute and relative errors; then the same for torch.compile(ModelNew). Exit codes:
+largest absolute and relative errors; then the same for torch.compile(ModelNew). For a CUDA
+export both models and the inputs are moved to the kernel's GPU first. Exit codes:
 0 match, 1 mismatch (or torch.compile failed), 2 usage or run-directory error, 3 internal.
 """
 import argparse
@@ -43,6 +46,7 @@ from pathlib import Path
 import torch
 
 from .cpu_kernel import KernelRunError, _param_name, check_cpu_manifest, parse_arg, read_manifest
+from .cuda_kernel import CudaKernel, check_cuda_manifest
 
 DEFAULT_OUT = "kforge_torch_export.py"
 # Embedded lifted constants (kind "constant") are meant to be scalars and small tables.
@@ -161,11 +165,19 @@ def _py_str(s):
     return repr(s)
 
 
-def _loader_source():
-    """The loader part of cpu_kernel.py, between its marker comments."""
-    text = Path(__file__).with_name("cpu_kernel.py").read_text()
-    begin, end = "# --- kforge loader begin ---\n", "# --- kforge loader end ---\n"
+def _marked(file, what):
+    text = Path(__file__).with_name(file).read_text()
+    begin, end = "# --- kforge %s begin ---\n" % what, "# --- kforge %s end ---\n" % what
     return text[text.index(begin):text.index(end) + len(end)]
+
+
+def _loader_source(platform="cpu"):
+    """The loader part of cpu_kernel.py, between its marker comments; for cuda, followed by
+    that of cuda_kernel.py (which uses the CPU part's ArgSpec, custom_op, cache)."""
+    text = _marked("cpu_kernel.py", "loader")
+    if platform == "cuda":
+        text += "\n\n" + _marked("cuda_kernel.py", "cuda loader")
+    return text
 
 
 _IMPORTED_RUNTIME = '''
@@ -208,8 +220,13 @@ def _constant(module, target):
     return _CONSTANT_VALUES[target]'''
 
 
-def _randn_expr(dt, shape, rng):
-    """A torch expression drawing one input."""
+def _randn_expr(dt, shape, rng, device=None):
+    """A torch expression drawing one input (on `device`, when given)."""
+    e = _randn_cpu_expr(dt, shape, rng)
+    return e if not device else "(%s).to(%r)" % (e, device)
+
+
+def _randn_cpu_expr(dt, shape, rng):
     tdt = {"f32": "torch.float32", "f64": "torch.float64", "f16": "torch.float16",
            "bf16": "torch.bfloat16", "i64": "torch.int64", "i32": "torch.int32"}[dt]
     sh = repr(tuple(shape))
@@ -231,7 +248,7 @@ Kernel arguments: %(args)s.
 At import the kernel is compiled (cached in $KFORGE_CACHE_DIR/torch, else
 $XDG_CACHE_HOME/kforge/torch or ~/.cache/kforge/torch) and registered as kforge::%(task)s (or
 kforge::%(task)s_<hash> when another kernel holds that name). It is forward-only: ModelNew
-passes detached tensors, so its outputs do not require grad.
+passes detached tensors, so its outputs do not require grad.%(platform_note)s
 """
 import base64
 import importlib.util
@@ -242,8 +259,8 @@ import torch.nn as nn
 %(loader)s
 
 TASK = %(task)r
-ENTRY = %(entry)r
-COMPILE = %(compile)r
+PLATFORM = %(platform)r
+%(kernel_fields)s
 SOURCE_NAME = %(source_name)r
 ARGS = %(arglist)r
 KFORGE = %(meta)r  # where the kernel comes from
@@ -308,9 +325,19 @@ _TRAILER = '''
 # The kernel (%(src)s)
 KERNEL_SOURCE = %(source)s
 
-_kernel = CpuKernel(KERNEL_SOURCE, COMPILE, ENTRY, ARGS, name=TASK, source_name=SOURCE_NAME)
+%(construct)s
 kforge_op = _kernel.custom_op()  # kforge::TASK
 '''
+
+_CONSTRUCT = {
+    "cpu": "_kernel = CpuKernel(KERNEL_SOURCE, COMPILE, ENTRY, ARGS, name=TASK, source_name=SOURCE_NAME)",
+    # bound to the current CUDA device at import (NVRTC compile, module load)
+    "cuda": "_kernel = CudaKernel(KERNEL_SOURCE, BUILD_OPTIONS, ARGS, LAUNCHES, SCRATCH_BYTES, name=TASK,\n"
+            "                     source_path=SOURCE_NAME)",
+}
+_CUDA_NOTE = """
+A CUDA kernel: compiled by NVRTC for the current GPU and launched on PyTorch's current
+stream; ModelNew takes CUDA tensors (model.cuda(), inputs on the GPU)."""
 
 
 def _imported_part(graph_path, task_path, ins, outs):
@@ -350,7 +377,7 @@ def _imported_part(graph_path, task_path, ins, outs):
         runtime=_IMPORTED_RUNTIME, stem=model_path.stem, exprs="\n".join(exprs))
 
 
-def _plain_part(task, task_path, ins, outs, names, where):
+def _plain_part(task, task_path, ins, outs, names, where, device=None):
     """ModelNew(nn.Module) taking the task's inputs, get_inputs() from the task's inputs."""
     tin = parse_task_inputs(task_path)
     got = [(n, d, s) for n, d, s, _ in tin]
@@ -361,7 +388,7 @@ def _plain_part(task, task_path, ins, outs, names, where):
     return _PLAIN_MODEL % dict(
         task=task, names=", ".join(names), outs=", ".join(a.name for a in outs),
         detached=", ".join(n + ".detach()" for n in names),
-        draws="\n".join("        %s,  # %s" % (_randn_expr(d, s, rng), n) for n, d, s, rng in tin))
+        draws="\n".join("        %s,  # %s" % (_randn_expr(d, s, rng, device), n) for n, d, s, rng in tin))
 
 
 def generate(run_dir, task_override=None):
@@ -369,8 +396,15 @@ def generate(run_dir, task_override=None):
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
     where = run_dir / "manifest.json"
-    check_cpu_manifest(man, str(where))
-    src_path = run_dir / man.get("source", "kernel.c")
+    platform = man.get("platform")
+    if platform == "cuda":
+        check_cuda_manifest(man, str(where))
+    elif platform == "cpu":
+        check_cpu_manifest(man, str(where))
+    else:
+        raise KernelRunError("%s: platform %r is not supported by the torch export (cpu and cuda "
+                             "kernels are)" % (where, platform))
+    src_path = run_dir / man.get("source", "kernel.c" if platform == "cpu" else "kernel.cu")
     if not src_path.is_file():
         raise KernelRunError("%s: the kernel source %s is missing" % (where, src_path))
     source = src_path.read_text()
@@ -394,18 +428,30 @@ def generate(run_dir, task_override=None):
     names = [_param_name(a.name) for a in ins]
     meta = {k: man.get(k) for k in ("schedule", "time_ms", "pct_floor", "device", "compiler_version")}
     meta.update(run=str(run_dir.resolve()), task_path=str(task_path.resolve()))
+    if platform == "cuda":
+        # the plan and the options, checked now (a malformed plan fails here, not at import)
+        kern = CudaKernel(source, man.get("build_options", ""), man["args"], man.get("launches"),
+                          man.get("scratch_bytes"), name=task, source_path=src_path.name,
+                          where=str(where), load=False)
+        fields = "BUILD_OPTIONS = %r\nLAUNCHES = %r\nSCRATCH_BYTES = %r" % (
+            kern.build_options, man.get("launches") if kern.form == "nvrtc" else None,
+            man.get("scratch_bytes") if kern.form == "nvrtc" else None)
+    else:
+        fields = "ENTRY = %r\nCOMPILE = %r" % (man["entry"], man["compile"])
     text = _HEADER % dict(
         task=task, run=run_dir.resolve(), task_path=task_path.resolve(), schedule=man.get("schedule", "?"),
         time_ms=man.get("time_ms", "?"), device=man.get("device", "?"),
-        args="; ".join(man["args"]), loader=_loader_source(), entry=man["entry"],
-        compile=man["compile"], source_name=Path(man.get("source", "kernel.c")).name,
+        args="; ".join(man["args"]), loader=_loader_source(platform), platform=platform,
+        kernel_fields=fields, source_name=src_path.name,
+        platform_note=_CUDA_NOTE if platform == "cuda" else "",
         arglist=list(man["args"]), meta=meta)
     if graph_path.is_file():  # the task came from `kforge import`
         text += _imported_part(graph_path, task_path, ins, outs)
     else:
-        text += _plain_part(task, task_path, ins, outs, names, where)
+        text += _plain_part(task, task_path, ins, outs, names, where,
+                            "cuda" if platform == "cuda" else None)
     text += _TRAILER % dict(src="%s of run %s" % (src_path.name, run_dir.resolve()),
-                            source=_py_str(source))
+                            source=_py_str(source), construct=_CONSTRUCT[platform])
     # The generated text must parse and carry the kernel source unchanged.
     for node in ast.parse(text).body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "KERNEL_SOURCE":
@@ -504,12 +550,18 @@ def check(file, model=None, seed=0, compile_=True, out=sys.stdout):
         if k in new_state and not torch.equal(v, new_state[k]):
             print("state %s differs between Model and ModelNew under seed %d" % (k, seed), file=out)
             ok = False
+    where = "on the CPU"
+    if getattr(gen, "PLATFORM", "cpu") == "cuda":  # both models and the inputs on the GPU
+        dev = gen._kernel.device
+        ref, new = ref.to(dev), new.to(dev)
+        inputs = [t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs]
+        where = "on %s (%s)" % (dev, torch.cuda.get_device_name(dev))
     with torch.no_grad():
         want = ref(*inputs)
         got = new(*inputs)
         good, lines = compare(got, want)
         ok = ok and good
-        print("%s: ModelNew vs Model (seed %d):" % (file, seed), file=out)
+        print("%s: ModelNew vs Model (seed %d) %s:" % (file, seed, where), file=out)
         for line in lines:
             print("  " + line, file=out)
         if compile_:
@@ -539,7 +591,7 @@ def check(file, model=None, seed=0, compile_=True, out=sys.stdout):
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="kforge export",
-        description="Write a kforge CPU kernel as a torch custom op and a ModelNew (RUN), or "
+        description="Write a kforge CPU or CUDA kernel as a torch custom op and a ModelNew (RUN), or "
                     "check such a module against its reference model (--check FILE.py).")
     ap.add_argument("run", nargs="?", help="kforge run directory (kforge synth --out RUN)")
     ap.add_argument("--out", help="output .py file (default RUN/%s)" % DEFAULT_OUT)

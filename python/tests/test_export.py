@@ -295,14 +295,19 @@ def test_error_missing_manifest(tmp_path):
 
 
 def test_error_non_cpu_platform(tmp_path):
-    run = make_run(tmp_path, platform="cuda")
+    run = make_run(tmp_path, platform="opencl")
     r = run_export(run)
     assert r.returncode == 2
-    assert "platform 'cuda' is not supported yet by the torch export" in r.stderr
+    assert "platform 'opencl' is not supported by the torch export (cpu and cuda" in r.stderr
     assert str(run / "manifest.json") in r.stderr
-    with pytest.raises(cpu_kernel.KernelRunError, match="not supported yet"):
+    with pytest.raises(cpu_kernel.KernelRunError, match="'opencl' is not a CPU kernel"):
         cpu_kernel.load_cpu_kernel(run)
     assert not (run / "kforge_torch_export.py").exists()
+    # a CPU manifest that says cuda is checked as a CUDA run (its C source has no launch
+    # plan: the nvcc form), and the CPU loader sends it to the CUDA one
+    run = make_run(tmp_path / "c", platform="cuda")
+    with pytest.raises(cpu_kernel.KernelRunError, match="load_cuda_kernel"):
+        cpu_kernel.load_cpu_kernel(run)
 
 
 def test_error_missing_task(tmp_path):
