@@ -448,6 +448,18 @@ def main(argv=None):
         f"torch {torch.__version__} {where}")
     t0 = time.time()
     rows = []
+
+    def write_json(summary, partial):
+        if not a.json:
+            return
+        with open(a.json, "w") as fh:
+            json.dump({"suite": a.suite, "target": a.target, "iters": a.iters, "prealloc": a.prealloc,
+                       "torch": torch.__version__,
+                       "device": torch.cuda.get_device_name(a.device) if a.device.type == "cuda" else "cpu",
+                       "timing": TIMING[a.device.type], "partial": partial,
+                       "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                       "summary": summary, "rows": rows}, fh, indent=1)
+
     for i, f in enumerate(files, 1):
         try:
             rows.append(bench_task(f, a, i, len(files)))
@@ -455,18 +467,12 @@ def main(argv=None):
             name = os.path.splitext(os.path.basename(f))[0]
             log(f"[{i}/{len(files)}] {name}: error: {type(e).__name__}: {e}")
             rows.append({"task": name, "file": f, "status": "error", "detail": f"{type(e).__name__}: {e}"})
+        write_json(None, True)  # the rows so far, should the run be cut short
     s = summarize(rows, not a.no_compile)
     s["wall_s"] = round(time.time() - t0, 1)
     print_table(rows, s, not a.no_compile, gpu=a.device.type == "cuda")
     print(f"({len(files)} tasks in {s['wall_s']:.0f} s)")
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump({"suite": a.suite, "target": a.target, "iters": a.iters, "prealloc": a.prealloc,
-                       "torch": torch.__version__,
-                       "device": torch.cuda.get_device_name(a.device) if a.device.type == "cuda" else "cpu",
-                       "timing": TIMING[a.device.type],
-                       "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                       "summary": s, "rows": rows}, fh, indent=1)
+    write_json(s, False)
     if a.csv:
         keys = sorted({k for r in rows for k in r})
         with open(a.csv, "w", newline="") as fh:

@@ -34,6 +34,9 @@ from kforge_torch.cpu_kernel import KernelRunError  # noqa: E402
 from kforge_torch.cuda_kernel import CudaLaunchError, load_cuda_kernel  # noqa: E402
 from kforge_torch.export import generate, import_file  # noqa: E402
 
+# the environment before the fixtures change it: kforge runs started by the tests keep the
+# user's calibration cache (a fresh one would re-measure the GPU for every test)
+KFORGE_ENV = dict(os.environ)
 GPU = torch.cuda.is_available()
 needs_gpu = pytest.mark.skipif(not GPU, reason="no CUDA device (torch.cuda.is_available() is False)")
 no_gpu = pytest.mark.skipif(GPU, reason="checks the no-GPU behaviour; this machine has a GPU")
@@ -441,7 +444,7 @@ def test_gpu_bench_smoke(tmp_path):
     p = subprocess.run([str(kforge_binary()), "bench", str(suite), "--target", "cuda", "--iters", "2",
                         "--reps", "5", "--out", str(tmp_path / "w"), "--json", str(out_json),
                         "--csv", str(out_csv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=900)
+                       text=True, timeout=900, env=dict(KFORGE_ENV, KFORGE_STORE=os.environ["KFORGE_STORE"]))
     print(p.stdout, p.stderr)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[1/2] 01_relu: ok" in p.stderr and "[2/2] 02_softmax: ok" in p.stderr, p.stderr
@@ -524,7 +527,8 @@ def test_gpu_import_synth_export_check(tmp_path):
     assert p.returncode == 0, p.stdout
     p = subprocess.run([k, "synth", "bundle/task.kf", "--target", "cuda", "--iters", "2", "--memcheck",
                         "off", "-q", "--out", "run"], cwd=tmp_path, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=600)
+                       stderr=subprocess.STDOUT, text=True, timeout=600,
+                       env=dict(KFORGE_ENV, KFORGE_STORE=os.environ["KFORGE_STORE"]))
     assert p.returncode == 0, p.stdout
     assert json.load(open(tmp_path / "run" / "manifest.json"))["platform"] == "cuda"
     p = run_py(["-m", "kforge_torch.export", tmp_path / "run", "--out", tmp_path / "ln_op.py"], cwd=tmp_path)
