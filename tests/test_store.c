@@ -326,3 +326,124 @@ Test(store, stale_running_run_is_interrupted) {
     kf_store_run_clear(&r);
     kf_store_close(s);
 }
+
+/* A run of task on platform with one iteration: source src, status st, ms, % floor. */
+static void put_one(kf_store *s, const char *task, const char *platform, const char *src, const char *st, double ms,
+                    double pct, char run[17]) {
+    kf_error err = {0};
+    kf_store_run r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.task, sizeof r.task, "%s", task);
+    snprintf(r.task_name, sizeof r.task_name, "t");
+    snprintf(r.platform, sizeof r.platform, "%s", platform);
+    snprintf(r.device, sizeof r.device, "dev-%s", platform);
+    r.iters_planned = 1;
+    cr_assert_eq(kf_store_run_begin(s, &r, &err), KF_OK, "%s", err.msg);
+    snprintf(run, 17, "%s", r.id);
+    kf_store_run_clear(&r);
+    kf_store_key k = base_key;
+    k.task = task;
+    k.source = src;
+    k.platform = platform;
+    kf_store_iter it;
+    memset(&it, 0, sizeof it);
+    kf_store_cache_key(&k, it.key);
+    it.iter = 1;
+    it.source = src;
+    snprintf(it.flags, sizeof it.flags, "-DVW=%d", (int)ms);
+    snprintf(it.ev.status, sizeof it.ev.status, "%s", st);
+    it.ev.timed = 1;
+    it.ev.time_ms = ms;
+    it.pct_floor = pct;
+    it.best_so_far = 1;
+    it.occupancy = -1;
+    cr_assert_eq(kf_store_iter_put(s, run, &k, &it, &err), KF_OK, "%s", err.msg);
+}
+
+Test(store, best_per_platform_ranks_by_pct_floor_and_excludes) {
+    kf_store *s = open_at("b.db");
+    char task[17], other[17], run[17], cpu_b[17], ocl_c[17], ocl_d[17];
+    kf_error err = {0};
+    cr_assert_eq(kf_store_task_put(s, "t", "task t\n", task, &err), KF_OK);
+    cr_assert_eq(kf_store_task_put(s, "u", "task u\n", other, &err), KF_OK);
+    char h[17];
+    kf_store_task_hash("task t\n", h);
+    cr_assert_str_eq(h, task);
+    put_one(s, task, "cpu", "cpu a", "ok", 1.0, 10, run);
+    put_one(s, task, "cpu", "cpu b", "ok", 2.0, 40, cpu_b);   /* slower, nearer its floor: the best */
+    put_one(s, task, "opencl", "ocl c", "ok", 0.5, 20, ocl_c);
+    put_one(s, task, "opencl", "ocl d", "ok", 0.4, 30, ocl_d);
+    put_one(s, task, "metal", "mtl e", "mismatch", 0.1, 0, run);
+    put_one(s, other, "cuda", "cuda f", "ok", 0.1, 90, run); /* another task */
+    /* the final memory check failed d after it was stored: it no longer counts */
+    cr_assert_eq(kf_store_iter_verdict(s, ocl_d, 1, "memcheck", "invalid read", "error", &err), KF_OK);
+
+    kf_store_best *b = NULL;
+    int n = 0;
+    cr_assert_eq(kf_store_best_per_platform(s, task, NULL, NULL, &b, &n, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(b[0].platform, "cpu");
+    cr_assert_str_eq(b[0].source, "cpu b");
+    cr_assert_str_eq(b[0].run, cpu_b);
+    cr_assert_str_eq(b[0].device, "dev-cpu");
+    cr_assert_str_eq(b[0].flags, "-DVW=2");
+    cr_assert_float_eq(b[0].pct_floor, 40, 1e-12);
+    cr_assert_float_eq(b[0].time_ms, 2.0, 1e-12);
+    cr_assert_eq(b[0].iter, 1);
+    cr_assert_str_eq(b[1].platform, "opencl");
+    cr_assert_str_eq(b[1].source, "ocl c");
+    cr_assert_str_eq(b[1].run, ocl_c);
+    kf_store_best_free(b, n);
+
+    cr_assert_eq(kf_store_best_per_platform(s, task, "opencl", NULL, &b, &n, &err), KF_OK);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(b[0].source, "ocl c");
+    kf_store_best_free(b, n);
+    cr_assert_eq(kf_store_best_per_platform(s, task, NULL, "cpu", &b, &n, &err), KF_OK);
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(b[0].platform, "opencl");
+    kf_store_best_free(b, n);
+    cr_assert_eq(kf_store_best_per_platform(s, task, "metal", NULL, &b, &n, &err), KF_OK);
+    cr_assert_eq(n, 0);
+    cr_assert_null(b);
+
+    /* transfer: the best on any other platform, by % of floor */
+    kf_store_best one;
+    int found = 0;
+    cr_assert_eq(kf_store_best_elsewhere(s, task, "opencl", &one, &found, &err), KF_OK);
+    cr_assert_eq(found, 1);
+    cr_assert_str_eq(one.source, "cpu b");
+    kf_store_best_clear(&one);
+    cr_assert_eq(kf_store_best_elsewhere(s, task, "cpu", &one, &found, &err), KF_OK);
+    cr_assert_eq(found, 1);
+    cr_assert_str_eq(one.source, "ocl c");
+    kf_store_best_clear(&one);
+    cr_assert_eq(kf_store_best_elsewhere(s, task, "cuda", &one, &found, &err), KF_OK);
+    cr_assert_str_eq(one.source, "cpu b", "the other task's 90%% cuda kernel is not this task's");
+    kf_store_best_clear(&one);
+    cr_assert_eq(kf_store_best_elsewhere(s, other, "cuda", &one, &found, &err), KF_OK);
+    cr_assert_eq(found, 0);
+    cr_assert_null(one.source);
+    kf_store_close(s);
+}
+
+Test(store, transcript_call_is_one_transaction) {
+    kf_store *s = open_at("t.db");
+    char id[17], task[17];
+    write_run(s, id, task);
+    kf_error err = {0};
+    cr_assert_eq(kf_store_transcript_call(s, id, 1, "the ask", "assistant", "the reply", 100, 50, &err), KF_OK);
+    cr_assert_eq(kf_store_transcript_call(s, id, 2, NULL, "error", "HTTP 500", 0, 0, &err), KF_OK);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM transcripts"), 3);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM transcripts WHERE iter = 1 AND role = 'user' AND text = 'the ask' "
+                           "AND prompt_tokens = 0"), 1);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM transcripts WHERE iter = 1 AND role = 'assistant' AND "
+                           "prompt_tokens = 100 AND completion_tokens = 50"), 1);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM transcripts WHERE iter = 2 AND role = 'error'"), 1);
+    /* when the answer's row is refused, the ask's goes too */
+    sqlite3_exec(kf_store_db(s), "CREATE TEMP TRIGGER no_errors BEFORE INSERT ON transcripts WHEN "
+                                 "NEW.role = 'assistant' BEGIN SELECT RAISE(ABORT, 'refused'); END", NULL, NULL, NULL);
+    cr_assert_neq(kf_store_transcript_call(s, id, 3, "half", "assistant", "never", 1, 1, &err), KF_OK);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM transcripts WHERE iter = 3"), 0, "half a call was stored");
+    kf_store_close(s);
+}

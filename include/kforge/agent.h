@@ -36,7 +36,10 @@ typedef struct kf_loop_opts {
     const struct kf_llm_config *llm; /* endpoint, model, key, budgets (llm and both) */
     const char *task_text;   /* the task's .kf source, shown to the model (NULL: none) */
     const char *torch_text;  /* the PyTorch module it came from (NULL: none) */
-    const char *reference_path; /* a correct kernel for the model to start from */
+    const char *reference_path; /* a correct kernel for the model to start from (NULL: with a
+                                store, its best verified kernel of the task on another
+                                platform, docs/store.md "Transfer") */
+    int no_reference;        /* no reference kernel at all, not even from the store */
     const char *prompts_dir; /* NULL: $KFORGE_PROMPTS, else the source tree's prompts/ */
     int builtin_iters;       /* KF_AGENT_BOTH: builtin candidates first (0: half of iters) */
     /* the performance analysis agent */

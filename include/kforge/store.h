@@ -72,6 +72,8 @@ void *kf_store_db(kf_store *s);
  * text) into hash. The text is the task's canonical source (.kf). */
 kf_status kf_store_task_put(kf_store *s, const char *name, const char *text, char hash[17],
                             kf_error *err);
+/* Contract: the content hash kf_store_task_put gives text, into hash (nothing stored). */
+void kf_store_task_hash(const char *text, char hash[17]);
 /* Contract: the text of task hash (malloc'd, caller frees) or KF_ERR_ARG when absent. */
 kf_status kf_store_task_text(kf_store *s, const char *hash, char **text, kf_error *err);
 
@@ -211,13 +213,45 @@ kf_status kf_store_transcript_add(kf_store *s, const char *run, int iter, const 
                                   const char *text, long prompt_tokens, long completion_tokens,
                                   kf_error *err);
 
-/* Contract: the fastest verified candidate stored for task on a platform other than
- * platform (transfer: a reference for the model): its source (malloc'd) into *source and
- * a description ("cuda NVIDIA H200, 0.21 ms, run 1a2b3c4d5e") into origin; *found = 0 when
- * there is none. */
+/* Contract: one model call of run, in one transaction, as soon as its answer is in: the
+ * message sent (ask, role "user"; NULL: none) and the answer (role "assistant" with the
+ * reply, or "error" with the failure), tied to iteration iter (the one the reply becomes).
+ * Token counts go on the answer's row. A process killed mid-call loses that call only. */
+kf_status kf_store_transcript_call(kf_store *s, const char *run, int iter, const char *ask,
+                                   const char *role, const char *text, long prompt_tokens,
+                                   long completion_tokens, kf_error *err);
+
+/* ---- transfer: the best verified kernel of a task per platform ---- */
+
+typedef struct kf_store_best {
+    char platform[16], device[128];
+    char run[17];            /* the run and iteration that hold it (the newest of equals) */
+    int iter;
+    char key[17];            /* the candidate's cache key */
+    char flags[512];         /* its compile flags (tunable values are -D flags) */
+    double time_ms, pct_floor; /* median time; % of the roofline floor on that run's ceilings */
+    double measured_at;
+    char *source;            /* owned */
+} kf_store_best;
+
+/* Contract: the best verified, timed candidate stored for task (its hash) on each platform,
+ * into a malloc'd array *out of *n (kf_store_best_free), ordered by platform name. "Best"
+ * is the highest % of floor, then the shortest time: % of floor compares kernels across
+ * devices (a time on a laptop CPU and one on a GPU do not), and within one device it orders
+ * as time does. Only evaluations whose status is still ok count (a later memory-check
+ * verdict that failed one removes it). platform: only that platform (NULL: all);
+ * exclude: not that platform (NULL: none). *n = 0 when there is none. */
+kf_status kf_store_best_per_platform(kf_store *s, const char *task, const char *platform,
+                                     const char *exclude, kf_store_best **out, int *n,
+                                     kf_error *err);
+void kf_store_best_free(kf_store_best *b, int n);
+void kf_store_best_clear(kf_store_best *b); /* frees b->source */
+
+/* Contract: transfer, the model's reference: the best (as kf_store_best_per_platform ranks
+ * them, across platforms) verified candidate stored for task on a platform other than
+ * platform, into *out (kf_store_best_clear it); *found = 0 when none. */
 kf_status kf_store_best_elsewhere(kf_store *s, const char *task, const char *platform,
-                                  char **source, char *origin, size_t cap, int *found,
-                                  kf_error *err);
+                                  kf_store_best *out, int *found, kf_error *err);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,7 @@
 
 /* The LLM generation agent: one conversation with a model for one task on one platform.
  * Prompts come from files (the .md files of prompts/ and prompts/examples/); the whole exchange is
- * appended to a JSON-lines transcript. */
+ * appended to a JSON-lines transcript, and each call is handed to on_call (the store). */
 typedef struct kf_llm_agent kf_llm_agent;
 
 typedef struct kf_llm_agent_setup {
@@ -23,6 +23,12 @@ typedef struct kf_llm_agent_setup {
     const char *transcript_path; /* appended; NULL = none */
     const char *reference;       /* a correct kernel to start from (NULL = none) */
     const char *reference_origin;/* where it came from, for the prompt */
+    const char *reference_platform; /* the platform it is written for (NULL: the run's) */
+    /* called after every model call with what the transcript records (redacted): the last
+     * message sent, the reply or the error, and the call's tokens (NULL: none) */
+    void (*on_call)(void *ctx, const char *ask, const char *reply, const char *error, long prompt_tokens,
+                    long completion_tokens);
+    void *on_call_ctx;
 } kf_llm_agent_setup;
 
 /* Read the prompts and open the client. KF_ERR_IO naming a missing prompt file;
@@ -75,7 +81,18 @@ int kf_persist_lookup(kf_persist *p, kf_run_result *r, const kf_candidate *c, kf
  * one) in its own transaction. A failure is kept in r->store_error and printed once. */
 void kf_persist_iter(kf_persist *p, kf_run_result *r, kf_iter_record *rec, const char *source,
                      const char *flags);
-/* The run's end: later verdicts (final memcheck), the transcript, status done (or failed). */
+/* One model call, stored as it returns (kf_store_transcript_call, its own transaction):
+ * ask the message sent, then reply (or error when the call failed), redacted; iter: the
+ * iteration the reply becomes. */
+void kf_persist_call(kf_persist *p, kf_run_result *r, int iter, const char *ask, const char *reply,
+                     const char *error, long prompt_tokens, long completion_tokens);
+/* Transfer: the best verified kernel of this task on another platform than the run's
+ * (kf_store_best_elsewhere) for the model's reference: 1 with *source (malloc'd), origin
+ * ("the best verified cpu kernel of run ID (x ms, y% of floor)") and its platform; 0 when
+ * the store has none (or there is no store). */
+int kf_persist_reference(kf_persist *p, kf_run_result *r, char **source, char *origin, size_t cap,
+                         char *platform, size_t pcap);
+/* The run's end: later verdicts (final memcheck), status done (or failed). */
 void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed);
 
 /* JSON forms shared by run.json (loop.c), the store's records and their loader (runs.c). */

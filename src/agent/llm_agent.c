@@ -13,7 +13,8 @@
  * from the harness's detail line, which quotes the expected value.
  *
  * Every call is appended to the transcript (JSON lines): the messages sent, the reply,
- * the stop reason, tokens, attempts and time, or the error. The key is never in it.
+ * the stop reason, tokens, attempts and time, or the error; and handed, as it returns, to
+ * the setup's on_call (the loop stores it: docs/store.md). The key is never in either.
  */
 #include "agent/agent_int.h"
 
@@ -45,6 +46,8 @@ struct kf_llm_agent {
     double best_ms;
     char *best_source;
     int analysis;              /* KF_ANALYSIS_* */
+    void (*on_call)(void *, const char *, const char *, const char *, long, long);
+    void *on_call_ctx;
 };
 
 /* What the analysis agent says about kernel b, for the model: the diagnosis (bound,
@@ -171,6 +174,8 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
     a->g = su->g;
     a->r = su->r;
     a->analysis = o->analysis;
+    a->on_call = su->on_call;
+    a->on_call_ctx = su->on_call_ctx;
     snprintf(a->platform, sizeof a->platform, "%s", su->r->dev.platform);
     char dir[1024];
     prompts_dir(o, dir, sizeof dir);
@@ -197,9 +202,15 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         torch_txt = fill(torch_tpl, kv);
     }
     if (su->reference) {
+        /* a kernel from another platform (transfer) is written to that platform's contract */
+        const char *rp = su->reference_platform && su->reference_platform[0] ? su->reference_platform : a->platform;
+        char note[200] = "";
+        if (strcmp(rp, a->platform) != 0)
+            snprintf(note, sizeof note, "\nIt is a %s kernel, not %s: keep its algorithm and write yours to the %s "
+                     "contract above.", rp, a->platform, a->platform);
         const char *kv[] = {"reference_origin", su->reference_origin ? su->reference_origin : "given",
-                            "reference_lang", fence_lang(a->platform), "reference_source", su->reference,
-                            NULL};
+                            "reference_lang", fence_lang(rp), "reference_source", su->reference,
+                            "reference_note", note, NULL};
         ref_txt = fill(ref_tpl, kv);
     }
     flr = floor_text(su->r);
@@ -252,7 +263,7 @@ void kf_llm_agent_usage(const kf_llm_agent *a, int *calls, long *pt, long *ct) {
 
 static void log_call(kf_llm_agent *a, const kf_llm_msg *m, int n, const kf_llm_reply *rep, kf_status st,
                      const char *error) {
-    if (!a->transcript) return;
+    if (!a->transcript && !a->on_call) return;
     json_t *j = json_object();
     int calls = 0;
     long pt = 0, ct = 0;
@@ -270,26 +281,40 @@ static void log_call(kf_llm_agent *a, const kf_llm_msg *m, int n, const kf_llm_r
         json_array_append_new(msgs, e);
     }
     json_object_set_new(j, "messages", msgs);
+    char *reply = NULL, *fail = NULL;
     if (st == KF_OK) {
-        char *t = kf_strdup(rep->text ? rep->text : "");
-        kf_llm_redact(a->llm, t);
-        json_object_set_new(j, "reply", json_string(t));
-        free(t);
+        reply = kf_strdup(rep->text ? rep->text : "");
+        kf_llm_redact(a->llm, reply);
+        json_object_set_new(j, "reply", json_string(reply));
         json_object_set_new(j, "finish", json_string(rep->finish));
         json_object_set_new(j, "prompt_tokens", json_integer(rep->prompt_tokens));
         json_object_set_new(j, "completion_tokens", json_integer(rep->completion_tokens));
     } else {
-        json_object_set_new(j, "error", json_string(error));
+        fail = kf_strdup(error ? error : "");
+        kf_llm_redact(a->llm, fail);
+        json_object_set_new(j, "error", json_string(fail));
     }
     json_object_set_new(j, "http_status", json_integer(rep->http_status));
     json_object_set_new(j, "attempts", json_integer(rep->attempts));
     json_object_set_new(j, "seconds", json_real(rep->seconds));
-    char *line = json_dumps(j, JSON_COMPACT);
-    if (line) {
-        fprintf(a->transcript, "%s\n", line);
-        fflush(a->transcript);
-        free(line);
+    if (a->transcript) {
+        char *line = json_dumps(j, JSON_COMPACT);
+        if (line) {
+            fprintf(a->transcript, "%s\n", line);
+            fflush(a->transcript);
+            free(line);
+        }
     }
+    /* the store's copy: the new message of this call (the first user message, or the
+     * feedback on the last round) and its answer */
+    if (a->on_call) {
+        const char *ask = n > 0 ? json_string_value(json_object_get(json_array_get(msgs, (size_t)n - 1), "content"))
+                                : NULL;
+        a->on_call(a->on_call_ctx, ask, reply, fail, st == KF_OK ? rep->prompt_tokens : 0,
+                   st == KF_OK ? rep->completion_tokens : 0);
+    }
+    free(reply);
+    free(fail);
     json_decref(j);
 }
 

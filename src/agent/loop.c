@@ -721,10 +721,21 @@ typedef struct llmstate {
     int agent_errors;          /* consecutive endpoint failures */
 } llmstate;
 
+/* Each model call, stored as it returns (the reply becomes the next iteration). */
+static void llm_called(void *ctx, const char *ask, const char *reply, const char *error, long pt, long ct) {
+    evalctx *ec = ctx;
+    kf_persist_call(ec->ps, ec->r, ec->r->niters + 1, ask, reply, error, pt, ct);
+}
+
+/* The model's reference kernel: none with --no-reference, else --reference FILE, else
+ * (--agent both) the builtin's best, else (transfer) the store's best verified kernel of
+ * this task on another platform. */
 static kf_status llm_open(evalctx *ec, const kf_graph *g, llmstate *ls, kf_error *err) {
     const kf_loop_opts *o = ec->o;
-    char origin[256] = "";
-    if (o->reference_path) {
+    char origin[800] = "", ref_platform[16] = "";
+    if (o->no_reference) {
+        /* the model starts from the task alone */
+    } else if (o->reference_path) {
         size_t n = 0;
         kf_status st = kf_read_file(o->reference_path, &ls->ref, &n, err);
         if (st != KF_OK) return st;
@@ -734,10 +745,21 @@ static kf_status llm_open(evalctx *ec, const kf_graph *g, llmstate *ls, kf_error
         ls->ref = kf_strdup(b->source);
         snprintf(origin, sizeof origin, "kforge's builtin generator, %.4g ms, %.0f%% of the floor", b->res.time_ms,
                  b->perf.pct_floor);
+    } else {
+        kf_persist_reference(ec->ps, ec->r, &ls->ref, origin, sizeof origin, ref_platform, sizeof ref_platform);
+    }
+    if (o->table) {
+        if (ls->ref) fprintf(o->table, "reference: %s\n", origin);
+        else if (o->no_reference) fprintf(o->table, "reference: none (--no-reference)\n");
+        else fprintf(o->table, "reference: none (%s)\n", ec->ps->s ? "the store has no verified kernel of this task "
+                                                                     "on another platform" : "no store");
     }
     char tpath[700];
     snprintf(tpath, sizeof tpath, "%s/transcript.jsonl", ec->r->out_dir);
-    kf_llm_agent_setup su = {g, o, ec->r, tpath, ls->ref, origin[0] ? origin : NULL};
+    kf_llm_agent_setup su = {.g = g, .o = o, .r = ec->r, .transcript_path = tpath, .reference = ls->ref,
+                             .reference_origin = origin[0] ? origin : NULL,
+                             .reference_platform = ref_platform[0] ? ref_platform : NULL,
+                             .on_call = llm_called, .on_call_ctx = ec};
     kf_status st = kf_llm_agent_new(&su, &ls->agent, err);
     if (st == KF_OK && o->table)
         fprintf(o->table, "model: %s at %s (%s); transcript %s\n", o->llm->model, o->llm->url,

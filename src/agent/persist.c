@@ -47,6 +47,7 @@ static json_t *options_json(const kf_loop_opts *o, const kf_run_result *r, int i
     json_object_set_new(j, "recalibrate", json_integer(o->recalibrate));
     json_object_set_new(j, "out_dir", json_string(r->out_dir));
     if (o->reference_path) json_object_set_new(j, "reference", json_string(o->reference_path));
+    if (o->no_reference) json_object_set_new(j, "no_reference", json_true());
     if (o->llm) json_object_set_new(j, "model", json_string(o->llm->model));
     return j;
 }
@@ -239,35 +240,37 @@ void kf_persist_iter(kf_persist *p, kf_run_result *r, kf_iter_record *rec, const
     free(dj);
 }
 
-/* The model's exchanges of this run (transcript.jsonl in the output directory, one JSON
- * object per call) as user/assistant rows. */
-static void store_transcript(kf_persist *p, kf_run_result *r) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/transcript.jsonl", r->out_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    char *line = NULL;
-    size_t cap = 0;
+/* See agent_int.h. */
+void kf_persist_call(kf_persist *p, kf_run_result *r, int iter, const char *ask, const char *reply,
+                     const char *error, long prompt_tokens, long completion_tokens) {
+    if (!p->s || !p->run[0]) return;
     kf_error e = {0};
-    kf_status st = KF_OK;
-    while (st == KF_OK && getline(&line, &cap, f) > 0) {
-        json_t *j = json_loads(line, 0, NULL);
-        if (!j) continue;
-        json_t *msgs = json_object_get(j, "messages");
-        json_t *last = json_array_size(msgs) ? json_array_get(msgs, json_array_size(msgs) - 1) : NULL;
-        const char *ask = json_string_value(json_object_get(last, "content"));
-        const char *reply = json_string_value(json_object_get(j, "reply"));
-        const char *fail = json_string_value(json_object_get(j, "error"));
-        long pt = (long)json_integer_value(json_object_get(j, "prompt_tokens"));
-        long ct = (long)json_integer_value(json_object_get(j, "completion_tokens"));
-        if (ask) st = kf_store_transcript_add(p->s, p->run, 0, "user", ask, 0, 0, &e);
-        if (st == KF_OK) st = kf_store_transcript_add(p->s, p->run, 0, reply ? "assistant" : "error",
-                                                      reply ? reply : fail ? fail : "", pt, ct, &e);
-        json_decref(j);
+    if (kf_store_transcript_call(p->s, p->run, iter, ask, reply ? "assistant" : "error",
+                                 reply ? reply : error ? error : "", prompt_tokens, completion_tokens,
+                                 &e) != KF_OK)
+        store_failed(p, r, &e);
+}
+
+/* See agent_int.h. */
+int kf_persist_reference(kf_persist *p, kf_run_result *r, char **source, char *origin, size_t cap,
+                         char *platform, size_t pcap) {
+    *source = NULL;
+    if (!p->s || !p->task[0]) return 0;
+    kf_store_best b;
+    int found = 0;
+    kf_error e = {0};
+    if (kf_store_best_elsewhere(p->s, p->task, r->dev.platform, &b, &found, &e) != KF_OK) {
+        store_failed(p, r, &e);
+        return 0;
     }
-    free(line);
-    fclose(f);
-    if (st != KF_OK) store_failed(p, r, &e);
+    if (!found) return 0;
+    snprintf(origin, cap, "the best verified %s kernel of run %.10s (%.4g ms, %.1f%% of floor)%s%s", b.platform,
+             b.run, b.time_ms, b.pct_floor, b.flags[0] ? ", compiled with " : "", b.flags);
+    snprintf(platform, pcap, "%s", b.platform);
+    *source = b.source;
+    b.source = NULL;
+    kf_store_best_clear(&b);
+    return 1;
 }
 
 /* See agent_int.h. */
@@ -282,7 +285,6 @@ void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed) {
                                   it->memcheck, &e) != KF_OK)
             store_failed(p, r, &e);
     }
-    if (r->llm_calls > 0) store_transcript(p, r);
     kf_store_run sr;
     memset(&sr, 0, sizeof sr);
     snprintf(sr.id, sizeof sr.id, "%s", p->run);

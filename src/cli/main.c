@@ -46,6 +46,8 @@ static void usage_main(FILE *f) {
             "  export RUN        the kernel as a torch custom op and a ModelNew (--as torch)\n"
             "  runs              list the runs in the store (id, task, device, status, best)\n"
             "  show RUN          a stored run's iteration table and best kernel\n"
+            "  show --best TASK.kf\n"
+            "                    the best verified kernel of a task on each platform in the store\n"
             "  report RUN --html FILE\n"
             "                    a stored run as one self-contained HTML page (charts, roofline)\n"
             "  help [COMMAND]    show help\n"
@@ -103,6 +105,8 @@ static void usage_synth(FILE *f) {
             "                     `kforge runs`) with its stored task and options: its stored\n"
             "                     candidates are replayed from the cache, then the search goes on\n"
             "                     to the planned iterations (builtin agent only)\n"
+            "  (a model's calls are stored one by one as they return: a killed model run keeps\n"
+            "  every call but the one in flight)\n"
             "  -h, --help         this help\n"
             "\n"
             "generation agent (docs/llm.md):\n"
@@ -117,7 +121,10 @@ static void usage_synth(FILE *f) {
             "  --llm-timeout S    seconds per request (default 300)\n"
             "  --max-calls N      stop after N model calls\n"
             "  --max-tokens N     stop once N prompt + completion tokens are used\n"
-            "  --reference FILE   a correct kernel the model may start from\n"
+            "  --reference FILE   a correct kernel the model may start from (default: the\n"
+            "                     store's best verified kernel of the same task on another\n"
+            "                     platform, by %% of floor: `kforge show --best TASK.kf`)\n"
+            "  --no-reference     no reference kernel, not even from the store\n"
             "  --builtin-iters N  --agent both: builtin candidates first (default: half)\n"
             "  --prompts DIR      prompt files (default: $KFORGE_PROMPTS, else kforge's prompts/)\n"
             "\n"
@@ -211,6 +218,7 @@ static int cmd_synth(int argc, char **argv) {
         {"llm-timeout", required_argument, 0, 'W'}, {"analysis", required_argument, 0, 'Y'},
         {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
+        {"no-reference", no_argument, 0, 'Z'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
@@ -282,6 +290,7 @@ static int cmd_synth(int argc, char **argv) {
             f_timeout = dv;
             break;
         case 'r': o.reference_path = optarg; break;
+        case 'Z': o.no_reference = 1; break;
         case 'p': o.prompts_dir = optarg; break;
         case 'B':
             if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --builtin-iters needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
@@ -310,6 +319,10 @@ static int cmd_synth(int argc, char **argv) {
             return EXIT_USAGE;
         }
         return synth_resume(f_resume, f_store, no_cache, quiet, json);
+    }
+    if (o.reference_path && o.no_reference) {
+        fprintf(stderr, "kforge synth: --reference FILE and --no-reference contradict each other\n");
+        return EXIT_USAGE;
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "kforge synth: expected one task file, got %d arguments\n", argc - optind);

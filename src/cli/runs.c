@@ -1,7 +1,8 @@
 /*
- * `kforge runs` and `kforge show RUN`: browsing the store (docs/store.md), and the store
- * flags the subcommands share (--store PATH, --no-store). Loading is the library's
- * (kf_store_runs_list, kf_run_load); this file only lays the rows out.
+ * `kforge runs`, `kforge show RUN` and `kforge show --best TASK.kf`: browsing the store
+ * (docs/store.md), and the store flags the subcommands share (--store PATH, --no-store).
+ * Loading is the library's (kf_store_runs_list, kf_run_load, kf_store_best_per_platform);
+ * this file only lays the rows out.
  */
 #include "cli/cli.h"
 #include "kforge/agent.h"
@@ -49,17 +50,28 @@ static void usage_runs(FILE *f) {
 static void usage_show(FILE *f) {
     fprintf(f,
             "usage: kforge show RUN [--json] [--store PATH]\n"
+            "       kforge show --best TASK.kf [--platform P] [--json] [--store PATH]\n"
             "\n"
             "Prints a stored run: its iteration table (the columns of kforge synth's live table;\n"
             "rows served from the cache say \"(cached)\") and the best kernel's source. RUN is a\n"
             "run id as `kforge runs` prints it, or a unique prefix.\n"
             "\n"
+            "With --best: the best verified kernel of the task (the same .kf text, by its hash)\n"
+            "on each platform, across all the store's runs: the highest %% of the roofline\n"
+            "floor, then the shortest time. A table (platform, device, run, iter, ms, %% of\n"
+            "floor, flags), then each kernel's source. `kforge synth --agent llm --target P`\n"
+            "picks the model's reference the same way, from the platforms other than P.\n"
+            "\n"
             "options:\n"
-            "  --json             the run record (run.json's form, with run_id and cached rows)\n"
+            "  --json             the run record (run.json's form, with run_id and cached rows);\n"
+            "                     with --best, a JSON array, one object per platform\n"
+            "  --best TASK.kf     the best verified kernel of this task per platform\n"
+            "  --platform P       with --best: only platform P (cpu, opencl, cuda, metal)\n"
             "  --store PATH       the store (default as in `kforge runs --help`)\n"
             "  -h, --help         this help\n"
             "\n"
-            "exit codes: 0 ok, 2 usage, unknown run or store error, 3 internal\n");
+            "exit codes: 0 ok, 1 --best found no verified kernel, 2 usage, unknown run or store\n"
+            "error, 3 internal\n");
 }
 
 static void when(double t, char *buf, size_t cap) {
@@ -209,19 +221,84 @@ static void print_table(const kf_run_result *r, const kf_store_run *info) {
     if (len && r->best_source[len - 1] != '\n') putchar('\n');
 }
 
+/* kforge show --best TASK.kf: the store's best verified kernel of the task per platform. */
+static int show_best(const char *task_path, const char *platform, const char *store, int json) {
+    char *text = NULL;
+    kf_error err = {0};
+    if (kf_read_file(task_path, &text, NULL, &err) != KF_OK) return kf_cli_error(&err);
+    char hash[17];
+    kf_store_task_hash(text, hash);
+    free(text);
+    kf_store *s = NULL;
+    int rc = kf_cli_store_open(store, &s);
+    if (rc) return rc;
+    kf_store_best *b = NULL;
+    int n = 0;
+    if (kf_store_best_per_platform(s, hash, platform, NULL, &b, &n, &err) != KF_OK) {
+        rc = kf_cli_error(&err);
+    } else if (json) {
+        json_t *arr = json_array();
+        for (int i = 0; i < n; i++)
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:i, s:f, s:f, s:s, s:f, s:s, s:s}",
+                                                 "task_hash", hash, "platform", b[i].platform, "device", b[i].device,
+                                                 "run", b[i].run, "iter", b[i].iter, "time_ms", b[i].time_ms,
+                                                 "pct_floor", b[i].pct_floor, "flags", b[i].flags, "measured_at",
+                                                 b[i].measured_at, "kernel_file", kf_loop_kernel_file(b[i].platform),
+                                                 "source", b[i].source ? b[i].source : ""));
+        char *out = json_dumps(arr, JSON_INDENT(2));
+        puts(out ? out : "[]");
+        free(out);
+        json_decref(arr);
+        rc = n ? 0 : KF_EXIT_VERIFY;
+    } else if (n == 0) {
+        printf("no verified kernel of %s (task %s)%s%s in %s\n", task_path, hash, platform ? " on " : "",
+               platform ? platform : "", kf_store_path(s));
+        rc = KF_EXIT_VERIFY;
+    } else {
+        printf("best verified kernels of %s (task %s), by %% of floor:\n", task_path, hash);
+        printf("%-8s  %-30s  %-10s  %4s  %10s  %7s  %s\n", "platform", "device", "run", "iter", "ms", "% floor",
+               "flags");
+        for (int i = 0; i < n; i++)
+            printf("%-8s  %-30.30s  %-10.10s  %4d  %10.4f  %6.1f%%  %s\n", b[i].platform, b[i].device, b[i].run,
+                   b[i].iter, b[i].time_ms, b[i].pct_floor, b[i].flags[0] ? b[i].flags : "-");
+        for (int i = 0; i < n; i++) {
+            const char *src = b[i].source ? b[i].source : "";
+            printf("---- best %s kernel (run %.10s iter %d, %s%s%s) ----\n%s", b[i].platform, b[i].run, b[i].iter,
+                   kf_loop_kernel_file(b[i].platform), b[i].flags[0] ? ", flags " : "", b[i].flags, src);
+            size_t len = strlen(src);
+            if (len && src[len - 1] != '\n') putchar('\n');
+        }
+    }
+    kf_store_best_free(b, n);
+    kf_store_close(s);
+    return rc;
+}
+
 int kf_cli_show(int argc, char **argv) {
     static const struct option lo[] = {{"json", no_argument, 0, 'J'}, {"store", required_argument, 0, 'S'},
+                                       {"best", required_argument, 0, 'B'}, {"platform", required_argument, 0, 'P'},
                                        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *store = NULL;
+    const char *store = NULL, *best = NULL, *platform = NULL;
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
         case 'J': json = 1; break;
         case 'S': store = optarg; break;
+        case 'B': best = optarg; break;
+        case 'P': platform = optarg; break;
         case 'h': usage_show(stdout); return 0;
         default: usage_show(stderr); return KF_EXIT_USAGE;
         }
+    }
+    if (best || platform) {
+        if (!best || optind != argc) {
+            fprintf(stderr, "kforge show: %s\n", !best ? "--platform goes with --best TASK.kf"
+                                                        : "--best TASK.kf takes no run id");
+            usage_show(stderr);
+            return KF_EXIT_USAGE;
+        }
+        return show_best(best, platform, store, json);
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "kforge show: expected one run id, got %d arguments\n", argc - optind);

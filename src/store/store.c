@@ -185,13 +185,21 @@ kf_status kf_store_open(const char *path, kf_store **out, kf_error *err) {
         goto fail;
     }
     sqlite3_busy_timeout(s->db, KF_STORE_BUSY_MS);
-    /* the first read tells a database from another file */
+    /* the first read tells a database from another file. Switching a new file to WAL
+     * takes an exclusive lock that SQLite does not wait for (no busy handler): two
+     * processes opening a new store at once see SQLITE_BUSY here, so it is retried for as
+     * long as a writer would wait (tests/test_store_cli.c, two_processes_one_store) */
     sqlite3_stmt *q = NULL;
-    int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_step(q);
     char mode[16] = "";
-    if (rc == SQLITE_ROW) scopy(mode, sizeof mode, sqlite3_column_text(q, 0));
-    sqlite3_finalize(q);
+    int rc = SQLITE_BUSY;
+    for (int waited_ms = 0; (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && waited_ms <= KF_STORE_BUSY_MS; waited_ms += 10) {
+        if (waited_ms) sqlite3_sleep(10);
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) scopy(mode, sizeof mode, sqlite3_column_text(q, 0));
+        sqlite3_finalize(q);
+        q = NULL;
+    }
     if (rc == SQLITE_NOTADB) {
         st = kf_error_set(err, KF_ERR_PARSE, path, 0, 0,
                           "not a kforge store: the file is not an SQLite database (move it away, or "
@@ -230,9 +238,12 @@ void *kf_store_db(kf_store *s) { return s->db; }
 /* ---- tasks ---- */
 
 /* See store.h. */
+void kf_store_task_hash(const char *text, char hash[17]) { kf_hash_hex(kf_hash64(text, strlen(text), 0x6b66), hash); }
+
+/* See store.h. */
 kf_status kf_store_task_put(kf_store *s, const char *name, const char *text, char hash[17],
                             kf_error *err) {
-    kf_hash_hex(kf_hash64(text, strlen(text), 0x6b66), hash);
+    kf_store_task_hash(text, hash);
     sqlite3_stmt *q = NULL;
     kf_status st = prep(s, "INSERT OR IGNORE INTO tasks (hash, name, text, created) VALUES (?,?,?,?)", &q, err);
     if (st == KF_OK) {
@@ -820,30 +831,97 @@ kf_status kf_store_transcript_add(kf_store *s, const char *run, int iter, const 
 }
 
 /* See store.h. */
-kf_status kf_store_best_elsewhere(kf_store *s, const char *task, const char *platform, char **source,
-                                  char *origin, size_t cap, int *found, kf_error *err) {
-    *source = NULL;
-    *found = 0;
-    if (cap) origin[0] = 0;
+kf_status kf_store_transcript_call(kf_store *s, const char *run, int iter, const char *ask, const char *role,
+                                   const char *text, long prompt_tokens, long completion_tokens, kf_error *err) {
+    kf_status st = exec(s, "BEGIN IMMEDIATE", err);
+    if (st != KF_OK) return st;
+    if (ask) st = kf_store_transcript_add(s, run, iter, "user", ask, 0, 0, err);
+    if (st == KF_OK) st = kf_store_transcript_add(s, run, iter, role, text, prompt_tokens, completion_tokens, err);
+    if (st == KF_OK) st = exec(s, "COMMIT", err);
+    if (st != KF_OK) rollback(s);
+    return st;
+}
+
+/* ---- transfer ---- */
+
+void kf_store_best_clear(kf_store_best *b) {
+    free(b->source);
+    memset(b, 0, sizeof *b);
+}
+
+void kf_store_best_free(kf_store_best *b, int n) {
+    for (int i = 0; b && i < n; i++) free(b[i].source);
+    free(b);
+}
+
+/* See store.h. */
+kf_status kf_store_best_per_platform(kf_store *s, const char *task, const char *platform, const char *exclude,
+                                     kf_store_best **out, int *n, kf_error *err) {
+    *out = NULL;
+    *n = 0;
     sqlite3_stmt *q = NULL;
+    /* the ranking is the contract's: % of floor, then time, then the newest row */
     kf_status st = prep(s,
-                        "SELECT c.source, c.platform, c.device, e.time_ms, i.run FROM iterations i "
-                        "JOIN candidates c ON c.key = i.candidate JOIN evaluations e ON e.id = i.evaluation "
-                        "WHERE c.task = ? AND c.platform <> ? AND e.status = 'ok' AND e.timed "
-                        "ORDER BY e.time_ms LIMIT 1", &q, err);
+                        "SELECT platform, device, run, iter, key, flags, time_ms, pct_floor, measured_at, source "
+                        "FROM (SELECT c.platform, r.device, i.run, i.iter, c.key, c.flags, e.time_ms, i.pct_floor, "
+                        "e.measured_at, c.source, row_number() OVER (PARTITION BY c.platform "
+                        "ORDER BY i.pct_floor DESC, e.time_ms, i.at DESC) AS rank "
+                        "FROM iterations i JOIN candidates c ON c.key = i.candidate "
+                        "JOIN evaluations e ON e.id = i.evaluation JOIN runs r ON r.id = i.run "
+                        "WHERE c.task = ?1 AND e.status = 'ok' AND e.timed AND e.time_ms > 0 "
+                        "AND (?2 IS NULL OR c.platform = ?2) AND (?3 IS NULL OR c.platform <> ?3)) "
+                        "WHERE rank = 1 ORDER BY platform", &q, err);
+    int cap = 0, rc = SQLITE_DONE;
     if (st == KF_OK) {
         bind_text(q, 1, task);
-        bind_text(q, 2, platform);
-        int rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW) {
-            *source = sdup(sqlite3_column_text(q, 0));
-            snprintf(origin, cap, "%s %s, %.4g ms, run %.10s", sqlite3_column_text(q, 1),
-                     sqlite3_column_text(q, 2), sqlite3_column_double(q, 3), sqlite3_column_text(q, 4));
-            *found = 1;
-        } else if (rc != SQLITE_DONE) {
-            st = db_fail(s, err, "cannot look up a reference");
+        if (platform) bind_text(q, 2, platform);
+        if (exclude) bind_text(q, 3, exclude);
+        while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+            if (*n == cap) *out = kf_realloc(*out, (size_t)(cap = cap ? 2 * cap : 4) * sizeof **out);
+            kf_store_best *b = &(*out)[(*n)++];
+            memset(b, 0, sizeof *b);
+            int c = 0;
+            scopy(b->platform, sizeof b->platform, sqlite3_column_text(q, c++));
+            scopy(b->device, sizeof b->device, sqlite3_column_text(q, c++));
+            scopy(b->run, sizeof b->run, sqlite3_column_text(q, c++));
+            b->iter = sqlite3_column_int(q, c++);
+            scopy(b->key, sizeof b->key, sqlite3_column_text(q, c++));
+            scopy(b->flags, sizeof b->flags, sqlite3_column_text(q, c++));
+            b->time_ms = sqlite3_column_double(q, c++);
+            b->pct_floor = sqlite3_column_double(q, c++);
+            b->measured_at = sqlite3_column_double(q, c++);
+            b->source = sdup(sqlite3_column_text(q, c++));
         }
+        if (rc != SQLITE_DONE) st = db_fail(s, err, "cannot look up the best kernels");
     }
     sqlite3_finalize(q);
+    if (st != KF_OK) {
+        kf_store_best_free(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
     return st;
+}
+
+/* See store.h. */
+kf_status kf_store_best_elsewhere(kf_store *s, const char *task, const char *platform, kf_store_best *out,
+                                  int *found, kf_error *err) {
+    memset(out, 0, sizeof *out);
+    *found = 0;
+    kf_store_best *b = NULL;
+    int n = 0;
+    kf_status st = kf_store_best_per_platform(s, task, NULL, platform, &b, &n, err);
+    if (st != KF_OK) return st;
+    int pick = -1;
+    for (int i = 0; i < n; i++)
+        if (pick < 0 || b[i].pct_floor > b[pick].pct_floor ||
+            (b[i].pct_floor == b[pick].pct_floor && b[i].time_ms < b[pick].time_ms))
+            pick = i;
+    if (pick >= 0) {
+        *out = b[pick];
+        b[pick].source = NULL;
+        *found = 1;
+    }
+    kf_store_best_free(b, n);
+    return KF_OK;
 }
