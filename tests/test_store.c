@@ -69,6 +69,44 @@ Test(store, creates_schema_in_wal_with_version) {
     kf_store_close(s);
 }
 
+/* A version-1 file (made here from a new store: the reference column dropped, the version
+ * set back) with a run in it opens migrated: version 2, the column there, the run intact. */
+Test(store, migrates_a_version_1_file) {
+    kf_store *s = open_at("v1.db");
+    kf_error err = {0};
+    char hash[17];
+    cr_assert_eq(kf_store_task_put(s, "t1", "input x: f32[4]\noutput y = relu(x)\n", hash, &err), KF_OK, "%s", err.msg);
+    kf_store_run r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.task, sizeof r.task, "%s", hash);
+    snprintf(r.task_name, sizeof r.task_name, "t1");
+    snprintf(r.agent, sizeof r.agent, "builtin");
+    r.iters_planned = 3;
+    cr_assert_eq(kf_store_run_begin(s, &r, &err), KF_OK, "%s", err.msg);
+    char id[17];
+    snprintf(id, sizeof id, "%s", r.id);
+    kf_store_run_clear(&r);
+    cr_assert_eq(sqlite3_exec(kf_store_db(s), "ALTER TABLE runs DROP COLUMN reference; PRAGMA user_version = 1",
+                              NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(kf_store_db(s)));
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'reference'"), 0);
+    kf_store_close(s);
+
+    s = open_at("v1.db");
+    cr_assert_eq(scalar(s, "PRAGMA user_version"), 2);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'reference'"), 1);
+    kf_store_run got;
+    cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);
+    cr_expect_str_eq(got.task_name, "t1");
+    cr_expect_eq(got.iters_planned, 3);
+    cr_expect_str_eq(got.reference, "");
+    kf_store_run_clear(&got);
+    cr_assert_eq(kf_store_run_reference(s, id, "reference.c", &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);
+    cr_expect_str_eq(got.reference, "reference.c");
+    kf_store_run_clear(&got);
+    kf_store_close(s);
+}
+
 Test(store, refuses_newer_schema_and_non_database) {
     char path[400];
     snprintf(path, sizeof path, "%s/new.db", dir);

@@ -164,6 +164,13 @@ Test(store_llm, transfer_cpu_kernel_to_opencl_model) {
                             "AND instr(text, 'It is a cpu kernel') > 0", ocl), 1);
     cr_assert_eq(cli_int(h, "SELECT count(*) FROM transcripts WHERE instr(text, ?) > 0", KEY), 0);
     cr_assert_eq(cli_int(h, "SELECT count(*) FROM iterations WHERE run = ?", ocl), 1);
+    /* and the run records which reference it was given (schema version 2) */
+    char *ref = cli_text(h, "SELECT reference FROM runs WHERE id = ?", ocl);
+    cr_assert_not_null(ref);
+    const char *said = want + strlen("reference: ");
+    cr_assert_eq(strncmp(ref, said, strlen(said)), 0, "stored reference '%s' is not what the run printed ('%s')",
+                 ref, said);
+    free(ref);
     sqlite3_close(h);
 
     /* kforge show --best: both platforms, the CPU one being the kernel the model got */

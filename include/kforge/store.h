@@ -43,7 +43,7 @@
 extern "C" {
 #endif
 
-#define KF_STORE_SCHEMA_VERSION 1
+#define KF_STORE_SCHEMA_VERSION 2
 #define KF_STORE_BUSY_MS 10000
 #define KF_STORE_HARNESS "v1"
 
@@ -107,6 +107,8 @@ typedef struct kf_store_run {
     long prompt_tokens, completion_tokens;
     char memcheck[64];
     char memcheck_detail[2048];
+    char reference[800];     /* where the model's reference kernel came from ("" = none or
+                                not a model run; schema version 2) */
 } kf_store_run;
 
 void kf_store_run_clear(kf_store_run *r);
@@ -123,6 +125,9 @@ kf_status kf_store_run_device(kf_store *s, const char *id, const char *platform,
 /* Contract: the run's final state: status, ended (now), best, stop reason, wall time,
  * model usage, memcheck (r's fields of those names; the rest is not written). */
 kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err);
+/* Contract: record where run id's model reference kernel came from (a file, the builtin's
+ * best, another platform's stored kernel, or "none (why)"). */
+kf_status kf_store_run_reference(kf_store *s, const char *id, const char *reference, kf_error *err);
 
 /* Contract: find a run by its id or a unique prefix of it (ref). A run still marked
  * running whose process is gone (same host, pid not alive) is marked interrupted first.

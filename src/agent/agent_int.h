@@ -92,6 +92,8 @@ void kf_persist_call(kf_persist *p, kf_run_result *r, int iter, const char *ask,
  * the store has none (or there is no store). */
 int kf_persist_reference(kf_persist *p, kf_run_result *r, char **source, char *origin, size_t cap,
                          char *platform, size_t pcap);
+/* Record in the run where the model's reference kernel came from (text as printed). */
+void kf_persist_note_reference(kf_persist *p, kf_run_result *r, const char *reference);
 /* The run's end: later verdicts (final memcheck), status done (or failed). */
 void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed);
 

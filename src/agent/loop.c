@@ -748,12 +748,13 @@ static kf_status llm_open(evalctx *ec, const kf_graph *g, llmstate *ls, kf_error
     } else {
         kf_persist_reference(ec->ps, ec->r, &ls->ref, origin, sizeof origin, ref_platform, sizeof ref_platform);
     }
-    if (o->table) {
-        if (ls->ref) fprintf(o->table, "reference: %s\n", origin);
-        else if (o->no_reference) fprintf(o->table, "reference: none (--no-reference)\n");
-        else fprintf(o->table, "reference: none (%s)\n", ec->ps->s ? "the store has no verified kernel of this task "
-                                                                     "on another platform" : "no store");
-    }
+    char said[900];
+    if (ls->ref) snprintf(said, sizeof said, "%s", origin);
+    else if (o->no_reference) snprintf(said, sizeof said, "none (--no-reference)");
+    else snprintf(said, sizeof said, "none (%s)", ec->ps->s ? "the store has no verified kernel of this task "
+                                                              "on another platform" : "no store");
+    if (o->table) fprintf(o->table, "reference: %s\n", said);
+    kf_persist_note_reference(ec->ps, ec->r, said);
     char tpath[700];
     snprintf(tpath, sizeof tpath, "%s/transcript.jsonl", ec->r->out_dir);
     kf_llm_agent_setup su = {.g = g, .o = o, .r = ec->r, .transcript_path = tpath, .reference = ls->ref,

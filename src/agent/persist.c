@@ -274,6 +274,13 @@ int kf_persist_reference(kf_persist *p, kf_run_result *r, char **source, char *o
 }
 
 /* See agent_int.h. */
+void kf_persist_note_reference(kf_persist *p, kf_run_result *r, const char *reference) {
+    if (!p->s || !p->run[0]) return;
+    kf_error e = {0};
+    if (kf_store_run_reference(p->s, p->run, reference, &e) != KF_OK) store_failed(p, r, &e);
+}
+
+/* See agent_int.h. */
 void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed) {
     if (!p->s || !p->run[0]) return;
     /* the final memory check may have changed iterations' verdicts after they were stored */

@@ -101,6 +101,7 @@ static json_t *run_row_json(const kf_store_run *r) {
     json_object_set_new(j, "best_ms", r->best_iter ? json_real(r->best_ms) : json_null());
     json_object_set_new(j, "best_pct_floor", r->best_iter ? json_real(r->best_pct) : json_null());
     if (r->stop_reason[0]) json_object_set_new(j, "stop_reason", json_string(r->stop_reason));
+    if (r->reference[0]) json_object_set_new(j, "reference", json_string(r->reference));
     return j;
 }
 
@@ -207,6 +208,7 @@ static void print_table(const kf_run_result *r, const kf_store_run *info) {
         kf_report_table_row(stdout, &row);
     }
     if (info->stop_reason[0]) printf("stopped: %s\n", info->stop_reason);
+    if (info->reference[0]) printf("reference: %s\n", info->reference);
     if (r->memcheck[0]) printf("memcheck: %s%s%s\n", r->memcheck, r->memcheck_detail[0] ? ": " : "", r->memcheck_detail);
     if (r->best < 0) {
         printf("no verified kernel\n");

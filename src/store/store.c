@@ -84,6 +84,8 @@ static const char *const migrations[KF_STORE_SCHEMA_VERSION] = {
     "  iter INTEGER NOT NULL, role TEXT NOT NULL, text TEXT NOT NULL,"
     "  prompt_tokens INTEGER NOT NULL DEFAULT 0, completion_tokens INTEGER NOT NULL DEFAULT 0,"
     "  at REAL NOT NULL);",
+    /* 1 -> 2: which reference kernel a model run was given */
+    "ALTER TABLE runs ADD COLUMN reference TEXT NOT NULL DEFAULT '';",
 };
 
 static double wall_now(void) {
@@ -429,7 +431,8 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
     "iters_planned, options, device_json, out_dir, started, ended, status, pid, host, "            \
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id), best_iter, best_ms, best_pct, "   \
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id AND i.cached), replayed, "           \
-    "stop_reason, wall_s, llm_calls, prompt_tokens, completion_tokens, memcheck, memcheck_detail"
+    "stop_reason, wall_s, llm_calls, prompt_tokens, completion_tokens, memcheck, memcheck_detail, "   \
+    "reference"
 
 static void run_row(sqlite3_stmt *q, kf_store_run *r) {
     memset(r, 0, sizeof *r);
@@ -466,6 +469,20 @@ static void run_row(sqlite3_stmt *q, kf_store_run *r) {
     r->completion_tokens = (long)sqlite3_column_int64(q, c++);
     scopy(r->memcheck, sizeof r->memcheck, sqlite3_column_text(q, c++));
     scopy(r->memcheck_detail, sizeof r->memcheck_detail, sqlite3_column_text(q, c++));
+    scopy(r->reference, sizeof r->reference, sqlite3_column_text(q, c++));
+}
+
+/* See store.h. */
+kf_status kf_store_run_reference(kf_store *s, const char *id, const char *reference, kf_error *err) {
+    sqlite3_stmt *q = NULL;
+    kf_status st = prep(s, "UPDATE runs SET reference = ?1 WHERE id = ?2", &q, err);
+    if (st == KF_OK) {
+        bind_text(q, 1, reference ? reference : "");
+        bind_text(q, 2, id);
+        if (sqlite3_step(q) != SQLITE_DONE) st = db_fail(s, err, "cannot record the run's reference");
+    }
+    sqlite3_finalize(q);
+    return st;
 }
 
 /* See store.h. */
