@@ -208,3 +208,28 @@ Test(templates, prologue_fusion) {
     check_fusion("input x: f32[17, 33]\ninput w: f32[33]\n"
                  "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n", 0);
 }
+
+Test(templates, pin_fixes_a_parameter_everywhere) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string("input x: f32[64, 256]\nt = exp(x)\ns = sum(t, axes=[1], keepdim=true)\n"
+                                 "output y = t / s\noutput z = softmax(x)\n", "<test>", &g, &err), KF_OK, "%s", err.msg);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    const kf_space *sp = kf_synth_space(s);
+    int had = 0;
+    for (int i = 0; i < sp->nparams; i++) had += strstr(sp->p[i].name, "nt") != NULL && sp->p[i].nvalues == 2;
+    cr_assert_geq(had, 2, "the plan has streaming-store choices in two stages");
+    cr_expect_eq(kf_synth_pin(s, "nt", 7), 0, "7 is not a value of nt: nothing fixed");
+    cr_expect_eq(kf_synth_pin(s, "nt", 0), had);
+    for (int i = 0; i < sp->nparams; i++) {
+        const char *n = sp->p[i].name;
+        size_t l = strlen(n);
+        if (l >= 2 && strcmp(n + l - 2, "nt") == 0 && (l == 2 || n[l - 3] == '.')) {
+            cr_expect_eq(sp->p[i].nvalues, 1, "%s", n);
+            cr_expect_eq(sp->p[i].values[0], 0, "%s", n);
+        }
+    }
+    kf_synth_free(s);
+    kf_graph_free(g);
+}

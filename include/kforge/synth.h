@@ -49,6 +49,9 @@ void kf_synth_free(kf_synth *s);
 const kf_space *kf_synth_space(const kf_synth *s);
 /* Text summary of the stages, e.g. "ewise[3 ops] -> reduce(sum)". */
 const char *kf_synth_describe(const kf_synth *s);
+/* Fix every parameter named `name` or ending in ".name" to value, where value is one of
+ * its values (the search then never moves it). Returns how many were fixed. */
+int kf_synth_pin(kf_synth *s, const char *name, long value);
 /* The default point of the space: the search's first candidate (each template picks its
  * defaults from the device). */
 void kf_synth_default_point(const kf_synth *s, kf_point *p);

@@ -278,6 +278,27 @@ void kf_synth_free(kf_synth *s) {
 const kf_space *kf_synth_space(const kf_synth *s) { return &s->space; }
 const char *kf_synth_describe(const kf_synth *s) { return s->desc; }
 
+int kf_synth_pin(kf_synth *s, const char *name, long value) {
+    int n = 0;
+    size_t ln = strlen(name);
+    for (int i = 0; i < s->space.nparams; i++) {
+        kf_param *q = &s->space.p[i];
+        size_t lq = strlen(q->name);
+        int match = strcmp(q->name, name) == 0 ||
+                    (lq > ln && q->name[lq - ln - 1] == '.' && strcmp(q->name + lq - ln, name) == 0);
+        if (!match) continue;
+        for (int j = 0; j < q->nvalues; j++)
+            if (q->values[j] == value) {
+                q->values[0] = value;
+                q->nvalues = 1;
+                q->dflt = 0;
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
 void kf_synth_default_point(const kf_synth *s, kf_point *p) {
     memset(p, 0, sizeof *p);
     for (int i = 0; i < s->space.nparams; i++) p->idx[i] = s->space.p[i].dflt;
