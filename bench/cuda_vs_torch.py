@@ -34,6 +34,7 @@ import sys
 import time
 
 import torch
+import torch._dynamo
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from kforge_torch import kf_task as kf_torch  # noqa: E402
@@ -130,6 +131,9 @@ def one_task(args, path, outroot, flush, copy_gbs, mm_gflops):
 
     contenders = {"kforge": lambda: kk(*inputs, out=outs), "eager": lambda: fn(*inputs)}
     if not args.no_compile:
+        # every task's function is compiled through the same torch wrapper frame, which
+        # Dynamo recompiles per task: past its recompile limit (8) it would run eagerly
+        torch._dynamo.reset()
         cfn = torch.compile(fn, dynamic=False)
         t0 = time.time()
         with torch.no_grad():

@@ -44,6 +44,7 @@ import sys
 import time
 
 import torch
+import torch._dynamo
 
 from . import importer, kf_task
 from .cpu_kernel import load_cpu_kernel
@@ -268,6 +269,7 @@ def bench_task(path, a, i, n):
         else:
             fns = {"eager": eager, "kforge": lambda: kern(*kin)}
         if not a.no_compile:
+            torch._dynamo.reset()  # a fresh compile cache per task (Dynamo's recompile limit)
             compiled = torch.compile(model)
             ct = as_tuple(compiled(*inputs))  # compiles; also checked against eager
             row["compile_matches_eager"] = all(max_err(c, w)[1] for c, w in zip(ct, want))
