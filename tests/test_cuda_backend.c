@@ -565,6 +565,57 @@ Test(cuda, oversized_blocks_are_compile_errors) {
     kf_backend_close(b);
 }
 
+/* smem=: dynamic shared memory past the static 48 KiB (opted into by the launcher) really
+ * holds what the kernel writes there; more than the device allows is a compile error. */
+Test(cuda, dynamic_shared_memory) {
+    kf_backend *b = open_cuda();
+    if (b->info.local_mem_optin_bytes < 96 * 1024)
+        cr_skip_test("%s opts into %lld bytes of shared memory", b->info.name, (long long)b->info.local_mem_optin_bytes);
+    /* 128 threads fill 96 KiB of floats with their pattern, then each sums a stripe that
+     * other threads wrote: wrong sizes or a missing opt-in give a launch error or garbage */
+    const char *src =
+        "// kforge:launch k global=128 local=128 smem=98304 args=0\n"
+        "extern \"C\" __global__ void k(float *out) {\n"
+        "    extern __shared__ float s[];\n"
+        "    const int t = threadIdx.x;\n"
+        "    for (int i = t; i < 24576; i += 128) s[i] = (float)(i % 1000);\n"
+        "    __syncthreads();\n"
+        "    float a = 0.0f;\n"
+        "    for (int i = (t * 192 + 77) % 24576, n = 0; n < 192; n++, i = (i + 1) % 24576) a += s[i];\n"
+        "    out[t] = a;\n"
+        "}\n";
+    char artifact[4096];
+    kf_buf log = {0};
+    kf_error err = {0};
+    cr_assert_eq(compile(b, src, NULL, "smem", artifact, &log, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(log.data, "smem=98304"), "the resource report counts the dynamic part: %s", log.data);
+    kf_buf_free(&log);
+    void *mod = NULL;
+    cr_assert_eq(b->iface->load(b->ctx, artifact, NULL, &mod, &err), KF_OK, "%s", err.msg);
+    float nan[128], got[128];
+    for (int i = 0; i < 128; i++) nan[i] = NAN;
+    gbuf go;
+    gbuf_make(b, &go, nan, sizeof nan);
+    void *args[1] = {go.view};
+    cr_assert_eq(b->iface->launch(b->ctx, mod, args, 1, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_backend_sync(b), KF_OK);
+    cr_assert(gbuf_read(b, &go, got), "output guard touched");
+    for (int t = 0; t < 128; t++) {
+        double want = 0;
+        for (int i = (t * 192 + 77) % 24576, n = 0; n < 192; n++, i = (i + 1) % 24576) want += i % 1000;
+        cr_assert_eq(got[t], (float)want, "out[%d] = %g, want %g", t, got[t], want);
+    }
+    gbuf_free(b, &go);
+    b->iface->unload(b->ctx, mod);
+    /* past the opt-in limit */
+    char big[1024];
+    snprintf(big, sizeof big, "// kforge:launch k global=128 local=128 smem=%lld args=0\n%s",
+             (long long)b->info.local_mem_optin_bytes + 1024, strchr(src, '\n') + 1);
+    cr_assert_eq(compile(b, big, NULL, "smem2", artifact, NULL, &err), KF_ERR_COMPILE);
+    cr_assert(strstr(err.msg, "dynamic shared memory") && strstr(err.msg, "at most"), "message: %s", err.msg);
+    kf_backend_close(b);
+}
+
 /* A write far outside every allocation is a device fault: named, and sticky. */
 Test(cuda, illegal_address_is_a_runtime_error) {
     kf_backend *b = open_cuda();

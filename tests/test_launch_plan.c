@@ -89,4 +89,18 @@ Test(launch_plan, malformed_lines) {
                  "positive size");
     expect_error("// kforge:scratch t 4\n// kforge:scratch t 8\n", 2, 2, "twice");
     expect_error("// kforge:launch k global=(64 local=64 args=0\n", 2, 1, "')'");
+    expect_error("// kforge:launch k global=64 local=64 smem=-8 args=0\n", 2, 1, "smem must be >= 0");
+}
+
+Test(launch_plan, dynamic_shared_memory) {
+    kf_launch_plan p;
+    kf_error e;
+    const char *src = "// kforge:tunable ST 4 2\n"
+                      "// kforge:launch k global=256 local=128 smem=ST*(128+256)*32*2 args=0\n"
+                      "// kforge:launch j global=64 local=64 args=0\n";
+    cr_assert_eq(parse(src, NULL, 1, &p, &e), KF_OK, "%s", e.msg);
+    cr_assert_eq(p.l[0].smem, 98304);
+    cr_assert_eq(p.l[1].smem, 0, "no smem= means none");
+    cr_assert_eq(parse(src, "-DST=2", 1, &p, &e), KF_OK, "%s", e.msg);
+    cr_assert_eq(p.l[0].smem, 49152);
 }

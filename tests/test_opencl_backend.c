@@ -322,6 +322,18 @@ Test(opencl, oversized_work_group) {
     kf_backend_close(b);
 }
 
+/* dynamic shared memory is CUDA's launch option: an OpenCL plan with it is refused */
+Test(opencl, smem_is_refused) {
+    kf_backend *b = open_ocl();
+    const char *src = "// kforge:launch one global=64 local=64 smem=1024 args=0\n"
+                      "__kernel void one(__global float *c) { c[get_global_id(0)] = 1.0f; }\n";
+    char artifact[4096];
+    kf_error err = {0};
+    cr_assert_eq(compile(b, src, NULL, "smem", artifact, NULL, &err), KF_ERR_COMPILE);
+    cr_assert(strstr(err.msg, "launch 1") && strstr(err.msg, "CUDA launch option"), "message: %s", err.msg);
+    kf_backend_close(b);
+}
+
 Test(opencl, bad_plan_is_parse_error) {
     kf_backend *b = open_ocl();
     const char *src = "__kernel void k(__global float *c) { c[0] = 1.0f; }\n";

@@ -38,7 +38,9 @@ typedef struct kf_device_info {
     int compute_units;
     int max_wg;             /* max work-items per group */
     int max_wi[3];          /* max work-items per dim */
-    int64_t local_mem_bytes;/* per group */
+    int64_t local_mem_bytes;/* per group: static arrays (CUDA's 48 KiB) */
+    int64_t local_mem_optin_bytes; /* per group with an opt-in (CUDA's dynamic shared memory,
+                               a launch's smem=); 0 = no more than local_mem_bytes */
     int64_t global_mem_bytes;
     int64_t max_alloc_bytes;
     int subgroup_size;      /* 0 = no sub-group operations usable; else lanes (32 on NVIDIA) */

@@ -27,7 +27,11 @@
  * source, one launch per line, run in order on one queue:
  *
  *     // kforge:scratch NAME BYTES
- *     // kforge:launch KERNEL global=G0[,G1[,G2]] local=L0[,L1[,L2]] args=A0,A1,...
+ *     // kforge:launch KERNEL global=G0[,G1[,G2]] local=L0[,L1[,L2]] [smem=BYTES] args=A0,A1,...
+ *
+ * smem= (CUDA only) is the dynamic shared memory of each block, the size of the kernel's
+ * `extern __shared__` array; past 48 KiB the launcher opts the kernel into it (up to the
+ * device's opt-in limit, 227 KiB on Hopper). OpenCL and Metal refuse it.
  *
  * G/L/BYTES are integer expressions over literals and tunable names with + - * / %,
  * parentheses and cdiv(a, b) (= ceil(a / b)); global is the total number of work-items
@@ -65,6 +69,7 @@ typedef struct kf_launch {
     int64_t global[3], local[3];     /* work-items per dim (global % local == 0) */
     int nargs;
     int args[KF_MAX_LAUNCH_ARGS];    /* >= 0: task buffer index; < 0: scratch -1 - k */
+    int64_t smem;                    /* dynamic shared memory bytes per block (CUDA); 0 = none */
 } kf_launch;
 
 typedef struct kf_launch_plan {

@@ -58,6 +58,7 @@ import torch
 # view with a storage offset may not.
 _CUDA_ALIGN = 256
 _CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
+_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 class CudaLaunchError(RuntimeError):
@@ -109,6 +110,7 @@ class _Driver:
                                            ctypes.c_char_p]
         cu.cuFuncGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int,
                                           ctypes.c_void_p]
+        cu.cuFuncSetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
         self.device = device
         torch.zeros(1, device=device)  # PyTorch creates (and holds) the primary context
         dev, ctx = ctypes.c_int(), ctypes.c_void_p()
@@ -252,7 +254,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def check_launch_plan(launches, scratch_bytes, nargs, where):
-    """The manifest's resolved plan as [(kernel, grid(3), block(3), args)], scratch as
+    """The manifest's resolved plan as [(kernel, grid(3), block(3), args, smem)], scratch as
     {name: bytes}; KernelRunError (naming `where` and the launch) for anything malformed:
     the sizes, a global size not a multiple of the block, a buffer index or scratch name
     that does not exist."""
@@ -288,6 +290,9 @@ def check_launch_plan(launches, scratch_bytes, nargs, where):
             raise KernelRunError("%s (%s): block %s has more than 1024 threads" % (at, k, b))
         if grid[0] > 2 ** 31 - 1 or grid[1] > 65535 or grid[2] > 65535:
             raise KernelRunError("%s (%s): grid %s exceeds CUDA's limits" % (at, k, grid))
+        smem = l.get("smem", 0)
+        if isinstance(smem, bool) or not isinstance(smem, int) or smem < 0:
+            raise KernelRunError("%s (%s): \"smem\" %r must be a byte count >= 0" % (at, k, smem))
         if not isinstance(a, list):
             raise KernelRunError("%s (%s): no \"args\" list" % (at, k))
         for x in a:
@@ -296,7 +301,7 @@ def check_launch_plan(launches, scratch_bytes, nargs, where):
                 raise KernelRunError("%s (%s): argument %r is neither a buffer index 0..%d nor a "
                                      "scratch buffer (%s)" % (at, k, x, nargs - 1,
                                                               ", ".join(scratch) or "none"))
-        plan.append((k, tuple(grid), tuple(block), tuple(a)))
+        plan.append((k, tuple(grid), tuple(block), tuple(a), smem))
     return plan, dict(scratch)
 
 
@@ -388,7 +393,7 @@ class CudaKernel(_TorchOp):
             drv.check(rc, "cuModuleLoadData (CUBIN for %s)" % drv.arch, self.where)
             self._module = mod
             self._fns = {}
-            for kname, grid, block, _ in self.plan:
+            for kname, grid, block, _, smem in self.plan:
                 if kname not in self._fns:
                     f = ctypes.c_void_p()
                     rc = drv.cu.cuModuleGetFunction(ctypes.byref(f), mod, kname.encode())
@@ -397,6 +402,12 @@ class CudaKernel(_TorchOp):
                                              "define as an extern \"C\" __global__ function (%s)"
                                              % (self.where, kname, drv.error(rc)))
                     self._fns[kname] = f
+                if smem > 0:  # dynamic shared memory: opt the kernel in (past 48 KiB it must)
+                    rc = drv.cu.cuFuncSetAttribute(self._fns[kname], _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                   smem)
+                    if rc:
+                        raise KernelRunError("%s: launch of %s with %d bytes of dynamic shared memory: %s"
+                                             % (self.where, kname, smem, drv.error(rc)))
                 limit = ctypes.c_int()
                 drv.cu.cuFuncGetAttribute(ctypes.byref(limit), _CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                           self._fns[kname])
@@ -462,12 +473,12 @@ class CudaKernel(_TorchOp):
         drv.make_current(self.where)
         stream = torch.cuda.current_stream(self.device)
         if self.form == "nvrtc":
-            for i, (kname, grid, block, args) in enumerate(self.plan):
+            for i, (kname, grid, block, args, smem) in enumerate(self.plan):
                 ptrs = [bufs[a] if isinstance(a, int) else self._scratch[a].data_ptr() for a in args]
                 vals = (ctypes.c_uint64 * max(len(ptrs), 1))(*ptrs)
                 base = ctypes.addressof(vals)
                 params = (ctypes.c_void_p * max(len(ptrs), 1))(*[base + 8 * j for j in range(len(ptrs))])
-                rc = drv.cu.cuLaunchKernel(self._fns[kname], *grid, *block, 0, stream.cuda_stream,
+                rc = drv.cu.cuLaunchKernel(self._fns[kname], *grid, *block, smem, stream.cuda_stream,
                                            params, None)
                 what = "launch %d of %d, %s<<<%s, %s>>>" % (i + 1, len(self.plan), kname,
                                                            list(grid), list(block))

@@ -97,13 +97,13 @@ def test_recorded_runs_parse():
     assert k.name == "swish" and k.form == "nvrtc"
     assert [str(a) for a in k.inputs] == ["in x: f32[256, 512]"]
     assert [str(a) for a in k.outputs] == ["out y: f32[256, 512]"]
-    assert k.plan == [("swish", (1024, 1, 1), (128, 1, 1), (0, 1))]  # 131072 / 128 blocks
+    assert k.plan == [("swish", (1024, 1, 1), (128, 1, 1), (0, 1), 0)]  # 131072 / 128 blocks
     assert k.scratch_bytes == {}
     assert k.source_path == str(DATA / "cuda_swish" / "kernel.cu")
     r = load_cuda_kernel(DATA / "cuda_rowsum", load=False)
     assert [a.name for a in r.inputs] == ["x", "b"] and [a.name for a in r.outputs] == ["s", "t"]
-    assert r.plan == [("partial", (1, 64, 1), (256, 1, 1), (0, "part", 3)),
-                      ("finish", (1, 1, 1), (64, 1, 1), ("part", 1, 2))]
+    assert r.plan == [("partial", (1, 64, 1), (256, 1, 1), (0, "part", 3), 0),
+                      ("finish", (1, 1, 1), (64, 1, 1), ("part", 1, 2), 0)]
     assert r.scratch_bytes == {"part": 1024}
     assert r.digest != k.digest
     # the architecture is replaced by the device's; the tunable and the other options stay
@@ -135,12 +135,20 @@ def _set(path, value):
     (("launches",), [], r"no \"launches\""),
     (("launches",), KeyError, r"no \"launches\""),
     (("scratch_bytes",), {"part": -1}, r"scratch_bytes"),
+    (("launches", 0, "smem"), -16, r"launch 0 \(swish\): \"smem\" -16 must be a byte count >= 0"),
+    (("launches", 0, "smem"), "64k", r"\"smem\" '64k' must be a byte count"),
 ])
 def test_plan_errors_name_the_manifest(tmp_path, path, value, message):
     run = copy_run("cuda_swish", tmp_path, _set(path, value))
     with pytest.raises(KernelRunError, match=message) as e:
         load_cuda_kernel(run, load=False)
     assert str(run / "manifest.json") in str(e.value)
+
+
+def test_plan_keeps_dynamic_shared_memory(tmp_path):
+    run = copy_run("cuda_swish", tmp_path, _set(("launches", 0, "smem"), 98304))
+    k = load_cuda_kernel(run, load=False)
+    assert k.plan == [("swish", (1024, 1, 1), (128, 1, 1), (0, 1), 98304)]
 
 
 def test_not_a_cuda_run(tmp_path):

@@ -270,8 +270,10 @@ static json_t *plan_json(const kf_launch_plan *p) {
             if (l->args[a] >= 0) json_array_append_new(args, json_integer(l->args[a]));
             else json_array_append_new(args, json_string(p->scratch_name[-1 - l->args[a]]));
         }
-        json_array_append_new(arr, json_pack("{s:s, s:o, s:o, s:o}", "kernel", l->kernel,
-                                             "global", gl, "local", lo, "args", args));
+        json_t *lj = json_pack("{s:s, s:o, s:o, s:o}", "kernel", l->kernel, "global", gl, "local", lo,
+                               "args", args);
+        if (l->smem > 0) json_object_set_new(lj, "smem", json_integer(l->smem));
+        json_array_append_new(arr, lj);
     }
     return arr;
 }

@@ -265,7 +265,7 @@ static void plan_launch_line(plan_env *e, kf_launch_plan *p, int nbufs) {
         plan_word(e, key, sizeof key);
         if (!key[0]) break;
         if (*e->s != '=') {
-            plan_fail(e, "expected KEY=VALUE after '%s' (keys: global, local, args)", key);
+            plan_fail(e, "expected KEY=VALUE after '%s' (keys: global, local, smem, args)", key);
             return;
         }
         e->s++;
@@ -275,6 +275,12 @@ static void plan_launch_line(plan_env *e, kf_launch_plan *p, int nbufs) {
         } else if (strcmp(key, "local") == 0) {
             nl = plan_list(e, l->local, 3, "local");
             have_l = 1;
+        } else if (strcmp(key, "smem") == 0) {
+            l->smem = plan_expr(e);
+            if (!e->failed && l->smem < 0) {
+                plan_fail(e, "kernel '%s': smem must be >= 0 bytes", l->kernel);
+                return;
+            }
         } else if (strcmp(key, "args") == 0) {
             have_a = 1;
             for (;;) {
@@ -313,7 +319,7 @@ static void plan_launch_line(plan_env *e, kf_launch_plan *p, int nbufs) {
                 e->s++;
             }
         } else {
-            plan_fail(e, "unknown key '%s' (keys: global, local, args)", key);
+            plan_fail(e, "unknown key '%s' (keys: global, local, smem, args)", key);
             return;
         }
         if (e->failed) return;

@@ -144,15 +144,29 @@ static kf_status check_plan(cu_ctx *ctx, CUmodule mod, const kf_launch_plan *pla
             return cu_fail(ctx, rc, err, "launch %d: cuModuleGetFunction('%s')", i + 1,
                            l->kernel);
         int regs = 0, smem = 0, lmem = 0, maxt = 0;
+        if (l->smem > 0) {
+            int64_t limit = d->local_mem_optin_bytes > d->local_mem_bytes ? d->local_mem_optin_bytes
+                                                                        : d->local_mem_bytes;
+            if (l->smem > limit)
+                return kf_error_set(err, KF_ERR_COMPILE, NULL, 0, 0,
+                                    "launch %d: kernel '%s' asks for %lld bytes of dynamic shared "
+                                    "memory (smem=); %s allows at most %lld a block",
+                                    i + 1, l->kernel, (long long)l->smem, d->name, (long long)limit);
+            rc = cu->FuncSetAttribute(fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem);
+            if (rc != CUDA_SUCCESS)
+                return cu_fail(ctx, rc, err, "launch %d: cuFuncSetAttribute('%s', dynamic shared memory %lld)",
+                               i + 1, l->kernel, (long long)l->smem);
+        }
         cu->FuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn[i]);
         cu->FuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn[i]);
         cu->FuncGetAttribute(&lmem, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn[i]);
         cu->FuncGetAttribute(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn[i]);
         int seen = 0;
         for (int k = 0; k < i; k++) seen |= strcmp(plan->l[k].kernel, l->kernel) == 0;
+        /* smem: static and dynamic together, a block's whole share (what occupancy needs) */
         if (log && !seen)
-            kf_buf_printf(log, "kforge: resources %s regs=%d smem=%d local=%d max_threads=%d\n",
-                          l->kernel, regs, smem, lmem, maxt);
+            kf_buf_printf(log, "kforge: resources %s regs=%d smem=%lld local=%d max_threads=%d\n",
+                          l->kernel, regs, (long long)smem + l->smem, lmem, maxt);
         if (cu->FuncGetParamInfo) {
             /* parameters are counted by asking for each index until the driver says
              * CUDA_ERROR_INVALID_VALUE (past the last); any other answer: it cannot say */
@@ -451,7 +465,7 @@ static kf_status enqueue(cu_ctx *ctx, cu_module *m, int i, void *const *args, in
         b[d] = (unsigned)l->local[d];
         g[d] = (unsigned)(l->global[d] / l->local[d]);
     }
-    CUresult rc = ctx->api->LaunchKernel(m->fn[i], g[0], g[1], g[2], b[0], b[1], b[2], 0, NULL,
+    CUresult rc = ctx->api->LaunchKernel(m->fn[i], g[0], g[1], g[2], b[0], b[1], b[2], (unsigned)l->smem, NULL,
                                          l->nargs ? params : NULL, NULL);
     if (rc != CUDA_SUCCESS)
         return cu_fail(ctx, rc, err, "launch %d (kernel '%s', grid %u,%u,%u block %u,%u,%u): "

@@ -75,6 +75,7 @@ kf_status kf_cuda_nvcc_compile(const char *source, const char *arch, const char 
     X(ModuleUnload, cuModuleUnload)                                                            \
     X(ModuleGetFunction, cuModuleGetFunction)                                                  \
     X(FuncGetAttribute, cuFuncGetAttribute)                                                    \
+    X(FuncSetAttribute, cuFuncSetAttribute)                                                    \
     X(LaunchKernel, cuLaunchKernel)                                                            \
     X(MemAlloc, cuMemAlloc)                                                                    \
     X(MemFree, cuMemFree)                                                                      \

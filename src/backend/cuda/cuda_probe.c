@@ -208,10 +208,11 @@ kf_status kf_cu_probe_device(const kf_cu_api *api, CUdevice dev, kf_device_info 
     info->max_wi[0] = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
     info->max_wi[1] = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
     info->max_wi[2] = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
-    /* what a candidate's static __shared__ arrays may hold (48 KiB): more is only possible
-     * as dynamic shared memory opted into with cuFuncSetAttribute, which candidates do not
-     * get (the opt-in maximum, 227 KiB on Hopper, made ptxas reject tiles sized for it) */
+    /* what a candidate's static __shared__ arrays may hold (48 KiB); more only as dynamic
+     * shared memory (a launch's smem=), which the launcher opts the kernel into up to the
+     * opt-in maximum (227 KiB on Hopper; static arrays sized for it are rejected by ptxas) */
     info->local_mem_bytes = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    info->local_mem_optin_bytes = attr(api, dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
     size_t total = 0;
     if (api->DeviceTotalMem(&total, dev) == CUDA_SUCCESS) {
         info->global_mem_bytes = (int64_t)total;

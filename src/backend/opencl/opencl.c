@@ -249,6 +249,11 @@ static kf_status ocl_compile(void *vctx, const char *source, const char *flags,
     ocl_ctx *ctx = vctx;
     kf_launch_plan plan;
     kf_status st = kf_launch_plan_parse(source, flags, -1, &plan, err);
+    for (int i = 0; st == KF_OK && i < plan.nlaunches; i++)
+        if (plan.l[i].smem > 0)
+            st = kf_error_set(err, KF_ERR_COMPILE, NULL, 0, 0,
+                              "launch %d: smem= (dynamic shared memory) is a CUDA launch option; an "
+                              "OpenCL kernel declares its __local arrays itself", i + 1);
     if (st != KF_OK) {
         if (log && err) kf_buf_printf(log, "kforge: bad launch plan: %s\n", err->msg);
         return st;
