@@ -13,13 +13,15 @@ by its name).
 Checks in this process, on fresh random inputs: kforge's output buffers are filled with
 NaN before the run (an unwritten element fails), and every output is compared with PyTorch
 evaluated in float64 on the same inputs: relative L2 error ||out - ref|| / ||ref||, or the
-fraction of equal indices for argmax/argmin. PyTorch's own float32 error is printed beside.
+fraction of equal indices for argmax/argmin. PyTorch's own error (its result in the task's
+dtype) is printed beside.
 
 Timing: CUDA events around one call, the L2 flushed (a 512 MiB write) before each call, the
 three contenders interleaved call by call, median of --reps calls after warm-up. The floor is
 the task's roofline floor from kforge's count of bytes and flops over the copy bandwidth
 measured in this process (device-to-device copy of 2 GiB, read + write) and, for
-compute-bound tasks, the FLOP rate of torch.matmul at 4096^3 in f32 with TF32 off.
+compute-bound tasks, the FLOP rate of torch.matmul at 4096^3 in f32 with TF32 off (tasks
+with f16/bf16 inputs: at 8192^3 in bf16, on the tensor cores).
 
 usage: bench/cuda_vs_torch.py [--kforge build/kforge] [--scale 2] [--iters 10]
                               [--reps 30] [--out DIR] [--json FILE] [--no-compile]
@@ -59,7 +61,13 @@ def ceilings(flush):
     y = torch.randn(m, m, device="cuda")
     t, _ = bench_interleaved({"mm": lambda: x @ y}, 10, flush)
     mm_gflops = 2 * m ** 3 / (t["mm"] * 1e-3) / 1e9
-    return copy_gbs, mm_gflops
+    # the 16-bit matrix rate (tensor cores through cuBLAS), for tasks with f16/bf16 matmuls
+    m = 8192
+    x = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
+    t, _ = bench_interleaved({"mm": lambda: x @ y}, 10, flush)
+    mm16_gflops = 2 * m ** 3 / (t["mm"] * 1e-3) / 1e9
+    return copy_gbs, {"f32": mm_gflops, "16": mm16_gflops}
 
 
 def run_synth(kforge, task_path, outdir, iters, memcheck):
@@ -148,7 +156,9 @@ def one_task(args, path, outroot, flush, copy_gbs, mm_gflops):
     row["ms"], row["span_ms"] = med, span
     floor = row["bytes"] / (copy_gbs * 1e9)
     if row["bound"] == "compute":
-        floor = max(floor, row["flops"] / (mm_gflops * 1e9))
+        # a task with 16-bit inputs is a tensor-core matmul (the only 16-bit op kforge takes)
+        rate = mm_gflops["16"] if any(dt in ("f16", "bf16") for _, dt, _, _ in task.inputs) else mm_gflops["f32"]
+        floor = max(floor, row["flops"] / (rate * 1e9))
     row["floor_ms"] = floor * 1e3
     return row
 
@@ -213,7 +223,8 @@ def main():
     flush = l2_flush_buffer()
     copy_gbs, mm_gflops = ceilings(flush)
     print(f"ceilings measured in this process: copy {copy_gbs:.0f} GB/s (read+write), "
-          f"torch.matmul f32 4096^3 (TF32 off) {mm_gflops / 1e3:.1f} TFLOP/s", file=sys.stderr)
+          f"torch.matmul f32 4096^3 (TF32 off) {mm_gflops['f32'] / 1e3:.1f} TFLOP/s, "
+          f"bf16 8192^3 {mm_gflops['16'] / 1e3:.1f} TFLOP/s", file=sys.stderr)
     rows = []
     for t in tasks:
         try:
@@ -233,7 +244,8 @@ def main():
         torch.cuda.empty_cache()
     dev = torch.cuda.get_device_properties(0)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {dev.name}, {dev.multi_processor_count} SMs; "
-          f"torch {torch.__version__}; copy {copy_gbs:.0f} GB/s, f32 matmul {mm_gflops / 1e3:.1f} TFLOP/s "
+          f"torch {torch.__version__}; copy {copy_gbs:.0f} GB/s, f32 matmul {mm_gflops['f32'] / 1e3:.1f} TFLOP/s, "
+          f"bf16 {mm_gflops['16'] / 1e3:.1f} TFLOP/s "
           f"(same process); scale x{args.scale}; {args.iters} candidates per task; median of {args.reps} "
           f"interleaved calls, L2 flushed before each")
     print(fmt_table(rows, args.markdown, args.no_compile))

@@ -63,6 +63,50 @@ static void gpu_like(kf_device_info *d, const char *platform) {
     d->local_mem_bytes = 48 * 1024;
     d->subgroup_size = 32;
     d->compute_units = 132;
+    if (strcmp(platform, "cuda") == 0) {
+        snprintf(d->arch, sizeof d->arch, "sm_90");
+        d->local_mem_optin_bytes = 227 * 1024; /* Hopper's opt-in (dynamic) shared memory */
+    }
+}
+
+/* f16/bf16 matmuls: the tensor-core template (cuda, sm_80+). Every operand layout, edges
+ * in every dim, contiguous dims that are not multiples of 8 (element-wise tile copies),
+ * broadcast batches. */
+static const char *const mma_tasks[] = {
+    "input a: bf16[256, 512]\ninput b: bf16[512, 384]\noutput c = matmul(a, b)\n",
+    "input a: f16[200, 136]\ninput b: f16[136, 72]\noutput c = matmul(a, b)\n",
+    "input a: bf16[64, 200]\ninput b: bf16[96, 64]\noutput c = matmul(a, b, transpose_a=true, transpose_b=true)\n",
+    "input a: bf16[3, 40, 33]\ninput b: bf16[3, 40, 17]\noutput c = matmul(a, b, transpose_a=true)\n",
+    "input a: f16[2, 3, 17, 45]\ninput b: f16[45, 30]\noutput c = matmul(a, b)\n",
+    "input a: bf16[130, 96]\ninput b: bf16[70, 96]\noutput c = matmul(a, b, transpose_b=true)\n",
+    "input a: bf16[1, 1]\ninput b: bf16[1, 1]\noutput c = matmul(a, b)\n",
+};
+#define NMMA (int)(sizeof mma_tasks / sizeof mma_tasks[0])
+/* points of the mma template's space that render different code */
+static const char *const mma_points[] = {"", "st=2 bk=64", "st=4 gm=1", "bm=64 bn=256 wm=32", "bm=256 wn=32 bk=64"};
+#define NMMA_POINTS (int)(sizeof mma_points / sizeof mma_points[0])
+
+/* The default point with "name=value ..." applied over the stage parameters' suffixes;
+ * 0 when an assignment names no parameter of s (a template that fixed it). */
+static int point_assign(const kf_synth *s, const char *assign, kf_point *p) {
+    const kf_space *sp = kf_synth_space(s);
+    kf_synth_default_point(s, p);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", assign);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char name[32];
+        long v;
+        cr_assert_eq(sscanf(tok, "%31[^=]=%ld", name, &v), 2, "bad assignment '%s'", tok);
+        int hit = 0;
+        for (int i = 0; i < sp->nparams; i++) {
+            const char *dot = strrchr(sp->p[i].name, '.');
+            if (!dot || strcmp(dot + 1, name) != 0) continue;
+            for (int j = 0; j < sp->p[i].nvalues; j++)
+                if (sp->p[i].values[j] == v) p->idx[i] = j, hit = 1;
+        }
+        if (!hit) return 0;
+    }
+    return 1;
 }
 
 /* One task per family, rendered for cuda and metal (and checked as text). */
@@ -181,24 +225,8 @@ static void check_point(const char *text, const char *assign, const char *want) 
     kf_graph *g = parse(text);
     kf_synth *s = NULL;
     cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
-    const kf_space *sp = kf_synth_space(s);
     kf_point p;
-    kf_synth_default_point(s, &p);
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", assign);
-    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-        char name[32];
-        long v;
-        cr_assert_eq(sscanf(tok, "%31[^=]=%ld", name, &v), 2, "bad assignment '%s'", tok);
-        int hit = 0;
-        for (int i = 0; i < sp->nparams; i++) {
-            const char *dot = strrchr(sp->p[i].name, '.');
-            if (!dot || strcmp(dot + 1, name) != 0) continue;
-            for (int j = 0; j < sp->p[i].nvalues; j++)
-                if (sp->p[i].values[j] == v) p.idx[i] = j, hit = 1;
-        }
-        cr_assert(hit, "no parameter %s with value %ld in %s", name, v, kf_synth_describe(s));
-    }
+    cr_assert(point_assign(s, assign, &p), "no parameter for '%s' in %s", assign, kf_synth_describe(s));
     kf_verify_opts vo;
     kf_verify_opts_default(&vo);
     vo.workdir = workdir;
@@ -324,6 +352,25 @@ Test(gpu_verify, matmul_family) {
     check_task("input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n");
 }
 
+/* f16/bf16 on tensor cores: only where the device under test runs them (KFORGE_TEST_GPU=cuda
+ * on sm_80 or newer) */
+Test(gpu_verify, mma_matmul) {
+    NEED_OCL();
+    int sm = 0;
+    if (strcmp(ocl->info.platform, "cuda") != 0 || sscanf(ocl->info.arch, "sm_%d", &sm) != 1 || sm < 80) {
+        cr_skip_test("the tensor-core template needs cuda on sm_80 or newer; the device under test is %s %s",
+                     ocl->info.platform, ocl->info.arch);
+        return;
+    }
+    for (int t = 0; t < NMMA; t++) {
+        for (int v = 0; v < NMMA_POINTS; v++) {
+            /* every point on the first task, the default and one moved point elsewhere */
+            if (t > 0 && v > 1) break;
+            check_point(mma_tasks[t], mma_points[v], v ? NULL : "mma.sync");
+        }
+    }
+}
+
 Test(gpu_verify, matmul_double_buffer) {
     NEED_OCL();
     /* tiles that the group's items do not divide evenly (the `e < n` guard on the prefetch
@@ -430,6 +477,100 @@ Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* The tensor-core template on every layout and at points that render different code. */
+Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
+    if (!have_nvcc()) {
+        cr_skip_test("nvcc is not on PATH");
+        return;
+    }
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/test-work/gpu-mma-%ld", KF_BUILD_DIR, (long)getpid());
+    kf_error err = {0};
+    cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    int compiled = 0;
+    for (int t = 0; t < NMMA; t++) {
+        kf_graph *g = parse(mma_tasks[t]);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "plan: %s", err.msg);
+        /* one translation unit: the helpers are defined once however many kernels */
+        kf_buf all = {0};
+        for (int v = 0; v < NMMA_POINTS; v++) {
+            kf_point p;
+            if (!point_assign(s, mma_points[v], &p)) continue;
+            kf_candidate c;
+            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+            cr_expect(strstr(c.source, "mma.sync.aligned.m16n8k16") != NULL, "no mma in\n%s", c.source);
+            cr_expect(strstr(c.source, "unsigned short *__restrict__") != NULL, "16-bit buffers in\n%s", c.source);
+            /* one file per task (nvcc's start-up dominates): the first point whole, the
+             * others from their (guarded) helpers on, each kernel renamed */
+            const char *from = v == 0 ? c.source : strstr(c.source, "#ifndef KF_MMA_HELPERS");
+            const char *at = strstr(c.source, "kf_s0(");
+            cr_assert(from != NULL && at != NULL && at > from);
+            kf_buf_putn(&all, from, (size_t)(at - from));
+            kf_buf_printf(&all, "kf_s0_v%d(", v);
+            kf_buf_puts(&all, at + strlen("kf_s0("));
+            compiled++;
+            kf_candidate_clear(&c);
+        }
+        char path[600], cmd[1400];
+        snprintf(path, sizeof path, "%s/m%d.cu", dir, t);
+        cr_assert_eq(kf_write_file(path, all.data, all.len, &err), KF_OK, "%s", err.msg);
+        snprintf(cmd, sizeof cmd, "nvcc -arch=sm_90 -Werror all-warnings -c -o '%s.o' '%s' > '%s.log' 2>&1", path, path, path);
+        int rc = system(cmd);
+        char *log = NULL;
+        size_t n = 0;
+        snprintf(cmd, sizeof cmd, "%s.log", path);
+        if (kf_read_file(cmd, &log, &n, &err) != KF_OK) log = NULL;
+        cr_expect_eq(rc, 0, "nvcc failed for task:\n%s\n%s", mma_tasks[t], log ? log : "");
+        free(log);
+        kf_buf_free(&all);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+    cr_expect_geq(compiled, NMMA * 3);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* 16-bit tensors: matmul on cuda sm_80+ only, said with the value's place in the task */
+Test(gpu_text, sixteen_bit_only_as_tensor_core_matmul) {
+    static const char mm[] = "input a: bf16[64, 64]\ninput b: bf16[64, 64]\noutput c = matmul(a, b)\n";
+    struct { const char *text, *platform, *arch, *want; } cases[] = {
+        {mm, "opencl", "", "cuda on sm_80 or newer only"},
+        {mm, "metal", "", "cuda on sm_80 or newer only"},
+        {mm, "cuda", "sm_75", "this is cuda, sm_75"},
+        {"input a: f16[64, 64]\ninput b: f16[64, 64]\noutput c = relu(matmul(a, b))\n", "cuda", "sm_90",
+         "only as operands and results of matmul"},
+        {"input x: bf16[64]\noutput y = x * 2.0\n", "cuda", "sm_90", "'x' is bf16 and is used by another op"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kf_device_info dev;
+        gpu_like(&dev, cases[i].platform);
+        snprintf(dev.arch, sizeof dev.arch, "%s", cases[i].arch);
+        kf_graph *g = parse(cases[i].text);
+        kf_synth *s = NULL;
+        kf_error err = {0};
+        cr_expect_eq(kf_synth_plan(g, cases[i].platform, &dev, &s, &err), KF_ERR_UNSUPPORTED, "case %zu planned", i);
+        cr_expect(strstr(err.msg, cases[i].want) != NULL, "case %zu: '%s' lacks '%s'", i, err.msg, cases[i].want);
+        cr_expect(err.line > 0, "case %zu: no line in the error", i);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+    /* the CPU generator says the same */
+    kf_device_info cpu;
+    memset(&cpu, 0, sizeof cpu);
+    snprintf(cpu.platform, sizeof cpu.platform, "cpu");
+    kf_graph *g = parse(mm);
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_expect_eq(kf_synth_plan(g, "cpu", &cpu, &s, &err), KF_ERR_UNSUPPORTED);
+    cr_expect(strstr(err.msg, "cuda on sm_80 or newer only") != NULL, "%s", err.msg);
+    kf_graph_free(g);
 }
 
 /* ---- metal: rendered without error ---- */

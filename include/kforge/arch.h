@@ -23,6 +23,10 @@ typedef struct kf_ceilings {
     double peak_gflops_f64;
     double launch_us;       /* overhead of one launch: an empty kernel (devices) or an empty
                                OpenMP parallel region (cpu); 0 = not measured */
+    double peak_gflops_mm16;/* dense f16/bf16 matrix peak (tensor cores, f32 accumulate):
+                               the architecture database's datasheet figure for the device,
+                               never measured nor cached; 0 = unknown. Used only for tasks
+                               with 16-bit matmuls (kf_roofline_of) */
     char when[32];          /* ISO date of the measurement */
 } kf_ceilings;
 

@@ -167,7 +167,8 @@ def torch_fn(task):
     return fn
 
 
-_DT = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64, "i32": torch.int32}
+_DT = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+       "i64": torch.int64, "i32": torch.int32}
 
 
 def make_inputs(task, device, gen):

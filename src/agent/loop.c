@@ -244,6 +244,7 @@ json_t *kf_agent_device_json(const kf_device_info *d, const kf_ceilings *c) {
     json_object_set_new(cj, "peak_gflops_f32", json_real(c->peak_gflops_f32));
     json_object_set_new(cj, "peak_gflops_f64", json_real(c->peak_gflops_f64));
     json_object_set_new(cj, "launch_us", c->launch_us > 0 ? json_real(c->launch_us) : json_null());
+    if (c->peak_gflops_mm16 > 0) json_object_set_new(cj, "peak_gflops_mm16", json_real(c->peak_gflops_mm16));
     json_object_set_new(cj, "when", json_string(c->when));
     json_object_set_new(j, "ceilings", cj);
     return j;
@@ -563,6 +564,28 @@ kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_cei
     }
     snprintf(key, sizeof key, "%s|%s|%s", d->platform, d->name, d->driver);
     return kf_perf_device_ceilings(be, key, force, c, err);
+}
+
+/* A 16-bit matmul's compute floor: the datasheet's dense f16/bf16 matrix rate of the
+ * device's architecture-database entry (no kforge kernel measures tensor cores), said in
+ * the table; none when no entry matches (then the floor is the memory floor alone). */
+static void mm16_peak(kf_run_result *r, const kf_loop_opts *o) {
+    kf_arch_db *db = NULL;
+    kf_error e = {0};
+    const kf_arch_entry *a = NULL;
+    if (kf_arch_db_load(NULL, &db, &e) == KF_OK)
+        a = kf_arch_db_match(db, r->dev.name, kf_device_is_gpu(&r->dev) ? "gpu" : "cpu");
+    double t = a ? (a->peak_tflops_bf16 > a->peak_tflops_f16 ? a->peak_tflops_bf16 : a->peak_tflops_f16) : 0;
+    r->ceil.peak_gflops_mm16 = t * 1e3;
+    if (o->table) {
+        if (t > 0)
+            fprintf(o->table, "floor: f16/bf16 matmul FLOPs against %s's datasheet dense matrix rate, "
+                              "%.1f TFLOP/s (not measured)\n", a->name, t);
+        else
+            fprintf(o->table, "floor: no 16-bit matrix rate for \"%s\" (%s): the floor is the memory floor alone\n",
+                    r->dev.name, a ? "its entry gives none" : db ? "no architecture entry matches" : e.msg);
+    }
+    kf_arch_db_free(db);
 }
 
 /* The architecture database's entry for the run's device, loaded into *db (freed by the
@@ -903,6 +926,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
 
     st = device_ceilings(be, o, &r->ceil, err);
     if (st != KF_OK) goto done;
+    if (kf_graph_has_mm16(g)) mm16_peak(r, o);
     kf_roofline_of(g, &r->ceil, &r->roof);
 
     if (o->out_dir) snprintf(r->out_dir, sizeof r->out_dir, "%s", o->out_dir);

@@ -9,6 +9,11 @@
  * task's dtype: both are the highest rates the device showed, so the floor stays a true
  * lower bound (f64 or narrow-dtype tasks get a lower, still valid, floor). A ceiling of 0
  * (unknown) gives a floor of 0 for that side: no floor is better than a wrong one.
+ *
+ * The exception is a task with an f16/bf16 matmul: tensor cores run those several times
+ * faster than the f32 FMA peak, so its FLOPs are placed against the 16-bit matrix peak
+ * (peak_gflops_mm16, the datasheet's dense rate) or, when that is unknown, against no
+ * compute ceiling at all.
  */
 #include "kforge/perf.h"
 
@@ -19,14 +24,24 @@
 /* Contract: fill *out with g's bytes, FLOPs and floors on a device with ceilings c. Never
  * fails; g, c and out must be non-NULL. bound is "memory" unless the compute floor is the
  * strictly larger one. Non-positive or non-finite ceilings count as unknown (floor 0). */
+int kf_graph_has_mm16(const kf_graph *g) {
+    for (int i = 0; i < g->nnodes; i++) {
+        const kf_node *n = &g->nodes[i];
+        kf_dtype t = g->values[n->in[0]].dtype;
+        if (kf_op_get(n->op)->kind == KF_KIND_MATMUL && (t == KF_F16 || t == KF_BF16)) return 1;
+    }
+    return 0;
+}
+
 void kf_roofline_of(const kf_graph *g, const kf_ceilings *c, kf_roofline *out) {
     assert(g && c && out);
     memset(out, 0, sizeof *out);
     out->bytes = kf_graph_min_bytes(g);
     out->flops = kf_graph_flops(g);
     out->bw_gbs = isfinite(c->copy_gbs) && c->copy_gbs > 0 ? c->copy_gbs : 0;
-    out->peak_gflops = isfinite(c->peak_gflops_f32) && c->peak_gflops_f32 > 0
-                           ? c->peak_gflops_f32 : 0;
+    double peak = kf_graph_has_mm16(g) ? c->peak_gflops_mm16 : c->peak_gflops_f32;
+    if (kf_graph_has_mm16(g) && c->peak_gflops_f32 > peak && peak > 0) peak = c->peak_gflops_f32;
+    out->peak_gflops = isfinite(peak) && peak > 0 ? peak : 0;
     out->measured = c->measured;
     out->mem_floor_s = out->bw_gbs > 0 ? out->bytes / (out->bw_gbs * 1e9) : 0;
     out->compute_floor_s = out->peak_gflops > 0 ? out->flops / (out->peak_gflops * 1e9) : 0;

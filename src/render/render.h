@@ -94,7 +94,7 @@ typedef enum kf_gparam_kind {
 
 typedef struct kf_gparam {
     char name[32];     /* identifier used in the body */
-    char ctype[16];    /* element type: "float", "int", "long" */
+    char ctype[16];    /* element type: "float", "int", "long", "ushort" (raw 16-bit words) */
     kf_gparam_kind kind;
 } kf_gparam;
 
@@ -137,7 +137,7 @@ const char *kf_render_fallback_form(const char *name);
  * __launch_bounds__), Metal `kernel void` (with [[max_total_threads_per_threadgroup]])
  * with [[buffer(i)]] bindings in parameter order, then the attribute parameters of the
  * ids the body reads. wg[1], wg[2] of 0 count as 1. KF_ERR_ARG for a bad kf_gkernel
- * (name, element type other than float/int/long, duplicate parameter, negative or
+ * (name, element type other than float/int/long/ushort, duplicate parameter, negative or
  * > 1024 group size), KF_ERR_PARSE for a bad body; out is unchanged on failure. */
 kf_status kf_render_kernel(const kf_lang *L, const kf_gkernel *k, kf_buf *out, kf_error *err);
 

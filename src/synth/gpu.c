@@ -39,6 +39,7 @@ void kf_gpu_dev(const kf_synth *s, kf_gdev *d) {
     d->max_wg = i->max_wg > 0 ? i->max_wg : 1024; /* CUDA's and Metal's usual limit */
     if (i->max_wi[0] > 0 && i->max_wi[0] < d->max_wg) d->max_wg = i->max_wi[0];
     d->local_mem = i->local_mem_bytes > 0 ? i->local_mem_bytes : 32768;
+    d->local_mem_optin = i->local_mem_optin_bytes > d->local_mem ? i->local_mem_optin_bytes : d->local_mem;
     d->sg = i->subgroup_size > 0 ? i->subgroup_size : 0;
     /* sub-group code assumes power-of-two lanes (butterfly shuffles) */
     if (d->sg & (d->sg - 1)) d->sg = 0;
@@ -46,7 +47,8 @@ void kf_gpu_dev(const kf_synth *s, kf_gdev *d) {
 }
 
 const char *kf_gpu_ctype(const kf_graph *g, int v) {
-    return g->values[v].dtype == KF_I64 ? "long" : "float";
+    kf_dtype t = g->values[v].dtype;
+    return t == KF_I64 ? "long" : t == KF_F16 || t == KF_BF16 ? "ushort" : "float";
 }
 
 int64_t kf_gpu_pow2_ceil(int64_t n) {
@@ -286,6 +288,7 @@ void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
     }
     kf_buf_puts(&gp->lines, " local=");
     for (int d = 0; d < ndims; d++) kf_buf_printf(&gp->lines, "%s%lld", d ? "," : "", (long long)local[d]);
+    if (k->smem > 0) kf_buf_printf(&gp->lines, " smem=%lld", (long long)k->smem);
     kf_buf_puts(&gp->lines, " args=");
     for (int i = 0; i < k->k.nparams; i++) kf_buf_printf(&gp->lines, "%s%s", i ? "," : "", k->arg[i]);
     kf_buf_puts(&gp->lines, "\n");
@@ -378,7 +381,8 @@ void kf_synth_gpu_params(kf_synth *s) {
         case KF_STAGE_EWISE: kf_gpu_ewise_params(s, st); break;
         case KF_STAGE_MATMUL:
             kf_synth_matmul_desc(s->g, &s->g->nodes[st->nodes[0]], &st->mm);
-            kf_gpu_matmul_params(s, st);
+            if (kf_gpu_mma_stage(s, st)) kf_gpu_mma_params(s, st);
+            else kf_gpu_matmul_params(s, st);
             break;
         default: {
             int need = split_scratch(s, st);
@@ -457,7 +461,10 @@ kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate
         if (st->prologue) emit_prologue(&gp, st);
         switch (st->kind) {
         case KF_STAGE_EWISE: kf_gpu_ewise_emit(&gp, st, p); break;
-        case KF_STAGE_MATMUL: kf_gpu_matmul_emit(&gp, st, p); break;
+        case KF_STAGE_MATMUL:
+            if (kf_gpu_mma_stage(s, st)) kf_gpu_mma_emit(&gp, st, p);
+            else kf_gpu_matmul_emit(&gp, st, p);
+            break;
         default: kf_gpu_reduce_emit(&gp, k, st, p); break;
         }
     }

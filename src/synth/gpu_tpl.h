@@ -29,6 +29,7 @@
 typedef struct kf_gdev {
     int max_wg;        /* work-items per group */
     int64_t local_mem; /* bytes of local (shared) memory per group */
+    int64_t local_mem_optin; /* with CUDA's opt-in (dynamic shared memory), else local_mem */
     int sg;            /* sub-group lanes, 0 = no sub-group operations */
     int cu;            /* compute units */
     int is_cpu;        /* a CPU-type OpenCL device (PoCL): big groups, few items each */
@@ -54,6 +55,7 @@ typedef struct kf_gk {
     kf_gkernel k;
     char arg[KF_GK_MAX_PARAMS][40];
     kf_buf body;
+    int64_t smem;     /* dynamic shared memory bytes (CUDA's smem= launch key); 0 = none */
 } kf_gk;
 
 /* Start kernel `name`; body is empty, no params. */
@@ -68,7 +70,8 @@ void kf_gplan_scratch(kf_gplan *gp, const char *name, int64_t bytes);
 void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
                   const int64_t *local);
 
-/* Element type of value v in the kernel form ("float" or "long"). */
+/* Element type of value v in the kernel form ("float", "long", or "ushort" for the raw
+ * bits of f16/bf16 values, which only the mma template reads and writes). */
 const char *kf_gpu_ctype(const kf_graph *g, int v);
 /* Smallest power of two >= n (n >= 1). */
 int64_t kf_gpu_pow2_ceil(int64_t n);
@@ -102,6 +105,14 @@ void kf_gpu_reduce_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point 
 
 void kf_gpu_matmul_params(kf_synth *s, kf_stage *st);
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
+
+/* Tensor-core matmul for f16/bf16 operands (gpu_mma.c; CUDA, sm_80 and newer). */
+/* 1 when st is a matmul stage of 16-bit operands (it then takes the mma template). */
+int kf_gpu_mma_stage(const kf_synth *s, const kf_stage *st);
+/* 1 when the platform and device run the mma template (cuda, arch sm_80 or newer). */
+int kf_gpu_mma_arch_ok(const char *platform, const kf_device_info *dev);
+void kf_gpu_mma_params(kf_synth *s, kf_stage *st);
+void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
 
 /* Whole-candidate entry points used by synth.c. */
 kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err);

@@ -28,7 +28,22 @@ extern const char kf_cpu_prelude_text[];
 
 void kf_tpl_prelude_c(kf_buf *out) { kf_buf_puts(out, kf_cpu_prelude_text); }
 
-static int graph_dtype_ok(const kf_graph *g, kf_error *err) {
+/* A 16-bit float value the builtin generator handles: an operand or result of matmul
+ * nodes only (a graph input read only by matmuls, or a matmul's result read only by
+ * matmuls or the caller), on a device with the tensor-core template. */
+static int value16_ok(const kf_graph *g, int v) {
+    const kf_value *val = &g->values[v];
+    if (val->producer >= 0 && kf_op_get(g->nodes[val->producer].op)->kind != KF_KIND_MATMUL) return 0;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        for (int a = 0; a < n->nin; a++)
+            if (n->in[a] == v && kf_op_get(n->op)->kind != KF_KIND_MATMUL) return 0;
+    }
+    return 1;
+}
+
+static int graph_dtype_ok(const kf_graph *g, const char *platform, const kf_device_info *dev,
+                          kf_error *err) {
     for (int i = 0; i < g->nvalues; i++) {
         const kf_value *v = &g->values[i];
         if (v->is_const) continue;
@@ -37,9 +52,25 @@ static int graph_dtype_ok(const kf_graph *g, kf_error *err) {
             kf_op op = g->nodes[v->producer].op;
             if (op == KF_OP_ARGMAX || op == KF_OP_ARGMIN) continue;
         }
+        if (v->dtype == KF_F16 || v->dtype == KF_BF16) {
+            if (!value16_ok(g, i))
+                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
+                                    "the builtin generator handles %s tensors only as operands and "
+                                    "results of matmul (tensor cores); '%s' is %s and is used by "
+                                    "another op",
+                                    kf_dtype_name(v->dtype), v->name, kf_dtype_name(v->dtype)) == KF_OK;
+            if (!kf_gpu_mma_arch_ok(platform, dev))
+                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
+                                    "%s matmul: the builtin generator has a tensor-core template for "
+                                    "cuda on sm_80 or newer only (this is %s%s%s); '%s' is %s",
+                                    kf_dtype_name(v->dtype), platform,
+                                    dev->arch[0] ? ", " : "", dev->arch, v->name,
+                                    kf_dtype_name(v->dtype)) == KF_OK;
+            continue;
+        }
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
-                            "the builtin generator handles f32 tensors (and i64 argmax/argmin "
-                            "results); '%s' is %s",
+                            "the builtin generator handles f32 tensors (f16/bf16 as matmul "
+                            "operands on cuda, i64 argmax/argmin results); '%s' is %s",
                             v->name, kf_dtype_name(v->dtype)) == KF_OK;
     }
     return 1;
@@ -204,7 +235,7 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
     if (g->nnodes == 0)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
                             "task has no operations (outputs must be computed)");
-    if (!graph_dtype_ok(g, err)) return err ? err->code : KF_ERR_UNSUPPORTED;
+    if (!graph_dtype_ok(g, platform, dev, err)) return err ? err->code : KF_ERR_UNSUPPORTED;
     for (int j = 0; j < g->noutputs; j++) {
         const kf_value *v = &g->values[g->outputs[j]];
         if (v->producer < 0)
