@@ -28,7 +28,9 @@
  *
  * Parameters: tm, tn (tile), tk (depth), rm, rn (register block), vl (vector tile loads;
  * only when some operand allows them), rl (vector register layout, GPUs), db (double
- * buffering, GPUs). A point is made valid at render time: tiles shrink
+ * buffering, GPUs), rp (register prefetch: the next K step's A and B values are read from
+ * local memory into a second set of registers during the current step's FMAs), mg (CUDA:
+ * groups per SM the register budget must allow). A point is made valid at render time: tiles shrink
  * to the matrix, the register block grows until the group fits max_wg, the depth shrinks
  * until the tiles fit local memory; the kernel's comment states the tile it uses.
  */
@@ -76,6 +78,14 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
     /* double-buffered tiles: on by default on GPUs, declared on PoCL (its items are loop
      * iterations, nothing overlaps there) so that the moved point runs it in CI */
     kf_gpu_param(s, st, "db", vl, 2, dv.is_cpu ? 0 : 1);
+    /* register prefetch of the next K step's values (rp, declared everywhere so that CI
+     * runs it on PoCL) and, on CUDA, the groups per SM the register budget must allow
+     * (mg: __launch_bounds__'s minimum; 1 lets the compiler use up to 255 registers) */
+    kf_gpu_param(s, st, "rp", vl, 2, 0);
+    if (strcmp(s->platform, "cuda") == 0) {
+        static const long mg[] = {1, 2};
+        kf_gpu_param(s, st, "mg", mg, 2, 1);
+    }
 }
 
 static const char comp[4] = {'x', 'y', 'z', 'w'};
@@ -212,6 +222,47 @@ static void tc_store(kf_buf *o, const tile_copy *t, const char *buf, const char 
     }
 }
 
+/* Declare the registers a<i><sfx>, w<j><sfx> of one K step's A and B values. */
+static void emit_operand_decls(kf_buf *o, int64_t rm, int64_t rn, const char *sfx, const char *ind) {
+    kf_buf_printf(o, "%sfloat", ind);
+    for (int i = 0; i < rm; i++) kf_buf_printf(o, "%s a%d%s", i ? "," : "", i, sfx);
+    for (int j = 0; j < rn; j++) kf_buf_printf(o, ", w%d%s", j, sfx);
+    kf_buf_puts(o, ";\n");
+}
+
+/* Read one K step's A and B values of the item's register block from the local tiles
+ * `asub`/`bsub` (rows of the tiles, as expressions) into a<i><sfx> and w<j><sfx>. */
+static void emit_operand_reads(kf_buf *o, int64_t rm, int64_t rn, int64_t TY, int64_t TX, int rl, const char *asub,
+                               const char *bsub, const char *sfx, const char *ind) {
+    if (rl) {
+        for (int g = 0; g < rm / 4; g++) {
+            kf_buf_printf(o, "%s{ const $vec(float, 4) v = $vload(4, %s, ty * 4 + %lld);", ind, asub,
+                          (long long)(g * 4 * TY));
+            for (int c = 0; c < 4; c++) kf_buf_printf(o, " a%d%s = v.%c;", g * 4 + c, sfx, comp[c]);
+            kf_buf_puts(o, " }\n");
+        }
+        for (int g = 0; g < rn / 4; g++) {
+            kf_buf_printf(o, "%s{ const $vec(float, 4) v = $vload(4, %s, tx * 4 + %lld);", ind, bsub,
+                          (long long)(g * 4 * TX));
+            for (int c = 0; c < 4; c++) kf_buf_printf(o, " w%d%s = v.%c;", g * 4 + c, sfx, comp[c]);
+            kf_buf_puts(o, " }\n");
+        }
+    } else {
+        for (int i = 0; i < rm; i++)
+            kf_buf_printf(o, "%sa%d%s = %s[ty + %lld];\n", ind, i, sfx, asub, (long long)(i * TY));
+        for (int j = 0; j < rn; j++)
+            kf_buf_printf(o, "%sw%d%s = %s[tx + %lld];\n", ind, j, sfx, bsub, (long long)(j * TX));
+    }
+}
+
+static void emit_fmas(kf_buf *o, int64_t rm, int64_t rn, const char *sfx) {
+    for (int i = 0; i < rm; i++) {
+        kf_buf_puts(o, "           ");
+        for (int j = 0; j < rn; j++) kf_buf_printf(o, " c%d_%d += a%d%s * w%d%s;", i, j, i, sfx, j, sfx);
+        kf_buf_puts(o, "\n");
+    }
+}
+
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const kf_synth *s = gp->s;
     const kf_matmul_desc *d = &st->mm;
@@ -224,6 +275,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int vl = (int)kf_gpu_get(s, st, p, "vl", 0);
     int rl = (int)kf_gpu_get(s, st, p, "rl", 0);
     const int db = (int)kf_gpu_get(s, st, p, "db", 0);
+    int rp = (int)kf_gpu_get(s, st, p, "rp", 0);
+    const int mg = (int)kf_gpu_get(s, st, p, "mg", 2);
     const int64_t M = d->M, N = d->N, K = d->K;
 
     /* make the point valid for this matrix and device */
@@ -248,6 +301,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     while (tk > 1 && nbuf * (tk * (tm + pad_a) + tk * (tn + pad_b)) * 4 > dv.local_mem) tk /= 2;
     vec_a = vec_a && a_vec_ok(d, tm, tk);
     vec_b = vec_b && b_vec_ok(d, tn, tk);
+    if (tk % 2 != 0) rp = 0; /* the prefetch walks the tile in pairs of steps */
     const int64_t TX = tn / rn, TY = tm / rm, NT = TX * TY;
     const int64_t gx = (N + tn - 1) / tn, gy = (M + tm - 1) / tm;
     const char *ix = gp->ix;
@@ -267,6 +321,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
                   d->tb ? " tb" : "", (long long)tm, (long long)tn, (long long)tk, (long long)rm, (long long)rn,
                   (long long)TX, (long long)TY, vec_a ? ", vector A loads" : "", vec_b ? ", vector B loads" : "",
                   db ? ", double-buffered" : "");
+    if (rp) kf_buf_puts(o, "    /* next K step's values read into registers during this step's FMAs */\n");
     const char *dims = db ? "[2]" : "";
     kf_buf_printf(o, "    $shared float As%s[%lld][%lld];\n", dims, (long long)tk, (long long)(tm + pad_a));
     kf_buf_printf(o, "    $shared float Bs%s[%lld][%lld];\n", dims, (long long)tk, (long long)(tn + pad_b));
@@ -324,30 +379,34 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_puts(o, "        $barrier;\n");
     }
     const char *asub = db ? "As[cur][kk]" : "As[kk]", *bsub = db ? "Bs[cur][kk]" : "Bs[kk]";
-    kf_buf_printf(o, "        for (int kk = 0; kk < %lld; kk++) {\n", (long long)tk);
-    if (rl) {
-        for (int g = 0; g < rm / 4; g++) {
-            kf_buf_printf(o, "            const $vec(float, 4) av%d = $vload(4, %s, ty * 4 + %lld);\n", g, asub,
-                          (long long)(g * 4 * TY));
-            for (int c = 0; c < 4; c++) kf_buf_printf(o, "            const float a%d = av%d.%c;\n", g * 4 + c, g, comp[c]);
+    if (rp) {
+        /* register prefetch: the A and B values of step kk + 1 are read from local memory
+         * into a second set while step kk's FMAs run (tk is even) */
+        char an[24], bn_[24];
+        snprintf(an, sizeof an, "%s", db ? "As[cur][0]" : "As[0]");
+        snprintf(bn_, sizeof bn_, "%s", db ? "Bs[cur][0]" : "Bs[0]");
+        emit_operand_decls(o, rm, rn, "_0", "        ");
+        emit_operand_decls(o, rm, rn, "_1", "        ");
+        emit_operand_reads(o, rm, rn, TY, TX, rl, an, bn_, "_0", "        ");
+        kf_buf_printf(o, "        for (int kk = 0; kk < %lld; kk += 2) {\n", (long long)tk);
+        for (int half = 0; half < 2; half++) {
+            const char *cur_s = half ? "_1" : "_0", *nxt_s = half ? "_0" : "_1";
+            char ra[40], rb[40];
+            snprintf(ra, sizeof ra, "%s[kk + %d]", db ? "As[cur]" : "As", half + 1);
+            snprintf(rb, sizeof rb, "%s[kk + %d]", db ? "Bs[cur]" : "Bs", half + 1);
+            if (half) kf_buf_printf(o, "            if (kk + 2 < %lld) {\n", (long long)tk);
+            emit_operand_reads(o, rm, rn, TY, TX, rl, ra, rb, nxt_s, half ? "                " : "            ");
+            if (half) kf_buf_puts(o, "            }\n");
+            emit_fmas(o, rm, rn, cur_s);
         }
-        for (int g = 0; g < rn / 4; g++) {
-            kf_buf_printf(o, "            const $vec(float, 4) bv%d = $vload(4, %s, tx * 4 + %lld);\n", g, bsub,
-                          (long long)(g * 4 * TX));
-            for (int c = 0; c < 4; c++) kf_buf_printf(o, "            const float w%d = bv%d.%c;\n", g * 4 + c, g, comp[c]);
-        }
+        kf_buf_puts(o, "        }\n");
     } else {
-        for (int i = 0; i < rm; i++)
-            kf_buf_printf(o, "            const float a%d = %s[ty + %lld];\n", i, asub, (long long)(i * TY));
-        for (int j = 0; j < rn; j++)
-            kf_buf_printf(o, "            const float w%d = %s[tx + %lld];\n", j, bsub, (long long)(j * TX));
+        kf_buf_printf(o, "        for (int kk = 0; kk < %lld; kk++) {\n", (long long)tk);
+        emit_operand_decls(o, rm, rn, "", "            ");
+        emit_operand_reads(o, rm, rn, TY, TX, rl, asub, bsub, "", "            ");
+        emit_fmas(o, rm, rn, "");
+        kf_buf_puts(o, "        }\n");
     }
-    for (int i = 0; i < rm; i++) {
-        kf_buf_puts(o, "           ");
-        for (int j = 0; j < rn; j++) kf_buf_printf(o, " c%d_%d += a%d * w%d;", i, j, i, j);
-        kf_buf_puts(o, "\n");
-    }
-    kf_buf_puts(o, "        }\n");
     if (db) {
         kf_buf_printf(o, "        if (t + 1 < %lld) {\n", (long long)nk);
         tc_store(o, &tca, "cur ^ 1", "            ");
@@ -391,10 +450,10 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         }
         kf_buf_puts(o, "      (void)r; }\n");
     }
-    /* the prefetch registers on top of the register block: ask CUDA for a budget that
-     * keeps two groups per SM (on sm_90, 16-deep 128 x 128 tiles: 122 registers with it,
-     * 173 without, which leaves one group per SM) */
-    if (db && NT <= 512) k.k.min_groups = 2;
+    /* the prefetch registers on top of the register block: by default ask CUDA for a
+     * budget that keeps two groups per SM (on sm_90, 16-deep 128 x 128 tiles: 122 registers
+     * with it, 173 without, which leaves one group per SM); mg=1 trades that for registers */
+    if (db && NT <= 512) k.k.min_groups = mg;
     if (d->batch > 1) {
         int64_t G[3] = {gx * TX, gy * TY, d->batch}, L[3] = {TX, TY, 1};
         kf_gk_launch(gp, &k, 3, G, L);
