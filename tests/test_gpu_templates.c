@@ -279,6 +279,12 @@ Test(gpu_verify, elementwise_all_ops) {
                "output y = log(x) + sqrt(x) + rsqrt(x) + pow(x, 1.7) + pow(x, 2.0) + pow(x, -1.0)\n");
 }
 
+Test(gpu_verify, tanh_of_softplus) {
+    NEED_OCL();
+    check_task("input x: f32[1000003]\noutput y = x * tanh(softplus(x))\n");
+    check_task("input x: f32[3, 17]\noutput y = tanh(softplus(x, threshold=5.0))\n");
+}
+
 Test(gpu_verify, elementwise_broadcast_and_vectors) {
     NEED_OCL();
     check_task("input x: f32[3, 17]\ninput b: f32[17]\noutput y = gelu_tanh(x + b)\n");

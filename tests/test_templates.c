@@ -103,6 +103,37 @@ Test(templates, elementwise_all_unary_ops) {
                "output y = log(x) + sqrt(x) + rsqrt(x) + pow(x, 1.7) + pow(x, 2.0) + pow(x, -1.0)\n");
 }
 
+/* tanh(softplus(x)) (mish's core) is computed from one exp: the rewrite is taken where it
+ * applies, and every variant verifies over the input distributions (wide magnitudes reach
+ * both sides of softplus's threshold) */
+Test(templates, tanh_of_softplus) {
+    static const struct { const char *text; int rewritten; } cases[] = {
+        {"input x: f32[1000003]\noutput y = x * tanh(softplus(x))\n", 1},
+        {"input x: f32[17, 3]\ns = softplus(x)\noutput y = tanh(s)\noutput z = s * 2.0\n", 1},
+        {"input x: f32[1000003]\noutput y = tanh(softplus(x, threshold=5.0))\n", 1},
+        {"input x: f32[1000003]\noutput y = tanh(softplus(x, beta=2.0))\n", 0},
+        {"input x: f32[1000003]\noutput y = tanh(softplus(x, threshold=30.0))\n", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kf_error err = {0};
+        kf_graph *g = NULL;
+        cr_assert_eq(kf_parse_string(cases[i].text, "<test>", &g, &err), KF_OK, "%s", err.msg);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "%s", err.msg);
+        kf_point p;
+        kf_synth_default_point(s, &p);
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+        /* the prelude defines the helper; a call has its argument right after the paren */
+        cr_expect_eq(strstr(c.source, "kf_tanh_softplusf(r") != NULL, cases[i].rewritten, "case %zu:\n%s", i,
+                     cases[i].text);
+        kf_candidate_clear(&c);
+        kf_synth_free(s);
+        kf_graph_free(g);
+        check_task(cases[i].text);
+    }
+}
+
 Test(templates, elementwise_broadcast_and_scalars) {
     check_task("input x: f32[3, 17]\ninput b: f32[17]\noutput y = gelu_tanh(x + b)\n");
     check_task("input a: f32[3, 1]\ninput b: f32[1, 4]\noutput y = maximum(a, b) - minimum(a, 0.25) / (2.0 - b)\n");

@@ -401,6 +401,12 @@ void kf_render_prelude(const kf_lang *L, kf_buf *out) {
     /* e^-x overflows to inf for x < -88.7 and 1/(1+inf) = 0: no NaN at either end */
     kf_buf_printf(out, "%s float kf_sigmoidf(float x) { return 1.0f / (1.0f + %s(-x)); }\n", fn,
                   m->exp);
+    /* tanh(log(1 + e^x)) for x <= 20 (the caller keeps larger x away: n(n + 2) would
+     * overflow past x = 44); see kf_synth_node_expr's TANH case */
+    kf_buf_printf(out,
+                  "%s float kf_tanh_softplusf(float x) { const float n = %s(x), t = n * (n + 2.0f); "
+                  "return t / (t + 2.0f); }\n",
+                  fn, m->exp);
     /* compares, not fmin/fmax: NaN stays NaN, as in the CPU prelude */
     kf_buf_printf(out,
                   "%s float kf_clampf(float x, float lo, float hi) { x = x < lo ? lo : x; "

@@ -62,7 +62,25 @@ void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o) {
     case KF_OP_RELU: kf_buf_printf(o, "(%s < 0.0f ? 0.0f : %s)", a, a); break;
     case KF_OP_LEAKY_RELU: kf_buf_printf(o, "(%s >= 0.0f ? %s : %s * %s)", a, a, al, a); break;
     case KF_OP_SIGMOID: kf_buf_printf(o, "kf_sigmoidf(%s)", a); break;
-    case KF_OP_TANH: kf_buf_printf(o, "kf_tanhf(%s)", a); break;
+    case KF_OP_TANH: {
+        /* tanh(softplus(x)) with beta 1 (mish's core): with n = e^x, tanh(log(1 + n)) =
+         * n(n + 2) / (n(n + 2) + 2), one exp and one division instead of exp, log1p and tanh
+         * (the ALU cost that kept mish from the memory floor on the H200); exact in real
+         * arithmetic, a few ulp in float, and taken only below softplus's threshold (<= 20,
+         * where n(n + 2) cannot overflow). Past it softplus is x itself. The softplus node
+         * is still emitted; a compiler drops it when tanh was its only reader. */
+        const kf_value *xv = &s->g->values[n->in[0]];
+        const kf_node *sp = xv->producer >= 0 ? &s->g->nodes[xv->producer] : NULL;
+        if (sp && sp->op == KF_OP_SOFTPLUS && sp->attr.alpha == 1.0 && sp->attr.beta <= 20.0) {
+            char x[64], th[64];
+            operand(s, sp->in[0], x, sizeof x);
+            kf_synth_float_lit(sp->attr.beta, th, sizeof th);
+            kf_buf_printf(o, "(%s > %s ? kf_tanhf(%s) : kf_tanh_softplusf(%s))", x, th, x, x);
+        } else {
+            kf_buf_printf(o, "kf_tanhf(%s)", a);
+        }
+        break;
+    }
     case KF_OP_GELU:
         kf_buf_printf(o, "0.5f * %s * (1.0f + kf_erff(%s * 0.70710678118654752f))", a, a);
         break;
