@@ -199,8 +199,17 @@ def bench_task(path, a, i, n):
     t_task = time.time()
     # 1. import
     if path.endswith(".py"):
+        # `kforge import` in two halves: the export here, in this process, which has torch
+        # loaded and exported before (a `kforge import` process pays ~4 s of torch import and
+        # ~3 s of first export per task on a 2-core VM), then the C lowering of the bundle
         bundle = os.path.join(work, "bundle")
-        p, _ = run([a.kforge, "import", path, "--out", bundle, "--seed", str(a.seed)])
+        try:
+            importer.write_bundle(path, bundle, a.seed)
+            p, _ = run([a.kforge, "import", "--lower", bundle])
+        except importer.ImportFailure as e:
+            p = subprocess.CompletedProcess([], 2, "", f"kforge import: {e}")
+        except Exception as e:  # the module itself failed: its own error, as the importer says it
+            p = subprocess.CompletedProcess([], 1, "", f"kforge import: {path}: {type(e).__name__}: {e}")
         if p.returncode != 0:
             msg = (p.stderr.strip() or p.stdout.strip()).replace("\n", " ")
             row.update(status="unsupported" if p.returncode == 2 else "import-error", detail=msg[:600])

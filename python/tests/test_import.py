@@ -124,6 +124,28 @@ def test_unsupported_op_is_named_with_its_node(kforge, tmp_path):
     assert not (tmp_path / "b" / "task.kf").exists()
 
 
+def test_lower_an_existing_bundle(kforge, tmp_path):
+    """`kforge import --lower DIR`: the C half alone, on a bundle the importer wrote in-process
+    (as kforge bench does), gives the task `kforge import` gives; bad uses are refused"""
+    from kforge_torch import importer
+    model = write(tmp_path / "m.py", SMALL.format(expr="torch.softmax(x * 2.0, dim=1)"))
+    p = run([kforge, "import", model, "--out", str(tmp_path / "full")])
+    assert p.returncode == 0, p.stderr
+    importer.write_bundle(model, str(tmp_path / "half"), 0)
+    assert not (tmp_path / "half" / "task.kf").exists()
+    p = run([kforge, "import", "--lower", str(tmp_path / "half")])
+    assert p.returncode == 0 and "wrote" in p.stdout, p.stderr
+    assert (tmp_path / "half" / "task.kf").read_text() == (tmp_path / "full" / "task.kf").read_text()
+    p = run([kforge, "import", "--lower", str(tmp_path / "half"), model])
+    assert p.returncode == 2 and "takes no MODEL.py" in p.stderr, p.stderr
+    p = run([kforge, "import", "--lower", str(tmp_path / "nothing-here")])
+    assert p.returncode != 0 and "graph.json" in p.stderr, p.stderr
+    bundle = write(tmp_path / "cs.py", UNSUPPORTED)
+    importer.write_bundle(bundle, str(tmp_path / "cs"), 0)
+    p = run([kforge, "import", "--lower", str(tmp_path / "cs")])
+    assert p.returncode == 2 and "aten.cumsum" in p.stderr, p.stderr
+
+
 def test_not_kernelbench_format_and_broken_files(kforge, tmp_path):
     p = run([kforge, "import", write(tmp_path / "x.py", "import torch\nclass Model: pass\n")])
     assert p.returncode == 2 and "get_inputs" in p.stderr, p.stderr

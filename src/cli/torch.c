@@ -66,9 +66,12 @@ static int run_python_module(const char *module, char *const *args, int nargs) {
     return KF_EXIT_INTERNAL;
 }
 
+static int lower_bundle(const char *what, const char *out);
+
 static void usage_import(FILE *f) {
     fprintf(f,
-            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME]\n\n"
+            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME]\n"
+            "       kforge import --lower DIR\n\n"
             "Imports a KernelBench-format PyTorch module (class Model, get_inputs(),\n"
             "get_init_inputs()): exports its forward with torch.export, writes the task bundle\n"
             "(DIR/graph.json, DIR/params.safetensors, DIR/ref.safetensors: docs/pytorch.md), lowers\n"
@@ -78,15 +81,22 @@ static void usage_import(FILE *f) {
             "  --out DIR     bundle directory (default kforge-out/import/<model file name>)\n"
             "  --seed N      seed for Model(*get_init_inputs()) and get_inputs() (default 0)\n"
             "  --name NAME   task name (default: from the file name)\n"
+            "  --lower DIR   only lower an existing bundle's DIR/graph.json to DIR/task.kf (no\n"
+            "                Python: for a bundle written by kforge_torch.importer.write_bundle,\n"
+            "                as kforge bench does in its own process)\n"
             "  -h, --help    this help\n\n"
             "environment: KFORGE_PYTHON, the Python with torch (default python3)\n");
 }
 
 int kf_cli_import(int argc, char **argv) {
-    const char *model = NULL, *out = NULL, *seed = NULL, *name = NULL;
+    const char *model = NULL, *out = NULL, *seed = NULL, *name = NULL, *lower = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_import(stdout); return 0; }
+        if (!strcmp(a, "--lower") && i + 1 < argc) {
+            lower = argv[++i];
+            continue;
+        }
         if ((!strcmp(a, "--out") || !strcmp(a, "--seed") || !strcmp(a, "--name")) && i + 1 < argc) {
             const char **dst = !strcmp(a, "--out") ? &out : !strcmp(a, "--seed") ? &seed : &name;
             *dst = argv[++i];
@@ -97,6 +107,11 @@ int kf_cli_import(int argc, char **argv) {
         } else if (!model) model = a;
         else { fprintf(stderr, "kforge import: one MODEL.py at a time ('%s')\n", a); return KF_EXIT_USAGE; }
     }
+    if (lower && (model || seed || name || out)) {
+        fprintf(stderr, "kforge import: --lower DIR takes no MODEL.py, --out, --seed or --name\n");
+        return KF_EXIT_USAGE;
+    }
+    if (lower) return lower_bundle(lower, lower);
     if (!model) { usage_import(stderr); return KF_EXIT_USAGE; }
     char dflt[PATH_MAX];
     if (!out) {
@@ -113,6 +128,11 @@ int kf_cli_import(int argc, char **argv) {
     if (name) { args[na++] = "--name"; args[na++] = (char *)name; }
     int rc = run_python_module("kforge_torch.importer", args, na);
     if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
+    return lower_bundle(model, out);
+}
+
+/* DIR/graph.json -> DIR/task.kf; `what` names the model (or the bundle) in errors. */
+static int lower_bundle(const char *what, const char *out) {
     char gpath[PATH_MAX + 16], tpath[PATH_MAX + 16];
     snprintf(gpath, sizeof gpath, "%s/graph.json", out);
     snprintf(tpath, sizeof tpath, "%s/task.kf", out);
@@ -120,7 +140,7 @@ int kf_cli_import(int argc, char **argv) {
     kf_graph *g = NULL;
     kf_error err = {0};
     if (kf_import_torch_graph(gpath, &text, &g, &err) != KF_OK) {
-        fprintf(stderr, "kforge import: %s: ", model);
+        fprintf(stderr, "kforge import: %s: ", what);
         return kf_cli_error(&err);
     }
     FILE *f = fopen(tpath, "w");
