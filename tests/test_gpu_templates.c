@@ -438,6 +438,23 @@ Test(gpu_verify, prologue_fusion) {
 
 static int have_nvcc(void) { return system("command -v nvcc >/dev/null 2>&1") == 0; }
 
+/* Write src to path and expect `nvcc -arch=sm_90 OPTS -c` to build it (its log in the
+ * failure message, with the task and what was rendered). */
+static void expect_nvcc_builds(const char *path, const char *src, size_t len, const char *opts, const char *task,
+                               const char *what) {
+    kf_error err = {0};
+    cr_assert_eq(kf_write_file(path, src, len, &err), KF_OK, "%s", err.msg);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "nvcc -arch=sm_90 %s -c -o '%s.o' '%s' > '%s.log' 2>&1", opts, path, path, path);
+    int rc = system(cmd);
+    char *log = NULL;
+    size_t n = 0;
+    snprintf(cmd, sizeof cmd, "%s.log", path);
+    if (kf_read_file(cmd, &log, &n, &err) != KF_OK) log = NULL;
+    cr_expect_eq(rc, 0, "nvcc failed for task:\n%s[%s]\n%s", task, what, log ? log : "");
+    free(log);
+}
+
 Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
     if (!have_nvcc()) {
         cr_skip_test("nvcc is not on PATH");
@@ -462,17 +479,9 @@ Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
             kf_candidate c;
             cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
             cr_assert_str_eq(c.platform, "cuda");
-            char path[600], cmd[1400];
+            char path[600];
             snprintf(path, sizeof path, "%s/k%d_%d.cu", dir, t, variant);
-            cr_assert_eq(kf_write_file(path, c.source, strlen(c.source), &err), KF_OK, "%s", err.msg);
-            snprintf(cmd, sizeof cmd, "nvcc -arch=sm_90 -c -o '%s.o' '%s' > '%s.log' 2>&1", path, path, path);
-            int rc = system(cmd);
-            char *log = NULL;
-            size_t n = 0;
-            snprintf(cmd, sizeof cmd, "%s.log", path);
-            if (kf_read_file(cmd, &log, &n, &err) != KF_OK) log = NULL;
-            cr_expect_eq(rc, 0, "nvcc failed for task:\n%s[%s]\n%s", family_tasks[t], c.label, log ? log : "");
-            free(log);
+            expect_nvcc_builds(path, c.source, strlen(c.source), "", family_tasks[t], c.label);
             compiled++;
             kf_candidate_clear(&c);
         }
@@ -522,17 +531,9 @@ Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
             compiled++;
             kf_candidate_clear(&c);
         }
-        char path[600], cmd[1400];
+        char path[600];
         snprintf(path, sizeof path, "%s/m%d.cu", dir, t);
-        cr_assert_eq(kf_write_file(path, all.data, all.len, &err), KF_OK, "%s", err.msg);
-        snprintf(cmd, sizeof cmd, "nvcc -arch=sm_90 -Werror all-warnings -c -o '%s.o' '%s' > '%s.log' 2>&1", path, path, path);
-        int rc = system(cmd);
-        char *log = NULL;
-        size_t n = 0;
-        snprintf(cmd, sizeof cmd, "%s.log", path);
-        if (kf_read_file(cmd, &log, &n, &err) != KF_OK) log = NULL;
-        cr_expect_eq(rc, 0, "nvcc failed for task:\n%s\n%s", mma_tasks[t], log ? log : "");
-        free(log);
+        expect_nvcc_builds(path, all.data, all.len, "-Werror all-warnings", mma_tasks[t], "every point");
         kf_buf_free(&all);
         kf_synth_free(s);
         kf_graph_free(g);

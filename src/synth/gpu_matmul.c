@@ -265,6 +265,27 @@ static void emit_fmas(kf_buf *o, int64_t rm, int64_t rn, const char *sfx) {
     }
 }
 
+void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *d) {
+    const char *ix = gp->ix;
+    if (d->batch <= 1) {
+        kf_buf_printf(o, "    const %s aoff = 0, boff = 0, coff = 0;\n", ix);
+        return;
+    }
+    kf_buf_printf(o, "    const %s bz = (%s)$grp(2);\n", ix, ix);
+    kf_buf_printf(o, "    %s am = 0, bm = 0;\n    { %s rem = bz;\n", ix, ix);
+    for (int j = d->nbdims - 1; j >= 0; j--) {
+        if (d->bdim[j] == 1) continue;
+        kf_buf_printf(o, "      { const %s i = rem %% %lld; rem = rem / %lld;", ix, (long long)d->bdim[j],
+                      (long long)d->bdim[j]);
+        if (d->a_bstride[j]) kf_buf_printf(o, " am += i * %lld;", (long long)d->a_bstride[j]);
+        if (d->b_bstride[j]) kf_buf_printf(o, " bm += i * %lld;", (long long)d->b_bstride[j]);
+        kf_buf_puts(o, " (void)i; }\n");
+    }
+    kf_buf_puts(o, "      (void)rem; }\n");
+    kf_buf_printf(o, "    const %s aoff = am * %lld, boff = bm * %lld, coff = bz * %lld;\n", ix,
+                  (long long)(d->M * d->K), (long long)(d->K * d->N), (long long)(d->M * d->N));
+}
+
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const kf_synth *s = gp->s;
     const kf_matmul_desc *d = &st->mm;
@@ -329,23 +350,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_buf_printf(o, "    $shared float Bs%s[%lld][%lld];\n", dims, (long long)tk, (long long)(tn + pad_b));
     kf_buf_printf(o, "    const int tx = $lid(0), ty = $lid(1), tid = ty * %lld + tx;\n", (long long)TX);
     kf_buf_printf(o, "    const int col0 = $grp(0) * %lld, row0 = $grp(1) * %lld;\n", (long long)tn, (long long)tm);
-    if (d->batch > 1) {
-        kf_buf_printf(o, "    const %s bz = (%s)$grp(2);\n", ix, ix);
-        kf_buf_printf(o, "    %s am = 0, bm = 0;\n    { %s rem = bz;\n", ix, ix);
-        for (int j = d->nbdims - 1; j >= 0; j--) {
-            if (d->bdim[j] == 1) continue;
-            kf_buf_printf(o, "      { const %s i = rem %% %lld; rem = rem / %lld;", ix, (long long)d->bdim[j],
-                          (long long)d->bdim[j]);
-            if (d->a_bstride[j]) kf_buf_printf(o, " am += i * %lld;", (long long)d->a_bstride[j]);
-            if (d->b_bstride[j]) kf_buf_printf(o, " bm += i * %lld;", (long long)d->b_bstride[j]);
-            kf_buf_puts(o, " (void)i; }\n");
-        }
-        kf_buf_puts(o, "      (void)rem; }\n");
-        kf_buf_printf(o, "    const %s aoff = am * %lld, boff = bm * %lld, coff = bz * %lld;\n", ix,
-                      (long long)(M * K), (long long)(K * N), (long long)(M * N));
-    } else {
-        kf_buf_printf(o, "    const %s aoff = 0, boff = 0, coff = 0;\n", ix);
-    }
+    kf_gpu_matmul_offsets(o, gp, d);
     for (int i = 0; i < rm; i++)
         for (int j = 0; j < rn; j++) kf_buf_printf(o, "    float c%d_%d = 0.0f;\n", i, j);
     char abuf[16], bbuf[16];

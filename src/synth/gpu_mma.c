@@ -309,23 +309,7 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_buf_printf(o, "      const int gsz = rest < %lld ? rest : %lld;\n", (long long)gm, (long long)gm);
     kf_buf_puts(o, "      tm_ = first + (pid % width) % gsz; tn_ = (pid % width) / gsz; }\n");
     kf_buf_printf(o, "    const int row0 = tm_ * %lld, col0 = tn_ * %lld;\n", (long long)bm, (long long)bn);
-    if (d->batch > 1) {
-        kf_buf_printf(o, "    const %s bz = (%s)$grp(2);\n", ix, ix);
-        kf_buf_printf(o, "    %s am = 0, bmi = 0;\n    { %s rem = bz;\n", ix, ix);
-        for (int j = d->nbdims - 1; j >= 0; j--) {
-            if (d->bdim[j] == 1) continue;
-            kf_buf_printf(o, "      { const %s i = rem %% %lld; rem = rem / %lld;", ix, (long long)d->bdim[j],
-                          (long long)d->bdim[j]);
-            if (d->a_bstride[j]) kf_buf_printf(o, " am += i * %lld;", (long long)d->a_bstride[j]);
-            if (d->b_bstride[j]) kf_buf_printf(o, " bmi += i * %lld;", (long long)d->b_bstride[j]);
-            kf_buf_puts(o, " (void)i; }\n");
-        }
-        kf_buf_puts(o, "      (void)rem; }\n");
-        kf_buf_printf(o, "    const %s aoff = am * %lld, boff = bmi * %lld, coff = bz * %lld;\n", ix,
-                      (long long)(M * K), (long long)(K * N), (long long)(M * N));
-    } else {
-        kf_buf_printf(o, "    const %s aoff = 0, boff = 0, coff = 0;\n", ix);
-    }
+    kf_gpu_matmul_offsets(o, gp, d);
     kf_buf_printf(o, "    const int wm0 = (warp / %lld) * %lld, wn0 = (warp %% %lld) * %lld;\n", (long long)warps_n,
                   (long long)wm, (long long)warps_n, (long long)wn);
     kf_buf_printf(o, "    const unsigned sA = kf_smem_u32(kf_sm), sB = sA + %lldu;\n", (long long)(ns * a_bytes));

@@ -104,6 +104,9 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split);
 void kf_gpu_reduce_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p);
 
 void kf_gpu_matmul_params(kf_synth *s, kf_stage *st);
+/* The batch offsets aoff, boff, coff (elements) of the group's matrices, from the group's
+ * z index (both matmul templates launch one z slice per output matrix). */
+void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *d);
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
 
 /* Tensor-core matmul for f16/bf16 operands (gpu_mma.c; CUDA, sm_80 and newer). */
