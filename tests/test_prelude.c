@@ -29,7 +29,7 @@ typedef void (*loop_fn)(const float *restrict x, float *restrict y, long n);
 /* The functions under test, one wrapper line each (the vectorisation check finds the
  * loops by line). kf_t_* loops must vectorise; kf_s_* are the same loops kept scalar. */
 static const char *const fn_names[] = {"expf", "logf", "expm1f", "log1pf", "tanhf",
-                                       "sigmoidf", "erff"};
+                                       "sigmoidf", "erff", "tanh_softplusf"};
 #define NFN ((int)(sizeof fn_names / sizeof fn_names[0]))
 
 static char workdir[] = "/tmp/kf-prelude-XXXXXX";
@@ -467,6 +467,23 @@ Test(prelude, tanhf_sigmoidf) {
                      {FLT_MAX, 1.0f}, {-FLT_MAX, 0.0f}, {-200.0f, 0.0f}};
     check_specials("sigmoidf", ssp, (int)(sizeof ssp / sizeof ssp[0]));
     check_nans("sigmoidf");
+}
+
+static double tanh_softplus_ref(double x) { return tanh(log1p(exp(x))); }
+
+/* tanh(softplus(x)) from one exp, over its domain x <= 20 (the caller takes tanh(x) past
+ * softplus's threshold): relative error a few ulp, down to where e^x underflows */
+Test(prelude, tanh_softplusf) {
+    long np = points();
+    acc a = {.name = "tanh_softplusf", .ref = tanh_softplus_ref, .bound = 1e-6, .tiny_abs = 1.2e-38};
+    sweep_linear(&a, loop_of("kf_t_", "tanh_softplusf"), -100.0, 20.0, np);
+    sweep_linear(&a, loop_of("kf_t_", "tanh_softplusf"), -5.0, 5.0, np);
+    sweep_bits(&a, loop_of("kf_t_", "tanh_softplusf"), FLT_TRUE_MIN, 20.0f, 1, np);
+    sweep_bits(&a, loop_of("kf_t_", "tanh_softplusf"), FLT_TRUE_MIN, 87.0f, -1, np);
+    report(&a, "vector");
+    special sp[] = {{-INFINITY, 0.0f}, {0.0f, 0.6f}, {20.0f, 1.0f}, {-200.0f, 0.0f}};
+    check_specials("tanh_softplusf", sp, (int)(sizeof sp / sizeof sp[0]));
+    check_nans("tanh_softplusf");
 }
 
 Test(prelude, erff) {
