@@ -23,6 +23,7 @@ static inline float kf_fmaxf(float a, float b) { return fmax(a, b); }
 static inline float kf_fminf(float a, float b) { return fmin(a, b); }
 static inline float kf_rsqrtf(float x) { return 1.0f / precise::sqrt(x); }
 static inline float kf_sigmoidf(float x) { return 1.0f / (1.0f + precise::exp(-x)); }
+static inline float kf_tanh_softplusf(float x) { const float n = precise::exp(x), t = n * (n + 2.0f); return t / (t + 2.0f); }
 static inline float kf_clampf(float x, float lo, float hi) { x = x < lo ? lo : x; return x > hi ? hi : x; }
 static inline float kf_erff(float x) {
     float t = kf_fabsf(x);
