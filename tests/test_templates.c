@@ -113,6 +113,9 @@ Test(templates, tanh_of_softplus) {
         {"input x: f32[1000003]\noutput y = tanh(softplus(x, threshold=5.0))\n", 1},
         {"input x: f32[1000003]\noutput y = tanh(softplus(x, beta=2.0))\n", 0},
         {"input x: f32[1000003]\noutput y = tanh(softplus(x, threshold=30.0))\n", 0},
+        /* tanh lands in a later stage than softplus (after the sum): x is not loaded there */
+        {"input x: f32[64]\ns = softplus(x)\nm = sum(s, axes=[0], keepdim=true)\nu = s * m\n"
+         "output y = u + tanh(s)\n", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kf_error err = {0};

@@ -68,10 +68,13 @@ void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o) {
          * (the ALU cost that kept mish from the memory floor on the H200); exact in real
          * arithmetic, a few ulp in float, and taken only below softplus's threshold (<= 20,
          * where n(n + 2) cannot overflow). Past it softplus is x itself. The softplus node
-         * is still emitted; a compiler drops it when tanh was its only reader. */
+         * is still emitted; a compiler drops it when tanh was its only reader. Only when
+         * softplus is computed in the same stage: elsewhere its input is not in a register
+         * here (tanh then reads softplus's stored result). */
         const kf_value *xv = &s->g->values[n->in[0]];
         const kf_node *sp = xv->producer >= 0 ? &s->g->nodes[xv->producer] : NULL;
-        if (sp && sp->op == KF_OP_SOFTPLUS && sp->attr.alpha == 1.0 && sp->attr.beta <= 20.0) {
+        if (sp && sp->op == KF_OP_SOFTPLUS && sp->attr.alpha == 1.0 && sp->attr.beta <= 20.0 &&
+            s->val_stage[sp->out] == s->val_stage[n->out]) {
             char x[64], th[64];
             operand(s, sp->in[0], x, sizeof x);
             kf_synth_float_lit(sp->attr.beta, th, sizeof th);
