@@ -544,6 +544,34 @@ Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
     if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* every point of the mma space renders a block of at most 8 warps (16 would cap the
+ * registers at 128 a thread: a spilling 256 x 256 block ran 4x slower on the H200) and a
+ * launch whose smem= holds the stage ring */
+Test(gpu_text, mma_blocks_stay_within_8_warps) {
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    kf_graph *g = parse("input a: bf16[4096, 4096]\ninput b: bf16[4096, 4096]\noutput c = matmul(a, b)\n");
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "%s", err.msg);
+    const char *pts[] = {"", "bm=256 bn=256", "bm=256 bn=256 wm=32 wn=32", "bm=256 bn=64 wm=32"};
+    for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
+        kf_point p;
+        cr_assert(point_assign(s, pts[i], &p));
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+        long threads = 0, smem = 0;
+        const char *l = strstr(c.source, "kforge:launch");
+        cr_assert(l && sscanf(strstr(l, "local=") + 6, "%ld", &threads) == 1);
+        cr_assert(sscanf(strstr(l, "smem=") + 5, "%ld", &smem) == 1, "no smem= in\n%.200s", l);
+        cr_expect(threads >= 32 && threads <= 256, "[%s]: %ld threads", pts[i], threads);
+        cr_expect(smem > 0 && smem <= dev.local_mem_optin_bytes, "[%s]: smem %ld", pts[i], smem);
+        kf_candidate_clear(&c);
+    }
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
 /* 16-bit tensors: matmul on cuda sm_80+ only, said with the value's place in the task */
 Test(gpu_text, sixteen_bit_only_as_tensor_core_matmul) {
     static const char mm[] = "input a: bf16[64, 64]\ninput b: bf16[64, 64]\noutput c = matmul(a, b)\n";

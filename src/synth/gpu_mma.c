@@ -6,28 +6,34 @@
  *
  * Each block computes a BM x BN tile of C with (BM/WM) x (BN/WN) warps, each warp a WM x WN
  * sub-tile as (WM/16) x (WN/8) tiles of `mma.sync.m16n8k16` (f32 accumulators in
- * registers). K is walked 32 deep. The operands' 32-deep tiles go through a ring of ST
+ * registers). K is walked BK deep. The operands' BK-deep tiles go through a ring of ST
  * shared-memory stages filled by `cp.async` 16-byte copies (zero-filled past the matrix
- * edges), so ST-1 tiles are in flight while one is multiplied; one barrier per step.
- * Fragments come out of shared memory with `ldmatrix` (`.trans` where the operand is
- * stored across the fragment's order: A stored [K, M], B stored [K, N]).
+ * edges), so ST-1 tiles are in flight while one is multiplied; one barrier per step. Within
+ * a step, the fragments of the next 16-deep sub-step are loaded before the current
+ * sub-step's mmas. Fragments come out of shared memory with `ldmatrix` (`.trans` where the
+ * operand is stored across the fragment's order: A stored [K, M], B stored [K, N]).
  *
  * Shared-memory layout: each tile keeps its operand's memory order (rows of its contiguous
  * dim, 16-byte chunks of 8 elements) and swizzles the chunks with an XOR of the row, so
  * that the 8 row addresses of one ldmatrix phase fall in 8 different 16-byte bank groups
- * (rows of 4 chunks: chunk ^ ((row >> 1) & 3); rows of 8 or more: chunk ^ (row & 7)). No
- * padding, so three 128 x 128 x 32 stages fit the 48 KiB of static shared memory.
+ * (rows of 4 chunks: chunk ^ ((row >> 1) & 3); rows of 8 or more: chunk ^ (row & 7)); no
+ * padding. The whole ring lives in dynamic shared memory (the launch's smem=), so it may
+ * pass the 48 KiB of static arrays up to the device's opt-in limit.
  *
  * An operand whose contiguous dim is not a multiple of 8 cannot be copied in aligned
  * 16-byte pieces: its tiles are then filled element by element with ordinary loads (the
- * same layout, slower). The output is stored two elements per 32-bit word when N is even.
- * Blocks are visited in groups of GM tile rows (column-major inside a group) so that the
- * blocks resident at one time share their A and B panels in L2.
+ * same layout, slower). After the K loop the accumulators are rounded into a padded BM x BN
+ * tile in the same shared memory and written out in rows of 16-byte pieces (element by
+ * element when N is not a multiple of 8). Blocks are visited in groups of GM tile rows
+ * (column-major inside a group) so that the blocks resident at one time share their A and
+ * B panels in L2.
  *
- * Parameters: bm, bn (block tile: 64, 128, 256), wm, wn (warp tile: 32, 64), st (stages:
- * 2-4), gm (row group: 1 = plain order, 8). A point is made valid at render time: tiles
- * shrink to the matrix, the warp tile grows until the block has at most 16 warps, the
- * stages and then the tiles shrink until they fit the shared memory.
+ * Parameters: bm, bn (block tile: 64, 128, 256), bk (32, 64), wm, wn (warp tile: 32, 64),
+ * st (stages: 2-4), gm (row group: 1 = plain order, 8). A point is made valid at render
+ * time: tiles shrink to the matrix; stages, depth and tiles shrink until the shared memory
+ * holds the ring and the output tile; warp tiles grow, then block tiles shrink, until the
+ * block has at most 8 warps (more would cap the registers at 128 a thread: on the H200 a
+ * 256 x 256 block of 16 warps spilled and ran 4x slower).
  */
 #include "gpu_tpl.h"
 
@@ -59,21 +65,22 @@ void kf_gpu_mma_params(kf_synth *s, kf_stage *st) {
     static const long warps[] = {32, 64};
     static const long stages[] = {2, 3, 4};
     static const long groups[] = {1, 8};
-    /* large products: 128 x 256 x 32 tiles of eight 64 x 64 warps, four stages (96 KiB of
-     * dynamic shared memory), when the matrix still gives every SM a block; smaller tiles
-     * for small or few matrices */
+    /* large products: 64 x 256 x 32 tiles of four 64 x 64 warps, four stages (80 KiB of
+     * dynamic shared memory; the fastest point of every H200 search at 4096^3 bf16: 323-368
+     * us against 390 us for 128 x 256), when the matrix still gives every SM a block;
+     * 128 x 128 when N is smaller, smaller tiles for small or few matrices */
     kf_gdev dv;
     kf_gpu_dev(s, &dv);
-    int64_t tiles_big = d->batch * ((d->M + 127) / 128) * ((d->N + 255) / 256);
+    int64_t tiles_big = d->batch * ((d->M + 63) / 64) * ((d->N + 255) / 256);
     int64_t tiles128 = d->batch * ((d->M + 127) / 128) * ((d->N + 127) / 128);
-    int big = tiles_big >= dv.cu && d->M >= 128 && d->N >= 256;
+    int big = tiles_big >= dv.cu && d->M >= 64 && d->N >= 256;
     int mid = !big && tiles128 >= dv.cu && d->M >= 128 && d->N >= 128;
-    kf_gpu_param(s, st, "bm", tiles, 3, big || mid ? 1 : 0);
+    kf_gpu_param(s, st, "bm", tiles, 3, mid ? 1 : 0);
     kf_gpu_param(s, st, "bn", tiles, 3, big ? 2 : mid ? 1 : 0);
     kf_gpu_param(s, st, "bk", depths, 2, 0);
     kf_gpu_param(s, st, "wm", warps, 2, 1);
     kf_gpu_param(s, st, "wn", warps, 2, big || mid ? 1 : 0);
-    kf_gpu_param(s, st, "st", stages, 3, big && dv.local_mem_optin >= 4 * 24576 ? 2 : 1);
+    kf_gpu_param(s, st, "st", stages, 3, big && dv.local_mem_optin >= 4 * 20480 ? 2 : 1);
     kf_gpu_param(s, st, "gm", groups, 2, 1);
 }
 
@@ -222,8 +229,6 @@ static const char mma_helpers[] =
     "__device__ __forceinline__ unsigned kf_pack_f16(float lo, float hi) {\n"
     "    unsigned d; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo)); return d;\n"
     "}\n"
-    "__device__ __forceinline__ unsigned short kf_cvt_bf16(float f) { return (unsigned short)kf_pack_bf16(f, 0.0f); }\n"
-    "__device__ __forceinline__ unsigned short kf_cvt_f16(float f) { return (unsigned short)kf_pack_f16(f, 0.0f); }\n"
     "#endif\n";
 
 void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
@@ -240,12 +245,20 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const int64_t M = d->M, N = d->N, K = d->K;
 
     /* make the point valid for this matrix and device: tiles no larger than the matrix
-     * needs, then stages, depth and tiles cut until the shared memory holds both the
-     * stage ring and the output tile of the epilogue */
+     * needs, at most 8 warps a block (see the top), then stages, depth and tiles cut until
+     * the shared memory holds both the stage ring and the output tile of the epilogue */
     int64_t mcap = kf_gpu_pow2_ceil(M) < 64 ? 64 : kf_gpu_pow2_ceil(M);
     int64_t ncap = kf_gpu_pow2_ceil(N) < 64 ? 64 : kf_gpu_pow2_ceil(N);
     if (bm > mcap) bm = mcap;
     if (bn > ncap) bn = ncap;
+    if (wm > bm) wm = bm;
+    if (wn > bn) wn = bn;
+    while ((bm / wm) * (bn / wn) > 8) {
+        if (wn < 64 && wn < bn) wn *= 2;
+        else if (wm < 64 && wm < bm) wm *= 2;
+        else if (bn >= bm) bn /= 2;
+        else bm /= 2;
+    }
     int64_t stage_bytes = 0, epi_bytes = 0, smem = 0;
     for (;;) {
         stage_bytes = (bm + bn) * bk * 2;
@@ -258,13 +271,8 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         else if (bn > 64) bn /= 2;
         else break; /* 64 x 64: 17 KiB, within every CUDA device's 48 KiB */
     }
-    if (wm > bm) wm = bm;
+    if (wm > bm) wm = bm; /* tiles cut for the shared memory: fewer warps, never more */
     if (wn > bn) wn = bn;
-    while ((bm / wm) * (bn / wn) > 16) {
-        if (wn < 64 && wn < bn) wn *= 2;
-        else if (wm < 64 && wm < bm) wm *= 2;
-        else break;
-    }
     const int64_t warps_n = bn / wn, nwarps = (bm / wm) * warps_n, NT = nwarps * 32;
     const int64_t MI = wm / 16, NI = wn / 8, NKS = bk / 16;
     const int64_t gx = (N + bn - 1) / bn, gy = (M + bm - 1) / bm;
