@@ -27,8 +27,8 @@ typedef struct kf_roofline {
 
 /* Roofline floor of g on a device with ceilings c. The bandwidth used is the streaming
  * copy bandwidth (read+write), the peak is the f32 FMA peak, or for a graph with an
- * f16/bf16 matmul (kf_graph_has_mm16) the larger of it and c->peak_gflops_mm16, the
- * 16-bit matrix peak (no compute floor when that is unknown). */
+ * f16/bf16 matmul (kf_graph_has_mm16) c->peak_gflops_mm16, the 16-bit matrix peak (no
+ * compute floor when that is unknown). */
 void kf_roofline_of(const kf_graph *g, const kf_ceilings *c, kf_roofline *out);
 /* 1 when g has a matmul of f16 or bf16 operands. */
 int kf_graph_has_mm16(const kf_graph *g);

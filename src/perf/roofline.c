@@ -21,9 +21,7 @@
 #include <math.h>
 #include <string.h>
 
-/* Contract: fill *out with g's bytes, FLOPs and floors on a device with ceilings c. Never
- * fails; g, c and out must be non-NULL. bound is "memory" unless the compute floor is the
- * strictly larger one. Non-positive or non-finite ceilings count as unknown (floor 0). */
+/* Contract: 1 when g has a matmul node whose operands are f16 or bf16, else 0. */
 int kf_graph_has_mm16(const kf_graph *g) {
     for (int i = 0; i < g->nnodes; i++) {
         const kf_node *n = &g->nodes[i];
@@ -33,14 +31,17 @@ int kf_graph_has_mm16(const kf_graph *g) {
     return 0;
 }
 
+/* Contract: fill *out with g's bytes, FLOPs and floors on a device with ceilings c. Never
+ * fails; g, c and out must be non-NULL. bound is "memory" unless the compute floor is the
+ * strictly larger one. Non-positive or non-finite ceilings count as unknown (floor 0). */
 void kf_roofline_of(const kf_graph *g, const kf_ceilings *c, kf_roofline *out) {
     assert(g && c && out);
     memset(out, 0, sizeof *out);
     out->bytes = kf_graph_min_bytes(g);
     out->flops = kf_graph_flops(g);
     out->bw_gbs = isfinite(c->copy_gbs) && c->copy_gbs > 0 ? c->copy_gbs : 0;
+    /* a 16-bit matmul: the tensor-core rate, the highest a unit offers (none if unknown) */
     double peak = kf_graph_has_mm16(g) ? c->peak_gflops_mm16 : c->peak_gflops_f32;
-    if (kf_graph_has_mm16(g) && c->peak_gflops_f32 > peak && peak > 0) peak = c->peak_gflops_f32;
     out->peak_gflops = isfinite(peak) && peak > 0 ? peak : 0;
     out->measured = c->measured;
     out->mem_floor_s = out->bw_gbs > 0 ? out->bytes / (out->bw_gbs * 1e9) : 0;
