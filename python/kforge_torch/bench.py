@@ -205,11 +205,12 @@ def bench_task(path, a, i, n):
         bundle = os.path.join(work, "bundle")
         try:
             importer.write_bundle(path, bundle, a.seed)
-            p, _ = run([a.kforge, "import", "--lower", bundle])
-        except importer.ImportFailure as e:
+        except importer.ImportFailure as e:  # what `kforge import` reports with exit status 2
             p = subprocess.CompletedProcess([], 2, "", f"kforge import: {e}")
-        except Exception as e:  # the module itself failed: its own error, as the importer says it
+        except Exception as e:  # an importer failure of its own (`kforge import` would exit 1)
             p = subprocess.CompletedProcess([], 1, "", f"kforge import: {path}: {type(e).__name__}: {e}")
+        else:
+            p, _ = run([a.kforge, "import", "--lower", bundle])
         if p.returncode != 0:
             msg = (p.stderr.strip() or p.stdout.strip()).replace("\n", " ")
             row.update(status="unsupported" if p.returncode == 2 else "import-error", detail=msg[:600])
