@@ -132,3 +132,125 @@ Test(analysis_loop, off_means_no_diagnosis_and_random_search) {
     kf_run_result_free(&r);
     kf_graph_free(g);
 }
+
+/* Whether q moves a parameter of b in a direction d goes against (the test's own reading
+ * of kf_diagnosis.avoid: the value lists are ascending). */
+static int is_against(const kf_space *sp, const kf_point *b, const kf_diagnosis *d, const kf_point *q) {
+    for (int k = 0; k < d->navoid; k++)
+        for (int i = 0; i < sp->nparams; i++) {
+            const char *dot = strrchr(sp->p[i].name, '.');
+            if (strcmp(dot ? dot + 1 : sp->p[i].name, d->avoid[k].param) != 0) continue;
+            if (q->idx[i] != b->idx[i] && (q->idx[i] > b->idx[i] ? 1 : -1) == d->avoid[k].dir) return 1;
+        }
+    return 0;
+}
+
+/* The space's point whose label is lab (the space is small: enumerate it). */
+static int point_of(const kf_space *sp, const char *lab, kf_point *out) {
+    long n = 1;
+    for (int i = 0; i < sp->nparams; i++) n *= sp->p[i].nvalues;
+    for (long k = 0; k < n; k++) {
+        kf_point q;
+        memset(&q, 0, sizeof q);
+        long r = k;
+        for (int i = 0; i < sp->nparams; i++) {
+            q.idx[i] = (int)(r % sp->p[i].nvalues);
+            r /= sp->p[i].nvalues;
+        }
+        char buf[256];
+        kf_point_format(sp, &q, buf, sizeof buf);
+        if (!strcmp(buf, lab)) {
+            *out = q;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* When no recommendation is left, the agent takes a move against the best point's
+ * diagnosis (fewer threads when all are busy, narrower vectors when it wants wider ones)
+ * only after every neighbour of the best that is not against it has been tried. The
+ * space is cut down with --pin so that the run reaches that stage. */
+Test(analysis_loop, moves_against_the_diagnosis_come_last) {
+    kf_error err = {0};
+    kf_graph *g;
+    cr_assert_eq(kf_parse_string(task_text, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    kf_loop_opts o;
+    kf_loop_opts_default(&o);
+    o.iters = 8;
+    o.out_dir = outdir;
+    o.seed = 5;
+    o.memcheck = KF_MEMCHECK_OFF;
+    o.pins = "block=32768,nt=0";
+    char *table = NULL;
+    size_t len = 0;
+    o.table = open_memstream(&table, &len);
+    kf_run_result r;
+    cr_assert_eq(kf_loop_run(g, &o, &r, &err), KF_OK, "loop: %s", err.msg);
+    fclose(o.table);
+    /* the same space, to read the labels back as points */
+    kf_synth *syn;
+    cr_assert_eq(kf_synth_plan(g, "cpu", &r.dev, &syn, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_synth_pin_assign(syn, "block=32768", &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_synth_pin_assign(syn, "nt=0", &err), KF_OK, "%s", err.msg);
+    const kf_space *sp = kf_synth_space(syn);
+    int best = -1, checked = 0, against_taken = 0;
+    for (int i = 0; i < r.niters; i++) {
+        const kf_iter_record *it = &r.iters[i];
+        cr_assert(strstr(it->label, "block=32768") && strstr(it->label, "nt=0"), "pins not held: %s", it->label);
+        kf_point q;
+        cr_assert(point_of(sp, it->label, &q), "label %s is not in the space", it->label);
+        if (best >= 0 && !it->followed[0] && r.iters[best].has_diag) {
+            kf_point b;
+            cr_assert(point_of(sp, r.iters[best].label, &b));
+            const kf_diagnosis *d = &r.iters[best].diag;
+            checked += d->navoid > 0;
+            if (is_against(sp, &b, d, &q)) {
+                against_taken++;
+                /* every single-parameter neighbour of b not against d was tried before */
+                for (int p = 0; p < sp->nparams; p++)
+                    for (int v = 0; v < sp->p[p].nvalues; v++) {
+                        kf_point nb = b;
+                        nb.idx[p] = v;
+                        if (v == b.idx[p] || is_against(sp, &b, d, &nb)) continue;
+                        char lab[256];
+                        kf_point_format(sp, &nb, lab, sizeof lab);
+                        int seen = 0;
+                        for (int k = 0; k < i; k++) seen |= !strcmp(r.iters[k].label, lab);
+                        cr_assert(seen, "iter %d (%s) went against the diagnosis of iter %d before trying "
+                                  "%s:\n%s", it->iter, it->label, r.iters[best].iter, lab, table);
+                    }
+            }
+        }
+        if (it->res.status == KF_V_OK && (best < 0 || it->res.time_ms < r.iters[best].res.time_ms)) best = i;
+    }
+    /* not vacuous: the run got to the stage where only moves against the diagnosis are left */
+    cr_assert_gt(checked, 0, "no proposal was checked:\n%s", table);
+    cr_assert_gt(against_taken, 0, "8 candidates in this small space and no move against the "
+                 "diagnosis:\n%s", table);
+    kf_synth_free(syn);
+    free(table);
+    kf_run_result_free(&r);
+    kf_graph_free(g);
+}
+
+Test(analysis_loop, pin_errors_name_the_choices) {
+    kf_error err = {0};
+    kf_graph *g;
+    cr_assert_eq(kf_parse_string(task_text, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    kf_loop_opts o;
+    kf_loop_opts_default(&o);
+    o.iters = 1;
+    o.out_dir = outdir;
+    o.memcheck = KF_MEMCHECK_OFF;
+    kf_run_result r;
+    o.pins = "block=7";
+    cr_assert_eq(kf_loop_run(g, &o, &r, &err), KF_ERR_ARG);
+    cr_assert(strstr(err.msg, "block takes one of 2048, 8192, 32768, 131072"), "%s", err.msg);
+    kf_run_result_free(&r);
+    o.pins = "nosuch=1";
+    cr_assert_eq(kf_loop_run(g, &o, &r, &err), KF_ERR_ARG);
+    cr_assert(strstr(err.msg, "no parameter 'nosuch'") && strstr(err.msg, "unroll"), "%s", err.msg);
+    kf_run_result_free(&r);
+    kf_graph_free(g);
+}

@@ -184,6 +184,12 @@ static int has_rec(const kf_diagnosis *d, const char *param, int dir) {
     return 0;
 }
 
+static int has_avoid(const kf_diagnosis *d, const char *param, int dir) {
+    for (int i = 0; i < d->navoid; i++)
+        if (!strcmp(d->avoid[i].param, param) && d->avoid[i].dir == dir) return 1;
+    return 0;
+}
+
 static int has_evidence(const kf_diagnosis *d, const char *phrase) {
     for (int i = 0; i < d->nevidence; i++)
         if (strstr(d->evidence[i], phrase)) return 1;
@@ -337,10 +343,72 @@ Test(diagnose, gpu_grid_registers_and_ends_of_lists, .init = load_db, .fini = fr
     cr_assert(has_rec(&d, "split", +1));
     cr_assert(has_rec(&d, "wg", -1));
     cr_assert(has_rec(&d, "rm", -1), "spills and register-limited occupancy: rm- expected");
+    /* latency-bound wants rm+ (blocked: rm is at its last value), the spills want rm-: asked
+     * for by one rule, so not against the diagnosis */
+    cr_assert(!has_avoid(&d, "rm", -1));
     cr_assert_str_eq(d.occ_limit, "registers");
     /* vw is at the end of its list: never recommended upwards */
     cr_assert(!has_rec(&d, "vw", +1));
     cr_assert_str_eq(d.rec[0].param, "split", "top move %s", d.rec[0].param);
+}
+
+/* Moves against the diagnosis: the reverse of what a rule asks for, also where the list
+ * stops the asked direction; never a move some rule asks for. */
+Test(diagnose, moves_against_the_diagnosis) {
+    kf_roofline r = roof_mem(1e9, 1000);
+    kf_perf_point p;
+    kf_perf_place(&r, 5e-3, &p); /* 20 %: latency-bound, wants wider vectors and unrolling */
+    /* vw at the widest (idx 1 of 2), all 2 threads in use, unroll at its first value */
+    kf_diag_param params[] = {{"vw", 8, 1, 2}, {"s0.threads", 2, 1, 2}, {"s0.unroll", 1, 0, 3},
+                              {"s0.block", 32768, 2, 4}};
+    kf_diag_input in = {.platform = "cpu", .roof = &r, .perf = &p, .params = params, .nparams = 4,
+                        .cpu_threads = 2};
+    kf_diagnosis d;
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "latency");
+    cr_assert(!has_rec(&d, "vw", +1), "vw is at the end of its list");
+    cr_assert(has_avoid(&d, "vw", -1), "wider vectors wanted at the widest: narrower is against it");
+    cr_assert(has_avoid(&d, "threads", -1), "every hardware thread busy: fewer is against it");
+    cr_assert(has_rec(&d, "unroll", +1));
+    cr_assert(has_avoid(&d, "unroll", -1));
+    cr_assert(!has_avoid(&d, "threads", +1) && !has_avoid(&d, "vw", +1));
+    /* one thread of two: threads+ is asked for, so threads- is against it, threads+ is not */
+    params[1].value = 1;
+    params[1].idx = 0;
+    kf_perf_diagnose(&in, &d);
+    cr_assert(has_rec(&d, "threads", +1));
+    cr_assert(has_avoid(&d, "threads", -1));
+    /* launch-bound: fewer threads is asked for, so it is not against the diagnosis */
+    kf_roofline small = roof_mem(1e5, 1000);
+    kf_launch_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.nlaunches = 1;
+    in.plan = &plan;
+    in.launch_s = 100e-6;
+    in.roof = &small;
+    params[1].value = 2;
+    params[1].idx = 1;
+    kf_perf_place(&small, 0.2e-3, &p);
+    kf_perf_diagnose(&in, &d);
+    cr_assert_str_eq(d.bound, "launch");
+    cr_assert(has_rec(&d, "threads", -1));
+    cr_assert(!has_avoid(&d, "threads", -1));
+    /* compute-bound matmul: the plain loop (naive=1) is against it */
+    kf_roofline rc = roof_mem(1e6, 1000);
+    rc.flops = 1e9;
+    kf_perf_place(&rc, 1.5e-3, &p);
+    kf_diag_param mm[] = {{"s0.naive", 0, 0, 2}, {"s0.mk", 616, 3, 5}, {"vw", 8, 1, 2}};
+    kf_diag_input im = {.platform = "cpu", .roof = &rc, .perf = &p, .params = mm, .nparams = 3,
+                        .cpu_threads = 2};
+    kf_perf_diagnose(&im, &d);
+    cr_assert_str_eq(d.bound, "compute");
+    cr_assert(has_avoid(&d, "naive", +1));
+    cr_assert(has_rec(&d, "mk", +1), "larger micro-kernel");
+    cr_assert(has_avoid(&d, "mk", -1));
+    /* the invariant: nothing is both asked for and against */
+    for (int i = 0; i < d.navoid; i++)
+        cr_assert(!has_rec(&d, d.avoid[i].param, d.avoid[i].dir), "%s %+d both", d.avoid[i].param,
+                  d.avoid[i].dir);
 }
 
 /* perf_event_open counters of a command: numbers where the machine allows it, else the

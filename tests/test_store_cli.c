@@ -198,3 +198,28 @@ Test(store_cli, two_processes_one_store) {
     sqlite3_close(h);
     free(ea), free(eb), free(oua), free(oub);
 }
+
+/* --pin holds a parameter: every candidate has it, the run's stored options keep it (so
+ * --resume plans the same space), and a value outside its list is a usage error that
+ * names the values and stores nothing. */
+Test(store_cli, pin_holds_a_parameter) {
+    cr_assert_eq(synth("p", "3", "--pin=unroll=2"), 0, "%s", cli_err("p"));
+    char *id = newest_run();
+    sqlite3 *h = cli_db();
+    cr_assert_eq(cli_int(h, "SELECT count(*) FROM iterations WHERE run = ?", id), 3);
+    cr_assert_eq(cli_int(h, "SELECT count(*) FROM iterations WHERE run = ? AND label NOT LIKE '%unroll=2%'", id),
+                 0);
+    char *pins = cli_text(h, "SELECT json_extract(options, '$.pins') FROM runs WHERE id = ?", id);
+    cr_assert_not_null(pins);
+    cr_assert_str_eq(pins, "unroll=2");
+    long long nruns = cli_int(h, "SELECT count(*) FROM runs", NULL);
+    sqlite3_close(h);
+    cr_assert_eq(synth("q", "3", "--pin=unroll=3"), 2);
+    char *e = cli_err("q");
+    cr_assert(strstr(e, "unroll takes one of 1, 2, 4"), "%s", e);
+    h = cli_db();
+    cr_assert_eq(cli_int(h, "SELECT count(*) FROM runs", NULL), nruns, "a refused --pin left a run behind");
+    sqlite3_close(h);
+    cli_integrity_ok();
+    free(id), free(pins), free(e);
+}

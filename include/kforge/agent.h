@@ -44,6 +44,8 @@ typedef struct kf_loop_opts {
     int builtin_iters;       /* KF_AGENT_BOTH: builtin candidates first (0: half of iters) */
     /* the performance analysis agent */
     int analysis;            /* KF_ANALYSIS_BUILTIN (default), KF_ANALYSIS_OFF, KF_ANALYSIS_LLM */
+    const char *pins;        /* "block=8192 unroll=4": parameters held at one value, as the
+                                candidate labels name them (kforge synth --pin; NULL: none) */
     /* the store (docs/store.md) */
     kf_store *store;         /* NULL: nothing recorded, no cache */
     int no_cache;            /* evaluate every candidate even when the store holds its result */
@@ -180,7 +182,7 @@ typedef struct kf_run_resume {
     kf_store_run info;       /* the run's row */
     kf_graph *g;             /* the task, parsed from the stored text (owned) */
     char *task_text;         /* owned */
-    char target[64], out_dir[512];
+    char target[64], out_dir[512], pins[512];
 } kf_run_resume;
 
 /* Contract: prepare to resume run run_ref of store s into *rs (free with

@@ -132,12 +132,21 @@ typedef struct kf_diag_input {
 
 #define KF_DIAG_MAX_EVIDENCE 8
 #define KF_DIAG_MAX_RECS 8
+#define KF_DIAG_MAX_AVOID 8
 typedef struct kf_diag_rec {
     char param[32];           /* the parameter's name without its stage ("vw", "wg", ...) */
     int dir;                  /* +1: a larger value, -1: a smaller one */
     double score;             /* expected effect, 0..1, for ranking */
     char why[160];
 } kf_diag_rec;
+
+/* A move against the diagnosis: the reverse of a direction some rule asks for, including
+ * one the value list no longer allows (vw- when vw+ is wanted and vw is at its largest).
+ * The builtin agent tries such moves only when nothing else near the best is left. */
+typedef struct kf_diag_avoid {
+    char param[32];
+    int dir;
+} kf_diag_avoid;
 
 typedef struct kf_diagnosis {
     char bound[12];           /* "memory", "compute", "latency", "launch" */
@@ -152,6 +161,8 @@ typedef struct kf_diagnosis {
     int nrecs;
     kf_diag_rec rec[KF_DIAG_MAX_RECS]; /* best first; only parameters the kernel has, in the
                                           direction its value list allows */
+    int navoid;
+    kf_diag_avoid avoid[KF_DIAG_MAX_AVOID]; /* never a (param, dir) that rec[] holds */
 } kf_diagnosis;
 
 /* Contract: diagnose one verified, timed candidate from what was measured (in). Never

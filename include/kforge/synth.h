@@ -52,6 +52,11 @@ const char *kf_synth_describe(const kf_synth *s);
 /* Fix every parameter named `name` or ending in ".name" to value, where value is one of
  * its values (the search then never moves it). Returns how many were fixed. */
 int kf_synth_pin(kf_synth *s, const char *name, long value);
+/* Fix the parameter a candidate label calls NAME ("block", "s1.threads") to VALUE, from
+ * "NAME=VALUE" (kforge synth --pin). KF_ERR_ARG saying what is wrong: not NAME=VALUE, no
+ * such parameter (the error lists them), or a value not in its list (the error lists
+ * them). */
+kf_status kf_synth_pin_assign(kf_synth *s, const char *assign, kf_error *err);
 /* The default point of the space: the search's first candidate (each template picks its
  * defaults from the device). */
 void kf_synth_default_point(const kf_synth *s, kf_point *p);

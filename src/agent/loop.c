@@ -7,8 +7,11 @@
  * next candidate is the best point moved by the best point's highest-ranked recommendation
  * not yet tried. When none is left it walks the schedule space by coordinate moves around
  * the best point (every other value of one parameter at a time: the nearest values of
- * every parameter first, in the template's parameter order, then the next nearest), and
- * when every neighbour of the best has been tried it draws unexplored points at random.
+ * every parameter first, in the template's parameter order, then the next nearest),
+ * leaving the moves the diagnosis goes against (the reverse of what it asks for: fewer
+ * threads when all are busy, narrower vectors when it wants wider ones) for later: first
+ * the other neighbours, then unexplored points that move nothing against it, then those
+ * moves, then any unexplored point at random.
  * With --analysis off nothing is diagnosed and every point after the first is drawn at
  * random: the baseline the analysis is measured against (bench/analysis_ab.py). Points
  * already evaluated are never re-run. Each candidate is compiled, verified in the
@@ -120,12 +123,43 @@ static int random_point(const kf_space *sp, const seen_set *seen, uint64_t *rng,
     return 0;
 }
 
-/* Next point to try: a neighbour of best, else a random unexplored point. 0 = none left. */
-static int propose(const kf_space *sp, const kf_point *best, const seen_set *seen, uint64_t *rng,
-                   kf_point *out) {
-    /* nearest values first (best +1, -1, +2, -2, ...), every parameter's next value
-     * before any parameter's second: a parameter's values are ordered, and the next value
-     * up or down is the likeliest to improve on the best */
+/* Hold the parameters o->pins names ("block=8192 unroll=4", commas also separate). */
+static kf_status apply_pins(kf_synth *syn, const kf_loop_opts *o, kf_error *err) {
+    if (!o->pins) return KF_OK;
+    const char *p = o->pins;
+    while (*p) {
+        size_t n = strcspn(p, " ,\t");
+        if (n > 0) {
+            char tok[96];
+            if (n >= sizeof tok)
+                return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin: '%.*s...' is too long", 40, p);
+            memcpy(tok, p, n);
+            tok[n] = 0;
+            kf_status st = kf_synth_pin_assign(syn, tok, err);
+            if (st != KF_OK) return st;
+        }
+        p += n;
+        if (*p) p++;
+    }
+    return KF_OK;
+}
+
+/* Whether q moves a parameter of best in a direction d calls against (NULL d: never). */
+static int against(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const kf_point *q) {
+    for (int k = 0; d && k < d->navoid; k++)
+        for (int i = 0; i < sp->nparams; i++)
+            if (param_is(sp->p[i].name, d->avoid[k].param) && q->idx[i] != best->idx[i] &&
+                (q->idx[i] > best->idx[i] ? +1 : -1) == d->avoid[k].dir)
+                return 1;
+    return 0;
+}
+
+/* The nearest unexplored neighbour of best (best +1, -1, +2, -2, ... in one parameter,
+ * every parameter's next value before any parameter's second: a parameter's values are
+ * ordered, and the next value up or down is the likeliest to improve on the best) whose
+ * move is against d (want_against) or not. */
+static int neighbour(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, int want_against,
+                     const seen_set *seen, kf_point *out) {
     int maxv = 0;
     for (int i = 0; i < sp->nparams; i++) maxv = sp->p[i].nvalues > maxv ? sp->p[i].nvalues : maxv;
     for (int dist = 1; dist < maxv; dist++) {
@@ -135,12 +169,36 @@ static int propose(const kf_space *sp, const kf_point *best, const seen_set *see
                 if (v < 0 || v >= sp->p[i].nvalues) continue;
                 kf_point q = *best;
                 q.idx[i] = v;
+                if (against(sp, best, d, &q) != want_against) continue;
                 if (!seen_has(seen, point_hash(sp, &q))) {
                     *out = q;
                     return 1;
                 }
             }
         }
+    }
+    return 0;
+}
+
+/* Next point to try when no recommendation of d (the best point's diagnosis, or NULL) is
+ * left: a neighbour of best whose move is not against d; then an unexplored point that
+ * moves nothing against d (several parameters at once); then the neighbours against d;
+ * then any unexplored point. 0 = none left. */
+static int propose(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const seen_set *seen,
+                   uint64_t *rng, kf_point *out) {
+    if (neighbour(sp, best, d, 0, seen, out)) return 1;
+    if (d && d->navoid > 0) {
+        uint64_t r = *rng;
+        for (int tries = 0; tries < 256; tries++) {
+            kf_point q;
+            if (!random_point(sp, seen, &r, &q)) break;
+            if (!against(sp, best, d, &q)) {
+                *rng = r;
+                *out = q;
+                return 1;
+            }
+        }
+        if (neighbour(sp, best, d, 1, seen, out)) return 1;
     }
     return random_point(sp, seen, rng, out);
 }
@@ -179,6 +237,10 @@ json_t *kf_agent_diag_json(const kf_diagnosis *d) {
                                             d->rec[i].dir, "score", d->rec[i].score, "why", d->rec[i].why));
     json_object_set_new(j, "evidence", ev);
     json_object_set_new(j, "recommendations", rs);
+    json_t *av = json_array();
+    for (int i = 0; i < d->navoid; i++)
+        json_array_append_new(av, json_pack("{s:s, s:i}", "param", d->avoid[i].param, "dir", d->avoid[i].dir));
+    json_object_set_new(j, "against", av);
     return j;
 }
 
@@ -916,6 +978,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
     snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn));
+    st = apply_pins(syn, o, err);
+    if (st != KF_OK) goto done;
     /* Outputs on fresh pages (the caller allocates them per call, as PyTorch's CPU calls
      * do): streaming stores lost there in every kforge bench run (softplus 35.5 ms with
      * them against 23.0 eager; clamp 18.2 against 11.0), though the runner's emulation of
@@ -1007,7 +1071,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
             if (o->analysis == KF_ANALYSIS_OFF) found = random_point(sp, &seen, &rng, &pt);
             else if (bi && bi->has_diag && follow(sp, &best_pt, &bi->diag, &seen, &pt, why, sizeof why))
                 found = 1;
-            else found = propose(sp, &best_pt, &seen, &rng, &pt);
+            else found = propose(sp, &best_pt, bi && bi->has_diag ? &bi->diag : NULL, &seen, &rng, &pt);
             if (!found) break;
         }
         seen_add(&seen, point_hash(sp, &pt));

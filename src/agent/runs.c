@@ -80,6 +80,12 @@ static void parse_diag(json_t *j, kf_diagnosis *d) {
         rc->score = jnum(v, "score");
         snprintf(rc->why, sizeof rc->why, "%s", jstr(v, "why"));
     }
+    json_array_foreach(json_object_get(j, "against"), i, v) { /* absent in older records */
+        if (d->navoid >= KF_DIAG_MAX_AVOID) break;
+        kf_diag_avoid *a = &d->avoid[d->navoid++];
+        snprintf(a->param, sizeof a->param, "%s", jstr(v, "param"));
+        a->dir = (int)jnum(v, "dir");
+    }
 }
 
 static void load_iter(const kf_store_iter *si, kf_iter_record *it) {
@@ -236,6 +242,8 @@ kf_status kf_run_resume_load(kf_store *s, const char *run_ref, kf_run_resume *rs
     o->memcheck = (int)jnum(oj, "memcheck");
     o->agent = KF_AGENT_BUILTIN;
     o->analysis = (int)jnum(oj, "analysis");
+    snprintf(rs->pins, sizeof rs->pins, "%s", jstr(oj, "pins"));
+    o->pins = rs->pins[0] ? rs->pins : NULL;
     o->task_text = rs->task_text;
     o->store = s;
     o->resume_run = ri->id;

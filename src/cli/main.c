@@ -92,6 +92,9 @@ static void usage_synth(FILE *f) {
             "                     one's recommendations, the model reads the diagnosis), off\n"
             "                     (no analysis: random search), llm (the model gets the raw\n"
             "                     profile instead of the diagnosis)\n"
+            "  --pin NAME=VALUE   hold a schedule parameter at one value, named as in the\n"
+            "                     candidate labels (repeatable; a whole label in quotes\n"
+            "                     pins every parameter: --pin 'block=8192 unroll=4 nt=1')\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
             "\n"
@@ -218,7 +221,7 @@ static int cmd_synth(int argc, char **argv) {
         {"llm-timeout", required_argument, 0, 'W'}, {"analysis", required_argument, 0, 'Y'},
         {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
-        {"no-reference", no_argument, 0, 'Z'},
+        {"no-reference", no_argument, 0, 'Z'}, {"pin", required_argument, 0, 'I'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
@@ -231,6 +234,8 @@ static int cmd_synth(int argc, char **argv) {
     int json = 0, quiet = 0, c;
     long lv;
     double dv;
+    static char pins[1024];
+    pins[0] = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "qh", lo, NULL)) != -1) {
         switch (c) {
@@ -302,6 +307,13 @@ static int cmd_synth(int argc, char **argv) {
             else if (!strcmp(optarg, "llm")) o.analysis = KF_ANALYSIS_LLM;
             else { fprintf(stderr, "kforge synth: --analysis takes builtin, off or llm, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
+        case 'I': {
+            size_t have = strlen(pins);
+            if (have + strlen(optarg) + 2 > sizeof pins) { fprintf(stderr, "kforge synth: too many --pin values\n"); return EXIT_USAGE; }
+            snprintf(pins + have, sizeof pins - have, "%s%s", have ? " " : "", optarg);
+            o.pins = pins;
+            break;
+        }
         case 'S': f_store = optarg; break;
         case 'N': no_store = 1; break;
         case 'K': no_cache = 1; break;
@@ -313,9 +325,9 @@ static int cmd_synth(int argc, char **argv) {
         }
     }
     if (f_resume) {
-        if (optind != argc || no_store) {
+        if (optind != argc || no_store || pins[0]) {
             fprintf(stderr, "kforge synth: --resume takes the task and options from the store: give no task "
-                            "file%s\n", no_store ? " and not --no-store" : "");
+                            "file%s\n", no_store ? " and not --no-store" : pins[0] ? " and no --pin" : "");
             return EXIT_USAGE;
         }
         return synth_resume(f_resume, f_store, no_cache, quiet, json);

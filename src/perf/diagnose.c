@@ -20,7 +20,12 @@
  *    their stage prefix ("vw", "wg", "rm", ...), with a direction and a score; a move
  *    the parameter's value list does not allow (already at its end) is left out. The rules
  *    know what each parameter does (the templates' meaning of vw, ept, wg, split, tm/tn,
- *    rm/rn, tk, db, threads, unroll, block, nt, kc/mc/nc), not which task it is.
+ *    rm/rn, tk, db, threads, unroll, block, nt, kc/mc/nc, mk, naive), not which task it is.
+ *  - Moves against the diagnosis: the reverse of every direction a rule asks for, also
+ *    when the value list stops that direction (vw+ wanted at the widest vector: vw- goes
+ *    against it), unless another rule asks for it. The builtin agent leaves them for last:
+ *    on a small machine most of a random search's budget goes to such points (one thread
+ *    of two, half-width vectors, the plain matmul loop).
  */
 #include "kforge/perf.h"
 
@@ -50,12 +55,25 @@ static const kf_diag_param *param(const kf_diag_input *in, const char *suffix) {
     return NULL;
 }
 
+/* Mark the move (name, dir) as against the diagnosis (kept once). */
+static void avoid(kf_diagnosis *d, const kf_diag_input *in, const char *name, int dir) {
+    if (!param(in, name)) return;
+    for (int i = 0; i < d->navoid; i++)
+        if (strcmp(d->avoid[i].param, name) == 0 && d->avoid[i].dir == dir) return;
+    if (d->navoid >= KF_DIAG_MAX_AVOID) return;
+    snprintf(d->avoid[d->navoid].param, sizeof d->avoid[0].param, "%s", name);
+    d->avoid[d->navoid++].dir = dir;
+}
+
 /* Add a move when the kernel has the parameter and its list allows the direction; a move
- * already recommended keeps the higher score. */
+ * already recommended keeps the higher score. Either way the reverse direction goes
+ * against the diagnosis (also when this one is out of range: wanting a wider vector at the
+ * widest means a narrower one is the wrong way). */
 static void recommend(kf_diagnosis *d, const kf_diag_input *in, const char *name, int dir,
                       double score, const char *fmt, ...) {
     const kf_diag_param *p = param(in, name);
     if (!p) return;
+    avoid(d, in, name, -dir);
     /* nvalues 0: the position in the value list is unknown (a recorded run), any direction */
     if (p->nvalues > 0 && ((dir > 0 && p->idx + 1 >= p->nvalues) || (dir < 0 && p->idx <= 0))) return;
     for (int i = 0; i < d->nrecs; i++)
@@ -298,6 +316,8 @@ static void cpu_rules(const kf_diag_input *in, kf_diagnosis *d) {
     if (th && in->cpu_threads > 0 && th->value < in->cpu_threads && strcmp(d->bound, "launch") != 0)
         recommend(d, in, "threads", +1, 0.85, "%ld of %d hardware threads in use", th->value,
                   in->cpu_threads);
+    else if (th && in->cpu_threads > 0 && strcmp(d->bound, "launch") != 0)
+        avoid(d, in, "threads", -1); /* every hardware thread busy: fewer leaves cores idle */
     if (th && strcmp(d->bound, "launch") == 0)
         recommend(d, in, "threads", -1, 0.8, "the run is short: fork/join costs more than it saves");
     if (!in->counters || in->ncounters <= 0) return;
@@ -353,6 +373,8 @@ static void bound_rules(const kf_diag_input *in, kf_diagnosis *d) {
     recommend(d, in, "vw", +1, s * 0.8, "compute-bound: wider SIMD");
     recommend(d, in, "mk", +1, s * 0.7, "compute-bound: larger micro-kernel");
     recommend(d, in, "unroll", +1, s * 0.5, "compute-bound: more independent chains");
+    recommend(d, in, "naive", -1, s, "compute-bound: the register-blocked micro-kernel, not the "
+              "plain loop");
 }
 
 /* See perf.h. */
@@ -373,6 +395,15 @@ void kf_perf_diagnose(const kf_diag_input *in, kf_diagnosis *out) {
     if (strcmp(out->bound, "memory") == 0 && out->achieved >= 0.9)
         evidence(out, "at %.0f%% of the copy bandwidth: little left to gain", 100 * out->achieved);
     qsort(out->rec, (size_t)out->nrecs, sizeof out->rec[0], rec_cmp);
+    /* two rules asking for opposite directions: neither is against the diagnosis */
+    int n = 0;
+    for (int i = 0; i < out->navoid; i++) {
+        int asked = 0;
+        for (int k = 0; k < out->nrecs && !asked; k++)
+            asked = strcmp(out->rec[k].param, out->avoid[i].param) == 0 && out->rec[k].dir == out->avoid[i].dir;
+        if (!asked) out->avoid[n++] = out->avoid[i];
+    }
+    out->navoid = n;
 }
 
 /* See perf.h. */

@@ -309,6 +309,50 @@ void kf_synth_free(kf_synth *s) {
 const kf_space *kf_synth_space(const kf_synth *s) { return &s->space; }
 const char *kf_synth_describe(const kf_synth *s) { return s->desc; }
 
+/* The name a parameter has in candidate labels: stage 0's without its "s0." prefix. */
+static const char *label_name(const char *full) {
+    return strncmp(full, "s0.", 3) == 0 ? full + 3 : full;
+}
+
+kf_status kf_synth_pin_assign(kf_synth *s, const char *assign, kf_error *err) {
+    const char *eq = strchr(assign, '=');
+    char name[40];
+    if (!eq || eq == assign || (size_t)(eq - assign) >= sizeof name)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': expected NAME=VALUE, e.g. "
+                            "block=8192 (the names and values of the candidate labels)", assign);
+    memcpy(name, assign, (size_t)(eq - assign));
+    name[eq - assign] = 0;
+    char *end;
+    long v = strtol(eq + 1, &end, 10);
+    if (end == eq + 1 || *end)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': the value must be an integer", assign);
+    for (int i = 0; i < s->space.nparams; i++) {
+        kf_param *q = &s->space.p[i];
+        if (strcmp(label_name(q->name), name) != 0 && strcmp(q->name, name) != 0) continue;
+        for (int j = 0; j < q->nvalues; j++)
+            if (q->values[j] == v) {
+                q->values[0] = v;
+                q->nvalues = 1;
+                q->dflt = 0;
+                return KF_OK;
+            }
+        kf_buf b = {0};
+        for (int j = 0; j < q->nvalues; j++) kf_buf_printf(&b, "%s%ld", j ? ", " : "", q->values[j]);
+        kf_status st = kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': %s takes %s%s", assign, name,
+                                    q->nvalues == 1 ? "only " : "one of ", b.data ? b.data : "");
+        kf_buf_free(&b);
+        return st;
+    }
+    kf_buf b = {0};
+    for (int i = 0; i < s->space.nparams; i++)
+        kf_buf_printf(&b, "%s%s", i ? " " : "", label_name(s->space.p[i].name));
+    kf_status st = kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': this task's kernels have no "
+                                "parameter '%s'; they have: %s", assign, name,
+                                b.data ? b.data : "(none)");
+    kf_buf_free(&b);
+    return st;
+}
+
 int kf_synth_pin(kf_synth *s, const char *name, long value) {
     int n = 0;
     size_t ln = strlen(name);

@@ -41,10 +41,13 @@ typedef struct mk_shape {
 } mk_shape;
 
 /* Shapes for 16 vector registers (AVX2, SSE): accumulators + B vectors + 1 broadcast must
- * fit. The first is the default. */
-static const mk_shape mk16[] = {{6, 2}, {4, 3}, {8, 1}, {4, 2}, {4, 1}};
+ * fit. Ordered by accumulators (mr x nv), so that a larger value index is a larger
+ * micro-kernel (what the analysis' "mk+" means); MK16_DEF is the default. */
+static const mk_shape mk16[] = {{4, 1}, {4, 2}, {8, 1}, {6, 2}, {4, 3}};
+enum { MK16_DEF = 3 };
 /* Shapes for 32 vector registers (AVX-512, NEON). */
-static const mk_shape mk32[] = {{12, 2}, {8, 3}, {14, 2}, {6, 4}, {8, 2}, {4, 2}};
+static const mk_shape mk32[] = {{4, 2}, {8, 2}, {12, 2}, {8, 3}, {6, 4}, {14, 2}};
+enum { MK32_DEF = 2 };
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -120,8 +123,9 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
                            : (int)(sizeof mk16 / sizeof mk16[0]);
     long mkv[KF_MAX_PARAM_VALUES];
     for (int i = 0; i < ntab; i++) mkv[i] = tab[i].mr * 100L + tab[i].nv * vl;
-    kf_tpl_add_param(sp, prefix, "mk", mkv, ntab, 0);
-    int mr0 = tab[0].mr, nr0 = tab[0].nv * vl;
+    int mkdef = nregs >= 32 ? MK32_DEF : MK16_DEF;
+    kf_tpl_add_param(sp, prefix, "mk", mkv, ntab, mkdef);
+    int mr0 = tab[mkdef].mr, nr0 = tab[mkdef].nv * vl;
 
     long kcv[] = {64, 128, 192, 256, 384, 512, 768};
     int nkc = filter_values(kcv, 7, d->K);
