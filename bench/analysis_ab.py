@@ -8,7 +8,9 @@ points, and pooling them keeps one noisy measurement from deciding the score); t
 reference is the fastest schedule's time, and for each run the script counts the
 iterations until it had evaluated a schedule within 90% (--frac) of that (time <= best / 0.9). A
 run that never got there counts as budget + 1. Prints a table and the mean over tasks;
---json writes every run's times and schedules.
+--json writes every run's times and schedules, with the machine, date and commit. The runs
+record into a fresh store in a temporary folder (--store to name one): a store that already
+holds these candidates would serve them from its cache instead of measuring them.
 
 usage: bench/analysis_ab.py [--kforge build/kforge] [--target cpu] [--iters 12]
                             [--seeds 3] [--scale 1] [--frac 0.9 ...] [--json FILE] TASK.kf ...
@@ -24,9 +26,9 @@ import tempfile
 import time
 
 
-def run(kforge, task, target, iters, seed, mode, out):
+def run(kforge, task, target, iters, seed, mode, out, store):
     cmd = [kforge, "synth", task, "--target", target, "--iters", str(iters), "--seed", str(seed),
-           "--analysis", mode, "--memcheck", "off", "--json", "-q", "--out", out]
+           "--analysis", mode, "--memcheck", "off", "--json", "-q", "--out", out, "--store", store]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
@@ -99,6 +101,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--scale", type=int, default=1, help="scale input dims >= 1024 (GPU sizes)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--store", default=None, help="store the runs record into (default: a fresh one)")
     ap.add_argument("--frac", type=float, action="append",
                     help="fraction of the fastest schedule's speed to reach (repeatable; default 0.9)")
     ap.add_argument("--from", dest="from_json", default=None,
@@ -113,6 +116,16 @@ def main():
     if not a.tasks:
         ap.error("name the tasks to run (or --from FILE.json)")
     tmp = tempfile.mkdtemp(prefix="kf-ab-")
+    store = a.store or os.path.join(tmp, "store.db")
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except OSError:
+        commit = ""
+    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": os.uname().nodename,
+            "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+                        "") if os.path.exists("/proc/cpuinfo") else "",
+            "commit": commit, "command": " ".join(sys.argv)}
     runs, done = [], 0
     t0 = time.time()
     for task in a.tasks:
@@ -130,7 +143,7 @@ def main():
             for seed in range(1, a.seeds + 1):
                 for mode in ("builtin", "off"):  # interleaved: drift hits both alike
                     times, labels, rec = run(a.kforge, path, a.target, a.iters, seed, mode,
-                                             os.path.join(tmp, f"{name}-{mode}-{seed}"))
+                                             os.path.join(tmp, f"{name}-{mode}-{seed}"), store)
                     res[mode].append((times, labels))
                     for t, lab in zip(times, labels):
                         if t is not None:
@@ -154,7 +167,8 @@ def main():
               file=sys.stderr, flush=True)
         if a.json:  # after every task: a run cut short keeps what it measured
             with open(a.json, "w") as f:
-                json.dump({"target": a.target, "iters": a.iters, "seeds": a.seeds, "runs": runs}, f, indent=1)
+                json.dump({"target": a.target, "iters": a.iters, "seeds": a.seeds, "meta": meta, "runs": runs}, f,
+                          indent=1)
     score(runs, a.iters, a.seeds, fracs)
     return 0 if done else 1
 

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kforge/arch.h"
@@ -317,4 +319,70 @@ Test(cache, get_cpu_overwrites_a_corrupt_file, .init = make_cache_dir,
     assert_plausible(&got);
     cr_assert_eq(kf_arch_load("cpu:c", &again, &err), KF_OK, "rewritten: %s", err.msg);
     cr_assert_eq(again.copy_gbs, got.copy_gbs);
+}
+
+/* The load during a calibration is measured: with twice as many spinning processes as
+ * CPUs, others hold most of the machine. */
+Test(calibrate, load_of_other_processes_is_measured) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    pid_t kids[64];
+    int nk = 0;
+    for (long i = 0; i < 2 * ncpu && nk < 64; i++) {
+        pid_t p = fork();
+        cr_assert_geq(p, 0);
+        if (p == 0) {
+            volatile unsigned long x = 0;
+            for (;;) x++; /* killed below */
+        }
+        kids[nk++] = p;
+    }
+    kf_ceilings c;
+    kf_error err = {0};
+    kf_status st = kf_arch_calibrate_cpu(0, &c, &err);
+    for (int i = 0; i < nk; i++) kill(kids[i], SIGKILL);
+    for (int i = 0; i < nk; i++) waitpid(kids[i], NULL, 0);
+    cr_assert_eq(st, KF_OK, "%s", err.msg);
+    cr_assert_gt(c.busy, 0.3, "%d spinners on %ld CPUs, busy measured %.2f", nk, ncpu, c.busy);
+    cr_assert_leq(c.busy, 1.0);
+    fprintf(stderr, "calibration beside %d spinning processes: others used %.0f%% of the machine\n", nk,
+            100 * c.busy);
+}
+
+/* An entry measured on a busy machine is measured again, and no ceiling goes down; an
+ * idle entry is used as it is; busy survives the round trip and is validated. */
+Test(cache, busy_entries_are_measured_again, .init = make_cache_dir, .fini = remove_cache_dir) {
+    kf_error err = {0};
+    kf_ceilings low = fake("cpu:busy", 0.001), got, again;
+    low.threads = 1;
+    low.read_gbs = low.write_gbs = 0.001;
+    low.peak_gflops_f32 = low.peak_gflops_f64 = 0.001;
+    low.busy = 0.05; /* below KF_CALIB_BUSY_MAX: trusted, served from the cache */
+    cr_assert_eq(kf_arch_save(&low, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_get_cpu("cpu:busy", 1, 0, &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(got.copy_gbs, 0.001);
+    cr_assert_float_eq(got.busy, 0.05, 1e-12);
+    low.busy = 0.8;
+    cr_assert_eq(kf_arch_save(&low, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_get_cpu("cpu:busy", 1, 0, &got, &err), KF_OK, "%s", err.msg);
+    assert_plausible(&got);
+    cr_assert_gt(got.copy_gbs, 0.001, "measured again");
+    cr_assert_leq(got.busy, 0.8);
+    cr_assert_eq(kf_arch_load("cpu:busy", &again, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(again.copy_gbs, got.copy_gbs, "and saved");
+    /* a busy re-measurement never lowers a ceiling: a high busy entry keeps its numbers
+     * unless the new measurement is idle (then it replaces them) */
+    kf_ceilings high = fake("cpu:high", 1e6);
+    high.threads = 1;
+    high.busy = 0.9;
+    cr_assert_eq(kf_arch_save(&high, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_get_cpu("cpu:high", 1, 0, &got, &err), KF_OK, "%s", err.msg);
+    if (got.busy > KF_CALIB_BUSY_MAX) cr_assert_eq(got.copy_gbs, 1e6, "busy again: the max is kept");
+    else cr_assert_lt(got.copy_gbs, 1e6, "idle now: replaced");
+    /* round trip and validation */
+    high.busy = 0.5;
+    cr_assert_eq(kf_arch_save(&high, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_arch_load("cpu:high", &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_float_eq(got.busy, 0.5, 1e-12);
+    high.busy = 1.5;
+    cr_assert_eq(kf_arch_save(&high, &err), KF_ERR_ARG);
 }

@@ -308,6 +308,7 @@ json_t *kf_agent_device_json(const kf_device_info *d, const kf_ceilings *c) {
     json_object_set_new(cj, "launch_us", c->launch_us > 0 ? json_real(c->launch_us) : json_null());
     if (c->peak_gflops_mm16 > 0) json_object_set_new(cj, "peak_gflops_mm16", json_real(c->peak_gflops_mm16));
     json_object_set_new(cj, "when", json_string(c->when));
+    if (c->busy > 0) json_object_set_new(cj, "busy", json_real(c->busy));
     json_object_set_new(j, "ceilings", cj);
     return j;
 }
@@ -1019,6 +1020,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     const kf_arch_entry *arch = arch_entry(&adb, r, o);
     char cnote[300];
     counters_note(cnote, sizeof cnote, r, o);
+    if (o->table && r->ceil.busy > KF_CALIB_BUSY_MAX)
+        fprintf(o->table, "ceilings: measured while other processes used %.0f%% of the machine (%s): the "
+                          "floor may be low and %% of floor high; the next run measures again\n",
+                100 * r->ceil.busy, r->ceil.when);
     if (o->table)
         kf_report_table_header(o->table, g->name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
                                r->roof.bound ? r->roof.bound : "?", r->ceil.measured);

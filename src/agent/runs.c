@@ -46,6 +46,7 @@ static void parse_device(json_t *j, kf_device_info *d, kf_ceilings *c) {
     c->launch_us = jnum(cj, "launch_us");
     c->peak_gflops_mm16 = jnum(cj, "peak_gflops_mm16");
     snprintf(c->when, sizeof c->when, "%s", jstr(cj, "when"));
+    c->busy = jnum(cj, "busy");
 }
 
 /* The roofline's bound as the static string kf_roofline_of gives. */

@@ -9,7 +9,9 @@
  *      { "format": "kforge-calibration", "version": 1,
  *        "devices": { "<device_key>": { "measured": 1, "threads": 2, "copy_gbs": 31.2,
  *                     "read_gbs": ..., "write_gbs": ..., "peak_gflops_f32": ...,
- *                     "peak_gflops_f64": ..., "launch_us": 4.1 (optional), "when": "2025-01-01T00:00:00Z" }, ... } }
+ *                     "peak_gflops_f64": ..., "launch_us": 4.1 (optional), "busy": 0.4 (optional,
+ *                     CPU: others' share of the machine while measuring),
+ *                     "when": "2025-01-01T00:00:00Z" }, ... } }
  *  - A missing file or entry is KF_ERR_IO (nothing cached); a file that is not valid JSON
  *    or not of this shape, or an entry with a missing/invalid field, is KF_ERR_PARSE naming
  *    the file (with line and column when the JSON itself is broken).
@@ -145,6 +147,11 @@ static kf_status parse_entry(const char *path, const char *key, json_t *e, kf_ce
         return kf_error_set(err, KF_ERR_PARSE, path, 0, 0,
                             "corrupt calibration cache: entry \"%s\": field launch_us invalid", key);
     c.launch_us = lu ? json_number_value(lu) : 0;
+    json_t *bz = json_object_get(e, "busy"); /* optional too: 0 = idle or not measured */
+    if (bz && (!json_is_number(bz) || !(json_number_value(bz) >= 0) || json_number_value(bz) > 1))
+        return kf_error_set(err, KF_ERR_PARSE, path, 0, 0,
+                            "corrupt calibration cache: entry \"%s\": field busy invalid", key);
+    c.busy = bz ? json_number_value(bz) : 0;
     c.measured = (int)measured;
     c.threads = (int)threads;
     snprintf(c.when, sizeof c.when, "%s", json_string_value(when));
@@ -177,7 +184,7 @@ static kf_status check_ceilings(const kf_ceilings *c, kf_error *err) {
     kf_status st = check_key(c->device_key, err);
     if (st) return st;
     const double v[] = {c->copy_gbs, c->read_gbs, c->write_gbs, c->peak_gflops_f32,
-                        c->peak_gflops_f64, c->launch_us};
+                        c->peak_gflops_f64, c->launch_us, c->busy, 1 - c->busy};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (!isfinite(v[i]) || v[i] < 0)
             return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
@@ -203,6 +210,7 @@ static json_t *entry_json(const kf_ceilings *c) {
     json_object_set_new(e, "peak_gflops_f32", json_real(c->peak_gflops_f32));
     json_object_set_new(e, "peak_gflops_f64", json_real(c->peak_gflops_f64));
     if (c->launch_us > 0) json_object_set_new(e, "launch_us", json_real(c->launch_us));
+    if (c->busy > 0) json_object_set_new(e, "busy", json_real(c->busy));
     json_object_set_new(e, "when", when);
     return e;
 }
@@ -313,6 +321,41 @@ kf_status kf_arch_save(const kf_ceilings *c, kf_error *err) {
     return save_entry(c, 1, err);
 }
 
+static void save_or_warn(const kf_ceilings *c) {
+    kf_error serr;
+    memset(&serr, 0, sizeof serr);
+    if (save_entry(c, 0, &serr) != KF_OK) {
+        char msg[1400];
+        kf_error_format(&serr, msg, sizeof msg);
+        kf_log(1, "warning: calibration not cached: %s", msg);
+    }
+}
+
+/* old was measured on a busy machine: measure again (with its thread count) and keep the
+ * higher of each ceiling (load lowers a measurement, never raises it); the less loaded
+ * measurement's busy and date go with it. */
+static kf_status remeasure_busy(const char *device_key, const kf_ceilings *old, kf_ceilings *out,
+                                kf_error *err) {
+    kf_ceilings c;
+    kf_status st = kf_arch_calibrate_cpu(old->threads, &c, err);
+    if (st) return st;
+    snprintf(c.device_key, sizeof c.device_key, "%s", device_key);
+    if (c.busy > KF_CALIB_BUSY_MAX) {
+        c.copy_gbs = fmax(c.copy_gbs, old->copy_gbs);
+        c.read_gbs = fmax(c.read_gbs, old->read_gbs);
+        c.write_gbs = fmax(c.write_gbs, old->write_gbs);
+        c.peak_gflops_f32 = fmax(c.peak_gflops_f32, old->peak_gflops_f32);
+        c.peak_gflops_f64 = fmax(c.peak_gflops_f64, old->peak_gflops_f64);
+        if (old->busy < c.busy) {
+            c.busy = old->busy;
+            snprintf(c.when, sizeof c.when, "%s", old->when);
+        }
+    }
+    save_or_warn(&c);
+    *out = c;
+    return KF_OK;
+}
+
 /* Contract: the ceilings of device_key: the cached entry when there is one, force == 0 and
  * it was measured with `threads` threads (threads == 0 accepts any entry); otherwise
  * calibrate with `threads` threads and save the result under device_key. A corrupt cache
@@ -331,8 +374,13 @@ kf_status kf_arch_get_cpu(const char *device_key, int threads, int force, kf_cei
         kf_ceilings cached;
         kf_status ls = kf_arch_load(device_key, &cached, &lerr);
         if (ls == KF_OK && (threads == 0 || cached.threads == threads)) {
-            *out = cached;
-            return KF_OK;
+            if (cached.busy <= KF_CALIB_BUSY_MAX) {
+                *out = cached;
+                return KF_OK;
+            }
+            kf_log(1, "calibration of \"%s\" was taken while other processes used %.0f%% of the "
+                      "machine (%s); measuring again", device_key, 100 * cached.busy, cached.when);
+            return remeasure_busy(device_key, &cached, out, err);
         }
         char msg[1400];
         kf_error_format(&lerr, msg, sizeof msg);
@@ -345,13 +393,7 @@ kf_status kf_arch_get_cpu(const char *device_key, int threads, int force, kf_cei
     kf_ceilings c;
     if ((st = kf_arch_calibrate_cpu(threads, &c, err))) return st;
     snprintf(c.device_key, sizeof c.device_key, "%s", device_key);
-    kf_error serr;
-    memset(&serr, 0, sizeof serr);
-    if (save_entry(&c, 0, &serr) != KF_OK) {
-        char msg[1400];
-        kf_error_format(&serr, msg, sizeof msg);
-        kf_log(1, "warning: calibration not cached: %s", msg);
-    }
+    save_or_warn(&c);
     *out = c;
     return KF_OK;
 }

@@ -28,6 +28,12 @@
  *    portable 128-bit GCC-vector fallback (mul + add, 2 flops per lane).
  *  - The kernels are compiled at -O2 whatever the build type (a pragma): at -O0 the FMA
  *    accumulators would live on the stack and the peak would read ten times too low.
+ *  - Load: the machine's busy time from /proc/stat (steal included) minus this process's
+ *    own CPU time, over the calibration's wall time and the online CPUs, is the share other
+ *    processes took (kf_ceilings.busy). Best samples and the one-thread pass cannot undo a
+ *    machine that is busy throughout (on 2026-12-04 a calibration taken while the sanitizer
+ *    tests ran read 14.4 GB/s and 40.1 GFLOP/s, against 27.0 and 79.3 idle, and was cached):
+ *    above KF_CALIB_BUSY_MAX it is warned about and kf_arch_get_cpu measures again next time.
  *  - A whole calibration takes about 2 s on an idle 2-core VM (up to ~4 s when busy).
  */
 #include "kforge/arch.h"
@@ -534,6 +540,46 @@ static set measure_set(calib *c, int passes, int peak_rounds) {
     return r;
 }
 
+/* Jiffies the whole machine spent busy (user, nice, system, irq, softirq, steal: every
+ * state but idle and iowait) from /proc/stat's first line, in seconds; -1 when unreadable. */
+static double machine_busy_s(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n < 8 || hz <= 0) return -1;
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz;
+}
+
+/* CPU seconds this process has used (every thread). */
+static double self_cpu_s(void) {
+    struct timespec t;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return -1;
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The load tracker: what the machine and this process had used at the start. */
+typedef struct load_mark {
+    double wall, machine, self;
+} load_mark;
+
+static load_mark load_start(void) {
+    load_mark m = {kf_now(), machine_busy_s(), self_cpu_s()};
+    return m;
+}
+
+/* The share of the machine's CPUs that others used since m, 0..1; 0 when unreadable. */
+static double load_others(const load_mark *m) {
+    double machine = machine_busy_s(), self = self_cpu_s(), wall = kf_now() - m->wall;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (m->machine < 0 || machine < 0 || m->self < 0 || self < 0 || wall <= 0 || ncpu <= 0) return 0;
+    double others = ((machine - m->machine) - (self - m->self)) / (wall * (double)ncpu);
+    return others < 0 ? 0 : others > 1 ? 1 : others;
+}
+
 /* Usable CPUs of this process (its affinity mask), at least 1. */
 static int usable_cpus(void) {
     cpu_set_t set;
@@ -647,6 +693,7 @@ kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err) {
     c.end = kf_calloc((size_t)c.max_samples * (size_t)c.threads, sizeof(double));
 
     double t0 = kf_now();
+    load_mark lm = load_start();
     run_samples(&c, K_TOUCH, nseg); /* first touch, with the timed loops' partition */
     double t_touch = kf_now() - t0;
     set all = measure_set(&c, BW_PASSES, PEAK_ROUNDS);
@@ -673,12 +720,20 @@ kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err) {
         all.peak32 = fmax(all.peak32, one.peak32);
         all.peak64 = fmax(all.peak64, one.peak64);
     }
+    double busy = load_others(&lm);
+    if (busy > KF_CALIB_BUSY_MAX)
+        kf_log(1,
+               "warning: calibration: other processes used %.0f%% of the machine's %ld CPUs while it "
+               "measured: the ceilings may be low (the next run measures again; `kforge calibrate` "
+               "when the machine is idle)",
+               100.0 * busy, sysconf(_SC_NPROCESSORS_ONLN));
     free(c.a);
     free(c.b);
     free(c.start);
     free(c.end);
 
     memset(out, 0, sizeof *out);
+    out->busy = busy;
     out->measured = 1;
     out->threads = team;
     out->copy_gbs = fmax(all.copy, all.copy_nt);

@@ -110,6 +110,7 @@ int kf_cli_calibrate(int argc, char **argv) {
                               ce.threads, "copy_gbs", ce.copy_gbs, "read_gbs", ce.read_gbs, "write_gbs",
                               ce.write_gbs, "peak_gflops_f32", ce.peak_gflops_f32, "peak_gflops_f64",
                               ce.peak_gflops_f64, "launch_us", ce.launch_us, "when", ce.when);
+        if (strcmp(d->platform, "cpu") == 0) json_object_set_new(j, "busy", json_real(ce.busy));
         if (a)
             json_object_set_new(j, "arch", json_pack("{s:s, s:s, s:f, s:f, s:s}", "id", a->id, "name", a->name,
                                                      "dram_gbs", a->dram_gbs, "peak_tflops_f32",
@@ -129,6 +130,9 @@ int kf_cli_calibrate(int argc, char **argv) {
         if (ce.launch_us > 0) printf("launch        %9.2f us (%s)\n", ce.launch_us, gpu ? "empty kernel" : "empty parallel region");
         else printf("launch        not measured (cached before kforge measured it: --target %s without --cached)\n", target);
         printf("when          %s (%s)\n", ce.when, ce.measured ? "measured" : "nominal");
+        if (strcmp(d->platform, "cpu") == 0)
+            printf("load          others used %.0f%% of the machine while it measured%s\n", 100 * ce.busy,
+                   ce.busy > KF_CALIB_BUSY_MAX ? ": busy, the ceilings may be low (measure again when idle)" : "");
         if (strcmp(d->platform, "cpu") == 0) {
             char why[300];
             if (kf_perf_cpu_counters_usable(why, sizeof why)) printf("cpu counters  available (perf_event_open)\n");
