@@ -254,3 +254,39 @@ Test(analysis_loop, pin_errors_name_the_choices) {
     kf_run_result_free(&r);
     kf_graph_free(g);
 }
+
+/* --start random: the first candidate is drawn from the seed, the same for both searches
+ * (what bench/analysis_ab.py --start random compares), and not always the default. */
+Test(analysis_loop, random_start_is_the_seed_s_point_for_both_searches) {
+    kf_error err = {0};
+    kf_graph *g;
+    cr_assert_eq(kf_parse_string(task_text, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    char dflt[256] = "";
+    int differs = 0;
+    for (int seed = 0; seed <= 4; seed++) {
+        char first[2][256];
+        for (int mode = 0; mode < 2; mode++) {
+            kf_loop_opts o;
+            kf_loop_opts_default(&o);
+            o.iters = 1;
+            o.out_dir = outdir;
+            o.seed = (uint64_t)(seed ? seed : 1);
+            o.memcheck = KF_MEMCHECK_OFF;
+            o.analysis = mode ? KF_ANALYSIS_OFF : KF_ANALYSIS_BUILTIN;
+            o.start_random = seed > 0;
+            kf_run_result r;
+            cr_assert_eq(kf_loop_run(g, &o, &r, &err), KF_OK, "loop: %s", err.msg);
+            cr_assert_eq(r.niters, 1);
+            snprintf(first[mode], sizeof first[mode], "%s", r.iters[0].label);
+            kf_run_result_free(&r);
+        }
+        if (seed == 0) {
+            snprintf(dflt, sizeof dflt, "%s", first[0]);
+            continue;
+        }
+        cr_assert_str_eq(first[0], first[1], "seed %d: the two searches start apart", seed);
+        differs |= strcmp(first[0], dflt) != 0;
+    }
+    cr_assert(differs, "four random starts were all the default point %s", dflt);
+    kf_graph_free(g);
+}

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kforge/arch.h"
@@ -385,4 +386,18 @@ Test(cache, busy_entries_are_measured_again, .init = make_cache_dir, .fini = rem
     cr_assert_float_eq(got.busy, 0.5, 1e-12);
     high.busy = 1.5;
     cr_assert_eq(kf_arch_save(&high, &err), KF_ERR_ARG);
+    /* a busy measurement younger than KF_CALIB_BUSY_RETRY_S is served (a machine that
+     * stays busy is not measured again by every run) */
+    kf_ceilings young = fake("cpu:young", 0.001);
+    young.threads = 1;
+    young.busy = 0.9;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(young.when, sizeof young.when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cr_assert_eq(kf_arch_save(&young, &err), KF_OK, "%s", err.msg);
+    double t0 = kf_now();
+    cr_assert_eq(kf_arch_get_cpu("cpu:young", 1, 0, &got, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(got.copy_gbs, 0.001, "measured again within the retry window");
+    cr_assert_lt(kf_now() - t0, 0.5);
 }

@@ -44,6 +44,9 @@ typedef struct kf_loop_opts {
     int builtin_iters;       /* KF_AGENT_BOTH: builtin candidates first (0: half of iters) */
     /* the performance analysis agent */
     int analysis;            /* KF_ANALYSIS_BUILTIN (default), KF_ANALYSIS_OFF, KF_ANALYSIS_LLM */
+    int start_random;        /* the first candidate is a random point of the space (from the
+                                seed), not the template's default: to compare searches
+                                without the defaults' head start (kforge synth --start) */
     const char *pins;        /* "block=8192 unroll=4": parameters held at one value, as the
                                 candidate labels name them (kforge synth --pin; NULL: none) */
     /* the store (docs/store.md) */

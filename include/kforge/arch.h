@@ -37,6 +37,9 @@ typedef struct kf_ceilings {
 /* Measured under more load than this (a tenth of the machine), a CPU calibration is said
  * to be taken on a busy machine: warned about, and re-measured by the next kf_arch_get_cpu. */
 #define KF_CALIB_BUSY_MAX 0.10
+/* ... but not before this many seconds have passed since the busy measurement (a machine
+ * that stays busy would otherwise be measured again by every run). */
+#define KF_CALIB_BUSY_RETRY_S 300
 
 /* Measure the CPU's ceilings with `threads` threads (0 = all usable). Takes ~1-3 s. */
 kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err);
@@ -47,7 +50,8 @@ kf_status kf_arch_load(const char *device_key, kf_ceilings *out, kf_error *err);
 /* Store (replace) the entry for out->device_key in the cache file. */
 kf_status kf_arch_save(const kf_ceilings *c, kf_error *err);
 /* Cached value if present, else calibrate and save. A cached entry measured on a busy
- * machine (busy > KF_CALIB_BUSY_MAX) is measured again, and each ceiling becomes the
+ * machine (busy > KF_CALIB_BUSY_MAX) more than KF_CALIB_BUSY_RETRY_S ago is measured
+ * again, and each ceiling becomes the
  * higher of the two measurements (load only ever lowers what a measurement sees); force
  * re-measures and replaces the entry whatever it holds. */
 kf_status kf_arch_get_cpu(const char *device_key, int threads, int force, kf_ceilings *out,

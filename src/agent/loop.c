@@ -1022,7 +1022,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     counters_note(cnote, sizeof cnote, r, o);
     if (o->table && r->ceil.busy > KF_CALIB_BUSY_MAX)
         fprintf(o->table, "ceilings: measured while other processes used %.0f%% of the machine (%s): the "
-                          "floor may be low and %% of floor high; the next run measures again\n",
+                          "floor may be low and %% of floor high; a run 5 minutes on measures again\n",
                 100 * r->ceil.busy, r->ceil.when);
     if (o->table)
         kf_report_table_header(o->table, g->name, r->plan, r->dev.name, r->roof.floor_s * 1e3,
@@ -1039,8 +1039,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     const kf_space *sp = kf_synth_space(syn);
     kf_point best_pt, pt;
     kf_synth_default_point(syn, &pt);
-    best_pt = pt;
     uint64_t rng = r->seed;
+    if (o->start_random) random_point(sp, &seen, &rng, &pt); /* the space is never empty */
+    best_pt = pt;
     int iters = o->iters > 0 ? o->iters : 12;
     st = kf_persist_begin(&ps, g, o, r, iters, &vo, err);
     if (st != KF_OK) goto done;

@@ -44,6 +44,7 @@ static json_t *options_json(const kf_loop_opts *o, const kf_run_result *r, int i
     json_object_set_new(j, "agent", json_integer(o->agent));
     json_object_set_new(j, "analysis", json_integer(o->analysis));
     if (o->pins && o->pins[0]) json_object_set_new(j, "pins", json_string(o->pins));
+    if (o->start_random) json_object_set_new(j, "start", json_string("random"));
     json_object_set_new(j, "builtin_iters", json_integer(o->builtin_iters));
     json_object_set_new(j, "recalibrate", json_integer(o->recalibrate));
     json_object_set_new(j, "out_dir", json_string(r->out_dir));

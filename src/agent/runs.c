@@ -245,6 +245,7 @@ kf_status kf_run_resume_load(kf_store *s, const char *run_ref, kf_run_resume *rs
     o->analysis = (int)jnum(oj, "analysis");
     snprintf(rs->pins, sizeof rs->pins, "%s", jstr(oj, "pins"));
     o->pins = rs->pins[0] ? rs->pins : NULL;
+    o->start_random = strcmp(jstr(oj, "start"), "random") == 0;
     o->task_text = rs->task_text;
     o->store = s;
     o->resume_run = ri->id;

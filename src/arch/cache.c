@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CACHE_FILE "calibration.json"
@@ -321,6 +322,15 @@ kf_status kf_arch_save(const kf_ceilings *c, kf_error *err) {
     return save_entry(c, 1, err);
 }
 
+/* Seconds since an ISO "YYYY-MM-DDTHH:MM:SSZ" time; a large number when it does not parse. */
+static double age_s(const char *when) {
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *end = strptime(when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (!end || *end) return 1e18;
+    return difftime(time(NULL), timegm(&tm));
+}
+
 static void save_or_warn(const kf_ceilings *c) {
     kf_error serr;
     memset(&serr, 0, sizeof serr);
@@ -346,10 +356,7 @@ static kf_status remeasure_busy(const char *device_key, const kf_ceilings *old, 
         c.write_gbs = fmax(c.write_gbs, old->write_gbs);
         c.peak_gflops_f32 = fmax(c.peak_gflops_f32, old->peak_gflops_f32);
         c.peak_gflops_f64 = fmax(c.peak_gflops_f64, old->peak_gflops_f64);
-        if (old->busy < c.busy) {
-            c.busy = old->busy;
-            snprintf(c.when, sizeof c.when, "%s", old->when);
-        }
+        c.busy = fmin(c.busy, old->busy); /* when stays the new one: the retry clock */
     }
     save_or_warn(&c);
     *out = c;
@@ -374,7 +381,7 @@ kf_status kf_arch_get_cpu(const char *device_key, int threads, int force, kf_cei
         kf_ceilings cached;
         kf_status ls = kf_arch_load(device_key, &cached, &lerr);
         if (ls == KF_OK && (threads == 0 || cached.threads == threads)) {
-            if (cached.busy <= KF_CALIB_BUSY_MAX) {
+            if (cached.busy <= KF_CALIB_BUSY_MAX || age_s(cached.when) < KF_CALIB_BUSY_RETRY_S) {
                 *out = cached;
                 return KF_OK;
             }

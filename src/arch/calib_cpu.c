@@ -33,7 +33,8 @@
  *    processes took (kf_ceilings.busy). Best samples and the one-thread pass cannot undo a
  *    machine that is busy throughout (on 2026-12-04 a calibration taken while the sanitizer
  *    tests ran read 14.4 GB/s and 40.1 GFLOP/s, against 27.0 and 79.3 idle, and was cached):
- *    above KF_CALIB_BUSY_MAX it is warned about and kf_arch_get_cpu measures again next time.
+ *    above KF_CALIB_BUSY_MAX it is warned about and kf_arch_get_cpu measures again
+ *    once KF_CALIB_BUSY_RETRY_S have passed.
  *  - A whole calibration takes about 2 s on an idle 2-core VM (up to ~4 s when busy).
  */
 #include "kforge/arch.h"
@@ -724,8 +725,8 @@ kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err) {
     if (busy > KF_CALIB_BUSY_MAX)
         kf_log(1,
                "warning: calibration: other processes used %.0f%% of the machine's %ld CPUs while it "
-               "measured: the ceilings may be low (the next run measures again; `kforge calibrate` "
-               "when the machine is idle)",
+               "measured: the ceilings may be low (a run 5 minutes on measures again; `kforge "
+               "calibrate` when the machine is idle)",
                100.0 * busy, sysconf(_SC_NPROCESSORS_ONLN));
     free(c.a);
     free(c.b);

@@ -92,6 +92,9 @@ static void usage_synth(FILE *f) {
             "                     one's recommendations, the model reads the diagnosis), off\n"
             "                     (no analysis: random search), llm (the model gets the raw\n"
             "                     profile instead of the diagnosis)\n"
+            "  --start S          first candidate: default (the template's point for this\n"
+            "                     device) or random (a random point from the seed: to compare\n"
+            "                     searches without the defaults' head start)\n"
             "  --pin NAME=VALUE   hold a schedule parameter at one value, named as in the\n"
             "                     candidate labels (repeatable; a whole label in quotes\n"
             "                     pins every parameter: --pin 'block=8192 unroll=4 nt=1')\n"
@@ -222,6 +225,7 @@ static int cmd_synth(int argc, char **argv) {
         {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
         {"no-reference", no_argument, 0, 'Z'}, {"pin", required_argument, 0, 'I'},
+        {"start", required_argument, 0, 'G'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
@@ -307,6 +311,11 @@ static int cmd_synth(int argc, char **argv) {
             else if (!strcmp(optarg, "llm")) o.analysis = KF_ANALYSIS_LLM;
             else { fprintf(stderr, "kforge synth: --analysis takes builtin, off or llm, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
+        case 'G':
+            if (!strcmp(optarg, "default")) o.start_random = 0;
+            else if (!strcmp(optarg, "random")) o.start_random = 1;
+            else { fprintf(stderr, "kforge synth: --start takes default or random, got '%s'\n", optarg); return EXIT_USAGE; }
+            break;
         case 'I': {
             size_t have = strlen(pins);
             if (have + strlen(optarg) + 2 > sizeof pins) { fprintf(stderr, "kforge synth: too many --pin values\n"); return EXIT_USAGE; }
@@ -325,9 +334,9 @@ static int cmd_synth(int argc, char **argv) {
         }
     }
     if (f_resume) {
-        if (optind != argc || no_store || pins[0]) {
+        if (optind != argc || no_store || pins[0] || o.start_random) {
             fprintf(stderr, "kforge synth: --resume takes the task and options from the store: give no task "
-                            "file%s\n", no_store ? " and not --no-store" : pins[0] ? " and no --pin" : "");
+                            "file%s\n", no_store ? " and not --no-store" : optind == argc ? " and no --pin or --start" : "");
             return EXIT_USAGE;
         }
         return synth_resume(f_resume, f_store, no_cache, quiet, json);
