@@ -132,7 +132,8 @@ int kf_cli_calibrate(int argc, char **argv) {
         printf("when          %s (%s)\n", ce.when, ce.measured ? "measured" : "nominal");
         if (strcmp(d->platform, "cpu") == 0)
             printf("load          others used %.0f%% of the machine while it measured%s\n", 100 * ce.busy,
-                   ce.busy > KF_CALIB_BUSY_MAX ? ": busy, the ceilings may be low (measure again when idle)" : "");
+                   ce.busy > KF_CALIB_BUSY_MAX ? ": busy, the ceilings may be low (measure again when idle)"
+                   : ce.busy > 0 ? "" : " (or an entry cached before kforge measured the load)");
         if (strcmp(d->platform, "cpu") == 0) {
             char why[300];
             if (kf_perf_cpu_counters_usable(why, sizeof why)) printf("cpu counters  available (perf_event_open)\n");
