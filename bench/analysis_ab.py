@@ -18,7 +18,10 @@ holds these candidates would serve them from its cache instead of measuring them
 usage: bench/analysis_ab.py [--kforge build/kforge] [--target cpu] [--iters 12]
                             [--seeds 3] [--scale 1] [--start default|random]
                             [--frac 0.9 ...] [--json FILE] TASK.kf ...
-       bench/analysis_ab.py --from FILE.json --frac 0.9 --frac 0.98   (re-score saved runs)
+       bench/analysis_ab.py --from FILE.json [--from MORE.json ...] --frac 0.9 --frac 0.98
+                            (re-score saved runs; several files of the same settings are merged)
+--deadline S starts no new task after S seconds (for a machine whose calls have a time limit:
+the JSON written after every task keeps what finished; merge the parts with --from).
 """
 import argparse
 import json
@@ -93,6 +96,30 @@ def confirm(kforge, path, target, runs, n, within, store, tmp, most=5):
     return out
 
 
+def load_merged(paths):
+    """The saved runs of one or more --json files, merged; their settings must agree."""
+    saved = None
+    for path in paths:
+        with open(path) as f:
+            part = json.load(f)
+        if saved is None:
+            saved = part
+            saved.setdefault("confirms", {})
+            continue
+        for key in ("target", "iters", "seeds", "start"):
+            if part.get(key) != saved.get(key):
+                sys.exit(f"analysis_ab.py: {path}: {key} {part.get(key)!r} differs from {paths[0]}'s "
+                         f"{saved.get(key)!r}; only runs of the same settings can be merged")
+        names = {r["task"] for r in saved["runs"]}
+        dup = sorted(names & {r["task"] for r in part["runs"]})
+        if dup:
+            sys.exit(f"analysis_ab.py: {path}: tasks {', '.join(dup)} are in an earlier file too")
+        saved["runs"].extend(part["runs"])
+        saved["confirms"].update(part.get("confirms", {}))
+        saved.setdefault("parts", [saved.get("meta", {})]).append(part.get("meta", {}))
+    return saved
+
+
 def score(runs, budget, seeds, fracs, confirms=None):
     """Print the table for every fraction in fracs from the recorded runs (and the
     confirmation re-timings, {task: {label: [ms]}})."""
@@ -152,9 +179,12 @@ def main():
     ap.add_argument("--store", default=None, help="store the runs record into (default: a fresh one)")
     ap.add_argument("--frac", type=float, action="append",
                     help="fraction of the fastest schedule's speed to reach (repeatable; default 0.9)")
-    ap.add_argument("--from", dest="from_json", default=None,
+    ap.add_argument("--from", dest="from_json", action="append", default=None,
                     help="re-score the runs a previous --json saved instead of running kforge (with "
-                         "--confirm and the task files: re-time them first, and --json saves the result)")
+                         "--confirm and the task files: re-time them first, and --json saves the result); "
+                         "repeat to merge the runs of several files made with the same settings")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="start no new task after this many seconds (0: no limit)")
     ap.add_argument("--confirm", type=int, default=3,
                     help="re-time a task's five fastest schedules (within 15%%) this many times (0: off)")
     a = ap.parse_args()
@@ -162,8 +192,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="kf-ab-")
     store = a.store or os.path.join(tmp, "store.db")
     if a.from_json:
-        with open(a.from_json) as f:
-            saved = json.load(f)
+        saved = load_merged(a.from_json)
         confirms = saved.get("confirms", {})
         if a.tasks and a.confirm > 0:
             for task in a.tasks:
@@ -194,6 +223,9 @@ def main():
     t0 = time.time()
     for task in a.tasks:
         name = os.path.basename(task)[:-3]
+        if a.deadline > 0 and time.time() - t0 > a.deadline:
+            print(f"{name}: not started (--deadline {a.deadline:.0f} s passed)", file=sys.stderr, flush=True)
+            continue
         path = task
         if a.scale > 1:
             sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
