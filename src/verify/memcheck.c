@@ -117,21 +117,33 @@ static int is_exe(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-/* Absolute path of an executable found on PATH; 0 when there is none. */
-static int find_on_path(const char *name, char *out, size_t cap) {
+/* See verify_int.h. */
+int kf_verify_find_exe(const char *name, char *out, size_t cap) {
+    if (!name || !name[0] || !out || cap == 0) return 0;
+    int n;
+    if (strchr(name, '/')) {
+        /* a path: absolute, because the sandboxed child starts in its scratch directory */
+        char cwd[PATH_MAX];
+        if (name[0] == '/') n = snprintf(out, cap, "%s", name);
+        else if (getcwd(cwd, sizeof cwd)) n = snprintf(out, cap, "%s/%s", cwd, name);
+        else n = -1;
+        if (n > 0 && (size_t)n < cap && is_exe(out)) return 1;
+        out[0] = 0;
+        return 0;
+    }
     const char *path = getenv("PATH");
-    if (!path || !path[0]) return 0;
-    const char *p = path;
+    const char *p = path ? path : "";
     while (*p) {
         const char *colon = strchr(p, ':');
         size_t len = colon ? (size_t)(colon - p) : strlen(p);
         if (len > 0 && p[0] == '/') {
-            int n = snprintf(out, cap, "%.*s/%s", (int)len, p, name);
+            n = snprintf(out, cap, "%.*s/%s", (int)len, p, name);
             if (n > 0 && (size_t)n < cap && is_exe(out)) return 1;
         }
         if (!colon) break;
         p = colon + 1;
     }
+    out[0] = 0;
     return 0;
 }
 
@@ -140,23 +152,19 @@ static int find_on_path(const char *name, char *out, size_t cap) {
 static kf_status find_sanitizer(char *out, size_t cap, kf_error *err) {
     const char *env = getenv("KFORGE_COMPUTE_SANITIZER");
     if (env && env[0]) {
-        if (is_exe(env) && strlen(env) < cap) {
-            snprintf(out, cap, "%s", env);
-            return KF_OK;
-        }
+        if (kf_verify_find_exe(env, out, cap)) return KF_OK;
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "compute-sanitizer not found: KFORGE_COMPUTE_SANITIZER names '%s', "
                             "which is not an executable file", env);
     }
-    if (find_on_path("compute-sanitizer", out, cap)) return KF_OK;
+    if (kf_verify_find_exe("compute-sanitizer", out, cap)) return KF_OK;
     const char *home = getenv("CUDA_HOME");
-    int n;
+    char cand[PATH_MAX];
     if (home && home[0]) {
-        n = snprintf(out, cap, "%s/bin/compute-sanitizer", home);
-        if (n > 0 && (size_t)n < cap && is_exe(out)) return KF_OK;
+        snprintf(cand, sizeof cand, "%s/bin/compute-sanitizer", home);
+        if (kf_verify_find_exe(cand, out, cap)) return KF_OK;
     }
-    n = snprintf(out, cap, "/usr/local/cuda/bin/compute-sanitizer");
-    if (n > 0 && (size_t)n < cap && is_exe(out)) return KF_OK;
+    if (kf_verify_find_exe("/usr/local/cuda/bin/compute-sanitizer", out, cap)) return KF_OK;
     out[0] = 0;
     return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                         "compute-sanitizer not found (looked on PATH, in $CUDA_HOME/bin%s%s%s "
@@ -171,7 +179,7 @@ kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, 
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_memcheck_tool: no buffer");
     path[0] = 0;
     if (!platform || !platform[0] || strcmp(platform, "cpu") == 0) {
-        if (find_on_path("valgrind", path, cap)) return KF_OK;
+        if (kf_verify_find_exe("valgrind", path, cap)) return KF_OK;
         path[0] = 0;
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "valgrind is not installed (not found on PATH)");

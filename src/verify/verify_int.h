@@ -197,6 +197,12 @@ unsigned kf_confine_describe(const kf_confine *cf, const char *scratch, char *bu
 
 /* ---- memcheck.c ---- */
 
+/* The absolute path of an executable regular file into out (cap bytes): a name with a '/'
+ * is that path (a relative one taken from the current directory), a bare name is looked
+ * up in PATH's absolute directories. Returns 1 when found, else 0 with out "". Shared by
+ * the tool lookups of memcheck.c and profile.c; reads the environment only. */
+int kf_verify_find_exe(const char *name, char *out, size_t cap);
+
 /* compute-sanitizer's first report in the captured output out (n bytes): the first block
  * of "========= text" lines (a block ends at a prefixed line without text), the banner
  * and leading warnings skipped, at most 40 lines, prefixes stripped, then the last
