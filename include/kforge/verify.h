@@ -168,6 +168,44 @@ const char *kf_verify_memcheck_flags(const kf_backend *b);
  * target fails otherwise (docs/design-notes.md). */
 const char *kf_verify_memcheck_confinement(const kf_backend *b);
 
+/* Run an artifact that has already passed verification once, on input set 0, under Nsight
+ * Compute in the sandbox, and put ncu's raw counter table (`--csv --page raw`, read from
+ * the --log-file ncu wrote in ctx's workdir, never from the candidate's output) into csv,
+ * for kf_perf_ncu_parse. tool: the profiler's absolute path (kf_verify_profiler_tool);
+ * whether b's platform can be profiled is the caller's question: the run itself works on
+ * any backend (the tests use a stand-in ncu on cpu). Flags, limits and confinement in
+ * src/verify/profile.c's note: sections SpeedOfLight, Occupancy, LaunchStats,
+ * MemoryWorkloadAnalysis, WarpStateStats, SchedulerStats; at most 16 launches profiled;
+ * GPU clocks not locked; wall limit the context's, at least 180 s on a device; no Landlock
+ * and local connect() allowed (kf_verify_profile_confinement). No output/guard check is
+ * made: counters are no verdict. detail (dcap bytes, may be NULL) gets the reason on
+ * failure, "" on success.
+ * Returns KF_OK with the table appended to csv (the caller's buffer; kf_buf_free);
+ * KF_ERR_RUNTIME when the candidate's run under ncu failed (its verdict's name and the
+ * sandbox's detail: "crash", "timeout" with the wall-clock limit, ..., then ncu's first
+ * ==ERROR== line if any); KF_ERR_UNSUPPORTED when the run completed but ncu gave no
+ * counters ("ncu wrote no counters", or ncu failing after the run, with its first
+ * ==ERROR== or ==WARNING== line, e.g. ERR_NVGPUCTRPERM: no permission to the performance
+ * counters), which is no finding on the kernel; KF_ERR_ARG for a missing argument or a
+ * relative tool path; other errors: kforge could not run it at all (no runner, no region).
+ * The log file is removed in every case. */
+kf_status kf_verify_profile(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
+                            const char *artifact, const char *tool, kf_buf *csv, char *detail,
+                            size_t dcap, kf_error *err);
+
+/* The profiler kf_verify_profile runs for platform: on "cuda", ncu's absolute path into
+ * path (cap bytes), from $KFORGE_NCU alone when that is set, else PATH, then
+ * $CUDA_HOME/bin, then /usr/local/cuda/bin. Returns KF_OK, or KF_ERR_UNSUPPORTED with a
+ * reason (path is then ""): KFORGE_NCU naming no executable (the message names the
+ * variable), ncu not found (the message says where it looked), or "no profiler run for
+ * platform 'P'" for any other platform (NULL or "" is cpu); KF_ERR_ARG without a buffer.
+ * Reads the environment only. */
+kf_status kf_verify_profiler_tool(const char *platform, char *path, size_t cap, kf_error *err);
+
+/* What the profiled run loses of the sandbox, as a phrase for the run record: no Landlock,
+ * and connect() to local sockets allowed, because ncu needs both. Static storage. */
+const char *kf_verify_profile_confinement(void);
+
 /* What kf_verify_sandbox_describe reports as in force (a bit mask). */
 enum {
     KF_SANDBOX_NET = 1,     /* sockets refused (seccomp filter) */

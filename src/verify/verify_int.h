@@ -7,6 +7,7 @@
  *   compare.c  output comparison against the reference (tolerances, NaN/Inf, ties)
  *   sandbox.c  the memfd region (guards), fork/exec of the runner under limits, outcome
  *   memcheck.c the memory-checker run (valgrind on the CPU, compute-sanitizer on CUDA)
+ *   profile.c  the profiled run (Nsight Compute) of a candidate that passed verification
  */
 #ifndef KF_VERIFY_INT_H
 #define KF_VERIFY_INT_H
