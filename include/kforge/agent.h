@@ -49,6 +49,9 @@ typedef struct kf_loop_opts {
                                 without the defaults' head start (kforge synth --start) */
     const char *pins;        /* "block=8192 unroll=4": parameters held at one value, as the
                                 candidate labels name them (kforge synth --pin; NULL: none) */
+    int counters;            /* profiler counters per verified candidate: KF_COUNTERS_OFF
+                                (default) or KF_COUNTERS_NCU (cuda: a second, profiled run
+                                under Nsight Compute; kforge synth --counters ncu) */
     /* the store (docs/store.md) */
     kf_store *store;         /* NULL: nothing recorded, no cache */
     int no_cache;            /* evaluate every candidate even when the store holds its result */
@@ -64,6 +67,12 @@ enum {
     KF_ANALYSIS_OFF = 1,     /* no diagnosis: the builtin agent searches at random */
     KF_ANALYSIS_LLM = 2      /* diagnosed as builtin, but the model gets the raw profile
                                 (timing, resource report, launches, counters) instead */
+};
+
+enum {
+    KF_COUNTERS_OFF = 0,     /* the diagnosis rests on timing, roofline, resource report and
+                                occupancy calculator */
+    KF_COUNTERS_NCU = 1      /* and on Nsight Compute's counters of each verified candidate */
 };
 
 enum {
@@ -120,6 +129,8 @@ typedef struct kf_iter_record {
     int has_diag;            /* diag holds the analysis agent's reading of this candidate */
     kf_diagnosis diag;
     char followed[200];      /* the recommendation this candidate was chosen by ("" = none) */
+    kf_counters *counters;   /* profiler rows of its launches (owned; --counters), or NULL */
+    int ncounters;
     int cached;              /* res came from the store: measured earlier (at measured_at, by
                                 run measured_by), not compiled or run again here */
     double measured_at;      /* Unix seconds the result was measured (0: not stored) */

@@ -103,4 +103,21 @@ json_t *kf_agent_diag_json(const kf_diagnosis *d);
 json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_result *r);
 kf_vstatus kf_agent_vstatus_of(const char *name); /* kf_vstatus_name's inverse (internal if unknown) */
 
+/* ---- profiler counters per candidate (counters.c) ---- */
+
+/* The profiler o->counters asks for on platform into tool ("" with --counters off).
+ * KF_ERR_ARG when the platform has no profiled run (only cuda has one), KF_ERR_UNSUPPORTED
+ * when the tool is not installed (kf_verify_profiler_tool's message). */
+kf_status kf_agent_counters_tool(const kf_loop_opts *o, const char *platform, char *tool, size_t cap,
+                                 kf_error *err);
+/* Run verified candidate cand once more under the profiler tool; rec->counters gets its
+ * launches' rows (1). 0 with why when there are none (the build, the run or the CSV failed). */
+int kf_agent_profile(kf_verify_ctx *vctx, kf_backend *be, const char *work, const char *tool,
+                     const kf_candidate *cand, kf_iter_record *rec, char *why, size_t cap);
+/* The rows as the run record keeps them (metrics not measured are left out), and back. */
+json_t *kf_agent_counters_json(const kf_counters *c, int n);
+int kf_agent_counters_parse(json_t *arr, kf_counters **out); /* rows in *out (malloc'd) */
+/* The rows as lines of text for a model (--analysis llm's raw profile). */
+void kf_agent_counters_text(const kf_counters *c, int n, kf_buf *out);
+
 #endif

@@ -67,6 +67,7 @@ static char *analysis_text(const struct kf_llm_agent *a, const kf_iter_record *b
                       rf->peak_gflops, a->r->ceil.launch_us);
         if (b->res.resources[0]) kf_buf_printf(&t, "- compiler resource report: %s\n", b->res.resources);
         else kf_buf_puts(&t, "- no compiler resource report on this platform\n");
+        if (b->ncounters > 0) kf_agent_counters_text(b->counters, b->ncounters, &t);
     } else if (a->analysis == KF_ANALYSIS_BUILTIN && b->has_diag) {
         const kf_diagnosis *d = &b->diag;
         kf_buf_printf(&t, "Performance analysis: %s-bound at %.0f%%", d->bound, 100 * d->achieved);

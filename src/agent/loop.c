@@ -38,7 +38,10 @@ void kf_loop_opts_default(kf_loop_opts *o) {
 }
 
 void kf_run_result_free(kf_run_result *r) {
-    for (int i = 0; i < r->niters; i++) free(r->iters[i].source);
+    for (int i = 0; i < r->niters; i++) {
+        free(r->iters[i].source);
+        free(r->iters[i].counters);
+    }
     free(r->iters);
     free(r->best_source);
     memset(r, 0, sizeof *r);
@@ -276,6 +279,7 @@ static json_t *iter_json(const kf_iter_record *it) {
     if (it->agent[0]) json_object_set_new(j, "agent", json_string(it->agent));
     if (it->has_diag) json_object_set_new(j, "diagnosis", kf_agent_diag_json(&it->diag));
     if (it->followed[0]) json_object_set_new(j, "followed", json_string(it->followed));
+    if (it->ncounters > 0) json_object_set_new(j, "counters", kf_agent_counters_json(it->counters, it->ncounters));
     if (it->cached) {
         /* measured earlier: say when and by which run */
         json_object_set_new(j, "cached", json_true());
@@ -684,6 +688,8 @@ typedef struct evalctx {
     int g_nbufs;               /* the task's inputs + outputs */
     kf_persist *ps;            /* the store (ps->s NULL: none) */
     char counters_note[300];   /* why no profiler counters are read (said in the evidence) */
+    const char *prof_tool;     /* --counters: the profiler ("" or NULL: none) */
+    int prof_fails;            /* profiled runs failed in a row */
 } evalctx;
 
 /* Why the diagnosis has no profiler counters on this platform, said once per run. */
@@ -695,7 +701,8 @@ static void counters_note(char *note, size_t cap, const kf_run_result *r, const 
         if (kf_perf_cpu_counters_usable(note, cap))
             snprintf(note, cap, "CPU counters work here, but kforge synth does not collect them per candidate yet");
     } else if (strcmp(pl, "cuda") == 0) {
-        snprintf(note, cap, "kforge synth does not run Nsight Compute (bench/ncu_capture.sh records its counters)");
+        if (o->counters == KF_COUNTERS_OFF)
+            snprintf(note, cap, "no profiler counters (kforge synth --counters ncu runs each candidate under Nsight Compute)");
     } else {
         snprintf(note, cap, "no profiler reader for %s", pl);
     }
@@ -731,7 +738,9 @@ static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record 
         .plan = have_plan ? &plan : NULL,
         .params = params,
         .nparams = np,
-        .counters_note = ec->counters_note[0] ? ec->counters_note : NULL,
+        .counters = rec->counters,
+        .ncounters = rec->ncounters,
+        .counters_note = rec->ncounters == 0 && ec->counters_note[0] ? ec->counters_note : NULL,
         .launch_s = r->ceil.launch_us * 1e-6,
         .cpu_threads = r->dev.threads,
         .units = r->dev.compute_units,
@@ -762,6 +771,29 @@ static void table_row(const evalctx *ec, const kf_iter_record *rec) {
 
 /* Compile, verify, time and place one candidate into rec; print its row. Returns 1 when
  * it became the best. */
+/* --counters: the verified candidate's profiled run; its rows go to rec->counters. A
+ * failure is said in the table and the diagnosis' evidence; after KF_PROFILE_MAX_FAILS in
+ * a row the run stops profiling (the same cause would only cost the time again). */
+#define KF_PROFILE_MAX_FAILS 2
+static void profile(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
+    if (!ec->prof_tool || !ec->prof_tool[0]) return;
+    char why[sizeof ec->counters_note - 60];
+    if (kf_agent_profile(ec->vctx, ec->be, ec->work, ec->prof_tool, cand, rec, why, sizeof why)) {
+        ec->prof_fails = 0;
+        ec->counters_note[0] = 0;
+        return;
+    }
+    ec->prof_fails++;
+    if (ec->prof_fails >= KF_PROFILE_MAX_FAILS) {
+        snprintf(ec->counters_note, sizeof ec->counters_note, "%s (profiling stopped after %d failures in a row)",
+                 why, ec->prof_fails);
+        ec->prof_tool = NULL;
+    } else {
+        snprintf(ec->counters_note, sizeof ec->counters_note, "%s", why);
+    }
+    if (ec->o->table) fprintf(ec->o->table, "counters: %s\n", ec->counters_note);
+}
+
 static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
     kf_run_result *r = ec->r;
     kf_hash_hex(kf_hash64(cand->flags, strlen(cand->flags), kf_hash64(cand->source, strlen(cand->source), 0)),
@@ -778,6 +810,7 @@ static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
     int best = 0;
     if (rec->res.status == KF_V_OK && rec->res.timed) {
         kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
+        profile(ec, cand, rec);
         if (ec->o->analysis != KF_ANALYSIS_OFF) analyse(ec, cand, rec);
         rec->source = kf_strdup(cand->source);
         snprintf(rec->flags, sizeof rec->flags, "%s", cand->flags);
@@ -976,6 +1009,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = kf_backend_open(target, &be, err);
     if (st != KF_OK) goto done;
     r->dev = be->info;
+    /* --counters: the profiler, or the reason there is none, before anything is measured */
+    char prof_tool[1024];
+    st = kf_agent_counters_tool(o, r->dev.platform, prof_tool, sizeof prof_tool, err);
+    if (st != KF_OK) goto done;
     st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
     snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn));
@@ -1020,6 +1057,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     const kf_arch_entry *arch = arch_entry(&adb, r, o);
     char cnote[300];
     counters_note(cnote, sizeof cnote, r, o);
+    if (prof_tool[0] && o->table)
+        fprintf(o->table, "counters: each verified candidate runs once more under %s (%s)\n", prof_tool,
+                kf_verify_profile_confinement());
     if (o->table && r->ceil.busy > KF_CALIB_BUSY_MAX)
         fprintf(o->table, "ceilings: measured while other processes used %.0f%% of the machine (%s): the "
                           "floor may be low and %% of floor high; a run 5 minutes on measures again\n",
@@ -1051,9 +1091,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
                    : o->agent == KF_AGENT_BOTH ? (o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2)
                                                : iters;
     if (nbuiltin > iters) nbuiltin = iters;
-    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, &ps, ""};
+    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, &ps, "", NULL, 0};
     ec.arch = arch;
     snprintf(ec.counters_note, sizeof ec.counters_note, "%s", cnote);
+    ec.prof_tool = prof_tool;
     int best_builtin = -1; /* the iteration of best_pt */
     ls.round_first = ls.round_best = -1;
     for (int it = 0; it < iters; it++) {

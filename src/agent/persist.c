@@ -45,6 +45,7 @@ static json_t *options_json(const kf_loop_opts *o, const kf_run_result *r, int i
     json_object_set_new(j, "analysis", json_integer(o->analysis));
     if (o->pins && o->pins[0]) json_object_set_new(j, "pins", json_string(o->pins));
     if (o->start_random) json_object_set_new(j, "start", json_string("random"));
+    if (o->counters == KF_COUNTERS_NCU) json_object_set_new(j, "counters", json_string("ncu"));
     json_object_set_new(j, "builtin_iters", json_integer(o->builtin_iters));
     json_object_set_new(j, "recalibrate", json_integer(o->recalibrate));
     json_object_set_new(j, "out_dir", json_string(r->out_dir));
@@ -230,6 +231,8 @@ void kf_persist_iter(kf_persist *p, kf_run_result *r, kf_iter_record *rec, const
     char *dj = NULL;
     if (rec->has_diag) {
         json_t *j = kf_agent_diag_json(&rec->diag);
+        /* the counters it read, kept with it (runs.c reads them back) */
+        if (rec->ncounters > 0) json_object_set_new(j, "counters", kf_agent_counters_json(rec->counters, rec->ncounters));
         dj = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         it.diag_json = dj;

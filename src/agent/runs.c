@@ -131,6 +131,7 @@ static void load_iter(const kf_store_iter *si, kf_iter_record *it) {
     if (dj) {
         parse_diag(dj, &it->diag);
         it->has_diag = 1;
+        it->ncounters = kf_agent_counters_parse(json_object_get(dj, "counters"), &it->counters);
         json_decref(dj);
     }
 }
@@ -246,6 +247,7 @@ kf_status kf_run_resume_load(kf_store *s, const char *run_ref, kf_run_resume *rs
     snprintf(rs->pins, sizeof rs->pins, "%s", jstr(oj, "pins"));
     o->pins = rs->pins[0] ? rs->pins : NULL;
     o->start_random = strcmp(jstr(oj, "start"), "random") == 0;
+    o->counters = strcmp(jstr(oj, "counters"), "ncu") == 0 ? KF_COUNTERS_NCU : KF_COUNTERS_OFF;
     o->task_text = rs->task_text;
     o->store = s;
     o->resume_run = ri->id;

@@ -92,6 +92,10 @@ static void usage_synth(FILE *f) {
             "                     one's recommendations, the model reads the diagnosis), off\n"
             "                     (no analysis: random search), llm (the model gets the raw\n"
             "                     profile instead of the diagnosis)\n"
+            "  --counters C       profiler counters per verified candidate: off (default) or\n"
+            "                     ncu (cuda: each one runs once more under Nsight Compute;\n"
+            "                     the diagnosis reads achieved occupancy, DRAM/SM throughput,\n"
+            "                     stalls, cache hits; about 2-10 s more per candidate)\n"
             "  --start S          first candidate: default (the template's point for this\n"
             "                     device) or random (a random point from the seed: to compare\n"
             "                     searches without the defaults' head start)\n"
@@ -225,7 +229,7 @@ static int cmd_synth(int argc, char **argv) {
         {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
         {"no-reference", no_argument, 0, 'Z'}, {"pin", required_argument, 0, 'I'},
-        {"start", required_argument, 0, 'G'},
+        {"start", required_argument, 0, 'G'}, {"counters", required_argument, 0, 'Q'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
@@ -316,6 +320,11 @@ static int cmd_synth(int argc, char **argv) {
             else if (!strcmp(optarg, "random")) o.start_random = 1;
             else { fprintf(stderr, "kforge synth: --start takes default or random, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
+        case 'Q':
+            if (!strcmp(optarg, "off")) o.counters = KF_COUNTERS_OFF;
+            else if (!strcmp(optarg, "ncu")) o.counters = KF_COUNTERS_NCU;
+            else { fprintf(stderr, "kforge synth: --counters takes off or ncu, got '%s'\n", optarg); return EXIT_USAGE; }
+            break;
         case 'I': {
             size_t have = strlen(pins);
             if (have + strlen(optarg) + 2 > sizeof pins) { fprintf(stderr, "kforge synth: too many --pin values\n"); return EXIT_USAGE; }
@@ -334,9 +343,9 @@ static int cmd_synth(int argc, char **argv) {
         }
     }
     if (f_resume) {
-        if (optind != argc || no_store || pins[0] || o.start_random) {
+        if (optind != argc || no_store || pins[0] || o.start_random || o.counters) {
             fprintf(stderr, "kforge synth: --resume takes the task and options from the store: give no task "
-                            "file%s\n", no_store ? " and not --no-store" : optind == argc ? " and no --pin or --start" : "");
+                            "file%s\n", no_store ? " and not --no-store" : optind == argc ? " and no --pin, --start or --counters" : "");
             return EXIT_USAGE;
         }
         return synth_resume(f_resume, f_store, no_cache, quiet, json);
