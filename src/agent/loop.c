@@ -89,10 +89,49 @@ static int param_is(const char *name, const char *suffix) {
     return strcmp(dot ? dot + 1 : name, suffix) == 0;
 }
 
+/* Single-parameter moves of the builtin walk that were measured no faster than the point
+ * they left (or failed): parameter index, value positions from and to, the iteration that
+ * measured it. The walk does not follow the diagnosis into such a move again from a later
+ * best point (the parameter's other values have not changed, and the same rule would ask
+ * for it each time: matmul's mk+ was tried three times a run before), and takes it only
+ * with the moves against the diagnosis, last. */
+#define KF_MAX_FAILED_MOVES 512
+typedef struct move_log {
+    int n;
+    struct { short p, from, to, iter, said; } m[KF_MAX_FAILED_MOVES]; /* said: the table told */
+} move_log;
+
+/* The entry of move (p, from -> to) when it was measured no faster, else -1. */
+static int find_failed(const move_log *ml, int p, int from, int to) {
+    for (int k = 0; ml && k < ml->n; k++)
+        if (ml->m[k].p == p && ml->m[k].from == from && ml->m[k].to == to) return k;
+    return -1;
+}
+
+/* Record q's move from base when it is one parameter's (q did not improve on base). */
+static void log_failed(move_log *ml, const kf_space *sp, const kf_point *base, const kf_point *q, int iter) {
+    int p = -1;
+    for (int i = 0; i < sp->nparams; i++)
+        if (q->idx[i] != base->idx[i]) {
+            if (p >= 0) return; /* several parameters moved: no single move to blame */
+            p = i;
+        }
+    if (p < 0 || ml->n >= KF_MAX_FAILED_MOVES || find_failed(ml, p, base->idx[p], q->idx[p]) >= 0) return;
+    ml->m[ml->n].p = (short)p;
+    ml->m[ml->n].from = (short)base->idx[p];
+    ml->m[ml->n].to = (short)q->idx[p];
+    ml->m[ml->n].iter = (short)iter;
+    ml->m[ml->n].said = 0;
+    ml->n++;
+}
+
 /* The best point moved by d's highest-ranked recommendation that leads to a point not yet
- * tried; why gets "s0.vw 4 -> 8: <reason>". 0 = none. */
-static int follow(const kf_space *sp, const kf_point *best, const kf_diagnosis *d,
-                  const seen_set *seen, kf_point *out, char *why, size_t cap) {
+ * tried and is not a move already measured no faster (ml); why gets "s0.vw 4 -> 8:
+ * <reason>", skipped the first such move passed over that the table was not told of yet
+ * ("" when none). 0 = none. */
+static int follow(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, move_log *ml,
+                  const seen_set *seen, kf_point *out, char *why, size_t cap, char *skipped, size_t scap) {
+    skipped[0] = 0;
     for (int k = 0; k < d->nrecs; k++) {
         const kf_diag_rec *rc = &d->rec[k];
         for (int i = 0; i < sp->nparams; i++) {
@@ -102,6 +141,16 @@ static int follow(const kf_space *sp, const kf_point *best, const kf_diagnosis *
             kf_point q = *best;
             q.idx[i] = v;
             if (seen_has(seen, point_hash(sp, &q))) continue;
+            int f = find_failed(ml, i, best->idx[i], v);
+            if (f >= 0) {
+                if (!skipped[0] && !ml->m[f].said) { /* said once per move */
+                    snprintf(skipped, scap, "%s %ld -> %ld (%s%c): no faster at iter %d", sp->p[i].name,
+                             sp->p[i].values[best->idx[i]], sp->p[i].values[v], rc->param, rc->dir > 0 ? '+' : '-',
+                             ml->m[f].iter);
+                    ml->m[f].said = 1;
+                }
+                continue;
+            }
             *out = q;
             snprintf(why, cap, "%s %ld -> %ld: %s", sp->p[i].name, sp->p[i].values[best->idx[i]],
                      sp->p[i].values[v], rc->why);
@@ -147,13 +196,17 @@ static kf_status apply_pins(kf_synth *syn, const kf_loop_opts *o, kf_error *err)
     return KF_OK;
 }
 
-/* Whether q moves a parameter of best in a direction d calls against (NULL d: never). */
-static int against(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const kf_point *q) {
+/* Whether q moves a parameter of best in a direction d calls against (NULL d: never), or
+ * makes a move already measured no faster (ml): such points come last. */
+static int against(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const move_log *ml,
+                   const kf_point *q) {
     for (int k = 0; d && k < d->navoid; k++)
         for (int i = 0; i < sp->nparams; i++)
             if (param_is(sp->p[i].name, d->avoid[k].param) && q->idx[i] != best->idx[i] &&
                 (q->idx[i] > best->idx[i] ? +1 : -1) == d->avoid[k].dir)
                 return 1;
+    for (int i = 0; i < sp->nparams; i++)
+        if (q->idx[i] != best->idx[i] && find_failed(ml, i, best->idx[i], q->idx[i]) >= 0) return 1;
     return 0;
 }
 
@@ -161,8 +214,8 @@ static int against(const kf_space *sp, const kf_point *best, const kf_diagnosis 
  * every parameter's next value before any parameter's second: a parameter's values are
  * ordered, and the next value up or down is the likeliest to improve on the best) whose
  * move is against d (want_against) or not. */
-static int neighbour(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, int want_against,
-                     const seen_set *seen, kf_point *out) {
+static int neighbour(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const move_log *ml,
+                     int want_against, const seen_set *seen, kf_point *out) {
     int maxv = 0;
     for (int i = 0; i < sp->nparams; i++) maxv = sp->p[i].nvalues > maxv ? sp->p[i].nvalues : maxv;
     for (int dist = 1; dist < maxv; dist++) {
@@ -172,7 +225,7 @@ static int neighbour(const kf_space *sp, const kf_point *best, const kf_diagnosi
                 if (v < 0 || v >= sp->p[i].nvalues) continue;
                 kf_point q = *best;
                 q.idx[i] = v;
-                if (against(sp, best, d, &q) != want_against) continue;
+                if (against(sp, best, d, ml, &q) != want_against) continue;
                 if (!seen_has(seen, point_hash(sp, &q))) {
                     *out = q;
                     return 1;
@@ -184,24 +237,24 @@ static int neighbour(const kf_space *sp, const kf_point *best, const kf_diagnosi
 }
 
 /* Next point to try when no recommendation of d (the best point's diagnosis, or NULL) is
- * left: a neighbour of best whose move is not against d; then an unexplored point that
- * moves nothing against d (several parameters at once); then the neighbours against d;
- * then any unexplored point. 0 = none left. */
-static int propose(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const seen_set *seen,
-                   uint64_t *rng, kf_point *out) {
-    if (neighbour(sp, best, d, 0, seen, out)) return 1;
-    if (d && d->navoid > 0) {
+ * left: a neighbour of best whose move is not against d (nor a move ml holds); then an
+ * unexplored point that moves nothing against d (several parameters at once); then the
+ * neighbours against d; then any unexplored point. 0 = none left. */
+static int propose(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const move_log *ml,
+                   const seen_set *seen, uint64_t *rng, kf_point *out) {
+    if (neighbour(sp, best, d, ml, 0, seen, out)) return 1;
+    if ((d && d->navoid > 0) || ml->n > 0) {
         uint64_t r = *rng;
         for (int tries = 0; tries < 256; tries++) {
             kf_point q;
             if (!random_point(sp, seen, &r, &q)) break;
-            if (!against(sp, best, d, &q)) {
+            if (!against(sp, best, d, ml, &q)) {
                 *rng = r;
                 *out = q;
                 return 1;
             }
         }
-        if (neighbour(sp, best, d, 1, seen, out)) return 1;
+        if (neighbour(sp, best, d, ml, 1, seen, out)) return 1;
     }
     return random_point(sp, seen, rng, out);
 }
@@ -993,6 +1046,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_synth *syn = NULL;
     kf_verify_ctx *vctx = NULL;
     seen_set seen = {0};
+    move_log *failed = NULL; /* the builtin walk's moves measured no faster */
     kf_arch_db *adb = NULL;
     llmstate ls;
     memset(&ls, 0, sizeof ls);
@@ -1096,6 +1150,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     snprintf(ec.counters_note, sizeof ec.counters_note, "%s", cnote);
     ec.prof_tool = prof_tool;
     int best_builtin = -1; /* the iteration of best_pt */
+    failed = kf_calloc(1, sizeof *failed);
     ls.round_first = ls.round_best = -1;
     for (int it = 0; it < iters; it++) {
         if (it > 0 && o->time_budget_s > 0 && kf_now() - t0 > o->time_budget_s) {
@@ -1111,14 +1166,16 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
             if (st != KF_OK) goto done;
             continue;
         }
-        char why[200] = "";
+        char why[200] = "", skipped[200] = "";
+        kf_point base = best_pt; /* the point this candidate moves from */
         if (it > 0) {
             const kf_iter_record *bi = best_builtin >= 0 ? &r->iters[best_builtin] : NULL;
             int found;
             if (o->analysis == KF_ANALYSIS_OFF) found = random_point(sp, &seen, &rng, &pt);
-            else if (bi && bi->has_diag && follow(sp, &best_pt, &bi->diag, &seen, &pt, why, sizeof why))
+            else if (bi && bi->has_diag &&
+                     follow(sp, &best_pt, &bi->diag, failed, &seen, &pt, why, sizeof why, skipped, sizeof skipped))
                 found = 1;
-            else found = propose(sp, &best_pt, bi && bi->has_diag ? &bi->diag : NULL, &seen, &rng, &pt);
+            else found = propose(sp, &best_pt, bi && bi->has_diag ? &bi->diag : NULL, failed, &seen, &rng, &pt);
             if (!found) break;
         }
         seen_add(&seen, point_hash(sp, &pt));
@@ -1127,6 +1184,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         if (st != KF_OK) goto done;
         kf_iter_record *rec = new_iter(r, it, "builtin", cand.label);
         snprintf(rec->followed, sizeof rec->followed, "%s", why);
+        if (skipped[0] && o->table)
+            fprintf(o->table, "      not following the analysis into %s (moves measured no faster come last)\n", skipped);
         if (why[0] && o->table) fprintf(o->table, "      following the analysis of iter %d: %s\n",
                                         r->iters[best_builtin].iter, why);
         ec.sp = sp;
@@ -1134,6 +1193,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         if (evaluate(&ec, &cand, rec)) {
             best_pt = pt;
             best_builtin = (int)(rec - r->iters);
+        } else if (it > 0 && o->analysis != KF_ANALYSIS_OFF) {
+            log_failed(failed, sp, &base, &pt, rec->iter);
         }
         ec.sp = NULL;
         ec.pt = NULL;
@@ -1166,6 +1227,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
 done:
     if (st != KF_OK && r->run_id[0]) kf_persist_finish(&ps, r, 1);
     kf_arch_db_free(adb);
+    free(failed);
     llm_clear(&ls);
     free(seen.h);
     kf_verify_ctx_free(vctx);
