@@ -147,30 +147,31 @@ int kf_verify_find_exe(const char *name, char *out, size_t cap) {
     return 0;
 }
 
-/* compute-sanitizer: $KFORGE_COMPUTE_SANITIZER alone when set, else PATH, $CUDA_HOME/bin,
- * /usr/local/cuda/bin. */
-static kf_status find_sanitizer(char *out, size_t cap, kf_error *err) {
-    const char *env = getenv("KFORGE_COMPUTE_SANITIZER");
+/* See verify_int.h. */
+kf_status kf_verify_find_cuda_tool(const char *name, const char *env_var, const char *what, char *out,
+                                   size_t cap, kf_error *err) {
+    const char *env = getenv(env_var);
     if (env && env[0]) {
         if (kf_verify_find_exe(env, out, cap)) return KF_OK;
+        out[0] = 0;
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
-                            "compute-sanitizer not found: KFORGE_COMPUTE_SANITIZER names '%s', "
-                            "which is not an executable file", env);
+                            "%s not found: %s names '%s', which is not an executable file", what, env_var, env);
     }
-    if (kf_verify_find_exe("compute-sanitizer", out, cap)) return KF_OK;
+    if (kf_verify_find_exe(name, out, cap)) return KF_OK;
     const char *home = getenv("CUDA_HOME");
     char cand[PATH_MAX];
     if (home && home[0]) {
-        snprintf(cand, sizeof cand, "%s/bin/compute-sanitizer", home);
+        snprintf(cand, sizeof cand, "%s/bin/%s", home, name);
         if (kf_verify_find_exe(cand, out, cap)) return KF_OK;
     }
-    if (kf_verify_find_exe("/usr/local/cuda/bin/compute-sanitizer", out, cap)) return KF_OK;
+    snprintf(cand, sizeof cand, "/usr/local/cuda/bin/%s", name);
+    if (kf_verify_find_exe(cand, out, cap)) return KF_OK;
     out[0] = 0;
     return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
-                        "compute-sanitizer not found (looked on PATH, in $CUDA_HOME/bin%s%s%s "
-                        "and in /usr/local/cuda/bin; KFORGE_COMPUTE_SANITIZER may name it)",
-                        home && home[0] ? " = " : " (CUDA_HOME unset)",
-                        home && home[0] ? home : "", home && home[0] ? "/bin" : "");
+                        "%s not found (looked on PATH, in $CUDA_HOME/bin%s%s%s and in /usr/local/cuda/bin; "
+                        "%s may name it)",
+                        what, home && home[0] ? " = " : " (CUDA_HOME unset)", home && home[0] ? home : "",
+                        home && home[0] ? "/bin" : "", env_var);
 }
 
 /* The checker for a platform; see verify.h. */
@@ -184,7 +185,9 @@ kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, 
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "valgrind is not installed (not found on PATH)");
     }
-    if (strcmp(platform, "cuda") == 0) return find_sanitizer(path, cap, err);
+    if (strcmp(platform, "cuda") == 0)
+        return kf_verify_find_cuda_tool("compute-sanitizer", "KFORGE_COMPUTE_SANITIZER", "compute-sanitizer", path,
+                                        cap, err);
     return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                         "no memory checker for platform '%s' (guard zones around every buffer "
                         "still catch out-of-bounds writes)", platform);

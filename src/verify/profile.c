@@ -92,27 +92,7 @@ kf_status kf_verify_profiler_tool(const char *platform, char *path, size_t cap, 
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "no profiler run for platform '%s' (Nsight Compute profiles CUDA "
                             "only)", platform && platform[0] ? platform : "cpu");
-    const char *env = getenv("KFORGE_NCU");
-    if (env && env[0]) {
-        if (kf_verify_find_exe(env, path, cap)) return KF_OK;
-        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
-                            "ncu not found: KFORGE_NCU names '%s', which is not an executable "
-                            "file", env);
-    }
-    if (kf_verify_find_exe("ncu", path, cap)) return KF_OK;
-    const char *home = getenv("CUDA_HOME");
-    char cand[PATH_MAX];
-    if (home && home[0]) {
-        snprintf(cand, sizeof cand, "%s/bin/ncu", home);
-        if (kf_verify_find_exe(cand, path, cap)) return KF_OK;
-    }
-    if (kf_verify_find_exe("/usr/local/cuda/bin/ncu", path, cap)) return KF_OK;
-    path[0] = 0;
-    return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
-                        "ncu (Nsight Compute) not found (looked on PATH, in $CUDA_HOME/bin%s%s%s "
-                        "and in /usr/local/cuda/bin; KFORGE_NCU may name it)",
-                        home && home[0] ? " = " : " (CUDA_HOME unset)",
-                        home && home[0] ? home : "", home && home[0] ? "/bin" : "");
+    return kf_verify_find_cuda_tool("ncu", "KFORGE_NCU", "ncu (Nsight Compute)", path, cap, err);
 }
 
 /* See verify.h. */

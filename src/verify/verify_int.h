@@ -203,6 +203,11 @@ unsigned kf_confine_describe(const kf_confine *cf, const char *scratch, char *bu
  * up in PATH's absolute directories. Returns 1 when found, else 0 with out "". Shared by
  * the tool lookups of memcheck.c and profile.c; reads the environment only. */
 int kf_verify_find_exe(const char *name, char *out, size_t cap);
+/* A CUDA toolkit program (name: "ncu", "compute-sanitizer") into out: from $env_var alone
+ * when that is set, else PATH, $CUDA_HOME/bin, /usr/local/cuda/bin. KF_OK, or
+ * KF_ERR_UNSUPPORTED naming what (for messages) and where it looked (out is then ""). */
+kf_status kf_verify_find_cuda_tool(const char *name, const char *env_var, const char *what, char *out,
+                                   size_t cap, kf_error *err);
 
 /* compute-sanitizer's first report in the captured output out (n bytes): the first block
  * of "========= text" lines (a block ends at a prefixed line without text), the banner
