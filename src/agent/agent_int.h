@@ -103,6 +103,42 @@ json_t *kf_agent_diag_json(const kf_diagnosis *d);
 json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_result *r);
 kf_vstatus kf_agent_vstatus_of(const char *name); /* kf_vstatus_name's inverse (internal if unknown) */
 
+/* ---- the builtin agent's walk through a schedule space (walk.c) ---- */
+
+#include "kforge/synth.h"
+
+/* Points already evaluated. */
+typedef struct kf_seen {
+    uint64_t *h;
+    int n, cap;
+} kf_seen;
+int kf_walk_seen(const kf_seen *s, const kf_space *sp, const kf_point *p);
+void kf_walk_mark(kf_seen *s, const kf_space *sp, const kf_point *p);
+
+/* Single-parameter moves of the walk that were measured no faster than the point they
+ * left (or failed): parameter index, value positions from and to, the iteration that
+ * measured it, and whether the table was told that the walk passed it over. */
+#define KF_MAX_FAILED_MOVES 512
+typedef struct kf_move_log {
+    int n;
+    struct { short p, from, to, iter, said; } m[KF_MAX_FAILED_MOVES];
+} kf_move_log;
+
+/* Record q's move from base when it is one parameter's (the caller knows q did not
+ * improve on base); several parameters moved, or a move already held: nothing. */
+void kf_walk_log_failed(kf_move_log *ml, const kf_space *sp, const kf_point *base, const kf_point *q, int iter);
+/* The best point moved by d's highest-ranked recommendation that leads to a point not in
+ * seen and is not a move ml holds: 1 with *out and why ("s0.vw 4 -> 8: <reason>");
+ * skipped gets the first held move passed over that was not reported before ("" none). */
+int kf_walk_follow(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, kf_move_log *ml,
+                   const kf_seen *seen, kf_point *out, char *why, size_t cap, char *skipped, size_t scap);
+/* The next point when no recommendation is left (d: the best point's diagnosis or NULL),
+ * in the order of walk.c's note. 0 = the space is exhausted. */
+int kf_walk_propose(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const kf_move_log *ml,
+                    const kf_seen *seen, uint64_t *rng, kf_point *out);
+/* A random point not in seen (rng: the search's state). 0 = none found. */
+int kf_walk_random(const kf_space *sp, const kf_seen *seen, uint64_t *rng, kf_point *out);
+
 /* ---- profiler counters per candidate (counters.c) ---- */
 
 /* The profiler o->counters asks for on platform into tool ("" with --counters off).

@@ -1,17 +1,13 @@
 /*
  * The synthesis loop with the builtin generation agent.
  *
- * Search: the first candidate is the generator's default point. After that the agent
- * first follows the performance analysis agent: every verified candidate is diagnosed
- * (kf_perf_diagnose: bound, evidence, ranked moves on its schedule parameters), and the
- * next candidate is the best point moved by the best point's highest-ranked recommendation
- * not yet tried. When none is left it walks the schedule space by coordinate moves around
- * the best point (every other value of one parameter at a time: the nearest values of
- * every parameter first, in the template's parameter order, then the next nearest),
- * leaving the moves the diagnosis goes against (the reverse of what it asks for: fewer
- * threads when all are busy, narrower vectors when it wants wider ones) for later: first
- * the other neighbours, then unexplored points that move nothing against it, then those
- * moves, then any unexplored point at random.
+ * Search: the first candidate is the generator's default point (or a random one with
+ * --start random). After that the agent first follows the performance analysis agent:
+ * every verified candidate is diagnosed (kf_perf_diagnose: bound, evidence, ranked moves on
+ * its schedule parameters), and the next candidate comes from the walk (walk.c): the best
+ * point moved by the best point's highest-ranked recommendation not yet tried, then
+ * coordinate moves around the best point with the moves against the diagnosis and those
+ * already measured no faster last, then random points.
  * With --analysis off nothing is diagnosed and every point after the first is drawn at
  * random: the baseline the analysis is measured against (bench/analysis_ab.py). Points
  * already evaluated are never re-run. Each candidate is compiled, verified in the
@@ -47,134 +43,6 @@ void kf_run_result_free(kf_run_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-typedef struct seen_set {
-    uint64_t *h;
-    int n, cap;
-} seen_set;
-
-static uint64_t point_hash(const kf_space *sp, const kf_point *p) {
-    return kf_hash64(p->idx, (size_t)sp->nparams * sizeof p->idx[0], 7);
-}
-
-static int seen_has(const seen_set *s, uint64_t h) {
-    for (int i = 0; i < s->n; i++)
-        if (s->h[i] == h) return 1;
-    return 0;
-}
-
-static void seen_add(seen_set *s, uint64_t h) {
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 64;
-        s->h = kf_realloc(s->h, (size_t)s->cap * sizeof *s->h);
-    }
-    s->h[s->n++] = h;
-}
-
-static uint64_t rng_next(uint64_t *st) {
-    uint64_t z = (*st += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static double space_size(const kf_space *sp) {
-    double n = 1;
-    for (int i = 0; i < sp->nparams; i++) n *= sp->p[i].nvalues;
-    return n;
-}
-
-/* Whether space parameter name ("s0.vw") is the diagnosis' parameter (its suffix "vw"). */
-static int param_is(const char *name, const char *suffix) {
-    const char *dot = strrchr(name, '.');
-    return strcmp(dot ? dot + 1 : name, suffix) == 0;
-}
-
-/* Single-parameter moves of the builtin walk that were measured no faster than the point
- * they left (or failed): parameter index, value positions from and to, the iteration that
- * measured it. The walk does not follow the diagnosis into such a move again from a later
- * best point (the parameter's other values have not changed, and the same rule would ask
- * for it each time: matmul's mk+ was tried three times a run before), and takes it only
- * with the moves against the diagnosis, last. */
-#define KF_MAX_FAILED_MOVES 512
-typedef struct move_log {
-    int n;
-    struct { short p, from, to, iter, said; } m[KF_MAX_FAILED_MOVES]; /* said: the table told */
-} move_log;
-
-/* The entry of move (p, from -> to) when it was measured no faster, else -1. */
-static int find_failed(const move_log *ml, int p, int from, int to) {
-    for (int k = 0; ml && k < ml->n; k++)
-        if (ml->m[k].p == p && ml->m[k].from == from && ml->m[k].to == to) return k;
-    return -1;
-}
-
-/* Record q's move from base when it is one parameter's (q did not improve on base). */
-static void log_failed(move_log *ml, const kf_space *sp, const kf_point *base, const kf_point *q, int iter) {
-    int p = -1;
-    for (int i = 0; i < sp->nparams; i++)
-        if (q->idx[i] != base->idx[i]) {
-            if (p >= 0) return; /* several parameters moved: no single move to blame */
-            p = i;
-        }
-    if (p < 0 || ml->n >= KF_MAX_FAILED_MOVES || find_failed(ml, p, base->idx[p], q->idx[p]) >= 0) return;
-    ml->m[ml->n].p = (short)p;
-    ml->m[ml->n].from = (short)base->idx[p];
-    ml->m[ml->n].to = (short)q->idx[p];
-    ml->m[ml->n].iter = (short)iter;
-    ml->m[ml->n].said = 0;
-    ml->n++;
-}
-
-/* The best point moved by d's highest-ranked recommendation that leads to a point not yet
- * tried and is not a move already measured no faster (ml); why gets "s0.vw 4 -> 8:
- * <reason>", skipped the first such move passed over that the table was not told of yet
- * ("" when none). 0 = none. */
-static int follow(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, move_log *ml,
-                  const seen_set *seen, kf_point *out, char *why, size_t cap, char *skipped, size_t scap) {
-    skipped[0] = 0;
-    for (int k = 0; k < d->nrecs; k++) {
-        const kf_diag_rec *rc = &d->rec[k];
-        for (int i = 0; i < sp->nparams; i++) {
-            if (!param_is(sp->p[i].name, rc->param)) continue;
-            int v = best->idx[i] + rc->dir;
-            if (v < 0 || v >= sp->p[i].nvalues) continue;
-            kf_point q = *best;
-            q.idx[i] = v;
-            if (seen_has(seen, point_hash(sp, &q))) continue;
-            int f = find_failed(ml, i, best->idx[i], v);
-            if (f >= 0) {
-                if (!skipped[0] && !ml->m[f].said) { /* said once per move */
-                    snprintf(skipped, scap, "%s %ld -> %ld (%s%c): no faster at iter %d", sp->p[i].name,
-                             sp->p[i].values[best->idx[i]], sp->p[i].values[v], rc->param, rc->dir > 0 ? '+' : '-',
-                             ml->m[f].iter);
-                    ml->m[f].said = 1;
-                }
-                continue;
-            }
-            *out = q;
-            snprintf(why, cap, "%s %ld -> %ld: %s", sp->p[i].name, sp->p[i].values[best->idx[i]],
-                     sp->p[i].values[v], rc->why);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* A random unexplored point. 0 = none found. */
-static int random_point(const kf_space *sp, const seen_set *seen, uint64_t *rng, kf_point *out) {
-    if ((double)seen->n >= space_size(sp)) return 0;
-    for (int tries = 0; tries < 1000; tries++) {
-        kf_point q;
-        memset(&q, 0, sizeof q);
-        for (int i = 0; i < sp->nparams; i++) q.idx[i] = (int)(rng_next(rng) % (uint64_t)sp->p[i].nvalues);
-        if (!seen_has(seen, point_hash(sp, &q))) {
-            *out = q;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Hold the parameters o->pins names ("block=8192 unroll=4", commas also separate). */
 static kf_status apply_pins(kf_synth *syn, const kf_loop_opts *o, kf_error *err) {
     if (!o->pins) return KF_OK;
@@ -194,69 +62,6 @@ static kf_status apply_pins(kf_synth *syn, const kf_loop_opts *o, kf_error *err)
         if (*p) p++;
     }
     return KF_OK;
-}
-
-/* Whether q moves a parameter of best in a direction d calls against (NULL d: never), or
- * makes a move already measured no faster (ml): such points come last. */
-static int against(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const move_log *ml,
-                   const kf_point *q) {
-    for (int k = 0; d && k < d->navoid; k++)
-        for (int i = 0; i < sp->nparams; i++)
-            if (param_is(sp->p[i].name, d->avoid[k].param) && q->idx[i] != best->idx[i] &&
-                (q->idx[i] > best->idx[i] ? +1 : -1) == d->avoid[k].dir)
-                return 1;
-    for (int i = 0; i < sp->nparams; i++)
-        if (q->idx[i] != best->idx[i] && find_failed(ml, i, best->idx[i], q->idx[i]) >= 0) return 1;
-    return 0;
-}
-
-/* The nearest unexplored neighbour of best (best +1, -1, +2, -2, ... in one parameter,
- * every parameter's next value before any parameter's second: a parameter's values are
- * ordered, and the next value up or down is the likeliest to improve on the best) whose
- * move is against d (want_against) or not. */
-static int neighbour(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const move_log *ml,
-                     int want_against, const seen_set *seen, kf_point *out) {
-    int maxv = 0;
-    for (int i = 0; i < sp->nparams; i++) maxv = sp->p[i].nvalues > maxv ? sp->p[i].nvalues : maxv;
-    for (int dist = 1; dist < maxv; dist++) {
-        for (int i = 0; i < sp->nparams; i++) {
-            for (int sgn = 1; sgn >= -1; sgn -= 2) {
-                int v = best->idx[i] + sgn * dist;
-                if (v < 0 || v >= sp->p[i].nvalues) continue;
-                kf_point q = *best;
-                q.idx[i] = v;
-                if (against(sp, best, d, ml, &q) != want_against) continue;
-                if (!seen_has(seen, point_hash(sp, &q))) {
-                    *out = q;
-                    return 1;
-                }
-            }
-        }
-    }
-    return 0;
-}
-
-/* Next point to try when no recommendation of d (the best point's diagnosis, or NULL) is
- * left: a neighbour of best whose move is not against d (nor a move ml holds); then an
- * unexplored point that moves nothing against d (several parameters at once); then the
- * neighbours against d; then any unexplored point. 0 = none left. */
-static int propose(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const move_log *ml,
-                   const seen_set *seen, uint64_t *rng, kf_point *out) {
-    if (neighbour(sp, best, d, ml, 0, seen, out)) return 1;
-    if ((d && d->navoid > 0) || ml->n > 0) {
-        uint64_t r = *rng;
-        for (int tries = 0; tries < 256; tries++) {
-            kf_point q;
-            if (!random_point(sp, seen, &r, &q)) break;
-            if (!against(sp, best, d, ml, &q)) {
-                *rng = r;
-                *out = q;
-                return 1;
-            }
-        }
-        if (neighbour(sp, best, d, ml, 1, seen, out)) return 1;
-    }
-    return random_point(sp, seen, rng, out);
 }
 
 static void fill_row(const kf_iter_record *it, kf_report_row *row) {
@@ -1045,8 +850,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_backend *be = NULL;
     kf_synth *syn = NULL;
     kf_verify_ctx *vctx = NULL;
-    seen_set seen = {0};
-    move_log *failed = NULL; /* the builtin walk's moves measured no faster */
+    kf_seen seen = {0};
+    kf_move_log *failed = NULL; /* the builtin walk's moves measured no faster */
     kf_arch_db *adb = NULL;
     llmstate ls;
     memset(&ls, 0, sizeof ls);
@@ -1134,7 +939,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_point best_pt, pt;
     kf_synth_default_point(syn, &pt);
     uint64_t rng = r->seed;
-    if (o->start_random) random_point(sp, &seen, &rng, &pt); /* the space is never empty */
+    if (o->start_random) kf_walk_random(sp, &seen, &rng, &pt); /* the space is never empty */
     best_pt = pt;
     int iters = o->iters > 0 ? o->iters : 12;
     st = kf_persist_begin(&ps, g, o, r, iters, &vo, err);
@@ -1171,14 +976,14 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         if (it > 0) {
             const kf_iter_record *bi = best_builtin >= 0 ? &r->iters[best_builtin] : NULL;
             int found;
-            if (o->analysis == KF_ANALYSIS_OFF) found = random_point(sp, &seen, &rng, &pt);
+            if (o->analysis == KF_ANALYSIS_OFF) found = kf_walk_random(sp, &seen, &rng, &pt);
             else if (bi && bi->has_diag &&
-                     follow(sp, &best_pt, &bi->diag, failed, &seen, &pt, why, sizeof why, skipped, sizeof skipped))
+                     kf_walk_follow(sp, &best_pt, &bi->diag, failed, &seen, &pt, why, sizeof why, skipped, sizeof skipped))
                 found = 1;
-            else found = propose(sp, &best_pt, bi && bi->has_diag ? &bi->diag : NULL, failed, &seen, &rng, &pt);
+            else found = kf_walk_propose(sp, &best_pt, bi && bi->has_diag ? &bi->diag : NULL, failed, &seen, &rng, &pt);
             if (!found) break;
         }
-        seen_add(&seen, point_hash(sp, &pt));
+        kf_walk_mark(&seen, sp, &pt);
         kf_candidate cand;
         st = kf_synth_render(syn, &pt, &cand, err);
         if (st != KF_OK) goto done;
@@ -1194,7 +999,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
             best_pt = pt;
             best_builtin = (int)(rec - r->iters);
         } else if (it > 0 && o->analysis != KF_ANALYSIS_OFF) {
-            log_failed(failed, sp, &base, &pt, rec->iter);
+            kf_walk_log_failed(failed, sp, &base, &pt, rec->iter);
         }
         ec.sp = NULL;
         ec.pt = NULL;
