@@ -14,6 +14,7 @@
 
 #include "kforge/agent.h"
 #include "kforge/arch.h"
+#include "agent/agent_int.h"
 #include "kforge/perf.h"
 
 static const char *TASKS[] = {"softmax", "matmul", "swish", "layer_norm", "sum_rows"};
@@ -473,4 +474,51 @@ Test(analyze, recorded_run_with_ncu_rows) {
     cr_assert(strstr(err.msg, "ncu CSV"), "%s", err.msg);
     fclose(f);
     free(buf);
+}
+
+/* kforge analyze without --ncu reads the counters the run recorded itself (kforge synth
+ * --counters ncu writes them into each iteration): here the real H200 rows of swish.csv,
+ * put into iteration 1 of its run record as the loop writes them. */
+Test(analyze, counters_recorded_by_the_run) {
+    char run[512], csv[512], mod[512];
+    snprintf(run, sizeof run, "%s/tests/data/ncu/swish.run.json", KF_SOURCE_DIR);
+    snprintf(csv, sizeof csv, "%s/tests/data/ncu/swish.csv", KF_SOURCE_DIR);
+    snprintf(mod, sizeof mod, "%s/test-work/analyze-recorded.run.json", KF_BUILD_DIR);
+    kf_error err = {0};
+    cr_assert_eq(kf_mkdirs(KF_BUILD_DIR "/test-work", &err), KF_OK, "%s", err.msg);
+    char *text = NULL;
+    size_t n = 0;
+    cr_assert_eq(kf_read_file(csv, &text, &n, &err), KF_OK, "%s", err.msg);
+    kf_counters *rows = NULL;
+    int nrows = 0;
+    cr_assert_eq(kf_perf_ncu_parse(text, n, &rows, &nrows, &err), KF_OK, "%s", err.msg);
+    free(text);
+    json_t *rec = json_load_file(run, 0, NULL);
+    cr_assert_not_null(rec);
+    json_t *it0 = json_array_get(json_object_get(rec, "iterations"), 0);
+    json_object_set_new(it0, "counters", kf_agent_counters_json(rows, 1));
+    cr_assert_eq(json_dump_file(rec, mod, 0), 0);
+    json_decref(rec);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(kf_analyze_run(mod, NULL, f, 1, &err), KF_OK, "%s", err.msg);
+    fclose(f);
+    json_t *a = json_loads(buf, 0, NULL);
+    cr_assert_not_null(a, "%s", buf);
+    json_t *d0 = json_array_get(a, 0), *d1 = json_array_get(a, 1);
+    cr_assert_float_eq(json_real_value(json_object_get(d0, "achieved_occupancy")), rows[0].achieved_occ_pct / 100,
+                       1e-9);
+    char *t0 = json_dumps(json_object_get(d0, "evidence"), 0);
+    cr_assert(strstr(t0, "stalls: long_scoreboard"), "%s", t0);
+    free(t0);
+    cr_assert(json_is_null(json_object_get(d1, "achieved_occupancy")), "iteration 2 recorded no counters");
+    json_decref(a);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    cr_assert_eq(kf_analyze_run(mod, NULL, f, 0, &err), KF_OK, "%s", err.msg);
+    fclose(f);
+    cr_assert(strstr(buf, "counters: recorded by the run for 1 of 3 verified iterations"), "%s", buf);
+    free(buf);
+    free(rows);
 }

@@ -13,6 +13,7 @@
  * parameters come from the label ("ts=256 wg=256 ..."), without their positions in the
  * space, so every direction is allowed.
  */
+#include "agent/agent_int.h"
 #include "kforge/agent.h"
 #include "kforge/arch.h"
 #include "kforge/perf.h"
@@ -131,12 +132,16 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
         }
         if (owner[q] < 0) unmatched++;
     }
+    int recorded = 0; /* iterations with the run's own counters (--counters ncu) */
+    for (size_t i = 0; i < json_array_size(its); i++)
+        recorded += json_array_size(json_object_get(json_array_get(its, i), "counters")) > 0;
     char note[200] = "";
-    if (!ncu_path) snprintf(note, sizeof note, "no counters given (--ncu FILE.csv)");
+    if (!ncu_path && !recorded) snprintf(note, sizeof note, "no counters given (--ncu FILE.csv) nor recorded by the run (--counters ncu)");
     if (!as_json) {
         fprintf(out, "run %s: %s on %s (%s)\n", run_path, json_string_value(json_object_get(run, "task")) ?: "?",
                 name ? name : "?", arch ? arch->name : "no architecture entry");
         if (note[0]) fprintf(out, "counters: %s\n", note);
+        else if (!ncu_path) fprintf(out, "counters: recorded by the run for %d of %d verified iterations\n", recorded, nok);
         else fprintf(out, "counters: %d ncu rows, %d matched to no iteration's resource report\n", nrows, unmatched);
     }
     const char *in_note = NULL;
@@ -157,6 +162,9 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
                 cnt++;
             }
         const kf_counters *c = first >= 0 ? &rows[first] : NULL;
+        /* without --ncu, the counters the run collected itself (kforge synth --counters ncu) */
+        kf_counters *own = NULL;
+        if (!ncu_path && (cnt = kf_agent_counters_parse(json_object_get(it, "counters"), &own)) > 0) c = own;
         char inote[240];
         if (!c && ncu_path) {
             snprintf(inote, sizeof inote, "no ncu row matches this candidate's resource report");
@@ -200,6 +208,7 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
             fprintf(out, "\niter %d  %s  %.4f ms\n  %s\n", (int)num(it, "iter"), label, num(it, "time_ms"), line);
             for (int e = 0; e < d.nevidence; e++) fprintf(out, "  - %s\n", d.evidence[e]);
         }
+        free(own);
     }
     if (as_json) {
         char *text = json_dumps(outj, JSON_INDENT(2));
