@@ -123,8 +123,8 @@ Test(counters, every_verified_cuda_candidate_is_profiled) {
     kf_backend_close(b);
     if (kf_verify_profiler_tool("cuda", tool, sizeof tool, &err) != KF_OK) cr_skip_test("%s", err.msg);
     kf_graph *g;
-    cr_assert_eq(kf_parse_string("task rowsoftmax\ninput x: f32[512, 2048]\noutput y = softmax(x, axis=1)\n",
-                                 "<test>", &g, &err), KF_OK, "%s", err.msg);
+    static const char task[] = "task rowsoftmax\ninput x: f32[512, 2048]\noutput y = softmax(x, axis=1)\n";
+    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
     char dbpath[400];
     snprintf(dbpath, sizeof dbpath, "%s/store.db", outdir);
     cr_assert_eq(kf_mkdirs(outdir, &err), KF_OK);
@@ -139,6 +139,7 @@ Test(counters, every_verified_cuda_candidate_is_profiled) {
     o.memcheck = KF_MEMCHECK_OFF;
     o.counters = KF_COUNTERS_NCU;
     o.store = s;
+    o.task_text = task; /* the store keeps the task's text (there is no file) */
     char *table = NULL;
     size_t len = 0;
     o.table = open_memstream(&table, &len);
