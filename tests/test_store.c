@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "kforge/agent.h"
+#include "kforge/ir.h"
 #include "kforge/store.h"
 
 static char dir[256];
@@ -484,4 +485,34 @@ Test(store, transcript_call_is_one_transaction) {
     cr_assert_neq(kf_store_transcript_call(s, id, 3, "half", "assistant", "never", 1, 1, &err), KF_OK);
     cr_assert_eq(scalar(s, "SELECT count(*) FROM transcripts WHERE iter = 3"), 0, "half a call was stored");
     kf_store_close(s);
+}
+
+/* A task parsed from a string has no file for the store to keep: the loop says what to set
+ * (kf_loop_opts.task_text) instead of "cannot open", and with it the run is recorded. */
+Test(store, a_task_without_a_file_needs_its_text) {
+    static const char task[] = "task twice\ninput x: f32[1000]\noutput y = x * 2\n";
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(task, "<string>", &g, &err), KF_OK, "%s", err.msg);
+    kf_store *s = open_at("text.db");
+    char cache[400], out[400];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    setenv("KFORGE_CACHE_DIR", cache, 1);
+    kf_loop_opts o;
+    kf_loop_opts_default(&o);
+    o.iters = 1;
+    o.out_dir = out;
+    o.memcheck = KF_MEMCHECK_OFF;
+    o.store = s;
+    kf_run_result r;
+    cr_assert_eq(kf_loop_run(g, &o, &r, &err), KF_ERR_IO);
+    cr_assert(strstr(err.msg, "kf_loop_opts.task_text"), "%s", err.msg);
+    kf_run_result_free(&r);
+    o.task_text = task;
+    cr_assert_eq(kf_loop_run(g, &o, &r, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM tasks WHERE text LIKE 'task twice%'"), 1);
+    kf_run_result_free(&r);
+    kf_store_close(s);
+    kf_graph_free(g);
 }

@@ -87,7 +87,13 @@ kf_status kf_persist_begin(kf_persist *p, const kf_graph *g, const kf_loop_opts 
     char *text = NULL;
     kf_status st = KF_OK;
     if (!o->task_text && g->path[0]) st = kf_read_file(g->path, &text, NULL, err);
-    if (st != KF_OK) return st;
+    if (st != KF_OK) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "?");
+        return kf_error_set(err, st, g->path, 0, 0,
+                            "the store keeps the task's text, and the task's file cannot be read (%s); a task "
+                            "parsed from a string needs kf_loop_opts.task_text", why);
+    }
     st = kf_store_task_put(p->s, g->name, o->task_text ? o->task_text : text ? text : g->name, p->task, err);
     free(text);
     char *dev = device_record(r);
