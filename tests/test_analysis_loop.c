@@ -257,7 +257,7 @@ Test(analysis_loop, moves_against_the_diagnosis_come_last) {
         }
         if (it->res.status == KF_V_OK && (best < 0 || it->res.time_ms < r.iters[best].res.time_ms)) {
             best = i;
-        } else if (best >= 0) {
+        } else if (best >= 0 && it->res.status == KF_V_OK) {
             kf_point b;
             cr_assert(point_of(sp, r.iters[best].label, &b));
             note_move(&failed, sp, &b, &q);
@@ -377,7 +377,7 @@ Test(analysis_loop, a_move_measured_no_faster_is_not_followed_again) {
             }
             if (it->res.status == KF_V_OK && (best < 0 || it->res.time_ms < r.iters[best].res.time_ms))
                 best = i;
-            else if (best >= 0)
+            else if (best >= 0 && it->res.status == KF_V_OK)
                 note_move(&failed, sp, &b, &q);
         }
         for (const char *t = table; (t = strstr(t, "not following the analysis into")); t++) passed_over++;

@@ -116,8 +116,9 @@ int kf_walk_seen(const kf_seen *s, const kf_space *sp, const kf_point *p);
 void kf_walk_mark(kf_seen *s, const kf_space *sp, const kf_point *p);
 
 /* Single-parameter moves of the walk that were measured no faster than the point they
- * left (or failed): parameter index, value positions from and to, the iteration that
- * measured it, and whether the table was told that the walk passed it over. */
+ * left (verified and timed; a failed candidate is not recorded): parameter index, value
+ * positions from and to, the iteration that measured it, and whether the table was told
+ * that the walk passed it over. */
 #define KF_MAX_FAILED_MOVES 512
 typedef struct kf_move_log {
     int n;

@@ -998,7 +998,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         if (evaluate(&ec, &cand, rec)) {
             best_pt = pt;
             best_builtin = (int)(rec - r->iters);
-        } else if (it > 0 && o->analysis != KF_ANALYSIS_OFF) {
+        } else if (it > 0 && o->analysis != KF_ANALYSIS_OFF && rec->res.status == KF_V_OK && rec->res.timed) {
+            /* only a measured time tells about the move: a candidate that failed (the plain
+             * matmul loop's timeout) says nothing about the parameter it moved */
             kf_walk_log_failed(failed, sp, &base, &pt, rec->iter);
         }
         ec.sp = NULL;
