@@ -8,6 +8,7 @@
 #include "kforge/agent.h"
 #include "kforge/llm.h"
 #include "kforge/store.h"
+#include "kforge/synth.h"
 
 #include <jansson.h>
 
@@ -105,14 +106,11 @@ kf_vstatus kf_agent_vstatus_of(const char *name); /* kf_vstatus_name's inverse (
 
 /* ---- the builtin agent's walk through a schedule space (walk.c) ---- */
 
-#include "kforge/synth.h"
-
 /* Points already evaluated. */
 typedef struct kf_seen {
     uint64_t *h;
     int n, cap;
 } kf_seen;
-int kf_walk_seen(const kf_seen *s, const kf_space *sp, const kf_point *p);
 void kf_walk_mark(kf_seen *s, const kf_space *sp, const kf_point *p);
 
 /* Single-parameter moves of the walk that were measured no faster than the point they

@@ -564,7 +564,7 @@ static void counters_note(char *note, size_t cap, const kf_run_result *r, const 
     } else {
         snprintf(note, cap, "no profiler reader for %s", pl);
     }
-    if (o->table) fprintf(o->table, "analysis: %s\n", note);
+    if (o->table && note[0]) fprintf(o->table, "analysis: %s\n", note);
 }
 
 /* The analysis agent's reading of a verified, timed candidate into rec->diag. */
@@ -627,8 +627,6 @@ static void table_row(const evalctx *ec, const kf_iter_record *rec) {
     kf_report_table_row(ec->o->table, &row);
 }
 
-/* Compile, verify, time and place one candidate into rec; print its row. Returns 1 when
- * it became the best. */
 /* --counters: the verified candidate's profiled run; its rows go to rec->counters. A
  * failure is said in the table and the diagnosis' evidence; after KF_PROFILE_MAX_FAILS in
  * a row the run stops profiling (the same cause would only cost the time again). */
@@ -652,6 +650,8 @@ static void profile(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
     if (ec->o->table) fprintf(ec->o->table, "counters: %s\n", ec->counters_note);
 }
 
+/* Compile, verify, time and place one candidate into rec; print its row. Returns 1 when
+ * it became the best. */
 static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
     kf_run_result *r = ec->r;
     kf_hash_hex(kf_hash64(cand->flags, strlen(cand->flags), kf_hash64(cand->source, strlen(cand->source), 0)),

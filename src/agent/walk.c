@@ -198,11 +198,6 @@ int kf_walk_propose(const kf_space *sp, const kf_point *best, const kf_diagnosis
 }
 
 /* See agent_int.h. */
-int kf_walk_seen(const kf_seen *s, const kf_space *sp, const kf_point *p) {
-    return has_hash(s, point_hash(sp, p));
-}
-
-/* See agent_int.h. */
 void kf_walk_mark(kf_seen *s, const kf_space *sp, const kf_point *p) {
     add_hash(s, point_hash(sp, p));
 }
