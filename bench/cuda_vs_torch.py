@@ -123,7 +123,7 @@ def one_task(args, path, outroot, flush, copy_gbs, mm_gflops):
 
     gen = torch.Generator(device="cuda").manual_seed(1234)
     inputs = kf_torch.make_inputs(task, "cuda", gen)
-    fn = kf_torch.torch_fn(task)
+    fn = kf_torch.torch_fn(task, args.kforge)
     with torch.no_grad():
         ref32 = fn(*inputs)
         ref64 = fn(*[t.double() if t.dtype.is_floating_point else t for t in inputs])

@@ -114,7 +114,7 @@ Test(shape, broadcast_numpy_rules) {
 
 Test(ops, table_lookup_kinds) {
     for (int i = 0; i < KF_OP_COUNT; i++) {
-        const kf_op_info *info = kf_op_get((kf_op)i);
+        const kf_op_def *info = kf_op_get((kf_op)i);
         cr_assert_eq(info->op, (kf_op)i);
         cr_assert_eq(kf_op_lookup(info->name), (kf_op)i, "%s", info->name);
         cr_assert(info->min_in >= 1 && info->min_in <= info->max_in &&

@@ -146,8 +146,8 @@ static void check_unary(kf_op op, const double *x, const double *want) {
     /* the scalar entry point agrees with the interpreter */
     kf_attrs at = kf_attrs_default(op, 1);
     double ys[NX];
-    for (int i = 0; i < NX; i++) ys[i] = kf_interp_scalar(op, &at, x[i], 0.0);
-    near("kf_interp_scalar", ys, y, NX, 1e-15);
+    for (int i = 0; i < NX; i++) ys[i] = kf_op_eval(op, &at, x[i], 0.0);
+    near("kf_op_eval", ys, y, NX, 1e-15);
     kf_graph_free(g);
 }
 
@@ -161,23 +161,23 @@ Test(interp, unary_ops_defaults) {
 Test(interp, unary_attributes) {
     kf_attrs at = kf_attrs_default(KF_OP_LEAKY_RELU, 1);
     at.alpha = 0.1;
-    cr_assert_float_eq(kf_interp_scalar(KF_OP_LEAKY_RELU, &at, -2.0, 0), -0.2, 1e-15);
+    cr_assert_float_eq(kf_op_eval(KF_OP_LEAKY_RELU, &at, -2.0, 0), -0.2, 1e-15);
     at = kf_attrs_default(KF_OP_ELU, 1);
     at.alpha = 0.5;
-    cr_assert_float_eq(kf_interp_scalar(KF_OP_ELU, &at, -1.0, 0), -0.31606027941427883, 1e-15);
+    cr_assert_float_eq(kf_op_eval(KF_OP_ELU, &at, -1.0, 0), -0.31606027941427883, 1e-15);
     at = kf_attrs_default(KF_OP_HARDTANH, 1);
     at.alpha = -0.5;
     at.beta = 2.0;
-    cr_assert_eq(kf_interp_scalar(KF_OP_HARDTANH, &at, -3.0, 0), -0.5);
-    cr_assert_eq(kf_interp_scalar(KF_OP_HARDTANH, &at, 3.0, 0), 2.0);
-    cr_assert_eq(kf_interp_scalar(KF_OP_HARDTANH, &at, 1.5, 0), 1.5);
+    cr_assert_eq(kf_op_eval(KF_OP_HARDTANH, &at, -3.0, 0), -0.5);
+    cr_assert_eq(kf_op_eval(KF_OP_HARDTANH, &at, 3.0, 0), 2.0);
+    cr_assert_eq(kf_op_eval(KF_OP_HARDTANH, &at, 1.5, 0), 1.5);
     /* softplus: beta in the alpha slot, threshold in the beta slot */
     at = kf_attrs_default(KF_OP_SOFTPLUS, 1);
     at.alpha = 2.0;
-    cr_assert_float_eq(kf_interp_scalar(KF_OP_SOFTPLUS, &at, 0.5, 0), 0.6566308437591114, 1e-15);
-    cr_assert_eq(kf_interp_scalar(KF_OP_SOFTPLUS, &at, 10.5, 0), 10.5); /* 21 > 20 */
+    cr_assert_float_eq(kf_op_eval(KF_OP_SOFTPLUS, &at, 0.5, 0), 0.6566308437591114, 1e-15);
+    cr_assert_eq(kf_op_eval(KF_OP_SOFTPLUS, &at, 10.5, 0), 10.5); /* 21 > 20 */
     at.beta = 5.0;
-    cr_assert_eq(kf_interp_scalar(KF_OP_SOFTPLUS, &at, 3.0, 0), 3.0);
+    cr_assert_eq(kf_op_eval(KF_OP_SOFTPLUS, &at, 3.0, 0), 3.0);
     /* attributes travel through a graph node */
     kf_graph *g = kf_graph_new("attrs");
     int x = input(g, "x", S(1, 3));
@@ -193,16 +193,16 @@ Test(interp, unary_attributes) {
 
 Test(interp, unary_extremes_and_nan) {
     kf_attrs at = kf_attrs_default(KF_OP_SIGMOID, 0);
-    cr_assert_eq(kf_interp_scalar(KF_OP_SIGMOID, &at, -800.0, 0), 0.0);
-    cr_assert_eq(kf_interp_scalar(KF_OP_SIGMOID, &at, 800.0, 0), 1.0);
-    cr_assert(fabs(kf_interp_scalar(KF_OP_SILU, &at, -800.0, 0)) < 1e-300);
-    cr_assert_eq(kf_interp_scalar(KF_OP_GELU, &at, -40.0, 0), -0.0);
-    cr_assert(isfinite(kf_interp_scalar(KF_OP_SOFTPLUS, NULL, 1000.0, 0)));
+    cr_assert_eq(kf_op_eval(KF_OP_SIGMOID, &at, -800.0, 0), 0.0);
+    cr_assert_eq(kf_op_eval(KF_OP_SIGMOID, &at, 800.0, 0), 1.0);
+    cr_assert(fabs(kf_op_eval(KF_OP_SILU, &at, -800.0, 0)) < 1e-300);
+    cr_assert_eq(kf_op_eval(KF_OP_GELU, &at, -40.0, 0), -0.0);
+    cr_assert(isfinite(kf_op_eval(KF_OP_SOFTPLUS, NULL, 1000.0, 0)));
     /* NaN goes through like torch: relu, clamps, activations */
     kf_op nan_ops[] = {KF_OP_RELU, KF_OP_HARDTANH, KF_OP_HARDSIGMOID, KF_OP_SIGMOID,
                        KF_OP_LEAKY_RELU, KF_OP_ELU, KF_OP_SELU, KF_OP_GELU, KF_OP_TANH};
     for (size_t k = 0; k < sizeof nan_ops / sizeof nan_ops[0]; k++)
-        cr_assert(isnan(kf_interp_scalar(nan_ops[k], NULL, NAN, 0)), "%s(NaN)",
+        cr_assert(isnan(kf_op_eval(nan_ops[k], NULL, NAN, 0)), "%s(NaN)",
                   kf_op_get(nan_ops[k])->name);
 }
 
@@ -294,9 +294,9 @@ Test(interp, binary_max_min_pow_nan) {
     near("maximum", o[0], wmax, 4, 0);
     near("minimum", o[1], wmin, 4, 0);
     near("pow", o[2], wpow, 4, 1e-15);
-    cr_assert_eq(kf_interp_scalar(KF_OP_POW, NULL, 2.0, 10.0), 1024.0);
-    cr_assert_eq(kf_interp_scalar(KF_OP_ADD, NULL, 2.0, 10.0), 12.0);
-    cr_assert_eq(kf_interp_scalar(KF_OP_DIV, NULL, 1.0, 4.0), 0.25);
+    cr_assert_eq(kf_op_eval(KF_OP_POW, NULL, 2.0, 10.0), 1024.0);
+    cr_assert_eq(kf_op_eval(KF_OP_ADD, NULL, 2.0, 10.0), 12.0);
+    cr_assert_eq(kf_op_eval(KF_OP_DIV, NULL, 1.0, 4.0), 0.25);
     kf_graph_free(g);
 }
 

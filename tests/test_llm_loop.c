@@ -348,6 +348,10 @@ Test(llm_loop, both_starts_the_model_from_the_builtin_best) {
     snprintf(line, sizeof line, "%.*s", (int)strcspn(l2 + 1, "\n"), l2 + 1);
     cr_assert(line[0] && strstr(first, line), "the builtin kernel's line '%s' is not in:\n%s", line, first);
     cr_assert(strstr(first, "output y = x * 3.0"), "the task text is missing:\n%s", first);
+    /* the task's operators as the registry describes them */
+    char gloss[160];
+    snprintf(gloss, sizeof gloss, "- mul(x, y): %s", kf_op_get(KF_OP_MUL)->doc);
+    cr_assert(strstr(first, gloss), "the operators' glossary ('%s') is missing:\n%s", gloss, first);
     free(first);
     finish(&x);
 }

@@ -1,6 +1,7 @@
 /*
  * kforge graph IR: a hardware-agnostic operator graph (values and the nodes that produce
- * them), the op table, the .kf parser and the float64 reference interpreter.
+ * them), the .kf parser and the float64 reference interpreter. The operators themselves
+ * are records in the op registry (kforge/ops.h).
  *
  * A graph is a list of values in definition order. A value is a graph input, a scalar
  * constant, or the single result of a node. Nodes are stored in topological order (the
@@ -13,6 +14,7 @@
 #define KFORGE_IR_H
 
 #include "kforge/core.h"
+#include "kforge/ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,48 +39,6 @@ int kf_shape_equal(const kf_shape *a, const kf_shape *b);
 void kf_shape_format(const kf_shape *s, char *buf, size_t cap);
 /* numpy broadcasting of a and b into out; returns 0 when they do not broadcast. */
 int kf_shape_broadcast(const kf_shape *a, const kf_shape *b, kf_shape *out);
-
-typedef enum kf_op {
-#define KF_OP(id, name, kind, min_in, max_in, flops, attrs, domain) KF_OP_##id,
-#include "kforge/ops.def"
-#undef KF_OP
-    KF_OP_COUNT
-} kf_op;
-
-typedef enum kf_op_kind {
-    KF_KIND_UNARY, KF_KIND_BINARY, KF_KIND_REDUCE, KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_MATMUL
-} kf_op_kind;
-
-typedef enum kf_domain { KF_DOMAIN_ANY, KF_DOMAIN_POS } kf_domain;
-
-typedef struct kf_op_info {
-    kf_op op;
-    const char *name;
-    kf_op_kind kind;
-    int min_in, max_in;
-    int flops;          /* see ops.def */
-    const char *attrs;  /* attribute spec, see ops.def */
-    kf_domain domain;
-} kf_op_info;
-
-const kf_op_info *kf_op_get(kf_op op);
-/* Look an op up by its .kf name; returns KF_OP_COUNT when unknown. */
-kf_op kf_op_lookup(const char *name);
-const char *kf_op_kind_name(kf_op_kind k);
-int kf_op_is_elementwise(kf_op op); /* UNARY or BINARY */
-
-/* Attribute slots. The parser fills them from the op's spec (defaults included); code
- * that builds graphs by hand starts from kf_attrs_default(op). axes is a bitmask of
- * non-negative axes of the op's (first) input after resolution. */
-typedef struct kf_attrs {
-    double alpha, beta, eps;
-    uint32_t axes;
-    int keepdim;
-    int ta, tb;
-} kf_attrs;
-
-/* Defaults for op when its input has the given rank (resolves "all" and -1). */
-kf_attrs kf_attrs_default(kf_op op, int input_rank);
 
 typedef struct kf_value {
     char name[64];
@@ -155,6 +115,20 @@ kf_status kf_parse_file(const char *path, kf_graph **out, kf_error *err);
 kf_status kf_parse_string(const char *text, const char *filename, kf_graph **out,
                           kf_error *err);
 
+/* Parse one .kf expression into g, with the identifiers _0 .. _{nbind-1} naming the values
+ * bind[...]; every node it adds is placed at (line, col). *result is its value id.
+ * (Composite lowerings: kf_graph_lower.) */
+kf_status kf_parse_expr_into(kf_graph *g, const char *text, const int *bind, int nbind, int line,
+                             int col, int *result, kf_error *err);
+
+/* 1 when a node of g has an op whose record carries a lowering (kf_op_def.lower). */
+int kf_graph_has_lowering(const kf_graph *g);
+/* g with every such node replaced by its lowering's nodes and every other node copied;
+ * same inputs and outputs, in the same order (*out is owned by the caller). The kernels'
+ * graph only: the reference evaluates g itself. KF_ERR_INTERNAL for a lowering that does
+ * not apply (a defect of its record). */
+kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err);
+
 /* Lower a PyTorch task bundle's graph.json (python/kforge_torch/importer.py; the format is
  * in docs/pytorch.md) to a .kf task. On success *kf_text (caller frees, may be NULL to
  * skip) holds the task text and *out (may be NULL) its graph; graph inputs keep their
@@ -170,9 +144,6 @@ kf_status kf_import_torch_graph(const char *json_path, char **kf_text, kf_graph 
 kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
                         kf_error *err);
 
-/* Evaluate one unary or binary op on doubles, with the op's attributes; the interpreter
- * and tests use it (binary ops use both a and b; unary ops ignore b). */
-double kf_interp_scalar(kf_op op, const kf_attrs *attr, double a, double b);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,10 @@ kf_status kf_synth_pin_assign(kf_synth *s, const char *assign, kf_error *err);
 void kf_synth_default_point(const kf_synth *s, kf_point *p);
 /* Render point p into candidate c (c is initialised here; clear it afterwards). */
 kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err);
+/* Whether the builtin generator can plan op (f32 operands of shape [8, 8], default
+ * attributes) for platform on a nominal device of its kind: KF_OK, or the status and the
+ * reason in err (KF_ERR_UNSUPPORTED: no template of its class for that platform). */
+kf_status kf_synth_op_support(kf_op op, const char *platform, kf_error *err);
 /* "threads=2 vw=8 ..." */
 void kf_point_format(const kf_space *sp, const kf_point *p, char *buf, size_t cap);
 /* Value of parameter name at p; def if the space has no such parameter. */

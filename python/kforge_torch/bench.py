@@ -182,10 +182,10 @@ def peers_for_module(path, bundle, seed, device="cpu"):
     return model, [t.contiguous() for t in kin], inputs
 
 
-def peers_for_kf(path, seed, device="cpu"):
+def peers_for_kf(path, seed, device="cpu", kforge=None):
     with open(path) as f:
         task = kf_task.parse_task(f.read(), path)
-    fn = kf_task.torch_fn(task)
+    fn = kf_task.torch_fn(task, kforge)
     gen = torch.Generator().manual_seed(seed)
     inputs = [t.to(device) for t in kf_task.make_inputs(task, "cpu", gen)]  # same values on any device
     return fn, inputs, inputs
@@ -250,7 +250,7 @@ def bench_task(path, a, i, n):
     if bundle:
         model, kin, inputs = peers_for_module(path, bundle, a.seed, a.device)
     else:
-        model, kin, inputs = peers_for_kf(path, a.seed, a.device)
+        model, kin, inputs = peers_for_kf(path, a.seed, a.device, a.kforge)
     eager = lambda: model(*inputs)  # noqa: E731
     kern = load_cuda_kernel(rundir, device=a.device, sync=True) if cuda else load_cpu_kernel(rundir)
     with torch.no_grad():

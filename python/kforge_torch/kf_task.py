@@ -2,16 +2,21 @@
 kforge's kernels against (bench/cuda_vs_torch.py, kforge_torch.bench for .kf suites).
 
 The translation is by operator, never by task: each .kf operator maps to the PyTorch call
-with the same meaning (attribute names and defaults as `kforge ops` lists them), and a
-task's statements are evaluated in order with those functions in scope. A .kf expression is
+with the same meaning, as its record in kforge's op registry gives it (`kforge ops --json`,
+field `torch`; attribute names and defaults as the record lists them), and a task's
+statements are evaluated in order with those functions in scope. A .kf expression is
 already Python syntax apart from the literals `true` / `false`.
 
 scale_task() rewrites a task's input shapes for the GPU: every dimension of 1024 or more is
 multiplied by the factor, so a 4096x4096 example becomes 8192x8192 and the 2048^3 matmul
 4096^3, while small batch dimensions stay as they are.
 """
+import json
 import math
+import os
 import re
+import shutil
+import subprocess
 
 import torch
 import torch.nn.functional as F
@@ -103,64 +108,54 @@ def _norm_shape(x, axes):
     return tuple(x.shape[d] for d in ds)
 
 
-OPS = {
-    "relu": torch.relu,
-    "leaky_relu": lambda x, negative_slope=0.01: F.leaky_relu(x, negative_slope),
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "gelu": F.gelu,
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "silu": F.silu,
-    "swish": F.silu,
-    "selu": F.selu,
-    "elu": lambda x, alpha=1.0: F.elu(x, alpha),
-    "hardsigmoid": F.hardsigmoid,
-    "hardtanh": lambda x, min_val=-1.0, max_val=1.0: F.hardtanh(x, min_val, max_val),
-    "softplus": lambda x, beta=1.0, threshold=20.0: F.softplus(x, beta, threshold),
-    "softsign": F.softsign,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt,
-    "abs": torch.abs,
-    "neg": torch.neg,
-    "square": torch.square,
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "maximum": lambda a, b: torch.maximum(*_pair(a, b)),
-    "minimum": lambda a, b: torch.minimum(*_pair(a, b)),
-    "pow": torch.pow,
-    "sum": lambda x, axes=None, keepdim=False: torch.sum(x, dim=_dims(x, axes), keepdim=keepdim),
-    "mean": lambda x, axes=None, keepdim=False: torch.mean(x, dim=_dims(x, axes), keepdim=keepdim),
-    "max": lambda x, axes=None, keepdim=False: torch.amax(x, dim=_dims(x, axes), keepdim=keepdim),
-    "min": lambda x, axes=None, keepdim=False: torch.amin(x, dim=_dims(x, axes), keepdim=keepdim),
-    "prod": _prod,
-    "argmax": lambda x, axis=-1, keepdim=False: torch.argmax(x, dim=axis, keepdim=keepdim),
-    "argmin": lambda x, axis=-1, keepdim=False: torch.argmin(x, dim=axis, keepdim=keepdim),
-    "softmax": lambda x, axis=-1: torch.softmax(x, dim=axis),
-    "log_softmax": lambda x, axis=-1: torch.log_softmax(x, dim=axis),
-    "layer_norm": lambda x, w=None, b=None, axes=-1, eps=1e-5:
-        F.layer_norm(x, _norm_shape(x, axes), w, b, eps),
-    "rms_norm": lambda x, w=None, axes=-1, eps=1e-6: F.rms_norm(x, _norm_shape(x, axes), w, eps),
-    "matmul": lambda a, b, transpose_a=False, transpose_b=False:
-        torch.matmul(a.transpose(-1, -2) if transpose_a else a, b.transpose(-1, -2) if transpose_b else b),
-}
+_OPS = {}
+
+
+def find_kforge(kforge=None):
+    """The kforge binary: the argument, $KFORGE, this checkout's build/kforge, or PATH."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "kforge")
+    for c in (kforge, os.environ.get("KFORGE"), here, shutil.which("kforge")):
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise RuntimeError("kforge not found: pass its path, set $KFORGE, or build it (make) so that "
+                       "build/kforge exists")
+
+
+def ops(kforge=None):
+    """The operators by their .kf names, as PyTorch callables: read from kforge's op registry
+    (`kforge ops --json`, each record's `torch` field, with its attribute names and
+    defaults), never from a list kept here. Cached per binary."""
+    exe = find_kforge(kforge)
+    if exe not in _OPS:
+        res = subprocess.run([exe, "ops", "--json"], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"{exe} ops --json failed (exit {res.returncode}): {res.stderr.strip()}")
+        scope = {"torch": torch, "F": F, "_dims": _dims, "_pair": _pair, "_prod": _prod,
+                 "_norm_shape": _norm_shape}
+        table = {}
+        for rec in json.loads(res.stdout):
+            try:
+                table[rec["name"]] = eval(rec["torch"], scope)  # the registry's own text
+            except Exception as e:
+                raise RuntimeError(f"op {rec['name']}: its PyTorch peer {rec['torch']!r} does not "
+                                   f"evaluate: {e}") from e
+        _OPS[exe] = table
+    return _OPS[exe]
+
 
 _LIT = re.compile(r"\btrue\b|\bfalse\b")
 
 
-def torch_fn(task):
+def torch_fn(task, kforge=None):
     """A function of the task's inputs (tensors, in declaration order) returning its
     outputs (a tuple, in declaration order). It is plain Python source with the operators
-    as globals, so torch.compile traces it like any user function."""
+    (ops(kforge)) as globals, so torch.compile traces it like any user function."""
     args = ", ".join(i[0] for i in task.inputs)
     body = [f"    {n} = {_LIT.sub(lambda m: 'True' if m.group(0) == 'true' else 'False', e)}"
             for n, e in task.stmts]
     outs = ", ".join(task.outputs)
     src = f"def kf_task_{task.name}({args}):\n" + "\n".join(body) + f"\n    return ({outs},)\n"
-    env = dict(OPS)
+    env = dict(ops(kforge))
     exec(compile(src, f"<kforge task {task.name}>", "exec"), env)
     fn = env["kf_task_" + task.name]
     fn.source = src

@@ -102,6 +102,22 @@ static kf_status read_prompt(const char *dir, const char *name, char **out, kf_e
     return KF_OK;
 }
 
+/* One line per operator the task uses, from the op registry: its spelling with its
+ * attributes' defaults, what it computes, and the input domain it needs (owned text). */
+static char *ops_glossary(const kf_graph *g) {
+    kf_buf b = {0};
+    int seen[KF_OP_COUNT] = {0};
+    for (int i = 0; g && i < g->nnodes; i++) {
+        const kf_op_def *d = kf_op_get(g->nodes[i].op);
+        if (seen[d->op]++) continue;
+        kf_buf_printf(&b, "- %s(", d->name);
+        for (int k = 0; k < d->min_in; k++) kf_buf_printf(&b, "%s%c", k ? ", " : "", "xyzw"[k % 4]);
+        for (int k = 0; d->attrs[k].name; k++) kf_buf_printf(&b, ", %s=%s", d->attrs[k].name, d->attrs[k].dflt);
+        kf_buf_printf(&b, "): %s%s\n", d->doc, d->domain == KF_DOMAIN_POS ? " (inputs > 0)" : "");
+    }
+    return b.data ? kf_buf_take(&b) : kf_strdup("(none)\n");
+}
+
 /* tpl with every {{name}} replaced by its value (pairs in kv, NULL-terminated); an
  * unknown name is left as it is. */
 static char *fill(const char *tpl, const char *const *kv) {
@@ -183,7 +199,7 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
     char contract[64];
     snprintf(contract, sizeof contract, "contract_%s.md", a->platform);
     char *task_tpl = NULL, *contract_txt = NULL, *ex_task = NULL, *ex_kernel = NULL, *torch_tpl = NULL,
-         *ref_tpl = NULL, *torch_txt = NULL, *ref_txt = NULL, *flr = NULL;
+         *ref_tpl = NULL, *torch_txt = NULL, *ref_txt = NULL, *flr = NULL, *ops_txt = NULL;
     kf_status st;
     if ((st = read_prompt(dir, "system.md", &a->system, err)) != KF_OK ||
         (st = read_prompt(dir, "task.md", &task_tpl, err)) != KF_OK ||
@@ -215,6 +231,7 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         ref_txt = fill(ref_tpl, kv);
     }
     flr = floor_text(su->r);
+    ops_txt = ops_glossary(su->g);
     {
         char dev[300];
         snprintf(dev, sizeof dev, "%s", su->r->dev.name);
@@ -223,7 +240,7 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
                             "lang", fence_lang(a->platform),
                             "task", o->task_text ? o->task_text : "(task text not given)",
                             "torch", torch_txt ? torch_txt : "", "reference", ref_txt ? ref_txt : "",
-                            "floor", flr ? flr : "?", NULL};
+                            "floor", flr ? flr : "?", "ops", ops_txt, NULL};
         a->first = fill(task_tpl, kv);
     }
     if ((st = kf_llm_new(o->llm, &a->llm, err)) != KF_OK) goto fail;
@@ -235,12 +252,12 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         }
     }
     free(task_tpl), free(contract_txt), free(ex_task), free(ex_kernel), free(torch_tpl), free(ref_tpl);
-    free(torch_txt), free(ref_txt), free(flr);
+    free(torch_txt), free(ref_txt), free(flr), free(ops_txt);
     *out = a;
     return KF_OK;
 fail:
     free(task_tpl), free(contract_txt), free(ex_task), free(ex_kernel), free(torch_tpl), free(ref_tpl);
-    free(torch_txt), free(ref_txt), free(flr);
+    free(torch_txt), free(ref_txt), free(flr), free(ops_txt);
     kf_llm_agent_free(a);
     return st;
 }

@@ -9,6 +9,7 @@
 #include "kforge/llm.h"
 #include "kforge/backend.h"
 #include "kforge/ir.h"
+#include "kforge/synth.h"
 #include "kforge/verify.h"
 #include "kforge/store.h"
 
@@ -167,8 +168,10 @@ static void usage_verify(FILE *f) {
 }
 
 static void usage_ops(FILE *f) {
-    fprintf(f, "usage: kforge ops [--json]\n\nLists every operator of the op table with its kind,\n"
-               "arity, attributes (with defaults) and input domain.\n");
+    fprintf(f, "usage: kforge ops [--json]\n\nLists every operator of the op registry (src/ops/) with its class,\n"
+               "arity, input domain, attributes (with defaults) and, per platform, whether the\n"
+               "builtin generator can write its kernel (with --json: the reason where it cannot,\n"
+               "the attribute types, the ATen names it is imported from and its PyTorch peer).\n");
 }
 
 static void usage_devices(FILE *f) {
@@ -603,25 +606,9 @@ out:
     return rc;
 }
 
-/* "negative_slope:alpha=0.01,..." (user name, slot, default) as users write it:
- * "negative_slope=0.01, ..." */
-static void attrs_for_users(const char *spec, char *out, size_t cap) {
-    size_t used = 0;
-    out[0] = 0;
-    const char *p = spec;
-    while (*p && used + 1 < cap) {
-        const char *end = strchr(p, ',');
-        if (!end) end = p + strlen(p);
-        const char *colon = memchr(p, ':', (size_t)(end - p));
-        const char *eq = memchr(p, '=', (size_t)(end - p));
-        int nlen = (int)((colon ? colon : eq ? eq : end) - p);
-        int w = snprintf(out + used, cap - used, "%s%.*s=%.*s", used ? ", " : "", nlen, p,
-                         eq ? (int)(end - eq - 1) : 0, eq ? eq + 1 : "");
-        if (w < 0) break;
-        used += (size_t)w;
-        p = *end ? end + 1 : end;
-    }
-}
+/* The platforms of the op x platform matrix (every platform the builtin renders for). */
+static const char *const ops_platforms[] = {"cpu", "opencl", "cuda", "metal"};
+#define N_OPS_PLATFORMS ((int)(sizeof ops_platforms / sizeof ops_platforms[0]))
 
 static int cmd_ops(int argc, char **argv) {
     int json = 0;
@@ -630,24 +617,58 @@ static int cmd_ops(int argc, char **argv) {
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage_ops(stdout); return 0; }
         else { fprintf(stderr, "kforge ops: unknown option '%s'\n", argv[i]); usage_ops(stderr); return EXIT_USAGE; }
     }
+    kf_error err = {0};
+    if (kf_ops_check(&err) != KF_OK) return kf_cli_error(&err);
     json_t *arr = json ? json_array() : NULL;
-    if (!json) printf("%-12s %-8s %-6s %-7s %s\n", "op", "kind", "inputs", "domain", "attributes (defaults)");
+    if (!json) {
+        printf("%-12s %-10s %-6s %-7s", "op", "class", "inputs", "domain");
+        for (int p = 0; p < N_OPS_PLATFORMS; p++) printf(" %-6s", ops_platforms[p]);
+        printf(" attributes (defaults)\n");
+    }
+    int unsupported = 0;
     for (int k = 0; k < KF_OP_COUNT; k++) {
-        const kf_op_info *in = kf_op_get((kf_op)k);
-        char arity[16];
+        const kf_op_def *in = kf_op_get((kf_op)k);
+        char arity[16], attrs[256];
         if (in->min_in == in->max_in) snprintf(arity, sizeof arity, "%d", in->min_in);
         else snprintf(arity, sizeof arity, "%d-%d", in->min_in, in->max_in);
         const char *dom = in->domain == KF_DOMAIN_POS ? "x>0" : "any";
-        char attrs[256];
-        attrs_for_users(in->attrs, attrs, sizeof attrs);
+        size_t used = 0;
+        attrs[0] = 0;
+        json_t *jattrs = json ? json_array() : NULL, *jaten = json ? json_array() : NULL;
+        for (int a = 0; in->attrs[a].name; a++) {
+            const kf_attr_def *ad = &in->attrs[a];
+            used += (size_t)snprintf(attrs + used, used < sizeof attrs ? sizeof attrs - used : 0,
+                                     "%s%s=%s", a ? ", " : "", ad->name, ad->dflt);
+            if (json)
+                json_array_append_new(jattrs, json_pack("{s:s, s:s, s:s}", "name", ad->name, "type",
+                                                        kf_attr_type_name(ad->type), "default", ad->dflt));
+        }
+        for (int a = 0; json && a < KF_MAX_OP_ATEN && in->aten[a]; a++)
+            json_array_append_new(jaten, json_string(in->aten[a]));
+        json_t *jplat = json ? json_object() : NULL;
+        if (!json)
+            printf("%-12s %-10s %-6s %-7s", in->name, kf_op_class_name(in->cls), arity, dom);
+        for (int p = 0; p < N_OPS_PLATFORMS; p++) {
+            kf_error why = {0};
+            int ok = kf_synth_op_support((kf_op)k, ops_platforms[p], &why) == KF_OK;
+            unsupported += !ok;
+            if (json)
+                json_object_set_new(jplat, ops_platforms[p],
+                                    ok ? json_pack("{s:b}", "supported", 1)
+                                       : json_pack("{s:b, s:s}", "supported", 0, "reason", why.msg));
+            else
+                printf(" %-6s", ok ? "yes" : "no");
+        }
         if (json) {
-            json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:i}", "name", in->name, "kind",
-                                  kf_op_kind_name(in->kind), "min_inputs", in->min_in, "max_inputs",
-                                  in->max_in, "attributes", attrs, "domain", dom, "flops", in->flops);
+            json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:s, s:f, s:s, s:o, s:s, s:o}",
+                                  "name", in->name, "class", kf_op_class_name(in->cls), "kind",
+                                  kf_op_kind_name(in->kind), "min_inputs", in->min_in,
+                                  "max_inputs", in->max_in, "attributes", jattrs, "domain", dom,
+                                  "flops", in->flops, "doc", in->doc, "aten", jaten, "torch",
+                                  in->torch, "platforms", jplat);
             json_array_append_new(arr, o);
         } else {
-            printf("%-12s %-8s %-6s %-7s %s\n", in->name, kf_op_kind_name(in->kind), arity, dom,
-                   attrs[0] ? attrs : "-");
+            printf(" %s\n", attrs[0] ? attrs : "-");
         }
     }
     if (json) {
@@ -655,6 +676,9 @@ static int cmd_ops(int argc, char **argv) {
         puts(text);
         free(text);
         json_decref(arr);
+    } else if (unsupported) {
+        printf("\n'no': the builtin generator has no template for that class on that platform "
+               "(kforge ops --json gives each reason); the llm agent may still write one.\n");
     }
     return 0;
 }

@@ -1,7 +1,7 @@
 /*
- * kforge graph IR, construction half: dtypes, shapes and numpy broadcasting, the op table
- * (built from the one X-macro list in ops.def), attribute defaults from each op's spec
- * string, and the graph itself with the shape/type rules every node must satisfy.
+ * kforge graph IR, construction half: dtypes, shapes and numpy broadcasting, and the graph
+ * itself with the shape/type rules every node must satisfy (each op's record in the op
+ * registry, kforge/ops.h, names the rule it follows).
  *
  * Design notes:
  *   - kf_graph_add_node is the single gate for shape and dtype rules, so graphs built by
@@ -10,7 +10,7 @@
  *   - Operand ids are trusted (a bad id is a caller bug and asserts); everything that a
  *     task author can get wrong returns KF_ERR_TYPE with the node's position.
  *   - An elementwise op whose operands are all constants folds into a new constant, computed
- *     by kf_interp_scalar so that folding and the reference agree on every op (NaN rules
+ *     by kf_op_eval so that folding and the reference agree on every op (NaN rules
  *     included). No node therefore has only literal operands, and `-2` is a literal.
  *   - Temporaries are named "%1", "%2", ... in creation order; a name a caller chose is
  *     never reused for a temporary.
@@ -96,89 +96,6 @@ int kf_shape_broadcast(const kf_shape *a, const kf_shape *b, kf_shape *out) {
     }
     if (out) *out = r;
     return 1;
-}
-
-/* ---------------------------------------------------------------- op table */
-
-static const kf_op_info op_table[KF_OP_COUNT] = {
-#define KF_OP(id, name, kind, min_in, max_in, flops, attrs, domain) \
-    {KF_OP_##id, name, KF_KIND_##kind, min_in, max_in, flops, attrs, KF_DOMAIN_##domain},
-#include "kforge/ops.def"
-#undef KF_OP
-};
-
-/* The table row of op; asserts op is a real op. */
-const kf_op_info *kf_op_get(kf_op op) {
-    assert((unsigned)op < KF_OP_COUNT);
-    return &op_table[op];
-}
-
-/* Op by its .kf spelling; KF_OP_COUNT when unknown. */
-kf_op kf_op_lookup(const char *name) {
-    for (int i = 0; i < KF_OP_COUNT; i++)
-        if (strcmp(op_table[i].name, name) == 0) return (kf_op)i;
-    return KF_OP_COUNT;
-}
-
-/* "unary", "binary", "reduce", "softmax", "norm", "matmul". */
-const char *kf_op_kind_name(kf_op_kind k) {
-    switch (k) {
-    case KF_KIND_UNARY: return "unary";
-    case KF_KIND_BINARY: return "binary";
-    case KF_KIND_REDUCE: return "reduce";
-    case KF_KIND_SOFTMAX: return "softmax";
-    case KF_KIND_NORM: return "norm";
-    case KF_KIND_MATMUL: return "matmul";
-    }
-    return "?";
-}
-
-/* 1 for UNARY and BINARY ops. */
-int kf_op_is_elementwise(kf_op op) {
-    kf_op_kind k = kf_op_get(op)->kind;
-    return k == KF_KIND_UNARY || k == KF_KIND_BINARY;
-}
-
-/* Defaults from the spec "user:slot=default,...". An axis default that does not exist at
- * this rank (-1 of a scalar) leaves axes empty, which kf_graph_add_node then rejects. */
-kf_attrs kf_attrs_default(kf_op op, int input_rank) {
-    assert(input_rank >= 0 && input_rank <= KF_MAX_DIMS);
-    kf_attrs a;
-    memset(&a, 0, sizeof a);
-    const char *p = kf_op_get(op)->attrs;
-    while (*p) {
-        const char *colon = strchr(p, ':'), *eq = strchr(p, '=');
-        assert(colon && eq && colon < eq); /* ops.def is malformed otherwise */
-        const char *slot = colon + 1, *val = eq + 1;
-        size_t slot_len = (size_t)(eq - slot);
-        size_t val_len = strcspn(val, ",");
-        char text[32];
-        assert(val_len < sizeof text);
-        memcpy(text, val, val_len);
-        text[val_len] = 0;
-#define SLOT_IS(s) (slot_len == strlen(s) && strncmp(slot, s, slot_len) == 0)
-        if (SLOT_IS("alpha")) a.alpha = strtod(text, NULL);
-        else if (SLOT_IS("beta")) a.beta = strtod(text, NULL);
-        else if (SLOT_IS("eps")) a.eps = strtod(text, NULL);
-        else if (SLOT_IS("keepdim")) a.keepdim = atoi(text);
-        else if (SLOT_IS("ta")) a.ta = atoi(text);
-        else if (SLOT_IS("tb")) a.tb = atoi(text);
-        else if (SLOT_IS("axes")) {
-            if (strcmp(text, "all") == 0) {
-                a.axes = (uint32_t)((1u << input_rank) - 1u);
-            } else {
-                int k = atoi(text);
-                if (k < 0) k += input_rank;
-                a.axes = (k >= 0 && k < input_rank) ? 1u << k : 0u;
-            }
-        } else {
-            assert(!"ops.def names an unknown attribute slot");
-        }
-#undef SLOT_IS
-        p = val + val_len;
-        if (*p == ',') p++;
-    }
-    return a;
 }
 
 /* ---------------------------------------------------------------- graph */
@@ -331,7 +248,7 @@ kf_status kf_graph_mark_output(kf_graph *g, int value, kf_error *err) {
 /* Context of one kf_graph_add_node call, for messages. */
 typedef struct node_ctx {
     kf_graph *g;
-    const kf_op_info *info;
+    const kf_op_def *info;
     int line, col;
     kf_error *err;
 } node_ctx;
@@ -428,8 +345,7 @@ static int rule_binary(const node_ctx *c, const int *in, kf_value *res) {
 
 static int rule_reduce(const node_ctx *c, const int *in, const kf_attrs *at, kf_value *res) {
     const kf_value *x = &c->g->values[in[0]];
-    kf_op op = c->info->op;
-    int arg = op == KF_OP_ARGMAX || op == KF_OP_ARGMIN;
+    int arg = kf_op_is_arg(c->info); /* an index: exactly one axis, an i64 result */
     if (require_float(c, in[0], "input") < 0 || check_axes(c, x, at->axes, arg) < 0) return -1;
     res->shape.rank = 0;
     for (int i = 0; i < x->shape.rank; i++) {
@@ -522,7 +438,7 @@ static int rule_matmul(const node_ctx *c, const int *in, const kf_attrs *at, kf_
 int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_attrs *attrs,
                       const char *name, int line, int col, kf_error *err) {
     node_ctx c = {g, kf_op_get(op), line, col, err};
-    const kf_op_info *info = c.info;
+    const kf_op_def *info = c.info;
     if (nin < info->min_in || nin > info->max_in) {
         if (info->min_in == info->max_in)
             return type_error(&c, "takes %d operand%s, found %d", info->min_in,
@@ -560,7 +476,7 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
     for (int i = 0; i < nin; i++) all_const &= g->values[ins[i]].is_const;
     if (all_const && kf_op_is_elementwise(op)) {
         double b = nin > 1 ? g->values[ins[1]].cval : 0;
-        int id = kf_graph_add_const(g, kf_interp_scalar(op, &at, x->cval, b));
+        int id = kf_graph_add_const(g, kf_op_eval(op, &at, x->cval, b));
         if (name) snprintf(g->values[id].name, sizeof g->values[id].name, "%s", name);
         g->values[id].line = line;
         g->values[id].col = col;
@@ -600,9 +516,9 @@ static double numel_of(const kf_graph *g, int id) {
     return (double)kf_shape_numel(&g->values[id].shape);
 }
 
-/* FLOPs of one node by the ops.def convention (see the header of ops.def). */
+/* FLOPs of one node by the convention of kf_op_def.flops (kforge/ops.h). */
 double kf_node_flops(const kf_graph *g, const kf_node *n) {
-    const kf_op_info *info = kf_op_get(n->op);
+    const kf_op_def *info = kf_op_get(n->op);
     switch (info->kind) {
     case KF_KIND_UNARY:
     case KF_KIND_BINARY: return info->flops * numel_of(g, n->out);

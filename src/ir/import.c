@@ -167,14 +167,6 @@ static int target_is(const char *t, const char *op) {
     return strncmp(t, op, n) == 0 && (t[n] == '.' || t[n] == 0);
 }
 
-static const char *const plain_unary[][2] = {
-    {"aten.relu", "relu"},   {"aten.sigmoid", "sigmoid"}, {"aten.tanh", "tanh"},
-    {"aten.exp", "exp"},     {"aten.log", "log"},         {"aten.sqrt", "sqrt"},
-    {"aten.rsqrt", "rsqrt"}, {"aten.abs", "abs"},         {"aten.neg", "neg"},
-    {"aten.selu", "selu"},   {"aten.silu", "silu"},       {"aten.hardsigmoid", "hardsigmoid"},
-    {"aten.square", "square"}, {"aten.softsign", "softsign"},
-};
-
 static const char *const passthrough[] = {"aten.detach", "aten.clone", "aten.contiguous", "aten.alias",
                                           "aten.lift_fresh_copy"};
 
@@ -197,13 +189,6 @@ static int lower_node(lower *L, lval *v) {
             return 1;
         }
     if (strcmp(t, "aten.dropout.default") == 0) BAD("dropout in training mode (export the model in eval mode)");
-    for (size_t i = 0; i < sizeof plain_unary / sizeof *plain_unary; i++)
-        if (target_is(t, plain_unary[i][0])) {
-            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
-            snprintf(e, sizeof e, "%s(%s)", plain_unary[i][1], a);
-            emit(L, v, e);
-            return 1;
-        }
     if (target_is(t, "aten.gelu")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
         json_t *ap = arg(n, 1, "approximate");
@@ -221,23 +206,6 @@ static int lower_node(lower *L, lval *v) {
         if (!is_null(arg(n, 3, "input_scale")) && !num(arg(n, 3, "input_scale"), &iscale)) BAD("input_scale is not a number");
         if (scale != 1 || iscale != 1) BAD("elu with scale or input_scale other than 1");
         snprintf(e, sizeof e, "elu(%s, alpha=%s)", a, numtxt(alpha, n1, sizeof n1));
-        emit(L, v, e);
-        return 1;
-    }
-    if (target_is(t, "aten.leaky_relu")) {
-        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
-        d1 = 0.01;
-        if (!is_null(arg(n, 1, "negative_slope")) && !num(arg(n, 1, "negative_slope"), &d1)) BAD("negative_slope is not a number");
-        snprintf(e, sizeof e, "leaky_relu(%s, negative_slope=%s)", a, numtxt(d1, n1, sizeof n1));
-        emit(L, v, e);
-        return 1;
-    }
-    if (target_is(t, "aten.softplus")) {
-        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
-        d1 = 1, d2 = 20;
-        if (!is_null(arg(n, 1, "beta")) && !num(arg(n, 1, "beta"), &d1)) BAD("beta is not a number");
-        if (!is_null(arg(n, 2, "threshold")) && !num(arg(n, 2, "threshold"), &d2)) BAD("threshold is not a number");
-        snprintf(e, sizeof e, "softplus(%s, beta=%s, threshold=%s)", a, numtxt(d1, n1, sizeof n1), numtxt(d2, n2, sizeof n2));
         emit(L, v, e);
         return 1;
     }
@@ -276,13 +244,6 @@ static int lower_node(lower *L, lval *v) {
             emit(L, v, e);
             return 1;
         }
-    if (target_is(t, "aten.maximum") || target_is(t, "aten.minimum")) {
-        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
-        NEED(term(L, arg(n, 1, "other"), b, sizeof b, &why));
-        snprintf(e, sizeof e, "%s(%s, %s)", target_is(t, "aten.maximum") ? "maximum" : "minimum", a, b);
-        emit(L, v, e);
-        return 1;
-    }
     if (target_is(t, "aten.pow")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
         json_t *ex = arg(n, 1, "exponent");
@@ -304,6 +265,33 @@ static int lower_node(lower *L, lval *v) {
     if (target_is(t, "aten.reciprocal")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
         snprintf(e, sizeof e, "1 / %s", a);
+        emit(L, v, e);
+        return 1;
+    }
+    /* every other POINTWISE op by its record: tensor operands (self, other), then its
+     * float attributes from the ATen arguments the schema names, PyTorch's defaults where
+     * they are absent */
+    kf_op pw = kf_op_lookup_aten(t);
+    if (pw != KF_OP_COUNT && kf_op_get(pw)->cls == KF_CLASS_POINTWISE) {
+        const kf_op_def *d = kf_op_get(pw);
+        static const char *const names[] = {"self", "other"};
+        size_t used = (size_t)snprintf(e, sizeof e, "%s(", d->name);
+        for (int k = 0; k < d->min_in && k < 2; k++) {
+            NEED(term(L, arg(n, (size_t)k, names[k]), a, sizeof a, &why));
+            used += (size_t)snprintf(e + used, sizeof e - used, "%s%s", k ? ", " : "", a);
+        }
+        for (int k = 0; d->attrs[k].name; k++) {
+            const kf_attr_def *ad = &d->attrs[k];
+            json_t *val = ad->aten ? arg(n, (size_t)atoi(ad->aten), ad->name) : NULL;
+            if (is_null(val)) continue;
+            if (ad->type != KF_ATTR_FLOAT || !num(val, &d1)) {
+                snprintf(b, sizeof b, "%s is not a number", ad->name);
+                BAD(b);
+            }
+            used += (size_t)snprintf(e + used, sizeof e - used, ", %s=%s", ad->name,
+                                     numtxt(d1, n1, sizeof n1));
+        }
+        snprintf(e + used, sizeof e - used, ")");
         emit(L, v, e);
         return 1;
     }

@@ -40,101 +40,6 @@
 #define KF_INTERP_LANES 256
 
 /* ------------------------------------------------------------------------------------ */
-/* Scalar semantics                                                                      */
-
-static inline double u_sigmoid(double x) {
-    if (x >= 0) return 1.0 / (1.0 + exp(-x));
-    double e = exp(x); /* x < 0 (or NaN): exp cannot overflow */
-    return e / (1.0 + e);
-}
-
-static inline double u_clamp(double x, double lo, double hi) {
-    /* NaN passes through, as torch.clamp does */
-    return x < lo ? lo : (x > hi ? hi : x);
-}
-
-static inline double u_softplus(double x, double beta, double threshold) {
-    return x * beta > threshold ? x : log1p(exp(beta * x)) / beta;
-}
-
-static inline double u_gelu_tanh(double x) {
-    const double c = 0.79788456080286535587989211986876; /* sqrt(2/pi) */
-    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
-}
-
-#define KF_SELU_SCALE 1.0507009873554804934193349852946
-#define KF_SELU_ALPHA 1.6732632423543772848170429916717
-
-static inline double b_maximum(double a, double b) {
-    if (a != a) return a;
-    if (b != b) return b;
-    return a > b ? a : b;
-}
-
-static inline double b_minimum(double a, double b) {
-    if (a != a) return a;
-    if (b != b) return b;
-    return a < b ? a : b;
-}
-
-/* X(op id, expression in x and the attribute pointer A) */
-#define KF_UNARY_OPS(X)                                                                    \
-    X(RELU, (x < 0 ? 0.0 : x))                                                            \
-    X(LEAKY_RELU, (x >= 0 ? x : A->alpha * x))                                            \
-    X(SIGMOID, u_sigmoid(x))                                                              \
-    X(TANH, tanh(x))                                                                      \
-    X(GELU, (0.5 * x * erfc(-x * M_SQRT1_2)))                                             \
-    X(GELU_TANH, u_gelu_tanh(x))                                                          \
-    X(SILU, (x * u_sigmoid(x)))                                                           \
-    X(SWISH, (x * u_sigmoid(x)))                                                          \
-    X(SELU, (KF_SELU_SCALE * (x > 0 ? x : KF_SELU_ALPHA * expm1(x))))                     \
-    X(ELU, (x > 0 ? x : A->alpha * expm1(x)))                                             \
-    X(HARDSIGMOID, u_clamp(x / 6.0 + 0.5, 0.0, 1.0))                                      \
-    X(HARDTANH, u_clamp(x, A->alpha, A->beta))                                            \
-    X(SOFTPLUS, u_softplus(x, A->alpha, A->beta))                                         \
-    X(SOFTSIGN, (x / (1.0 + fabs(x))))                                                    \
-    X(EXP, exp(x))                                                                        \
-    X(LOG, log(x))                                                                        \
-    X(SQRT, sqrt(x))                                                                      \
-    X(RSQRT, (1.0 / sqrt(x)))                                                             \
-    X(ABS, fabs(x))                                                                       \
-    X(NEG, (-x))                                                                          \
-    X(SQUARE, (x * x))
-
-/* X(op id, expression in a and b) */
-#define KF_BINARY_OPS(X)                                                                   \
-    X(ADD, (a + b))                                                                       \
-    X(SUB, (a - b))                                                                       \
-    X(MUL, (a * b))                                                                       \
-    X(DIV, (a / b))                                                                       \
-    X(MAXIMUM, b_maximum(a, b))                                                           \
-    X(MINIMUM, b_minimum(a, b))                                                           \
-    X(POW, pow(a, b))
-
-/* Contract: op must be a unary or binary op (asserted); attr may be NULL for ops without
- * attributes (the op's defaults are then used). Returns op(a) or op(a, b) in double. */
-double kf_interp_scalar(kf_op op, const kf_attrs *attr, double a, double b) {
-    kf_attrs dflt;
-    if (!attr) {
-        dflt = kf_attrs_default(op, 0);
-        attr = &dflt;
-    }
-    const kf_attrs *A = attr;
-    double x = a;
-    (void)A;
-    (void)x;
-    switch (op) {
-#define X(id, expr) case KF_OP_##id: return expr;
-        KF_UNARY_OPS(X)
-        KF_BINARY_OPS(X)
-#undef X
-    default: break;
-    }
-    assert(!"kf_interp_scalar: not an elementwise op");
-    return NAN;
-}
-
-/* ------------------------------------------------------------------------------------ */
 /* Shapes and broadcast plans                                                            */
 
 static int64_t ip_numel(const kf_shape *s) {
@@ -220,50 +125,21 @@ static void ip_plan_next(const ip_plan *p, int64_t off[2], int64_t *idx) {
     }
 }
 
-/* One run of a binary op (or a strided copy when op == KF_OP_COUNT). */
-static void ip_bin_run(kf_op op, const double *pa, int64_t sa, const double *pb, int64_t sb,
-                       double *po, int64_t n) {
-    switch (op) {
-#define X(id, expr)                                                                        \
-    case KF_OP_##id:                                                                       \
-        if (sa == 1 && sb == 1) {                                                          \
-            for (int64_t j = 0; j < n; j++) {                                              \
-                double a = pa[j], b = pb[j];                                               \
-                po[j] = expr;                                                              \
-            }                                                                              \
-        } else if (sb == 0) {                                                              \
-            double b = pb[0];                                                              \
-            for (int64_t j = 0; j < n; j++) {                                              \
-                double a = pa[j * sa];                                                     \
-                po[j] = expr;                                                              \
-            }                                                                              \
-        } else if (sa == 0) {                                                              \
-            double a = pa[0];                                                              \
-            for (int64_t j = 0; j < n; j++) {                                              \
-                double b = pb[j * sb];                                                     \
-                po[j] = expr;                                                              \
-            }                                                                              \
-        } else {                                                                           \
-            for (int64_t j = 0; j < n; j++) {                                              \
-                double a = pa[j * sa], b = pb[j * sb];                                     \
-                po[j] = expr;                                                              \
-            }                                                                              \
-        }                                                                                  \
-        break;
-        KF_BINARY_OPS(X)
-#undef X
-    case KF_OP_COUNT:
-        if (sa == 1) memmove(po, pa, (size_t)n * sizeof *po);
-        else
-            for (int64_t j = 0; j < n; j++) po[j] = pa[j * sa];
-        break;
-    default: assert(!"ip_bin_run: not a binary op");
+/* One run of a binary op's f64 reference (or a strided copy when d is NULL). */
+static void ip_bin_run(const kf_op_def *d, const kf_attrs *A, const double *pa, int64_t sa,
+                       const double *pb, int64_t sb, double *po, int64_t n) {
+    if (d) {
+        d->f64(pa, sa, pb, sb, po, n, A);
+    } else if (sa == 1) {
+        memmove(po, pa, (size_t)n * sizeof *po);
+    } else {
+        for (int64_t j = 0; j < n; j++) po[j] = pa[j * sa];
     }
 }
 
-/* Run a plan: out (contiguous over the plan's dims) = op(a, b); op KF_OP_COUNT copies a. */
-static void ip_plan_exec(const ip_plan *p, kf_op op, const double *a, const double *b,
-                         double *out) {
+/* Run a plan: out (contiguous over the plan's dims) = d(a, b); d NULL copies a. */
+static void ip_plan_exec(const ip_plan *p, const kf_op_def *d, const kf_attrs *A,
+                         const double *a, const double *b, double *out) {
     int64_t inner = p->n[p->rank - 1], rows = 1;
     for (int d = 0; d < p->rank - 1; d++) rows *= p->n[d];
     /* a unit is a column chunk of one long row, or a block of whole short rows */
@@ -281,7 +157,7 @@ static void ip_plan_exec(const ip_plan *p, kf_op op, const double *a, const doub
         int64_t off[2], idx[KF_MAX_DIMS];
         ip_plan_row(p, r0, off, idx);
         for (int64_t row = r0; row < r1; row++) {
-            ip_bin_run(op, a + off[0] + j0 * sa, sa, b + off[1] + j0 * sb, sb,
+            ip_bin_run(d, A, a + off[0] + j0 * sa, sa, b + off[1] + j0 * sb, sb,
                        out + row * inner + j0, j1 - j0);
             if (row + 1 < r1) ip_plan_next(p, off, idx);
         }
@@ -295,72 +171,62 @@ static int ip_broadcast_to(const double *src, const kf_shape *s, double *dst,
     if (!ip_bcast_strides(s, d, st[0])) return 0;
     ip_plan p;
     ip_plan_init(&p, d->rank, d->d, 1, st);
-    ip_plan_exec(&p, KF_OP_COUNT, src, NULL, dst);
+    ip_plan_exec(&p, NULL, NULL, src, NULL, dst);
     return 1;
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* Elementwise ops                                                                       */
 
-static void ip_unary(kf_op op, const kf_attrs *A, const double *in, double *out, int64_t n) {
-    switch (op) {
-#define X(id, expr)                                                                        \
-    case KF_OP_##id: {                                                                     \
-        _Pragma("omp parallel for schedule(static) if (n >= KF_INTERP_PAR_MIN)")           \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-            double x = in[i];                                                              \
-            out[i] = expr;                                                                 \
-        }                                                                                  \
-        break;                                                                             \
+static void ip_unary(const kf_op_def *d, const kf_attrs *A, const double *in, double *out,
+                     int64_t n) {
+    int64_t chunks = (n + KF_INTERP_CHUNK - 1) / KF_INTERP_CHUNK;
+#pragma omp parallel for schedule(static) if (n >= KF_INTERP_PAR_MIN)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t i0 = c * KF_INTERP_CHUNK, len = n - i0 < KF_INTERP_CHUNK ? n - i0 : KF_INTERP_CHUNK;
+        d->f64(in + i0, 1, NULL, 0, out + i0, len, A);
     }
-        KF_UNARY_OPS(X)
-#undef X
-    default: assert(!"ip_unary: not a unary op");
-    }
-    (void)A;
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* Reductions                                                                            */
 
-static inline int ip_is_arg(kf_op op) { return op == KF_OP_ARGMAX || op == KF_OP_ARGMIN; }
+static inline int ip_is_arg(kf_combiner op) { return op == KF_COMB_ARGMAX || op == KF_COMB_ARGMIN; }
 
-/* Fold (v, index j) into (acc, arg) for op. For arg ops the earlier element wins ties and
+/* Fold (v, index j) into (acc, arg) for combiner op. For arg ops the earlier element wins ties and
  * a NaN, once taken, sticks (torch returns the first NaN's index). */
-static inline void ip_red_fold(kf_op op, double *acc, double *arg, double v, double j) {
+static inline void ip_red_fold(kf_combiner op, double *acc, double *arg, double v, double j) {
     switch (op) {
-    case KF_OP_SUM:
-    case KF_OP_MEAN: *acc += v; break;
-    case KF_OP_PROD: *acc *= v; break;
-    case KF_OP_MAX:
+    case KF_COMB_SUM: *acc += v; break;
+    case KF_COMB_PROD: *acc *= v; break;
+    case KF_COMB_MAX:
         if (v > *acc || v != v) *acc = (*acc != *acc) ? *acc : v;
         break;
-    case KF_OP_MIN:
+    case KF_COMB_MIN:
         if (v < *acc || v != v) *acc = (*acc != *acc) ? *acc : v;
         break;
-    case KF_OP_ARGMAX:
+    case KF_COMB_ARGMAX:
         if (*acc == *acc && (v != v || v > *acc)) *acc = v, *arg = j;
         break;
-    case KF_OP_ARGMIN:
+    case KF_COMB_ARGMIN:
         if (*acc == *acc && (v != v || v < *acc)) *acc = v, *arg = j;
         break;
-    default: assert(!"ip_red_fold: not a reduction");
     }
 }
 
 /* Reduce x[r * In + i] over r in [r0, r1) for lanes i in [0, ni) into acc/arg (absolute r
  * as the index). r1 > r0 is required for arg ops. */
-static void ip_red_block(kf_op op, const double *x, int64_t In, int64_t r0, int64_t r1,
+static void ip_red_block(kf_combiner op, const double *x, int64_t In, int64_t r0, int64_t r1,
                          int64_t ni, double *acc, double *arg) {
     if (ip_is_arg(op)) {
         for (int64_t i = 0; i < ni; i++) acc[i] = x[r0 * In + i], arg[i] = (double)r0;
         r0++;
     } else {
-        double init = op == KF_OP_PROD ? 1.0 : op == KF_OP_MAX ? -INFINITY
-                                            : op == KF_OP_MIN ? INFINITY : 0.0;
+        double init = op == KF_COMB_PROD ? 1.0 : op == KF_COMB_MAX ? -INFINITY
+                                            : op == KF_COMB_MIN ? INFINITY : 0.0;
         for (int64_t i = 0; i < ni; i++) acc[i] = init;
     }
-    if (ni == 1 && (op == KF_OP_SUM || op == KF_OP_MEAN)) {
+    if (ni == 1 && (op == KF_COMB_SUM)) {
         /* four accumulators: more accurate and four times the ILP of one */
         double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         int64_t r = r0;
@@ -379,14 +245,13 @@ static void ip_red_block(kf_op op, const double *x, int64_t In, int64_t r0, int6
         return;
     }
     switch (op) {
-    case KF_OP_SUM:
-    case KF_OP_MEAN:
+    case KF_COMB_SUM:
         for (int64_t r = r0; r < r1; r++) {
             const double *row = x + r * In;
             for (int64_t i = 0; i < ni; i++) acc[i] += row[i];
         }
         break;
-    case KF_OP_PROD:
+    case KF_COMB_PROD:
         for (int64_t r = r0; r < r1; r++) {
             const double *row = x + r * In;
             for (int64_t i = 0; i < ni; i++) acc[i] *= row[i];
@@ -402,14 +267,14 @@ static void ip_red_block(kf_op op, const double *x, int64_t In, int64_t r0, int6
 }
 
 /* Fold partial result (v, j) of a later chunk into (acc, arg). */
-static inline void ip_red_merge(kf_op op, double *acc, double *arg, double v, double j) {
-    if (op == KF_OP_SUM || op == KF_OP_MEAN) *acc += v;
+static inline void ip_red_merge(kf_combiner op, double *acc, double *arg, double v, double j) {
+    if (op == KF_COMB_SUM) *acc += v;
     else ip_red_fold(op, acc, arg, v, j);
 }
 
 /* out[o * In + i] = reduce over r of x[(o * R + r) * In + i]. R >= 1 for max/min/arg ops. */
-static void ip_reduce_ori(kf_op op, const double *x, int64_t O, int64_t R, int64_t In,
-                          double *out) {
+static void ip_reduce_ori(kf_combiner op, int mean, const double *x, int64_t O, int64_t R,
+                          int64_t In, double *out) {
     int64_t nlb = (In + KF_INTERP_LANES - 1) / KF_INTERP_LANES;
     int64_t units = O * nlb;
     int64_t total = O * R * In;
@@ -422,8 +287,8 @@ static void ip_reduce_ori(kf_op op, const double *x, int64_t O, int64_t R, int64
     }
     int arg = ip_is_arg(op);
     if (R == 0) {
-        assert(!arg && op != KF_OP_MAX && op != KF_OP_MIN);
-        double v = op == KF_OP_PROD ? 1.0 : op == KF_OP_MEAN ? NAN : 0.0;
+        assert(!arg && op != KF_COMB_MAX && op != KF_COMB_MIN);
+        double v = op == KF_COMB_PROD ? 1.0 : mean ? NAN : 0.0;
         for (int64_t k = 0; k < O * In; k++) out[k] = v;
         return;
     }
@@ -457,7 +322,7 @@ static void ip_reduce_ori(kf_op op, const double *x, int64_t O, int64_t R, int64
         free(pacc);
         free(parg);
     }
-    if (op == KF_OP_MEAN)
+    if (mean)
         for (int64_t k = 0; k < O * In; k++) out[k] /= (double)R;
 }
 
@@ -506,7 +371,7 @@ static kf_status ip_reduce(const kf_graph *g, const kf_node *n, const double *x,
         perm = kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *perm);
         ip_plan p;
         ip_plan_init(&p, k, dims, 1, st);
-        if (total > 0) ip_plan_exec(&p, KF_OP_COUNT, x, NULL, perm);
+        if (total > 0) ip_plan_exec(&p, NULL, NULL, x, NULL, perm);
         x = perm;
     }
     if (ip_numel(&g->values[n->out].shape) != O * In) {
@@ -517,23 +382,63 @@ static kf_status ip_reduce(const kf_graph *g, const kf_node *n, const double *x,
                             (long long)ip_numel(&g->values[n->out].shape),
                             (long long)(O * In));
     }
-    if (R == 0 && O * In > 0 &&
-        (ip_is_arg(n->op) || n->op == KF_OP_MAX || n->op == KF_OP_MIN)) {
+    const kf_op_def *d = kf_op_get(n->op);
+    if (R == 0 && O * In > 0 && d->combiner != KF_COMB_SUM && d->combiner != KF_COMB_PROD) {
         free(perm);
         return kf_error_set(err, KF_ERR_ARG, g->path, n->line, n->col,
                             "%s over an empty axis has no result", kf_op_get(n->op)->name);
     }
-    if (O * In > 0) ip_reduce_ori(n->op, x, O, R, In, out);
+    if (O * In > 0) ip_reduce_ori(d->combiner, d->mean, x, O, R, In, out);
     free(perm);
+    return KF_OK;
+}
+
+/* A reduce-shaped composite: each output element is the record's f64_rows over the
+ * elements it reduces, gathered (kept axes first, reduced axes last) into rows. */
+static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const double *x, double *out,
+                                kf_error *err) {
+    const kf_op_def *d = kf_op_get(n->op);
+    const kf_shape *s = &g->values[n->in[0]].shape;
+    uint32_t mask = n->attr.axes;
+    int64_t cs[KF_MAX_DIMS], dims[KF_MAX_DIMS], st[1][KF_MAX_DIMS], O = 1, R = 1, total = ip_numel(s);
+    int k = 0;
+    ip_contig_strides(s, cs);
+    for (int pass = 0; pass < 2; pass++)
+        for (int dd = 0; dd < s->rank; dd++)
+            if ((int)((mask >> dd) & 1u) == pass) {
+                dims[k] = s->d[dd];
+                st[0][k++] = cs[dd];
+                if (pass) R *= s->d[dd];
+                else O *= s->d[dd];
+            }
+    if (ip_numel(&g->values[n->out].shape) != O)
+        return kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col, "%s: result has %lld elements, "
+                            "expected %lld", d->name, (long long)ip_numel(&g->values[n->out].shape), (long long)O);
+    double *rows = kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *rows);
+    if (total > 0) {
+        ip_plan p;
+        ip_plan_init(&p, k, dims, 1, st);
+        ip_plan_exec(&p, NULL, NULL, x, NULL, rows);
+    }
+#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN && O > 1)
+    for (int64_t o = 0; o < O; o++) out[o] = d->f64_rows(rows + o * R, R, &n->attr);
+    free(rows);
     return KF_OK;
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* Softmax family                                                                        */
 
+/* max with NaN propagation (torch.max's rule) */
+static inline double ip_nanmax(double a, double b) {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+}
+
 static void ip_softmax_row(int logsm, const double *x, double *y, int64_t R) {
     double m = -INFINITY;
-    for (int64_t r = 0; r < R; r++) m = b_maximum(m, x[r]);
+    for (int64_t r = 0; r < R; r++) m = ip_nanmax(m, x[r]);
     double s = 0;
     if (logsm) {
         for (int64_t r = 0; r < R; r++) s += exp(x[r] - m);
@@ -552,7 +457,7 @@ static void ip_softmax_lanes(int logsm, const double *x, double *y, int64_t R, i
     double m[KF_INTERP_LANES], s[KF_INTERP_LANES];
     for (int64_t i = 0; i < ni; i++) m[i] = -INFINITY, s[i] = 0;
     for (int64_t r = 0; r < R; r++)
-        for (int64_t i = 0; i < ni; i++) m[i] = b_maximum(m[i], x[r * In + i]);
+        for (int64_t i = 0; i < ni; i++) m[i] = ip_nanmax(m[i], x[r * In + i]);
     if (logsm) {
         for (int64_t r = 0; r < R; r++)
             for (int64_t i = 0; i < ni; i++) s[i] += exp(x[r * In + i] - m[i]);
@@ -586,7 +491,7 @@ static kf_status ip_softmax(const kf_graph *g, const kf_node *n, const double *x
         else if (d == axis) R = s->d[d];
         else In *= s->d[d];
     }
-    int logsm = n->op == KF_OP_LOG_SOFTMAX;
+    int logsm = kf_op_get(n->op)->log_out;
     int64_t total = O * R * In;
     if (total == 0) return KF_OK;
     if (In == 1) {
@@ -663,7 +568,7 @@ static kf_status ip_norm(const kf_graph *g, const kf_node *n, const double *cons
                             "%s over axes that are not trailing", kf_op_get(n->op)->name);
     int64_t total = O * R;
     if (total == 0) return KF_OK;
-    int layer = n->op == KF_OP_LAYER_NORM;
+    int layer = kf_op_get(n->op)->centered;
     double eps = n->attr.eps;
     ip_affine w = {0}, b = {0};
     int hw = n->nin >= 2, hb = layer && n->nin >= 3;
@@ -774,11 +679,11 @@ static kf_status ip_matmul(const kf_graph *g, const kf_node *n, const double *A,
 
 static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *const *in,
                          double *out, kf_error *err) {
-    const kf_op_info *info = kf_op_get(n->op);
+    const kf_op_def *info = kf_op_get(n->op);
     const kf_value *ov = &g->values[n->out];
     switch (info->kind) {
     case KF_KIND_UNARY:
-        ip_unary(n->op, &n->attr, in[0], out, ip_numel(&ov->shape));
+        ip_unary(info, &n->attr, in[0], out, ip_numel(&ov->shape));
         return KF_OK;
     case KF_KIND_BINARY: {
         int64_t st[2][KF_MAX_DIMS];
@@ -790,10 +695,12 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
         if (ip_numel(&ov->shape) == 0) return KF_OK;
         ip_plan p;
         ip_plan_init(&p, ov->shape.rank, ov->shape.d, 2, st);
-        ip_plan_exec(&p, n->op, in[0], in[1], out);
+        ip_plan_exec(&p, info, &n->attr, in[0], in[1], out);
         return KF_OK;
     }
-    case KF_KIND_REDUCE: return ip_reduce(g, n, in[0], out, err);
+    case KF_KIND_REDUCE:
+        if (info->cls != KF_CLASS_REDUCE) return ip_reduce_rows(g, n, in[0], out, err);
+        return ip_reduce(g, n, in[0], out, err);
     case KF_KIND_SOFTMAX: return ip_softmax(g, n, in[0], out, err);
     case KF_KIND_NORM: return ip_norm(g, n, in, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);

@@ -46,6 +46,8 @@ typedef struct parser {
     int task_line;    /* line of the `task` statement, 0 if none */
     int tol_line[3];  /* line where atol/rtol/nmse was given, 0 if not */
     double tol[3];
+    const int *bind;  /* kf_parse_expr_into: the values that _0, _1, ... name */
+    int nbind;
 } parser;
 
 static const char *const keywords[] = {"task", "input", "output", "tolerance"};
@@ -341,78 +343,53 @@ static int parse_kwarg_value(parser *p, kwarg *kw) {
     return expected(p, "a number, true, false or an [axis list]");
 }
 
-/* Finds attribute `name` in op's spec; copies its slot name into slot. 0 if absent. */
-static int spec_find(const kf_op_info *info, const char *name, char *slot, size_t cap) {
-    const char *s = info->attrs;
-    size_t n = strlen(name);
-    while (*s) {
-        const char *colon = strchr(s, ':'), *eq = strchr(s, '=');
-        assert(colon && eq);
-        if ((size_t)(colon - s) == n && strncmp(s, name, n) == 0) {
-            snprintf(slot, cap, "%.*s", (int)(eq - colon - 1), colon + 1);
-            return 1;
-        }
-        s = eq + strcspn(eq, ",");
-        if (*s == ',') s++;
-    }
-    return 0;
-}
-
 /* "negative_slope, ..." : the .kf names of op's attributes. */
-static void spec_names(const kf_op_info *info, char *buf, size_t cap) {
+static void attr_names(const kf_op_def *info, char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
-    for (const char *s = info->attrs; *s && n < cap;) {
-        const char *colon = strchr(s, ':');
-        n += (size_t)snprintf(buf + n, cap - n, "%s%.*s", n ? ", " : "", (int)(colon - s), s);
-        s = colon + strcspn(colon, ",");
-        if (*s == ',') s++;
-    }
+    for (int k = 0; info->attrs[k].name && n < cap; k++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", info->attrs[k].name);
 }
 
-/* Turns the keyword attributes of one call into slots; rank < 0 means there is no first
- * operand (an arity error follows from kf_graph_add_node), so axes are left alone. */
-static int apply_kwargs(parser *p, const kf_op_info *info, const kwarg *kws, int nkw, int rank,
+/* Turns the keyword attributes of one call into values, by the op's schema; rank < 0
+ * means there is no first operand (an arity error follows from kf_graph_add_node), so
+ * axes are left alone. */
+static int apply_kwargs(parser *p, const kf_op_def *info, const kwarg *kws, int nkw, int rank,
                         kf_attrs *at) {
     for (int i = 0; i < nkw; i++) {
         const kwarg *kw = &kws[i];
-        char name[64], slot[16], list[256];
+        char name[64], list[256];
         tok_text(kw->name, name, sizeof name);
         for (int j = 0; j < i; j++)
             if (kws[j].name->len == kw->name->len &&
                 strncmp(kws[j].name->s, kw->name->s, (size_t)kw->name->len) == 0)
                 return fail_at(p, KF_ERR_PARSE, kw->name->line, kw->name->col,
                                "attribute '%s' given twice", name);
-        if (!spec_find(info, name, slot, sizeof slot)) {
-            if (!info->attrs[0])
+        const kf_attr_def *ad = kf_op_attr(info, name);
+        if (!ad) {
+            if (!info->attrs[0].name)
                 return fail_at(p, KF_ERR_PARSE, kw->name->line, kw->name->col,
                                "%s has no attribute '%s' (it takes none)", info->name, name);
-            spec_names(info, list, sizeof list);
+            attr_names(info, list, sizeof list);
             return fail_at(p, KF_ERR_PARSE, kw->name->line, kw->name->col,
                            "%s has no attribute '%s'; its attributes are: %s", info->name, name,
                            list);
         }
         const token *v = kw->val;
-        if (!strcmp(slot, "alpha") || !strcmp(slot, "beta") || !strcmp(slot, "eps")) {
+        if (ad->type == KF_ATTR_FLOAT) {
             if (kw->kind != KW_NUM)
                 return fail_at(p, KF_ERR_PARSE, v->line, v->col,
                                "expected a number for '%s', found '%.*s'", name, v->len, v->s);
-            if (!strcmp(slot, "alpha")) at->alpha = kw->num;
-            else if (!strcmp(slot, "beta")) at->beta = kw->num;
-            else at->eps = kw->num;
-        } else if (!strcmp(slot, "keepdim") || !strcmp(slot, "ta") || !strcmp(slot, "tb")) {
+            kf_attr_set_float(at, ad, kw->num);
+        } else if (ad->type == KF_ATTR_BOOL) {
             int ok = kw->kind == KW_BOOL ||
                      (kw->kind == KW_NUM && kw->is_int && (kw->num == 0 || kw->num == 1));
             if (!ok)
                 return fail_at(p, KF_ERR_PARSE, v->line, v->col,
                                "expected true or false for '%s', found '%.*s'", name, v->len,
                                v->s);
-            int b = kw->num != 0;
-            if (!strcmp(slot, "keepdim")) at->keepdim = b;
-            else if (!strcmp(slot, "ta")) at->ta = b;
-            else at->tb = b;
+            kf_attr_set_bool(at, ad, kw->num != 0);
         } else {
-            assert(!strcmp(slot, "axes"));
             int n = kw->kind == KW_LIST ? kw->nitems : 1;
             if (kw->kind == KW_BOOL || (kw->kind == KW_NUM && !kw->is_int))
                 return fail_at(p, KF_ERR_PARSE, v->line, v->col,
@@ -439,7 +416,7 @@ static int apply_kwargs(parser *p, const kf_op_info *info, const kwarg *kws, int
                                    info->name, r);
                 mask |= 1u << r;
             }
-            at->axes = mask;
+            kf_attr_set_axes(at, ad, mask);
         }
     }
     return 0;
@@ -456,7 +433,7 @@ static int parse_call(parser *p) {
         suggest_op(name, hint, sizeof hint);
         return fail_at(p, KF_ERR_PARSE, opt->line, opt->col, "unknown op '%s'%s", name, hint);
     }
-    const kf_op_info *info = kf_op_get(op);
+    const kf_op_def *info = kf_op_get(op);
     p->pos += 2; /* name ( */
     enum { MAX_ARGS = 16 };
     int ins[MAX_ARGS], nin = 0, nkw = 0;
@@ -512,6 +489,8 @@ static int parse_primary(parser *p) {
             return fail_at(p, KF_ERR_PARSE, t->line, t->col, "undefined name '%.20s...'", t->s);
         tok_text(t, name, sizeof name);
         int id = kf_graph_find(p->g, name);
+        if (p->bind && name[0] == '_' && name[1] >= '0' && name[1] <= '9' && !name[2])
+            id = name[1] - '0' < p->nbind ? p->bind[name[1] - '0'] : -1;
         if (id >= 0) {
             p->pos++;
             return id;
@@ -794,4 +773,33 @@ kf_status kf_parse_file(const char *path, kf_graph **out, kf_error *err) {
     s = kf_parse_string(text, path, out, err);
     free(text);
     return s;
+}
+
+/* Parses one expression into g with the identifiers _0 .. _{nbind-1} naming the values
+ * bind[0..] (a composite op's lowering, kf_graph_lower); every node it adds gets position
+ * (line, col). *result is the expression's value id. Errors as kf_parse_string's, placed
+ * in the expression's text. */
+kf_status kf_parse_expr_into(kf_graph *g, const char *text, const int *bind, int nbind, int line,
+                             int col, int *result, kf_error *err) {
+    kf_error local;
+    if (!err) err = &local;
+    parser p;
+    memset(&p, 0, sizeof p);
+    p.g = g;
+    p.file = "<lowering>";
+    p.err = err;
+    p.bind = bind;
+    p.nbind = nbind;
+    int first = g->nnodes;
+    int rc = lex(&p, text);
+    if (rc == 0) rc = parse_expr(&p);
+    if (rc >= 0 && cur(&p)->k != T_NL && cur(&p)->k != T_EOF) rc = expected(&p, "end of the expression");
+    free(p.t);
+    if (rc < 0) return err->code;
+    for (int i = first; i < g->nnodes; i++) {
+        g->nodes[i].line = line;
+        g->nodes[i].col = col;
+    }
+    *result = rc;
+    return KF_OK;
 }

@@ -306,7 +306,7 @@ static int stage_can_split(const kf_synth *s, const kf_stage *st) {
 /* Scratch buffers a two-pass variant of stage st needs. */
 static int split_scratch(const kf_synth *s, const kf_stage *st) {
     const kf_node *n = &s->g->nodes[st->nodes[0]];
-    return n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN ? 2 : 1;
+    return kf_op_is_arg(kf_op_get(n->op)) ? 2 : 1;
 }
 
 static int base_scratch(const kf_synth *s) {

@@ -102,7 +102,7 @@ static int64_t pow2_floor(int64_t n) {
     return p;
 }
 
-static int is_arg_op(kf_op op) { return op == KF_OP_ARGMAX || op == KF_OP_ARGMIN; }
+static int is_arg_op(kf_op op) { return kf_op_is_arg(kf_op_get(op)); }
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -143,7 +143,7 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
     int dw = kf_gpu_nearest(wgs, nwg, dwg);
     kf_gpu_param(s, st, "wg", wgs, nwg, dw);
     /* prod combines with shuffles, which OpenCL has only with cl_khr_subgroup_shuffle */
-    int sg_ok = !is_arg_op(n->op) && !(n->op == KF_OP_PROD && strcmp(s->platform, "opencl") == 0);
+    int sg_ok = !is_arg_op(n->op) && !(kf_op_get(n->op)->combiner == KF_COMB_PROD && strcmp(s->platform, "opencl") == 0);
     if (d.sg > 0 && sg_ok) {
         static const long sg[] = {0, 1};
         kf_gpu_param(s, st, "sg", sg, 2, dts >= d.sg ? 1 : 0);
@@ -170,14 +170,15 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
 typedef enum mop { M_SUM, M_PROD, M_MAX, M_MIN, M_ARGMAX, M_ARGMIN } mop;
 
 static mop mop_of(kf_op op) {
-    switch (op) {
-    case KF_OP_PROD: return M_PROD;
-    case KF_OP_MAX: return M_MAX;
-    case KF_OP_MIN: return M_MIN;
-    case KF_OP_ARGMAX: return M_ARGMAX;
-    case KF_OP_ARGMIN: return M_ARGMIN;
-    default: return M_SUM;
+    switch (kf_op_get(op)->combiner) {
+    case KF_COMB_SUM: return M_SUM;
+    case KF_COMB_PROD: return M_PROD;
+    case KF_COMB_MAX: return M_MAX;
+    case KF_COMB_MIN: return M_MIN;
+    case KF_COMB_ARGMAX: return M_ARGMAX;
+    case KF_COMB_ARGMIN: return M_ARGMIN;
     }
+    return M_SUM;
 }
 
 static const char *mop_init(mop m) {
@@ -428,7 +429,7 @@ static void reduce_copy(kf_gplan *gp, int k, const kf_stage *st, const rparams *
 /* The final store of an output from acc/ai. */
 static void emit_store(kf_buf *o, const kf_node *n, mop m, int64_t R, const char *oi, const char *ind) {
     if (m == M_ARGMAX || m == M_ARGMIN) kf_buf_printf(o, "%sb%d[%s] = (long)ai;\n", ind, n->out, oi);
-    else if (n->op == KF_OP_MEAN) kf_buf_printf(o, "%sb%d[%s] = acc / %lld.0f;\n", ind, n->out, oi, (long long)R);
+    else if (kf_op_get(n->op)->mean) kf_buf_printf(o, "%sb%d[%s] = acc / %lld.0f;\n", ind, n->out, oi, (long long)R);
     else kf_buf_printf(o, "%sb%d[%s] = acc;\n", ind, n->out, oi);
 }
 
@@ -663,7 +664,7 @@ static void emit_rc_vstore(kf_buf *o, const kf_gplan *gp, int y, int64_t per, co
 /* Softmax with the row in registers (rc=1, one kernel): x is read once. */
 static void emit_softmax_rc(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, const rparams *P) {
     const kf_node *n = &gp->s->g->nodes[st->nodes[0]];
-    int x = n->in[0], y = n->out, logsm = n->op == KF_OP_LOG_SOFTMAX;
+    int x = n->in[0], y = n->out, logsm = kf_op_get(n->op)->log_out;
     const int64_t ts = P->ts, wg = P->wg, N = G->N, rows = G->O, rpg = wg / ts, per = rc_per(P, N);
     kf_gk kk;
     char name[32], ri[96];
@@ -706,7 +707,7 @@ static void emit_softmax_row(kf_gplan *gp, int k, const kf_stage *st, const rgeo
     }
     const kf_synth *s = gp->s;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
-    int x = n->in[0], y = n->out, logsm = n->op == KF_OP_LOG_SOFTMAX;
+    int x = n->in[0], y = n->out, logsm = kf_op_get(n->op)->log_out;
     const int64_t ts = P->ts, wg = P->wg, S = P->split, CH = P->chunk, N = G->N, rows = G->O;
     const int64_t rpg = wg / ts, nteams = rows * S;
     char name[32], pname[16], l1[160], l2[160];
@@ -791,7 +792,7 @@ static void emit_softmax_row(kf_gplan *gp, int k, const kf_stage *st, const rgeo
 static void emit_softmax_col(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, const rparams *P) {
     const kf_synth *s = gp->s;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
-    int x = n->in[0], y = n->out, logsm = n->op == KF_OP_LOG_SOFTMAX;
+    int x = n->in[0], y = n->out, logsm = kf_op_get(n->op)->log_out;
     const int64_t O = G->O, N = G->N, I = G->I, cols = O * I;
     int64_t wg = P->wg;
     if (wg > kf_gpu_pow2_ceil(cols)) wg = kf_gpu_pow2_ceil(cols);
@@ -866,7 +867,7 @@ static void emit_norm(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, c
     const kf_synth *s = gp->s;
     const kf_graph *g = s->g;
     const kf_node *n = &g->nodes[st->nodes[0]];
-    int x = n->in[0], y = n->out, layer = n->op == KF_OP_LAYER_NORM;
+    int x = n->in[0], y = n->out, layer = kf_op_get(n->op)->centered;
     int w = n->nin > 1 ? n->in[1] : -1, b = layer && n->nin > 2 ? n->in[2] : -1;
     const int64_t ts = P->ts, wg = P->wg, S = P->split, CH = P->chunk, N = G->N, rows = G->O;
     const int64_t rpg = wg / ts, nteams = rows * S, per = P->rc ? rc_per(P, N) : cdiv(CH, ts);

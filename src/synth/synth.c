@@ -49,8 +49,7 @@ static int graph_dtype_ok(const kf_graph *g, const char *platform, const kf_devi
         if (v->is_const) continue;
         if (v->dtype == KF_F32) continue;
         if (v->dtype == KF_I64 && v->producer >= 0) {
-            kf_op op = g->nodes[v->producer].op;
-            if (op == KF_OP_ARGMAX || op == KF_OP_ARGMIN) continue;
+            if (kf_op_is_arg(kf_op_get(g->nodes[v->producer].op))) continue;
         }
         if (v->dtype == KF_F16 || v->dtype == KF_BF16) {
             if (!value16_ok(g, i))
@@ -224,8 +223,8 @@ static void fuse_prologues(kf_synth *s) {
     }
 }
 
-kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
-                        kf_synth **out, kf_error *err) {
+static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_device_info *dev,
+                            kf_synth **out, kf_error *err) {
     *out = NULL;
     if (!platform || (strcmp(platform, "cpu") != 0 && !kf_synth_is_gpu(platform)))
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
@@ -297,8 +296,29 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
     return KF_OK;
 }
 
+/* Composite ops with a lowering are planned as their lowering (kf_graph_lower): the
+ * kernels compute the lowered graph, which has the task's buffers; the reference still
+ * evaluates the task's own graph. */
+kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
+                        kf_synth **out, kf_error *err) {
+    *out = NULL;
+    kf_graph *lowered = NULL;
+    if (kf_graph_has_lowering(g)) {
+        kf_status st = kf_graph_lower(g, &lowered, err);
+        if (st != KF_OK) return st;
+    }
+    kf_status st = plan_graph(lowered ? lowered : g, platform, dev, out, err);
+    if (st != KF_OK) {
+        kf_graph_free(lowered);
+        return st;
+    }
+    (*out)->lowered = lowered;
+    return KF_OK;
+}
+
 void kf_synth_free(kf_synth *s) {
     if (!s) return;
+    kf_graph_free(s->lowered);
     for (int k = 0; k < s->nst; k++) free(s->st[k].nodes);
     free(s->st);
     free(s->val_stage);
@@ -535,4 +555,51 @@ void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d
             if (oj >= 0) run *= ops[k]->d[oj];
         }
     }
+}
+
+/* A device of the platform's kind with the numbers planning reads, for questions asked
+ * without a device at hand (kf_synth_op_support): two CPU threads with AVX2, or a GPU
+ * with 32-lane sub-groups and 48 KiB of local memory per group. */
+static void nominal_device(const char *platform, kf_device_info *d) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->platform, sizeof d->platform, "%s", platform);
+    d->cores = d->threads = 2;
+    d->simd_bits = 256;
+    d->l1d_bytes = 32 << 10;
+    d->l2_bytes = 512 << 10;
+    d->l3_bytes = 16 << 20;
+    d->mem_bytes = (int64_t)8 << 30;
+    if (kf_synth_is_gpu(platform)) {
+        snprintf(d->device_type, sizeof d->device_type, "gpu");
+        d->compute_units = 16;
+        d->max_wg = 1024;
+        d->max_wi[0] = d->max_wi[1] = d->max_wi[2] = 1024;
+        d->local_mem_bytes = 48 << 10;
+        d->global_mem_bytes = d->max_alloc_bytes = (int64_t)8 << 30;
+        d->subgroup_size = 32;
+        d->base_align_bytes = 128;
+    }
+}
+
+kf_status kf_synth_op_support(kf_op op, const char *platform, kf_error *err) {
+    const kf_op_def *d = kf_op_get(op);
+    kf_graph *g = kf_graph_new("support");
+    kf_shape sh = {.rank = 2, .d = {8, 8}};
+    int ins[KF_MAX_NODE_IN];
+    for (int k = 0; k < d->min_in; k++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "x%d", k);
+        ins[k] = kf_graph_add_input(g, nm, KF_F32, &sh, err);
+    }
+    int out = kf_graph_add_node(g, op, ins, d->min_in, NULL, "y", 0, 0, err);
+    kf_status st = out < 0 ? KF_ERR_INTERNAL : kf_graph_mark_output(g, out, err);
+    if (st == KF_OK) {
+        kf_device_info dev;
+        nominal_device(platform, &dev);
+        kf_synth *s = NULL;
+        st = kf_synth_plan(g, platform, &dev, &s, err);
+        kf_synth_free(s);
+    }
+    kf_graph_free(g);
+    return st;
 }

@@ -34,6 +34,7 @@ typedef struct kf_stage {
 
 struct kf_synth {
     const kf_graph *g;
+    kf_graph *lowered; /* g when the task had composite ops to lower (owned), else NULL */
     kf_device_info dev;
     char platform[16];
     kf_stage *st;

@@ -14,13 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* KF_NAN / KF_INF and a float-suffixed literal are spelled alike in C, OpenCL C, CUDA and
- * MSL (MSL has no double, so "(float)0.1" would not do); nine digits round-trip a float. */
-void kf_synth_float_lit(double v, char *buf, size_t cap) {
-    if (isnan(v)) snprintf(buf, cap, "KF_NAN");
-    else if (isinf(v)) snprintf(buf, cap, v > 0 ? "KF_INF" : "(-KF_INF)");
-    else snprintf(buf, cap, "(%.9ef)", (double)(float)v);
-}
+void kf_synth_float_lit(double v, char *buf, size_t cap) { kf_op_float_lit(v, buf, cap); }
 
 void kf_synth_ewise_params(kf_synth *s, kf_stage *st) {
     static const long blocks[] = {2048, 8192, 32768, 131072};
@@ -44,100 +38,28 @@ static void operand(const kf_synth *s, int v, char *buf, size_t cap) {
     else snprintf(buf, cap, "r%d", v);
 }
 
-static int const_int_exponent(const kf_value *b, long *n) {
-    if (!b->is_const) return 0;
-    double e = b->cval;
-    if (e != floor(e) || fabs(e) > 8) return 0;
-    *n = (long)e;
-    return 1;
-}
-
 void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o) {
-    char a[64], b[64] = "", al[64], be[64];
+    char a[64], b[64] = "", x[64];
     operand(s, n->in[0], a, sizeof a);
     if (n->nin > 1) operand(s, n->in[1], b, sizeof b);
-    kf_synth_float_lit(n->attr.alpha, al, sizeof al);
-    kf_synth_float_lit(n->attr.beta, be, sizeof be);
-    switch (n->op) {
-    case KF_OP_RELU: kf_buf_printf(o, "(%s < 0.0f ? 0.0f : %s)", a, a); break;
-    case KF_OP_LEAKY_RELU: kf_buf_printf(o, "(%s >= 0.0f ? %s : %s * %s)", a, a, al, a); break;
-    case KF_OP_SIGMOID: kf_buf_printf(o, "kf_sigmoidf(%s)", a); break;
-    case KF_OP_TANH: {
-        /* tanh(softplus(x)) with beta 1 (mish's core): with n = e^x, tanh(log(1 + n)) =
-         * n(n + 2) / (n(n + 2) + 2), one exp and one division instead of exp, log1p and tanh
-         * (the ALU cost that kept mish from the memory floor on the H200); exact in real
-         * arithmetic, a few ulp in float, and taken only below softplus's threshold (<= 20,
-         * where n(n + 2) cannot overflow). Past it softplus is x itself. The softplus node
-         * is still emitted; a compiler drops it when tanh was its only reader. Only when
-         * softplus is computed in the same stage: elsewhere its input is not in a register
-         * here (tanh then reads softplus's stored result). */
-        const kf_value *xv = &s->g->values[n->in[0]];
-        const kf_node *sp = xv->producer >= 0 ? &s->g->nodes[xv->producer] : NULL;
-        if (sp && sp->op == KF_OP_SOFTPLUS && sp->attr.alpha == 1.0 && sp->attr.beta <= 20.0 &&
-            s->val_stage[sp->out] == s->val_stage[n->out]) {
-            char x[64], th[64];
-            operand(s, sp->in[0], x, sizeof x);
-            kf_synth_float_lit(sp->attr.beta, th, sizeof th);
-            kf_buf_printf(o, "(%s > %s ? kf_tanhf(%s) : kf_tanh_softplusf(%s))", x, th, x, x);
-        } else {
-            kf_buf_printf(o, "kf_tanhf(%s)", a);
+    kf_pw_emit e = {.in = {a, b}, .attr = &n->attr, .producer = KF_OP_COUNT};
+    for (int k = 0; k < n->nin; k++) {
+        const kf_value *v = &s->g->values[n->in[k]];
+        e.is_const[k] = v->is_const;
+        e.value[k] = v->cval;
+    }
+    /* operand 0's producer, when its own first operand is at hand in this stage's registers */
+    const kf_value *xv = &s->g->values[n->in[0]];
+    if (xv->producer >= 0) {
+        const kf_node *pn = &s->g->nodes[xv->producer];
+        if (s->val_stage[pn->out] == s->val_stage[n->out]) {
+            operand(s, pn->in[0], x, sizeof x);
+            e.producer = pn->op;
+            e.producer_attr = &pn->attr;
+            e.producer_in0 = x;
         }
-        break;
     }
-    case KF_OP_GELU:
-        kf_buf_printf(o, "0.5f * %s * (1.0f + kf_erff(%s * 0.70710678118654752f))", a, a);
-        break;
-    case KF_OP_GELU_TANH:
-        kf_buf_printf(o, "0.5f * %s * (1.0f + kf_tanhf(0.79788456080286536f * (%s + "
-                         "0.044715f * %s * %s * %s)))", a, a, a, a, a);
-        break;
-    case KF_OP_SILU:
-    case KF_OP_SWISH: kf_buf_printf(o, "%s / (1.0f + kf_expf(-%s))", a, a); break;
-    case KF_OP_SELU:
-        kf_buf_printf(o, "1.0507009873554804934f * (%s > 0.0f ? %s : "
-                         "1.6732632423543772848f * kf_expm1f(%s))", a, a, a);
-        break;
-    case KF_OP_ELU: kf_buf_printf(o, "(%s > 0.0f ? %s : %s * kf_expm1f(%s))", a, a, al, a); break;
-    case KF_OP_HARDSIGMOID:
-        kf_buf_printf(o, "kf_clampf(%s / 6.0f + 0.5f, 0.0f, 1.0f)", a);
-        break;
-    case KF_OP_HARDTANH: kf_buf_printf(o, "kf_clampf(%s, %s, %s)", a, al, be); break;
-    case KF_OP_SOFTPLUS:
-        kf_buf_printf(o, "(%s * %s > %s ? %s : kf_log1pf(kf_expf(%s * %s)) / %s)", a, al, be, a,
-                      al, a, al);
-        break;
-    case KF_OP_SOFTSIGN: kf_buf_printf(o, "%s / (1.0f + kf_fabsf(%s))", a, a); break;
-    case KF_OP_EXP: kf_buf_printf(o, "kf_expf(%s)", a); break;
-    case KF_OP_LOG: kf_buf_printf(o, "kf_logf(%s)", a); break;
-    case KF_OP_SQRT: kf_buf_printf(o, "kf_sqrtf(%s)", a); break;
-    case KF_OP_RSQRT: kf_buf_printf(o, "1.0f / kf_sqrtf(%s)", a); break;
-    case KF_OP_ABS: kf_buf_printf(o, "kf_fabsf(%s)", a); break;
-    case KF_OP_NEG: kf_buf_printf(o, "-%s", a); break;
-    case KF_OP_SQUARE: kf_buf_printf(o, "%s * %s", a, a); break;
-    case KF_OP_ADD: kf_buf_printf(o, "%s + %s", a, b); break;
-    case KF_OP_SUB: kf_buf_printf(o, "%s - %s", a, b); break;
-    case KF_OP_MUL: kf_buf_printf(o, "%s * %s", a, b); break;
-    case KF_OP_DIV: kf_buf_printf(o, "%s / %s", a, b); break;
-    /* NaN-propagating max/min: when either is NaN both compares fail and a + b is NaN.
-     * (Self-compares such as a != a stop GCC 12 from vectorising some loops.) */
-    case KF_OP_MAXIMUM: kf_buf_printf(o, "((%s < %s) ? %s : ((%s >= %s) ? %s : %s + %s))", b, a, a, b, a, b, a, b); break;
-    case KF_OP_MINIMUM: kf_buf_printf(o, "((%s > %s) ? %s : ((%s <= %s) ? %s : %s + %s))", b, a, a, b, a, b, a, b); break;
-    case KF_OP_POW: {
-        long e;
-        if (const_int_exponent(&s->g->values[n->in[1]], &e)) {
-            if (e == 0) { kf_buf_puts(o, "1.0f"); break; }
-            kf_buf_puts(o, e < 0 ? "1.0f / (" : "(");
-            for (long i = 0; i < (e < 0 ? -e : e); i++) kf_buf_printf(o, "%s%s", i ? " * " : "", a);
-            kf_buf_puts(o, ")");
-        } else if (s->g->values[n->in[1]].is_const && s->g->values[n->in[1]].cval == 0.5) {
-            kf_buf_printf(o, "kf_sqrtf(%s)", a);
-        } else {
-            kf_buf_printf(o, "kf_powf(%s, %s)", a, b);
-        }
-        break;
-    }
-    default: kf_buf_printf(o, "0.0f /* op %s is not elementwise */", kf_op_get(n->op)->name); break;
-    }
+    kf_op_render_f32(kf_op_get(n->op), &e, o);
 }
 
 /* Emit "const float r<out> = <expr>;" for node n. */

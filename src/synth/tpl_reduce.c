@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The node's combiner (the op's record says which; no op is named here). */
+static inline kf_combiner comb(const kf_node *n) { return kf_op_get(n->op)->combiner; }
+
 
 /* Canonical groups of shape sh under reduced-axes mask; see synth_int.h. */
 int kf_synth_canon(const kf_shape *sh, uint32_t mask, rgroup *gr) {
@@ -80,7 +83,7 @@ int kf_synth_reduce_prologue_ok(const kf_synth *s, const kf_stage *st) {
     if (m == 0 || count == 1) return 0;
     if (!gr[m - 1].reduced) return 1; /* col layout: runs of at most block (<= 16384) */
     /* row layout: long rows are reduced in chunks, except argmax/argmin's two passes */
-    int isarg = n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN;
+    int isarg = kf_op_is_arg(kf_op_get(n->op));
     return !isarg || gr[m - 1].size <= KF_PRO_MAX;
 }
 
@@ -112,7 +115,7 @@ static void emit_src(const kf_synth *s, const kf_stage *st, kf_buf *o, const cha
  * outputs can be walked in blocks (parameter oblock). Not argmax/argmin (one axis). */
 static int row_blockable(const kf_synth *s, const kf_stage *st) {
     const kf_node *n = &s->g->nodes[st->nodes[0]];
-    if (st->kind != KF_STAGE_REDUCE || n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN) return 0;
+    if (st->kind != KF_STAGE_REDUCE || kf_op_is_arg(kf_op_get(n->op))) return 0;
     rgroup gr[KF_MAX_DIMS];
     int m = kf_synth_canon(&s->g->values[n->in[0]].shape, n->attr.axes, gr);
     return m >= 3 && gr[m - 1].reduced;
@@ -195,10 +198,9 @@ static void emit_row_body(const kf_synth *s, const kf_stage *st, kf_buf *o, int6
         char ind2[32];
         snprintf(ind2, sizeof ind2, "%s  ", ind);
         emit_src(s, st, o, "row", "base + roff + c0", "cn", KF_PRO_MAX, ind2);
-        switch (n->op) {
-        case KF_OP_SUM:
-        case KF_OP_MEAN: kf_buf_printf(o, "%s  acc += kf_vsum(row, cn);\n", ind); break;
-        case KF_OP_PROD: kf_buf_printf(o, "%s  for (long j = 0; j < cn; j++) acc *= (double)row[j];\n", ind); break;
+        switch (comb(n)) {
+        case KF_COMB_SUM: kf_buf_printf(o, "%s  acc += kf_vsum(row, cn);\n", ind); break;
+        case KF_COMB_PROD: kf_buf_printf(o, "%s  for (long j = 0; j < cn; j++) acc *= (double)row[j];\n", ind); break;
         default:
             kf_buf_printf(o, "%s  { float v = kf_vextreme(row, cn, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
                           ind, wantmax, wantmax ? ">" : "<");
@@ -210,14 +212,13 @@ static void emit_row_body(const kf_synth *s, const kf_stage *st, kf_buf *o, int6
     char len[32];
     snprintf(len, sizeof len, "%lldL", (long long)rowlen);
     emit_src(s, st, o, "row", "base + roff", len, rowlen, ind);
-    switch (n->op) {
-    case KF_OP_SUM:
-    case KF_OP_MEAN: kf_buf_printf(o, "%sacc += kf_vsum(row, %lldL);\n", ind, (long long)rowlen); break;
-    case KF_OP_PROD:
+    switch (comb(n)) {
+    case KF_COMB_SUM: kf_buf_printf(o, "%sacc += kf_vsum(row, %lldL);\n", ind, (long long)rowlen); break;
+    case KF_COMB_PROD:
         kf_buf_printf(o, "%sfor (long j = 0; j < %lldL; j++) acc *= (double)row[j];\n", ind, (long long)rowlen);
         break;
-    case KF_OP_MAX:
-    case KF_OP_MIN:
+    case KF_COMB_MAX:
+    case KF_COMB_MIN:
         kf_buf_printf(o, "%s{ float v = kf_vextreme(row, %lldL, %d); acc = (v %s acc || v != v) ? v : acc; }\n",
                       ind, (long long)rowlen, wantmax, wantmax ? ">" : "<");
         break;
@@ -234,7 +235,7 @@ static void emit_row_body(const kf_synth *s, const kf_stage *st, kf_buf *o, int6
 
 static void emit_row_store(kf_buf *o, const kf_node *n, int y, int64_t count, const char *acc,
                            const char *ind) {
-    if (n->op == KF_OP_MEAN) kf_buf_printf(o, "%sb%d[oi] = (float)(%s / %lld.0);\n", ind, y, acc, (long long)count);
+    if (kf_op_get(n->op)->mean) kf_buf_printf(o, "%sb%d[oi] = (float)(%s / %lld.0);\n", ind, y, acc, (long long)count);
     else kf_buf_printf(o, "%sb%d[oi] = (float)%s;\n", ind, y, acc);
 }
 
@@ -249,8 +250,8 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
     int64_t count = 1;
     for (int j = 0; j < m; j++)
         if (gr[j].reduced) count *= gr[j].size;
-    int isarg = n->op == KF_OP_ARGMAX || n->op == KF_OP_ARGMIN;
-    int wantmax = n->op == KF_OP_MAX || n->op == KF_OP_ARGMAX;
+    int isarg = kf_op_is_arg(kf_op_get(n->op));
+    int wantmax = comb(n) == KF_COMB_MAX || comb(n) == KF_COMB_ARGMAX;
 
     if (m == 0 || count == 1) { /* nothing reduced: copy (or index 0) */
         omp_for(o, threads, nout, "    ");
@@ -267,7 +268,7 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         int64_t chunks = (inner + block - 1) / block, outer = nout / inner;
         /* sums accumulate in double; a product of a few hundred factors keeps float's
          * precision (relative error ~ count x 2^-24), and float halves its vector work */
-        const char *acct = (n->op == KF_OP_SUM || n->op == KF_OP_MEAN || (n->op == KF_OP_PROD && count > 256))
+        const char *acct = (comb(n) == KF_COMB_SUM || (comb(n) == KF_COMB_PROD && count > 256))
                                ? "double" : "float";
         kf_buf_printf(o, "    /* col layout: %lld outputs x %lld inner, %lld reduced */\n",
                       (long long)outer, (long long)inner, (long long)count);
@@ -280,20 +281,19 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         emit_decompose(o, gr, m, m - 1, "        ");
         kf_buf_printf(o, "        %s acc[%ld];\n", acct, block);
         if (isarg) kf_buf_printf(o, "        int64_t arg[%ld];\n", block);
-        const char *init = n->op == KF_OP_PROD ? "1.0" : n->op == KF_OP_SUM || n->op == KF_OP_MEAN ? "0.0"
+        const char *init = comb(n) == KF_COMB_PROD ? "1.0" : comb(n) == KF_COMB_SUM ? "0.0"
                            : wantmax ? "-INFINITY" : "INFINITY";
         kf_buf_printf(o, "        for (long j = 0; j < len; j++) acc[j] = %s;\n", init);
         if (isarg) kf_buf_puts(o, "        for (long j = 0; j < len; j++) arg[j] = 0;\n");
         int depth = emit_reduce_loops(o, gr, m, -1, "        ");
         emit_src(s, st, o, "row", "base + roff + j0", "len", block, "        ");
-        switch (n->op) {
-        case KF_OP_SUM:
-        case KF_OP_MEAN: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] += (double)row[j];\n"); break;
-        case KF_OP_PROD: kf_buf_printf(o, "        for (long j = 0; j < len; j++) acc[j] *= (%s)row[j];\n", acct); break;
-        case KF_OP_MAX:
+        switch (comb(n)) {
+        case KF_COMB_SUM: kf_buf_puts(o, "        for (long j = 0; j < len; j++) acc[j] += (double)row[j];\n"); break;
+        case KF_COMB_PROD: kf_buf_printf(o, "        for (long j = 0; j < len; j++) acc[j] *= (%s)row[j];\n", acct); break;
+        case KF_COMB_MAX:
             kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (acc[j] < v) ? v : ((acc[j] >= v) ? acc[j] : acc[j] + v); }\n");
             break;
-        case KF_OP_MIN:
+        case KF_COMB_MIN:
             kf_buf_puts(o, "        for (long j = 0; j < len; j++) { float v = row[j]; acc[j] = (acc[j] > v) ? v : ((acc[j] <= v) ? acc[j] : acc[j] + v); }\n");
             break;
         default: {
@@ -310,7 +310,7 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         kf_buf_printf(o, "        %s *restrict out = b%d + oi * %lldL + j0;\n", kf_synth_ctype(g, y), y,
                       (long long)inner);
         if (isarg) kf_buf_puts(o, "        for (long j = 0; j < len; j++) out[j] = arg[j];\n");
-        else if (n->op == KF_OP_MEAN)
+        else if (kf_op_get(n->op)->mean)
             kf_buf_printf(o, "        for (long j = 0; j < len; j++) out[j] = (float)(acc[j] / %lld.0);\n", (long long)count);
         else kf_buf_puts(o, "        for (long j = 0; j < len; j++) out[j] = (float)acc[j];\n");
         kf_buf_puts(o, "    }\n");
@@ -318,7 +318,7 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
     }
     /* row layout: innermost group reduced and contiguous */
     int64_t rowlen = gr[m - 1].size;
-    if (nout == 1 && m == 1 && !isarg && n->op != KF_OP_PROD && threads > 1) {
+    if (nout == 1 && m == 1 && !isarg && comb(n) != KF_COMB_PROD && threads > 1) {
         /* one output over one contiguous run: split the run across threads */
         kf_buf_printf(o, "    double part[%ld]; float ext[%ld];\n", threads, threads);
         kf_buf_printf(o, "    #pragma omp parallel num_threads(%ld)\n    {\n", threads);
@@ -330,22 +330,22 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
             kf_buf_printf(o, "        for (long c0 = lo; c0 < hi; c0 += %dL) {\n", KF_PRO_MAX);
             kf_buf_printf(o, "          const long cn = hi - c0 < %dL ? hi - c0 : %dL;\n", KF_PRO_MAX, KF_PRO_MAX);
             emit_src(s, st, o, "row", "c0", "cn", KF_PRO_MAX, "          ");
-            if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN)
+            if (comb(n) == KF_COMB_SUM)
                 kf_buf_puts(o, "          ps += kf_vsum(row, cn);\n");
             else
                 kf_buf_printf(o, "          { float v = kf_vextreme(row, cn, %d); pe = (v %s pe || v != v) ? v : pe; }\n",
                               wantmax, wantmax ? ">" : "<");
             kf_buf_puts(o, "        }\n        part[t] = ps; ext[t] = pe;\n");
-        } else if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN)
+        } else if (comb(n) == KF_COMB_SUM)
             kf_buf_printf(o, "        part[t] = kf_vsum(b%d + lo, hi - lo); ext[t] = 0;\n", x);
         else
             kf_buf_printf(o, "        ext[t] = kf_vextreme(b%d + lo, hi - lo, %d); part[t] = 0;\n", x, wantmax);
         kf_buf_printf(o, "        if (t == 0) for (int k = nt; k < %ld; k++) { part[k] = 0; ext[k] = %s; }\n",
                       threads, wantmax ? "-INFINITY" : "INFINITY");
         kf_buf_puts(o, "    }\n");
-        if (n->op == KF_OP_SUM || n->op == KF_OP_MEAN) {
+        if (comb(n) == KF_COMB_SUM) {
             kf_buf_printf(o, "    double tot = 0; for (int k = 0; k < %ld; k++) tot += part[k];\n", threads);
-            if (n->op == KF_OP_MEAN)
+            if (kf_op_get(n->op)->mean)
                 kf_buf_printf(o, "    b%d[0] = (float)(tot / %lld.0);\n", y, (long long)count);
             else
                 kf_buf_printf(o, "    b%d[0] = (float)tot;\n", y);
@@ -356,8 +356,8 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
         }
         return;
     }
-    const char *acct = isarg ? "float" : (n->op == KF_OP_MAX || n->op == KF_OP_MIN) ? "float" : "double";
-    const char *init = n->op == KF_OP_PROD ? "1.0" : n->op == KF_OP_SUM || n->op == KF_OP_MEAN ? "0.0"
+    const char *acct = isarg ? "float" : (comb(n) == KF_COMB_MAX || comb(n) == KF_COMB_MIN) ? "float" : "double";
+    const char *init = comb(n) == KF_COMB_PROD ? "1.0" : comb(n) == KF_COMB_SUM ? "0.0"
                        : wantmax ? "-INFINITY" : "INFINITY";
     long ob = row_oblock(s, st, p);
     kf_buf_printf(o, "    /* row layout: %lld outputs, rows of %lld, %lld reduced", (long long)nout,
@@ -415,7 +415,7 @@ static void emit_softmax(const kf_synth *s, const kf_stage *st, const kf_point *
     int64_t O = 1, N = sh->d[ax], I = 1;
     for (int j = 0; j < ax; j++) O *= sh->d[j];
     for (int j = ax + 1; j < sh->rank; j++) I *= sh->d[j];
-    int logsm = n->op == KF_OP_LOG_SOFTMAX;
+    int logsm = kf_op_get(n->op)->log_out;
     if (I == 1) {
         kf_buf_printf(o, "    /* row layout: %lld rows of %lld */\n", (long long)O, (long long)N);
         omp_for(o, threads, O, "    ");
@@ -505,7 +505,7 @@ static void emit_norm(const kf_synth *s, const kf_stage *st, const kf_point *p, 
     char full[48];
     snprintf(full, sizeof full, "%snt", st->prefix);
     long nt = kf_point_get(&s->space, p, full, 0);
-    if (n->op == KF_OP_LAYER_NORM) {
+    if (kf_op_get(n->op)->centered) {
         kf_buf_printf(o, "        const float mean = (float)(kf_vsum(xr, %lldL) / %lld.0);\n", (long long)N, (long long)N);
         kf_buf_printf(o, "        const float var = (float)(kf_vsumsqdev(xr, %lldL, mean) / %lld.0);\n", (long long)N, (long long)N);
         kf_buf_printf(o, "        const float rstd = 1.0f / sqrtf(var + %s);\n", eps);

@@ -40,7 +40,7 @@ static int tie_geometry(const kf_graph *g, int j, int *in_index, int64_t *outer,
     const kf_value *v = &g->values[g->outputs[j]];
     if (v->producer < 0) return 0;
     const kf_node *n = &g->nodes[v->producer];
-    if (n->op != KF_OP_ARGMAX && n->op != KF_OP_ARGMIN) return 0;
+    if (!kf_op_get(n->op)->index_ties) return 0;
     const kf_value *x = &g->values[n->in[0]];
     if (x->input_index < 0) return 0;
     uint32_t axes = n->attr.axes;
@@ -56,7 +56,7 @@ static int tie_geometry(const kf_graph *g, int j, int *in_index, int64_t *outer,
     *outer = o;
     *axn = x->shape.d[ax];
     *inner = in;
-    *is_max = n->op == KF_OP_ARGMAX;
+    *is_max = kf_op_get(n->op)->combiner == KF_COMB_ARGMAX;
     return 1;
 }
 

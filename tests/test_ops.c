@@ -1,0 +1,243 @@
+/*
+ * The generated op test (after ggml's test-backend-ops): every operator of the registry,
+ * on every platform compiled into this build and present here, at odd and edge shapes, at
+ * two schedule points, against the float64 reference, through the real pipeline (plan ->
+ * render -> compile -> sandboxed run -> compare). The tasks are built from the records
+ * alone (arity, shape rule, input domain), so a new operator is tested by adding its
+ * record: nothing here names an op.
+ *
+ * Ops of one class go into one task as separate outputs (at most a handful per task, so
+ * that a GPU candidate's launch and argument limits hold): each output is compared on its
+ * own, so a failure names the op (outputs are called o_<op>). Inputs an op with a positive
+ * domain reads are separate from the others, so that every other op sees negative values.
+ *
+ * Platforms: cpu always; opencl where a device opens (PoCL here and in CI), unless
+ * KFORGE_TEST_SKIP_GPU_VERIFY is set (the sanitizer build: the device code is not
+ * instrumented, and the release build runs the same work); cuda where a device opens.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kforge/backend.h"
+#include "kforge/ir.h"
+#include "kforge/ops.h"
+#include "kforge/synth.h"
+#include "kforge/verify.h"
+
+/* ------------------------------------------------------------ the registry itself */
+
+Test(ops_registry, every_identifier_has_one_complete_record) {
+    kf_error err = {0};
+    cr_assert_eq(kf_ops_check(&err), KF_OK, "%s", err.msg);
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_def *d = kf_op_get((kf_op)k);
+        cr_assert_eq(d->op, (kf_op)k, "record of op %d says it is op %d", k, (int)d->op);
+        cr_expect_eq(kf_op_lookup(d->name), (kf_op)k, "'%s' does not look up to itself", d->name);
+        for (int a = 0; a < KF_MAX_OP_ATEN && d->aten[a]; a++) {
+            kf_op back = kf_op_lookup_aten(d->aten[a]);
+            cr_expect_neq(back, KF_OP_COUNT, "%s: ATen name %s does not resolve", d->name, d->aten[a]);
+        }
+    }
+    cr_expect_eq(kf_op_lookup("no_such_op"), KF_OP_COUNT);
+    cr_expect_eq(kf_op_lookup_aten("aten.no_such_op.default"), KF_OP_COUNT);
+}
+
+/* Each attribute's default lands where its schema says, with its type. */
+Test(ops_registry, attribute_defaults_follow_the_schema) {
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_def *d = kf_op_get((kf_op)k);
+        kf_attrs a = kf_attrs_default((kf_op)k, 3);
+        for (int i = 0; d->attrs[i].name; i++) {
+            const kf_attr_def *s = &d->attrs[i];
+            switch (s->type) {
+            case KF_ATTR_FLOAT:
+                cr_expect_eq(kf_attr_get_float(&a, s), strtod(s->dflt, NULL), "%s.%s", d->name, s->name);
+                break;
+            case KF_ATTR_BOOL:
+                cr_expect_eq(kf_attr_get_bool(&a, s), !strcmp(s->dflt, "true"), "%s.%s", d->name, s->name);
+                break;
+            case KF_ATTR_AXES:
+            case KF_ATTR_AXIS: {
+                uint32_t m = kf_attr_get_axes(&a, s);
+                if (!strcmp(s->dflt, "all")) cr_expect_eq(m, 7u, "%s.%s", d->name, s->name);
+                else cr_expect_eq(__builtin_popcount(m), 1, "%s.%s: one axis", d->name, s->name);
+                break;
+            }
+            }
+        }
+    }
+}
+
+/* A POINTWISE op's f32 text renders with every placeholder filled, and its f64 reference
+ * answers at a point of its domain. */
+Test(ops_registry, pointwise_parts_render_and_evaluate) {
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_def *d = kf_op_get((kf_op)k);
+        if (d->cls != KF_CLASS_POINTWISE) continue;
+        kf_attrs a = kf_attrs_default((kf_op)k, 1);
+        kf_pw_emit e = {.in = {"r1", "r2"}, .attr = &a, .producer = KF_OP_COUNT};
+        kf_buf o = {0};
+        kf_op_render_f32(d, &e, &o);
+        cr_expect(o.data && !strchr(o.data, '$'), "%s renders as '%s'", d->name, o.data ? o.data : "");
+        kf_buf_free(&o);
+        double v = kf_op_eval((kf_op)k, NULL, 1.5, 0.75);
+        cr_expect(v == v, "%s(1.5, 0.75) is NaN", d->name);
+    }
+}
+
+/* ------------------------------------------------------------ through the pipeline */
+
+static char workdir[512];
+
+/* Verify text at the default point and at the "every parameter moved" point. */
+static void check_task(kf_backend *be, const char *text) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(text, "<test_ops>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, be->info.platform, &be->info, &s, &err), KF_OK, "%s: plan: %s\n%s",
+                 be->info.platform, err.msg, text);
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    vo.workdir = workdir;
+    vo.seed = 11;
+    vo.nsets = 2;
+    kf_verify_ctx *ctx = NULL;
+    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    const kf_space *sp = kf_synth_space(s);
+    for (int variant = 0; variant < 2; variant++) {
+        kf_point p;
+        kf_synth_default_point(s, &p);
+        if (variant == 1) {
+            int moved = 0;
+            for (int i = 0; i < sp->nparams; i++)
+                if (sp->p[i].nvalues > 1) {
+                    p.idx[i] = (p.idx[i] + 1) % sp->p[i].nvalues;
+                    moved = 1;
+                }
+            if (!moved) break;
+        }
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+        kf_vresult r;
+        cr_assert_eq(kf_verify_candidate(ctx, be, &c, &r, &err), KF_OK, "verify: %s", err.msg);
+        cr_expect_eq(r.status, KF_V_OK, "%s, task:\n%s\nplan %s, point [%s]: %s: %s", be->info.platform, text,
+                     kf_synth_describe(s), c.label, kf_vstatus_name(r.status), r.detail);
+        cr_expect_geq(r.sets_run, 2);
+        kf_candidate_clear(&c);
+    }
+    kf_verify_ctx_free(ctx);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* Shapes of the tasks: a single element, a prime length, and a rank-2 tensor of odd sizes
+ * whose second operand broadcasts along the first axis. */
+static const char *const shapes[] = {"[1]", "[17]", "[3, 37]"};
+static const char *const bshapes[] = {"[1]", "[17]", "[1, 37]"};
+static const char *const trailing[] = {"[1]", "[17]", "[37]"};
+/* matmul operand shapes (a, b): 1x1x1, odd sizes, and a batch broadcast over b */
+static const char *const mm_shapes[][2] = {{"[1, 1]", "[1, 1]"}, {"[3, 17]", "[17, 5]"}, {"[2, 5, 33]", "[33, 7]"}};
+
+/* Ops per task: few enough that a GPU candidate's launches and arguments fit. */
+enum { POINTWISE_BATCH = 10, OTHER_BATCH = 4 };
+
+/* Append one task per batch of ops of the given shape rules to the checks, at shape si. */
+static void check_kinds(kf_backend *be, const kf_op_kind *kinds, int nkinds, int batch, int si) {
+    kf_op ops[KF_OP_COUNT];
+    int nops = 0;
+    for (int k = 0; k < KF_OP_COUNT; k++)
+        for (int j = 0; j < nkinds; j++)
+            if (kf_op_get((kf_op)k)->kind == kinds[j]) ops[nops++] = (kf_op)k;
+    for (int b0 = 0; b0 < nops; b0 += batch) {
+        int b1 = b0 + batch < nops ? b0 + batch : nops;
+        int any = 0, pos = 0, affine = 0;
+        for (int i = b0; i < b1; i++) {
+            const kf_op_def *d = kf_op_get(ops[i]);
+            if (d->domain == KF_DOMAIN_POS) pos = 1;
+            else any = 1;
+            if (d->kind == KF_KIND_NORM && d->max_in > 1) affine = 1;
+        }
+        kf_buf t = {0};
+        kf_buf_printf(&t, "task ops_%s_%d\n", kf_op_kind_name(kinds[0]), si);
+        if (any) kf_buf_printf(&t, "input x: f32%s\ninput y: f32%s\n", shapes[si], bshapes[si]);
+        if (pos)
+            kf_buf_printf(&t, "input p: f32%s range(0.25, 4)\ninput q: f32%s range(0.25, 4)\n", shapes[si],
+                          bshapes[si]);
+        if (affine) kf_buf_printf(&t, "input w: f32%s\ninput c: f32%s\n", trailing[si], trailing[si]);
+        for (int i = b0; i < b1; i++) {
+            const kf_op_def *d = kf_op_get(ops[i]);
+            const char *a0 = d->domain == KF_DOMAIN_POS ? "p" : "x", *a1 = d->domain == KF_DOMAIN_POS ? "q" : "y";
+            kf_buf_printf(&t, "output o_%s = %s(%s", d->name, d->name, a0);
+            if (d->kind == KF_KIND_BINARY) kf_buf_printf(&t, ", %s", a1);
+            if (d->kind == KF_KIND_NORM) /* the optional affine inputs, shaped like the normalised axis */
+                for (int k = 1; k < d->max_in; k++) kf_buf_printf(&t, ", %s", k == 1 ? "w" : "c");
+            kf_buf_puts(&t, ")\n");
+        }
+        check_task(be, t.data);
+        kf_buf_free(&t);
+    }
+}
+
+static void check_contractions(kf_backend *be, int si) {
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_def *d = kf_op_get((kf_op)k);
+        if (d->kind != KF_KIND_MATMUL) continue;
+        char text[512];
+        snprintf(text, sizeof text, "task ops_%s_%d\ninput a: f32%s\ninput b: f32%s\noutput o_%s = %s(a, b)\n",
+                 d->name, si, mm_shapes[si][0], mm_shapes[si][1], d->name, d->name);
+        check_task(be, text);
+    }
+}
+
+static void run_platform(const char *platform) {
+    kf_error err = {0};
+    kf_backend *be = NULL;
+    if (kf_backend_open(platform, &be, &err) != KF_OK) {
+        cr_skip_test("no %s device here: %s", platform, err.msg);
+        return;
+    }
+    snprintf(workdir, sizeof workdir, "%s/test-work/ops-%s-%ld", KF_BUILD_DIR, platform, (long)getpid());
+    cr_assert_eq(kf_mkdirs(workdir, &err), KF_OK, "%s", err.msg);
+    static const kf_op_kind pointwise[] = {KF_KIND_UNARY, KF_KIND_BINARY};
+    static const kf_op_kind reduce[] = {KF_KIND_REDUCE};
+    static const kf_op_kind rows[] = {KF_KIND_SOFTMAX, KF_KIND_NORM};
+    for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+        check_kinds(be, pointwise, 2, POINTWISE_BATCH, si);
+        check_kinds(be, reduce, 1, OTHER_BATCH, si);
+        check_kinds(be, rows, 2, OTHER_BATCH, si);
+        check_contractions(be, si);
+    }
+    kf_backend_close(be);
+    char cmd[640];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", workdir);
+}
+
+/* Every shape rule of the registry is covered by one of the task builders above. */
+Test(ops_registry, every_shape_rule_has_a_task_builder) {
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        kf_op_kind kd = kf_op_get((kf_op)k)->kind;
+        cr_expect(kd == KF_KIND_UNARY || kd == KF_KIND_BINARY || kd == KF_KIND_REDUCE || kd == KF_KIND_SOFTMAX ||
+                      kd == KF_KIND_NORM || kd == KF_KIND_MATMUL,
+                  "op %s: shape rule %s has no task builder in test_ops", kf_op_get((kf_op)k)->name,
+                  kf_op_kind_name(kd));
+    }
+}
+
+Test(ops_pipeline, cpu, .timeout = 900) { run_platform("cpu"); }
+
+Test(ops_pipeline, opencl, .timeout = 900) {
+    const char *skip = getenv("KFORGE_TEST_SKIP_GPU_VERIFY");
+    if (skip && skip[0]) {
+        cr_skip_test("KFORGE_TEST_SKIP_GPU_VERIFY=%s: the device kernels are checked by the release build's run",
+                     skip);
+        return;
+    }
+    run_platform("opencl");
+}
+
+Test(ops_pipeline, cuda, .timeout = 900) { run_platform("cuda"); }
