@@ -121,6 +121,7 @@ UNARY_F64(f64_rsqrt, 1.0 / sqrt(x))
 UNARY_F64(f64_abs, fabs(x))
 UNARY_F64(f64_neg, -x)
 UNARY_F64(f64_square, x * x)
+UNARY_F64(f64_hardswish, x * u_clamp(x + 3.0, 0.0, 6.0) / 6.0)
 BINARY_F64(f64_add, a + b)
 BINARY_F64(f64_sub, a - b)
 BINARY_F64(f64_mul, a * b)
@@ -244,6 +245,9 @@ const kf_op_def kf_ops_pointwise[] = {
      .aten = {"aten.neg"}, .torch = "torch.neg", .f64 = f64_neg, .f32 = "-$0"},
     {.op = KF_OP_SQUARE, .name = "square", UNARY, .flops = 1, .doc = "x * x",
      .aten = {"aten.square"}, .torch = "torch.square", .f64 = f64_square, .f32 = "$0 * $0"},
+    {.op = KF_OP_HARDSWISH, .name = "hardswish", UNARY, .flops = 4, .doc = "x * clamp(x + 3, 0, 6) / 6",
+     .aten = {"aten.hardswish"}, .torch = "F.hardswish",
+     .f64 = f64_hardswish, .f32 = "$0 * kf_clampf($0 + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f)"},
     {.op = KF_OP_ADD, .name = "add", BINARY, .flops = 1, .doc = "a + b (also written a + b)",
      .torch = "lambda a, b: a + b", .f64 = f64_add, .f32 = "$0 + $1"},
     {.op = KF_OP_SUB, .name = "sub", BINARY, .flops = 1, .doc = "a - b (also written a - b)",
