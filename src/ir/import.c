@@ -295,22 +295,21 @@ static int lower_node(lower *L, lval *v) {
         emit(L, v, e);
         return 1;
     }
-    /* reductions */
-    static const char *const reds[][2] = {{"aten.sum", "sum"}, {"aten.mean", "mean"}, {"aten.amax", "max"},
-                                          {"aten.amin", "min"}, {"aten.prod", "prod"}};
-    for (size_t i = 0; i < sizeof reds / sizeof *reds; i++)
-        if (target_is(t, reds[i][0])) {
-            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
-            json_t *dims = arg(n, 1, "dim");
-            int keep = json_is_true(arg(n, 2, "keepdim"));
-            if (json_is_object(dims)) BAD("a dtype argument where dims were expected");
-            if (!is_null(json_object_get(json_object_get(n, "kwargs"), "dtype"))) BAD("a reduction with a dtype change");
-            if (!axes_text(dims, ax, sizeof ax)) BAD("dims are not integers");
-            snprintf(e, sizeof e, "%s(%s%s%s%s)", reds[i][1], a, ax[0] ? ", axes=" : "", ax,
-                     keep ? ", keepdim=true" : "");
-            emit(L, v, e);
-            return 1;
-        }
+    /* reductions over dims (every reduce-shaped record with an axes attribute): dim, keepdim */
+    kf_op rd = kf_op_lookup_aten(t);
+    if (rd != KF_OP_COUNT && kf_op_get(rd)->kind == KF_KIND_REDUCE && !kf_op_is_arg(kf_op_get(rd)) &&
+        kf_op_attr(kf_op_get(rd), "axes")) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *dims = arg(n, 1, "dim");
+        int keep = json_is_true(arg(n, 2, "keepdim"));
+        if (json_is_object(dims)) BAD("a dtype argument where dims were expected");
+        if (!is_null(json_object_get(json_object_get(n, "kwargs"), "dtype"))) BAD("a reduction with a dtype change");
+        if (!axes_text(dims, ax, sizeof ax)) BAD("dims are not integers");
+        snprintf(e, sizeof e, "%s(%s%s%s%s)", kf_op_get(rd)->name, a, ax[0] ? ", axes=" : "", ax,
+                 keep ? ", keepdim=true" : "");
+        emit(L, v, e);
+        return 1;
+    }
     if (target_is(t, "aten.max") || target_is(t, "aten.min")) {
         int mx = target_is(t, "aten.max");
         if (strcmp(t, mx ? "aten.max.default" : "aten.min.default") == 0) {
