@@ -145,41 +145,67 @@ static const char *const mm_shapes[][2] = {{"[1, 1]", "[1, 1]"}, {"[3, 17]", "[1
 /* Ops per task: few enough that a GPU candidate's launches and arguments fit. */
 enum { POINTWISE_BATCH = 10, OTHER_BATCH = 4 };
 
-/* Append one task per batch of ops of the given shape rules to the checks, at shape si. */
+/* The task computing ops[0..n-1] at shape si, each as its own output. */
+static char *batch_task(const kf_op *ops, int n, int si) {
+    int any = 0, pos = 0, affine = 0;
+    for (int i = 0; i < n; i++) {
+        const kf_op_def *d = kf_op_get(ops[i]);
+        if (d->domain == KF_DOMAIN_POS) pos = 1;
+        else any = 1;
+        if (d->kind == KF_KIND_NORM && d->max_in > 1) affine = 1;
+    }
+    kf_buf t = {0};
+    kf_buf_printf(&t, "task ops_%s_%d\n", kf_op_get(ops[0])->name, si);
+    if (any) kf_buf_printf(&t, "input x: f32%s\ninput y: f32%s\n", shapes[si], bshapes[si]);
+    if (pos)
+        kf_buf_printf(&t, "input p: f32%s range(0.25, 4)\ninput q: f32%s range(0.25, 4)\n", shapes[si],
+                      bshapes[si]);
+    if (affine) kf_buf_printf(&t, "input w: f32%s\ninput c: f32%s\n", trailing[si], trailing[si]);
+    for (int i = 0; i < n; i++) {
+        const kf_op_def *d = kf_op_get(ops[i]);
+        const char *a0 = d->domain == KF_DOMAIN_POS ? "p" : "x", *a1 = d->domain == KF_DOMAIN_POS ? "q" : "y";
+        kf_buf_printf(&t, "output o_%s = %s(%s", d->name, d->name, a0);
+        if (d->kind == KF_KIND_BINARY) kf_buf_printf(&t, ", %s", a1);
+        if (d->kind == KF_KIND_NORM) /* the optional affine inputs, shaped like the normalised axis */
+            for (int k = 1; k < d->max_in; k++) kf_buf_printf(&t, ", %s", k == 1 ? "w" : "c");
+        kf_buf_puts(&t, ")\n");
+    }
+    return kf_buf_take(&t);
+}
+
+/* Check ops[0..n-1] in one task; where the platform's plan cannot hold them all (a GPU
+ * candidate's launches, scratch buffers and arguments are bounded), in halves, down to one
+ * op a task, where a plan that fails is a failure. */
+static void check_batch(kf_backend *be, const kf_op *ops, int n, int si) {
+    char *text = batch_task(ops, n, si);
+    if (n > 1) {
+        kf_error err = {0};
+        kf_graph *g = NULL;
+        kf_synth *s = NULL;
+        int fits = kf_parse_string(text, "<test_ops>", &g, &err) == KF_OK &&
+                   kf_synth_plan(g, be->info.platform, &be->info, &s, &err) == KF_OK;
+        kf_synth_free(s);
+        kf_graph_free(g);
+        if (!fits) {
+            free(text);
+            check_batch(be, ops, n / 2, si);
+            check_batch(be, ops + n / 2, n - n / 2, si);
+            return;
+        }
+    }
+    check_task(be, text);
+    free(text);
+}
+
+/* Check every op of the given shape rules at shape si, at most `batch` per task. */
 static void check_kinds(kf_backend *be, const kf_op_kind *kinds, int nkinds, int batch, int si) {
     kf_op ops[KF_OP_COUNT];
     int nops = 0;
     for (int k = 0; k < KF_OP_COUNT; k++)
         for (int j = 0; j < nkinds; j++)
             if (kf_op_get((kf_op)k)->kind == kinds[j]) ops[nops++] = (kf_op)k;
-    for (int b0 = 0; b0 < nops; b0 += batch) {
-        int b1 = b0 + batch < nops ? b0 + batch : nops;
-        int any = 0, pos = 0, affine = 0;
-        for (int i = b0; i < b1; i++) {
-            const kf_op_def *d = kf_op_get(ops[i]);
-            if (d->domain == KF_DOMAIN_POS) pos = 1;
-            else any = 1;
-            if (d->kind == KF_KIND_NORM && d->max_in > 1) affine = 1;
-        }
-        kf_buf t = {0};
-        kf_buf_printf(&t, "task ops_%s_%d\n", kf_op_kind_name(kinds[0]), si);
-        if (any) kf_buf_printf(&t, "input x: f32%s\ninput y: f32%s\n", shapes[si], bshapes[si]);
-        if (pos)
-            kf_buf_printf(&t, "input p: f32%s range(0.25, 4)\ninput q: f32%s range(0.25, 4)\n", shapes[si],
-                          bshapes[si]);
-        if (affine) kf_buf_printf(&t, "input w: f32%s\ninput c: f32%s\n", trailing[si], trailing[si]);
-        for (int i = b0; i < b1; i++) {
-            const kf_op_def *d = kf_op_get(ops[i]);
-            const char *a0 = d->domain == KF_DOMAIN_POS ? "p" : "x", *a1 = d->domain == KF_DOMAIN_POS ? "q" : "y";
-            kf_buf_printf(&t, "output o_%s = %s(%s", d->name, d->name, a0);
-            if (d->kind == KF_KIND_BINARY) kf_buf_printf(&t, ", %s", a1);
-            if (d->kind == KF_KIND_NORM) /* the optional affine inputs, shaped like the normalised axis */
-                for (int k = 1; k < d->max_in; k++) kf_buf_printf(&t, ", %s", k == 1 ? "w" : "c");
-            kf_buf_puts(&t, ")\n");
-        }
-        check_task(be, t.data);
-        kf_buf_free(&t);
-    }
+    for (int b0 = 0; b0 < nops; b0 += batch)
+        check_batch(be, ops + b0, b0 + batch < nops ? batch : nops - b0, si);
 }
 
 static void check_contractions(kf_backend *be, int si) {
