@@ -9,10 +9,29 @@
  */
 #include "ops_int.h"
 
+#include <math.h>
 #include <stddef.h>
 
 #define AXIS_LAST {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1"}
 #define NORM_AXES {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "-1", NULL}
+
+/* log(sum(exp(x))) of one row, shifted by its maximum (torch: NaN if any is NaN, -inf for
+ * an empty row or all -inf, +inf if any is +inf). */
+static double rows_logsumexp(const double *row, int64_t n, const kf_attrs *A) {
+    (void)A;
+    double m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (row[i] != row[i]) return row[i];
+        if (row[i] > m) m = row[i];
+    }
+    if (isinf(m)) return m;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += exp(row[i] - m);
+    return m + log(s);
+}
+
+#define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1"}
+#define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2"}
 
 const kf_op_def kf_ops_composite[] = {
     {.op = KF_OP_SOFTMAX, .name = "softmax", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_SOFTMAX,
@@ -35,6 +54,13 @@ const kf_op_def kf_ops_composite[] = {
      .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-6", NULL}},
      .aten = {"aten.rms_norm"},
      .torch = "lambda x, w=None, axes=-1, eps=1e-6: F.rms_norm(x, _norm_shape(x, axes), w, eps)"},
+    {.op = KF_OP_LOGSUMEXP, .name = "logsumexp", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_REDUCE,
+     .min_in = 1, .max_in = 1, .flops = 4, .doc = "log(sum(exp(x))) over axes, computed stably",
+     .attrs = {AXES_ALL, KEEPDIM}, .aten = {"aten.logsumexp"},
+     .torch = "lambda x, axes=None, keepdim=False: torch.logsumexp(x, dim=_dims(x, axes), keepdim=keepdim)",
+     .f64_rows = rows_logsumexp,
+     .lower = "log(sum(exp(_0 - max(_0, axes=${axes}, keepdim=true)), axes=${axes}, keepdim=${keepdim}))"
+              " + max(_0, axes=${axes}, keepdim=${keepdim})"},
     {.op = KF_OP_MATMUL, .name = "matmul", .cls = KF_CLASS_CONTRACT, .kind = KF_KIND_MATMUL,
      .min_in = 2, .max_in = 2, .flops = 2,
      .doc = "batched matrix product, batch dims broadcast; transpose_a/b read an operand transposed",
