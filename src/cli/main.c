@@ -393,7 +393,7 @@ static int cmd_synth(int argc, char **argv) {
         o.llm = &llm;
     }
     /* the task's text: shown to the model, and the store keeps it (resume, task hash) */
-    if (kf_read_file(argv[optind], &task_text, NULL, &err) != KF_OK) {
+    if (kf_read_file_max(argv[optind], KF_TASK_MAX_BYTES, &task_text, NULL, &err) != KF_OK) {
         kf_graph_free(g);
         kf_store_close(store);
         return print_error(&err);
