@@ -895,7 +895,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
      * be written fails at once, and a path too long for the record is refused, not cut */
     if (o->out_dir && strlen(o->out_dir) >= sizeof r->out_dir) {
         st = kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
-                          "the output folder's path is %zu bytes long; at most %zu are kept",
+                          "the output folder's path (--out) is %zu bytes long; at most %zu are kept",
                           strlen(o->out_dir), sizeof r->out_dir - 1);
         goto done;
     }
