@@ -1,16 +1,19 @@
 # Thin wrapper around CMake. `make` builds build/; `make test` builds and runs the tests in
 # a release build, the PyTorch front end's tests (pytest, against the release build's
-# kforge; they include a `kforge bench` smoke run) and the tests in an ASan+UBSan build.
+# kforge; they include a `kforge bench` smoke run), the tests in an ASan+UBSan build and a
+# short run of the libFuzzer harnesses (clang; `make fuzz` is the long run, docs/fuzzing.md).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 3600
 JOBS ?= $(shell nproc)
 
-.PHONY: all test test-release test-python test-asan bench clean
+.PHONY: all test test-release test-python test-asan test-fuzz fuzz fuzz-build bench clean
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: test-release test-python test-asan
+test: test-release test-python test-asan test-fuzz
 
 test-release: all
 	cd $(BUILD) && ctest --output-on-failure
@@ -23,10 +26,24 @@ test-asan:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
 
+fuzz-build:
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DKF_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# seconds: a fixed seed and count per harness (cmake/fuzz.cmake)
+test-fuzz: fuzz-build
+	cd $(FUZZ_BUILD) && ctest --output-on-failure
+
+# the long run: each harness for FUZZ_SECONDS, its corpus kept in $(FUZZ_BUILD) between runs
+fuzz: fuzz-build
+	cd $(FUZZ_BUILD) && mkdir -p corpus_parse corpus_graph_json && \
+	  ./fuzz_parse -max_total_time=$(FUZZ_SECONDS) -max_len=65536 corpus_parse ../tasks && \
+	  ./fuzz_graph_json -max_total_time=$(FUZZ_SECONDS) -max_len=65536 corpus_graph_json ../tests/fuzz/corpus_json
+
 # CPU benchmark over tasks/ (see bench/cpu_suite.py); results go in docs/benchmarks.md.
 bench: all
 	cc -O2 -fopenmp -DKF_BENCH_NO_EMIT bench/sgemm_openblas.c $$(pkg-config --cflags --libs openblas) -ldl -lm -o $(BUILD)/sgemm_openblas
 	python3 bench/cpu_suite.py --markdown
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

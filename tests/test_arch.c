@@ -73,19 +73,19 @@ static void write_text(const char *path, const char *text) {
     cr_assert_eq(kf_write_file(path, text, strlen(text), &err), KF_OK, "%s", err.msg);
 }
 
+/* Measured, positive and finite, and under ceilings no machine reaches (a unit error
+ * would break those). No lower bound and no f32/f64 order: a loaded machine (tests beside
+ * a build on two cores) measures anything down to a trickle, and speed is the benchmarks'
+ * business, not a unit test's. */
 static void assert_plausible(const kf_ceilings *c) {
     cr_assert_eq(c->measured, 1);
-    cr_assert_gt(c->copy_gbs, 1.0, "copy %.2f GB/s", c->copy_gbs);
-    cr_assert_lt(c->copy_gbs, 1000.0, "copy %.2f GB/s", c->copy_gbs);
-    cr_assert_gt(c->read_gbs, 1.0, "read %.2f GB/s", c->read_gbs);
-    cr_assert_lt(c->read_gbs, 1000.0, "read %.2f GB/s", c->read_gbs);
-    cr_assert_gt(c->write_gbs, 1.0, "write %.2f GB/s", c->write_gbs);
-    cr_assert_lt(c->write_gbs, 1000.0, "write %.2f GB/s", c->write_gbs);
-    cr_assert_gt(c->peak_gflops_f32, 1.0, "f32 %.2f GFLOP/s", c->peak_gflops_f32);
-    cr_assert_lt(c->peak_gflops_f32, 100000.0, "f32 %.2f GFLOP/s", c->peak_gflops_f32);
-    cr_assert_gt(c->peak_gflops_f64, 0.5, "f64 %.2f GFLOP/s", c->peak_gflops_f64);
-    cr_assert_geq(c->peak_gflops_f32, c->peak_gflops_f64, "f32 %.1f < f64 %.1f",
-                  c->peak_gflops_f32, c->peak_gflops_f64);
+    cr_assert(c->copy_gbs > 0 && c->copy_gbs < 1000.0, "copy %.2f GB/s", c->copy_gbs);
+    cr_assert(c->read_gbs > 0 && c->read_gbs < 1000.0, "read %.2f GB/s", c->read_gbs);
+    cr_assert(c->write_gbs > 0 && c->write_gbs < 1000.0, "write %.2f GB/s", c->write_gbs);
+    cr_assert(c->peak_gflops_f32 > 0 && c->peak_gflops_f32 < 100000.0, "f32 %.2f GFLOP/s",
+              c->peak_gflops_f32);
+    cr_assert(c->peak_gflops_f64 > 0 && c->peak_gflops_f64 < 100000.0, "f64 %.2f GFLOP/s",
+              c->peak_gflops_f64);
     /* "YYYY-MM-DDTHH:MM:SSZ" */
     cr_assert_eq(strlen(c->when), 20, "when '%s'", c->when);
     cr_assert_eq(c->when[4], '-');
@@ -102,8 +102,9 @@ Test(calibrate, all_threads_plausible) {
     cr_assert_geq(c.threads, 1);
     cr_assert_leq(c.threads, sysconf(_SC_NPROCESSORS_ONLN));
     cr_assert_str_eq(c.device_key, "");
-    /* an empty OpenMP parallel region: well under a millisecond on any machine */
-    cr_assert(c.launch_us > 0 && c.launch_us < 1000, "fork/join %g us", c.launch_us);
+    /* an empty OpenMP parallel region: measured (its size depends on the machine's load:
+     * 2.9 ms was seen beside a build, so no bound is asserted) */
+    cr_assert(c.launch_us > 0 && isfinite(c.launch_us), "fork/join %g us", c.launch_us);
     fprintf(stderr,
             "calibration (%d threads): copy %.1f GB/s, read %.1f GB/s, write %.1f GB/s, "
             "peak f32 %.1f GFLOP/s, f64 %.1f GFLOP/s, at %s\n",
@@ -283,12 +284,11 @@ Test(cache, get_cpu_uses_the_cache, .init = make_cache_dir, .fini = remove_cache
     kf_error err = {0};
     kf_ceilings c = fake("cpu:cached", 123.0), got;
     cr_assert_eq(kf_arch_save(&c, &err), KF_OK, "%s", err.msg);
-    double t0 = kf_now();
+    /* the fake values coming back show that nothing was measured */
     cr_assert_eq(kf_arch_get_cpu("cpu:cached", 0, 0, &got, &err), KF_OK, "%s", err.msg);
     cr_assert_eq(memcmp(&got, &c, sizeof c), 0, "the cached entry, not a measurement");
     cr_assert_eq(kf_arch_get_cpu("cpu:cached", 2, 0, &got, &err), KF_OK, "%s", err.msg);
     cr_assert_eq(got.copy_gbs, 123.0, "same thread count: cached");
-    cr_assert_lt(kf_now() - t0, 0.5, "no calibration should have run");
     cr_assert_eq(kf_arch_get_cpu("", 0, 0, &got, &err), KF_ERR_ARG);
 }
 
@@ -366,7 +366,7 @@ Test(cache, busy_entries_are_measured_again, .init = make_cache_dir, .fini = rem
     cr_assert_eq(kf_arch_save(&low, &err), KF_OK, "%s", err.msg);
     cr_assert_eq(kf_arch_get_cpu("cpu:busy", 1, 0, &got, &err), KF_OK, "%s", err.msg);
     assert_plausible(&got);
-    cr_assert_gt(got.copy_gbs, 0.001, "measured again");
+    cr_assert_neq(got.copy_gbs, 0.001, "measured again"); /* the fake value is gone */
     cr_assert_leq(got.busy, 0.8);
     cr_assert_eq(kf_arch_load("cpu:busy", &again, &err), KF_OK, "%s", err.msg);
     cr_assert_eq(again.copy_gbs, got.copy_gbs, "and saved");
@@ -396,8 +396,7 @@ Test(cache, busy_entries_are_measured_again, .init = make_cache_dir, .fini = rem
     gmtime_r(&now, &tm);
     strftime(young.when, sizeof young.when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     cr_assert_eq(kf_arch_save(&young, &err), KF_OK, "%s", err.msg);
-    double t0 = kf_now();
     cr_assert_eq(kf_arch_get_cpu("cpu:young", 1, 0, &got, &err), KF_OK, "%s", err.msg);
-    cr_assert_eq(got.copy_gbs, 0.001, "measured again within the retry window");
-    cr_assert_lt(kf_now() - t0, 0.5);
+    /* the fake value coming back shows that nothing was measured */
+    cr_assert_eq(got.copy_gbs, 0.001, "served, not measured again, within the retry window");
 }

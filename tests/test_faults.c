@@ -287,10 +287,10 @@ Test(faults, exits_the_process) {
 Test(faults, hangs_past_wall_limit) {
     fixture f;
     fx_open(&f, swish_task, short_limits);
-    double t0 = kf_now();
+    /* the verdict names the wall-clock limit, so the limit cut it; a hang that was not
+     * cut ends in the suite's timeout (no bound on time here: a loaded machine is slow) */
     kf_vresult r = run_src(&f, swish("for (volatile unsigned long k = 0;; k++) {}", "", "0"));
     expect(&r, KF_V_TIMEOUT, "wall-clock limit");
-    cr_assert_lt(kf_now() - t0, 10.0, "the hang was not cut at the limit");
     fx_close(&f);
 }
 

@@ -104,7 +104,7 @@ Test(llm, openai_ok_reply_counted_and_shaped) {
     cr_assert_eq(r.completion_tokens, 5);
     cr_assert_eq(r.http_status, 200);
     cr_assert_eq(r.attempts, 1);
-    cr_assert(r.seconds > 0 && r.seconds < 5);
+    cr_assert(r.seconds > 0); /* measured; how long it took depends on the machine's load */
     int calls;
     long pt, ct;
     kf_llm_usage(l, &calls, &pt, &ct);
@@ -247,8 +247,8 @@ Test(llm, retry_after_429_then_success) {
     cr_assert_eq(r.attempts, 2);
     cr_assert_eq(r.http_status, 200);
     cr_assert_str_eq(r.text, "ok");
+    /* at least what the server asked for; no upper bound (a loaded machine is slow) */
     cr_assert(dt >= 0.95 && r.seconds >= 0.95, "waited %.3f s, Retry-After said 1 s", dt);
-    cr_assert(dt < 4, "waited %.3f s", dt);
     cr_assert_eq(log_count(), 2);
     int calls;
     kf_llm_usage(l, &calls, NULL, NULL);
@@ -275,8 +275,8 @@ Test(llm, status_500_until_the_retry_limit) {
     cr_assert_eq(r.attempts, 3);
     cr_assert_eq(r.http_status, 500);
     cr_assert_eq(log_count(), 3, "1 + max_retries requests");
-    /* backoff 0.05 then 0.1 s */
-    cr_assert(dt >= 0.14 && dt < 3, "took %.3f s", dt);
+    /* backoff 0.05 then 0.1 s, at least; no upper bound (a loaded machine is slow) */
+    cr_assert(dt >= 0.14, "took %.3f s", dt);
     kf_llm_free(l);
 }
 
@@ -332,7 +332,9 @@ Test(llm, reply_slower_than_the_timeout) {
     kf_llm_reply r = chat_fails(l, KF_ERR_RUNTIME, "timed out", &err);
     double dt = kf_now() - t0;
     cr_assert(strstr(err.msg, "timeout_s = 0.4"), "%s", err.msg);
-    cr_assert(dt >= 0.35 && dt < 2, "took %.3f s for a 0.4 s timeout (the reply takes 5 s)", dt);
+    /* "timed out" above says the client's timeout cut it, not the 5 s reply's end; how soon
+     * after 0.4 s depends on the machine's load, so only the lower bound is asserted */
+    cr_assert(dt >= 0.35, "took %.3f s for a 0.4 s timeout", dt);
     cr_assert_eq(r.attempts, 1);
     int calls;
     kf_llm_usage(l, &calls, NULL, NULL);
@@ -341,7 +343,8 @@ Test(llm, reply_slower_than_the_timeout) {
 }
 
 Test(llm, timeout_then_success_on_retry) {
-    start_server("[{\"status\":200,\"delay_s\":5,\"body\":\"{}\"}," OPENAI_OK("in time", "stop") "]");
+    /* the slow reply is a good one: only the timeout cutting it gives "in time" */
+    start_server("[{\"status\":200,\"delay_s\":5,\"body\":" OPENAI_BODY("late", "stop") "}," OPENAI_OK("in time", "stop") "]");
     kf_llm_config c;
     config(&c, KF_LLM_OPENAI);
     c.timeout_s = 0.4;
@@ -351,8 +354,7 @@ Test(llm, timeout_then_success_on_retry) {
     kf_error err = {0};
     cr_assert_eq(kf_llm_chat(l, two_msgs, 2, &r, &err), KF_OK, "%s", err.msg);
     cr_assert_str_eq(r.text, "in time");
-    cr_assert_eq(r.attempts, 2);
-    cr_assert(r.seconds < 2, "%.3f s", r.seconds);
+    cr_assert_eq(r.attempts, 2); /* the slow first attempt was cut, the second answered */
     kf_llm_reply_free(&r);
     kf_llm_free(l);
 }

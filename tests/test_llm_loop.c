@@ -268,12 +268,10 @@ Test(llm_loop, slow_reply_times_out_then_next_round_works) {
     prepare(&x, KF_AGENT_LLM, 2);
     x.llm.timeout_s = 0.5;
     x.llm.max_retries = 0;
-    double t0 = kf_now();
     go(&x);
     STATUS(&x, 0, KF_V_AGENT_ERROR);
     cr_assert(strstr(x.r.iters[0].res.detail, "tim"), "%s", x.r.iters[0].res.detail);
     STATUS(&x, 1, KF_V_OK);
-    cr_assert_lt(kf_now() - t0, 60.0);
     finish(&x);
 }
 

@@ -71,6 +71,10 @@ char *kf_buf_take(kf_buf *b);
 
 /* Read a whole file. Returns KF_OK and a NUL-terminated malloc'd text in *out. */
 kf_status kf_read_file(const char *path, char **out, size_t *len, kf_error *err);
+/* The same, refusing (KF_ERR_IO, naming the limit) a file of more than max bytes, after
+ * reading at most max + 64 KiB of it: /dev/zero or a huge file ends in a message. */
+kf_status kf_read_file_max(const char *path, size_t max, char **out, size_t *len,
+                           kf_error *err);
 /* The /proc/cpuinfo value of the first line whose key is exactly key, into buf ("" when
  * there is none or no /proc/cpuinfo), surrounding blanks removed. */
 void kf_cpuinfo_value(const char *key, char *buf, size_t cap);

@@ -34,6 +34,12 @@ typedef struct kf_shape {
 } kf_shape;
 
 int64_t kf_shape_numel(const kf_shape *s);
+/* The most bytes one tensor may take (256 TiB): every size computed from a graph's values
+ * (bytes, float64 copies, sums over a few hundred buffers) then fits in 64 bits. */
+#define KF_MAX_TENSOR_BYTES ((uint64_t)1 << 48)
+/* Bytes of a tensor of shape s and dtype t into *bytes; 0 when the element count or the
+ * byte count overflows or exceeds KF_MAX_TENSOR_BYTES (then *bytes is UINT64_MAX). */
+int kf_shape_bytes(const kf_shape *s, kf_dtype t, uint64_t *bytes);
 int kf_shape_equal(const kf_shape *a, const kf_shape *b);
 /* "[4, 1024]" into buf */
 void kf_shape_format(const kf_shape *s, char *buf, size_t cap);
@@ -79,6 +85,8 @@ typedef struct kf_graph {
     int has_tol;            /* task gave tolerances (override the dtype defaults) */
     double atol, rtol, nmse;
     char *source;           /* task text, when parsed (owned) */
+    struct kf_name_index *names; /* value name -> id (graph.c); names change only there */
+    int ntemps;             /* values named as temporaries ("%N") */
 } kf_graph;
 
 kf_graph *kf_graph_new(const char *name);
@@ -96,6 +104,9 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
                       const char *name, int line, int col, kf_error *err);
 /* Mark a value as an output; returns KF_OK or an error (constant, already marked). */
 kf_status kf_graph_mark_output(kf_graph *g, int value, kf_error *err);
+/* Rename value id (the only way to change a value's name, which kf_graph_find indexes).
+ * name must fit kf_value.name and not be taken; the caller checks (kf_graph_find). */
+void kf_graph_set_name(kf_graph *g, int id, const char *name);
 /* Find a value by name; -1 if absent. */
 int kf_graph_find(const kf_graph *g, const char *name);
 
@@ -112,6 +123,8 @@ void kf_tolerance_default(kf_dtype dt, double *atol, double *rtol, double *nmse)
 /* Parse a .kf task. On failure returns NULL status and fills err with file:line:col,
  * what was found and what was expected. The graph owns a copy of the text. */
 kf_status kf_parse_file(const char *path, kf_graph **out, kf_error *err);
+/* The largest task file kf_parse_file reads (a task of 200,000 ops is a few MB). */
+#define KF_TASK_MAX_BYTES ((size_t)16 << 20)
 kf_status kf_parse_string(const char *text, const char *filename, kf_graph **out,
                           kf_error *err);
 

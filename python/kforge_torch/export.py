@@ -464,8 +464,12 @@ def export(run_dir, out=None, task=None):
     """Writes the module for RUN to `out` (default RUN/kforge_torch_export.py); its path."""
     text = generate(run_dir, task)
     path = Path(out) if out else Path(run_dir) / DEFAULT_OUT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as e:  # a usage error (exit 2) naming the path, not a traceback
+        bad = e.filename or path
+        raise KernelRunError("%s: cannot write the module: %s" % (bad, e.strerror or e)) from None
     return path
 
 

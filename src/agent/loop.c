@@ -21,11 +21,13 @@
 #include "kforge/report.h"
 #include "kforge/synth.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 void kf_loop_opts_default(kf_loop_opts *o) {
     memset(o, 0, sizeof *o);
@@ -251,9 +253,11 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     char path[1024];
     json_t *run = kf_agent_run_json(g->name, g->path, r);
     snprintf(path, sizeof path, "%s/run.json", r->out_dir);
+    errno = 0;
     int bad = json_dump_file(run, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(run);
-    if (bad) return kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot write the run record");
+    if (bad) return kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot write the run record: %s",
+                                 strerror(errno ? errno : EIO));
     if (r->best < 0) return KF_OK;
 
     const kf_iter_record *b = &r->iters[r->best];
@@ -316,9 +320,11 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     json_object_set_new(man, "pct_floor", json_real(b->perf.pct_floor));
     json_object_set_new(man, "verified_sets", json_integer(b->res.sets_run));
     snprintf(path, sizeof path, "%s/manifest.json", r->out_dir);
+    errno = 0;
     bad = json_dump_file(man, path, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(man);
-    if (bad) return kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot write the manifest");
+    if (bad) return kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot write the manifest: %s",
+                                 strerror(errno ? errno : EIO));
     return KF_OK;
 }
 
@@ -885,17 +891,29 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         o->table)
         fprintf(o->table, "fresh outputs: streaming stores (nt) left out of the search\n");
 
+    /* the output folder before the calibration (seconds to minutes): a path that cannot
+     * be written fails at once, and a path too long for the record is refused, not cut */
+    if (o->out_dir && strlen(o->out_dir) >= sizeof r->out_dir) {
+        st = kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
+                          "the output folder's path (--out) is %zu bytes long; at most %zu are kept",
+                          strlen(o->out_dir), sizeof r->out_dir - 1);
+        goto done;
+    }
+    if (o->out_dir) snprintf(r->out_dir, sizeof r->out_dir, "%s", o->out_dir);
+    else snprintf(r->out_dir, sizeof r->out_dir, "kforge-out/%s", g->name);
+    char work[sizeof r->out_dir + 8];
+    snprintf(work, sizeof work, "%s/work", r->out_dir);
+    st = kf_mkdirs(work, err);
+    if (st != KF_OK) goto done;
+    if (access(work, W_OK) != 0) {
+        st = kf_error_set(err, KF_ERR_IO, work, 0, 0, "cannot write here: %s", strerror(errno));
+        goto done;
+    }
+
     st = device_ceilings(be, o, &r->ceil, err);
     if (st != KF_OK) goto done;
     if (kf_graph_has_mm16(g)) mm16_peak(r, o);
     kf_roofline_of(g, &r->ceil, &r->roof);
-
-    if (o->out_dir) snprintf(r->out_dir, sizeof r->out_dir, "%s", o->out_dir);
-    else snprintf(r->out_dir, sizeof r->out_dir, "kforge-out/%s", g->name);
-    char work[600];
-    snprintf(work, sizeof work, "%s/work", r->out_dir);
-    st = kf_mkdirs(work, err);
-    if (st != KF_OK) goto done;
 
     kf_verify_opts vo;
     kf_verify_opts_default(&vo);

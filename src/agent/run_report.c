@@ -13,6 +13,7 @@
 #include "kforge/agent.h"
 #include "kforge/report.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,9 +117,13 @@ kf_status kf_run_report_html(const kf_run_result *r, const char *task_name, FILE
     time_t now = time(NULL);
     struct tm tm;
     if (localtime_r(&now, &tm) && strftime(when, sizeof when, "%Y-%m-%d %H:%M %Z", &tm)) pg.generated = when;
+    errno = 0;
     int rc = kf_report_html(out, &pg);
+    int werr = errno ? errno : EIO; /* the failed write's reason (ENOSPC on a full disk) */
     free(rows);
     free(txt);
-    if (rc != 0) return kf_error_set(err, KF_ERR_IO, NULL, 0, 0, "could not write the HTML report");
+    if (rc != 0)
+        return kf_error_set(err, KF_ERR_IO, NULL, 0, 0, "could not write the HTML report: %s",
+                            strerror(werr));
     return KF_OK;
 }

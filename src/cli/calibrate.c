@@ -50,10 +50,9 @@ int kf_cli_calibrate(int argc, char **argv) {
         switch (c) {
         case 't': target = optarg; break;
         case 'j': {
-            char *e;
-            long v = strtol(optarg, &e, 10);
-            if (!*optarg || *e || v < 1) {
-                fprintf(stderr, "kforge calibrate: --threads needs a positive integer, got '%s'\n", optarg);
+            long long v;
+            if (!kf_cli_int(optarg, 1, 65536, &v)) {
+                fprintf(stderr, "kforge calibrate: --threads needs an integer from 1 to 65536, got '%s'\n", optarg);
                 return KF_EXIT_USAGE;
             }
             threads = (int)v;

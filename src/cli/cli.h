@@ -13,6 +13,12 @@
 
 /* Print e to stderr as "kforge: ..." and return its exit code (2 for user errors, 3 else). */
 int kf_cli_error(const kf_error *e);
+/* Flag values (main.c), strict: the whole text, in range, no overflow. 1 when valid.
+ * kf_cli_int: a decimal integer in [lo, hi]. kf_cli_seed: any 64-bit integer, negative ones
+ * taken modulo 2^64. kf_cli_seconds: a finite number > 0. */
+int kf_cli_int(const char *s, long long lo, long long hi, long long *out);
+int kf_cli_seed(const char *s, uint64_t *out);
+int kf_cli_seconds(const char *s, double *out);
 int kf_cli_calibrate(int argc, char **argv);
 int kf_cli_analyze(int argc, char **argv);
 int kf_cli_import(int argc, char **argv); /* torch.c: the PyTorch commands */

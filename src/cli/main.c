@@ -13,7 +13,11 @@
 #include "kforge/verify.h"
 #include "kforge/store.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <sys/prctl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -197,21 +201,45 @@ int kf_cli_error(const kf_error *e) {
     }
 }
 
-static int parse_long(const char *s, long *out) {
+/* Strict numbers for flags: the whole text, no blanks, in range; an overflow is an error,
+ * never a value cut to 32 bits. */
+int kf_cli_int(const char *s, long long lo, long long hi, long long *out) {
     char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end) return 0;
+    if (!*s || isspace((unsigned char)*s)) return 0;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno == ERANGE || v < lo || v > hi) return 0;
     *out = v;
     return 1;
 }
 
-static int parse_double(const char *s, double *out) {
+int kf_cli_seed(const char *s, uint64_t *out) {
+    long long v;
+    if (*s == '-') {
+        if (!kf_cli_int(s, LLONG_MIN, -1, &v)) return 0;
+        *out = (uint64_t)v;
+        return 1;
+    }
     char *end;
+    if (!*s || !isdigit((unsigned char)*s)) return 0;
+    errno = 0;
+    unsigned long long u = strtoull(s, &end, 10);
+    if (*end || errno == ERANGE) return 0;
+    *out = u;
+    return 1;
+}
+
+int kf_cli_seconds(const char *s, double *out) {
+    char *end;
+    if (!*s || isspace((unsigned char)*s)) return 0;
+    errno = 0;
     double v = strtod(s, &end);
-    if (!*s || *end) return 0;
+    if (*end || errno == ERANGE || !isfinite(v) || !(v > 0)) return 0;
     *out = v;
     return 1;
 }
+
+#define MAX_THREADS 65536
 
 static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json);
 static int synth_resume(const char *ref, const char *store_path, int no_cache, int quiet, int json);
@@ -244,7 +272,7 @@ static int cmd_synth(int argc, char **argv) {
     long f_calls = -1, f_tokens = -1;
     double f_timeout = -1;
     int json = 0, quiet = 0, c;
-    long lv;
+    long long lv;
     double dv;
     static char pins[1024];
     pins[0] = 0;
@@ -253,21 +281,20 @@ static int cmd_synth(int argc, char **argv) {
         switch (c) {
         case 't': o.target = optarg; break;
         case 'n':
-            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --iters needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_int(optarg, 1, INT_MAX, &lv)) { fprintf(stderr, "kforge synth: --iters needs an integer from 1 to %d, got '%s'\n", INT_MAX, optarg); return EXIT_USAGE; }
             o.iters = (int)lv;
             break;
         case 'b':
-            if (!parse_double(optarg, &dv) || dv <= 0) { fprintf(stderr, "kforge synth: --time-budget needs seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_seconds(optarg, &dv)) { fprintf(stderr, "kforge synth: --time-budget needs a finite number of seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
             o.time_budget_s = dv;
             break;
         case 'o': o.out_dir = optarg; break;
         case 'j':
-            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --threads needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_int(optarg, 1, MAX_THREADS, &lv)) { fprintf(stderr, "kforge synth: --threads needs an integer from 1 to %d, got '%s'\n", MAX_THREADS, optarg); return EXIT_USAGE; }
             o.threads = (int)lv;
             break;
         case 's':
-            if (!parse_long(optarg, &lv)) { fprintf(stderr, "kforge synth: --seed needs an integer, got '%s'\n", optarg); return EXIT_USAGE; }
-            o.seed = (uint64_t)lv;
+            if (!kf_cli_seed(optarg, &o.seed)) { fprintf(stderr, "kforge synth: --seed needs a 64-bit integer, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
         case 'R': o.recalibrate = 1; break;
         case 'F': o.fresh_outputs = 1; break;
@@ -295,22 +322,22 @@ static int cmd_synth(int argc, char **argv) {
             break;
         case 'C': f_config = optarg; break;
         case 'c':
-            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --max-calls needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_int(optarg, 1, INT_MAX, &lv)) { fprintf(stderr, "kforge synth: --max-calls needs an integer from 1 to %d, got '%s'\n", INT_MAX, optarg); return EXIT_USAGE; }
             f_calls = lv;
             break;
         case 'k':
-            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --max-tokens needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_int(optarg, 1, LONG_MAX, &lv)) { fprintf(stderr, "kforge synth: --max-tokens needs an integer from 1 to %ld, got '%s'\n", LONG_MAX, optarg); return EXIT_USAGE; }
             f_tokens = lv;
             break;
         case 'W':
-            if (!parse_double(optarg, &dv) || dv <= 0) { fprintf(stderr, "kforge synth: --llm-timeout needs seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_seconds(optarg, &dv)) { fprintf(stderr, "kforge synth: --llm-timeout needs a finite number of seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
             f_timeout = dv;
             break;
         case 'r': o.reference_path = optarg; break;
         case 'Z': o.no_reference = 1; break;
         case 'p': o.prompts_dir = optarg; break;
         case 'B':
-            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge synth: --builtin-iters needs a positive integer, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_int(optarg, 1, INT_MAX, &lv)) { fprintf(stderr, "kforge synth: --builtin-iters needs an integer from 1 to %d, got '%s'\n", INT_MAX, optarg); return EXIT_USAGE; }
             o.builtin_iters = (int)lv;
             break;
         case 'Y':
@@ -396,7 +423,7 @@ static int cmd_synth(int argc, char **argv) {
         o.llm = &llm;
     }
     /* the task's text: shown to the model, and the store keeps it (resume, task hash) */
-    if (kf_read_file(argv[optind], &task_text, NULL, &err) != KF_OK) {
+    if (kf_read_file_max(argv[optind], KF_TASK_MAX_BYTES, &task_text, NULL, &err) != KF_OK) {
         kf_graph_free(g);
         kf_store_close(store);
         return print_error(&err);
@@ -498,27 +525,26 @@ static int cmd_verify(int argc, char **argv) {
     kf_verify_opts vo;
     kf_verify_opts_default(&vo);
     int json = 0, c;
-    long lv;
+    long long lv;
     double dv;
     char flags[512] = "";
     optind = 1;
     while ((c = getopt_long(argc, argv, "hD:", lo, NULL)) != -1) {
         switch (c) {
         case 'n':
-            if (!parse_long(optarg, &lv) || lv < 1 || lv > 16) { fprintf(stderr, "kforge verify: --sets needs 1..16, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (!kf_cli_int(optarg, 1, 16, &lv)) { fprintf(stderr, "kforge verify: --sets needs 1..16, got '%s'\n", optarg); return EXIT_USAGE; }
             vo.nsets = (int)lv;
             break;
         case 's':
-            if (!parse_long(optarg, &lv)) { fprintf(stderr, "kforge verify: --seed needs an integer\n"); return EXIT_USAGE; }
-            vo.seed = (uint64_t)lv;
+            if (!kf_cli_seed(optarg, &vo.seed)) { fprintf(stderr, "kforge verify: --seed needs a 64-bit integer, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
         case 'T': vo.time_it = 1; break;
         case 'j':
-            if (!parse_long(optarg, &lv) || lv < 1) { fprintf(stderr, "kforge verify: --threads needs a positive integer\n"); return EXIT_USAGE; }
+            if (!kf_cli_int(optarg, 1, MAX_THREADS, &lv)) { fprintf(stderr, "kforge verify: --threads needs an integer from 1 to %d, got '%s'\n", MAX_THREADS, optarg); return EXIT_USAGE; }
             vo.threads = (int)lv;
             break;
         case 'w':
-            if (!parse_double(optarg, &dv) || dv <= 0) { fprintf(stderr, "kforge verify: --timeout needs seconds > 0\n"); return EXIT_USAGE; }
+            if (!kf_cli_seconds(optarg, &dv)) { fprintf(stderr, "kforge verify: --timeout needs a finite number of seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
             vo.wall_limit_s = dv;
             if (vo.cpu_limit_s < dv) vo.cpu_limit_s = dv * 4;
             break;
@@ -692,20 +718,20 @@ static json_t *device_info_json(const kf_device_info *d) {
                           "mem_bytes", (json_int_t)d->mem_bytes, "compiler", d->compiler,
                           "flags", d->flags);
     if (strcmp(d->platform, "cpu") != 0) {
-        json_object_update(j, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:[i,i,i], "
-                                        "s:I, s:I, s:I, s:i, s:i, s:I, s:b}",
-                                        "device_type", d->device_type, "vendor", d->vendor,
-                                        "driver", d->driver, "version", d->version,
-                                        "lang_version", d->lang_version, "platform_name",
-                                        d->platform_name, "compute_units", d->compute_units,
-                                        "max_work_group", d->max_wg, "max_work_items",
-                                        d->max_wi[0], d->max_wi[1], d->max_wi[2],
-                                        "local_mem_bytes", (json_int_t)d->local_mem_bytes,
-                                        "global_mem_bytes", (json_int_t)d->global_mem_bytes,
-                                        "max_alloc_bytes", (json_int_t)d->max_alloc_bytes,
-                                        "subgroup_size", d->subgroup_size, "base_align_bytes",
-                                        d->base_align_bytes, "clock_mhz", (json_int_t)d->clock_mhz,
-                                        "fp64", d->fp64));
+        json_object_update_new(j, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:[i,i,i], "
+                                            "s:I, s:I, s:I, s:i, s:i, s:I, s:b}",
+                                            "device_type", d->device_type, "vendor", d->vendor,
+                                            "driver", d->driver, "version", d->version,
+                                            "lang_version", d->lang_version, "platform_name",
+                                            d->platform_name, "compute_units", d->compute_units,
+                                            "max_work_group", d->max_wg, "max_work_items",
+                                            d->max_wi[0], d->max_wi[1], d->max_wi[2],
+                                            "local_mem_bytes", (json_int_t)d->local_mem_bytes,
+                                            "global_mem_bytes", (json_int_t)d->global_mem_bytes,
+                                            "max_alloc_bytes", (json_int_t)d->max_alloc_bytes,
+                                            "subgroup_size", d->subgroup_size, "base_align_bytes",
+                                            d->base_align_bytes, "clock_mhz", (json_int_t)d->clock_mhz,
+                                            "fp64", d->fp64));
     }
     return j;
 }
@@ -773,10 +799,32 @@ static int cmd_devices(int argc, char **argv) {
     return 0;
 }
 
+/* Out of memory anywhere in kforge: the documented exit 3 with a message, not an abort
+ * (SIGABRT, exit 134, a core file). */
+static void oom_exit(size_t requested) {
+    char msg[120];
+    int n = snprintf(msg, sizeof msg, "kforge: out of memory (asked for %zu bytes)\n", requested);
+    if (n > 0 && write(2, msg, (size_t)n) < 0) {} /* no stdio: it may need memory */
+    _exit(EXIT_INTERNAL);
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv) {
     /* candidates run as our children: keep them out of our memory and environment
      * (/proc/PID/environ holds the API key) */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    kf_set_oom_hook(oom_exit);
+    int rc = dispatch(argc, argv);
+    /* what was printed must have arrived: `kforge runs --json > full-disk` is no success */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "kforge: cannot write the output: %s\n", strerror(errno ? errno : EIO));
+        if (rc == 0) rc = EXIT_USAGE;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage_main(stderr);
         return EXIT_USAGE;

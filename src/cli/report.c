@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void usage_report(FILE *f) {
@@ -71,22 +72,30 @@ int kf_cli_report(int argc, char **argv) {
         kf_store_close(s);
         return rc;
     }
+    /* a new page is written beside its path and renamed into place, so a failed write
+     * leaves no half page; a device or pipe (/dev/stdout) is written in place, never
+     * replaced by a file */
+    struct stat stt;
+    int in_place = stat(html, &stt) == 0 && !S_ISREG(stt.st_mode);
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", html, (long)getpid());
+    if (in_place) snprintf(tmp, sizeof tmp, "%s", html);
+    else snprintf(tmp, sizeof tmp, "%s.tmp%ld", html, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "kforge: %s: cannot write the report: %s\n", html, strerror(errno));
         rc = KF_EXIT_USAGE;
     } else {
         kf_status st = kf_run_report_html(&r, info.task_name, f, &err);
-        if (fclose(f) != 0 && st == KF_OK)
-            st = kf_error_set(&err, KF_ERR_IO, html, 0, 0, "cannot write the report: %s", strerror(errno));
-        if (st == KF_OK && rename(tmp, html) != 0)
+        int werr = fflush(f) != 0 || ferror(f) ? errno : 0;
+        if (fclose(f) != 0 && !werr) werr = errno;
+        if (werr && st == KF_OK)
+            st = kf_error_set(&err, KF_ERR_IO, html, 0, 0, "cannot write the report: %s", strerror(werr));
+        if (st == KF_OK && !in_place && rename(tmp, html) != 0)
             st = kf_error_set(&err, KF_ERR_IO, html, 0, 0, "cannot write the report: %s", strerror(errno));
         if (st != KF_OK) {
             if (!err.file[0]) snprintf(err.file, sizeof err.file, "%s", html);
             rc = kf_cli_error(&err);
-            unlink(tmp);
+            if (!in_place) unlink(tmp);
         } else {
             printf("report of run %.10s (%s, %d iterations) written to %s\n", info.id, info.task_name, r.niters,
                    html);

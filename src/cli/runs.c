@@ -6,11 +6,13 @@
  */
 #include "cli/cli.h"
 #include "kforge/agent.h"
+#include "kforge/ir.h"
 #include "kforge/report.h"
 #include "kforge/store.h"
 
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,10 +118,9 @@ int kf_cli_runs(int argc, char **argv) {
         switch (c) {
         case 't': task = optarg; break;
         case 'l': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (!*optarg || *end || v < 0) {
-                fprintf(stderr, "kforge runs: --limit needs a count >= 0, got '%s'\n", optarg);
+            long long v;
+            if (!kf_cli_int(optarg, 0, INT_MAX, &v)) {
+                fprintf(stderr, "kforge runs: --limit needs a count from 0 to %d, got '%s'\n", INT_MAX, optarg);
                 return KF_EXIT_USAGE;
             }
             limit = (int)v;
@@ -225,12 +226,20 @@ static void print_table(const kf_run_result *r, const kf_store_run *info) {
 
 /* kforge show --best TASK.kf: the store's best verified kernel of the task per platform. */
 static int show_best(const char *task_path, const char *platform, const char *store, int json) {
-    char *text = NULL;
     kf_error err = {0};
-    if (kf_read_file(task_path, &text, NULL, &err) != KF_OK) return kf_cli_error(&err);
+    kf_graph *g = NULL;
+    /* a file that is no task has no kernels to look for: say so, not "no verified kernel" */
+    if (kf_parse_file(task_path, &g, &err) != KF_OK) {
+        if (err.code == KF_ERR_PARSE || err.code == KF_ERR_TYPE || err.code == KF_ERR_ARG) {
+            char why[sizeof err.msg];
+            snprintf(why, sizeof why, "%s", err.msg);
+            snprintf(err.msg, sizeof err.msg, "not a task: %s", why);
+        }
+        return kf_cli_error(&err);
+    }
     char hash[17];
-    kf_store_task_hash(text, hash);
-    free(text);
+    kf_store_task_hash(g->source, hash);
+    kf_graph_free(g);
     kf_store *s = NULL;
     int rc = kf_cli_store_open(store, &s);
     if (rc) return rc;

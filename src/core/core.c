@@ -134,22 +134,35 @@ char *kf_buf_take(kf_buf *b) {
     return s;
 }
 
-kf_status kf_read_file(const char *path, char **out, size_t *len, kf_error *err) {
+kf_status kf_read_file_max(const char *path, size_t max, char **out, size_t *len,
+                           kf_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot open: %s", strerror(errno));
     kf_buf b = {0};
     char chunk[65536];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) kf_buf_putn(&b, chunk, n);
-    int bad = ferror(f);
+    int big = 0;
+    while (!big && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n > max - b.len) big = 1;
+        else kf_buf_putn(&b, chunk, n);
+    }
+    int bad = !big && ferror(f), e = errno;
     fclose(f);
-    if (bad) {
+    if (bad || big) {
         kf_buf_free(&b);
-        return kf_error_set(err, KF_ERR_IO, path, 0, 0, "read failed");
+        if (big)
+            return kf_error_set(err, KF_ERR_IO, path, 0, 0,
+                                "larger than %zu bytes, the most kforge reads from this file",
+                                max);
+        return kf_error_set(err, KF_ERR_IO, path, 0, 0, "read failed: %s", strerror(e));
     }
     if (len) *len = b.len;
     *out = kf_buf_take(&b);
     return KF_OK;
+}
+
+kf_status kf_read_file(const char *path, char **out, size_t *len, kf_error *err) {
+    return kf_read_file_max(path, SIZE_MAX - 1, out, len, err);
 }
 
 kf_status kf_write_file(const char *path, const char *data, size_t len, kf_error *err) {

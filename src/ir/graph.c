@@ -66,6 +66,26 @@ int64_t kf_shape_numel(const kf_shape *s) {
     return n;
 }
 
+/* See ir.h. */
+int kf_shape_bytes(const kf_shape *s, kf_dtype t, uint64_t *bytes) {
+    uint64_t n = (uint64_t)kf_dtype_size(t);
+    *bytes = UINT64_MAX;
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i] < 0 || __builtin_mul_overflow(n, (uint64_t)s->d[i], &n) ||
+            n > KF_MAX_TENSOR_BYTES)
+            return 0;
+    *bytes = n;
+    return 1;
+}
+
+/* type_error's words for a value that is too big: "f32[...] would take more than ..." */
+static void too_big_text(const kf_shape *s, kf_dtype t, char *buf, size_t cap) {
+    char sh[200];
+    kf_shape_format(s, sh, sizeof sh);
+    snprintf(buf, cap, "%s%s would take more than %llu TiB (the most a tensor may take)",
+             kf_dtype_name(t), sh, (unsigned long long)(KF_MAX_TENSOR_BYTES >> 40));
+}
+
 /* 1 when a and b have the same rank and dims. */
 int kf_shape_equal(const kf_shape *a, const kf_shape *b) {
     if (a->rank != b->rank) return 0;
@@ -107,9 +127,57 @@ kf_graph *kf_graph_new(const char *name) {
     return g;
 }
 
+/* Value names -> ids: chained buckets, so that a rename unlinks one entry. A task of n
+ * statements looks names up O(n) times; a scan per lookup made parsing quadratic. */
+struct kf_name_index {
+    int nbuckets;  /* a power of two */
+    int *head;     /* per bucket: first value id + 1, 0 when empty */
+    int *next;     /* per value: next value id + 1 in its bucket */
+    int cap_next;
+    int n;         /* named values */
+};
+
+static uint32_t name_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void index_link(struct kf_name_index *x, const kf_graph *g, int id) {
+    uint32_t b = name_hash(g->values[id].name) & (uint32_t)(x->nbuckets - 1);
+    x->next[id] = x->head[b];
+    x->head[b] = id + 1;
+}
+
+/* Room for value id, and buckets for one more name (rehashing when they fill). */
+static struct kf_name_index *index_reserve(kf_graph *g, int id) {
+    struct kf_name_index *x = g->names;
+    if (!x) x = g->names = kf_calloc(1, sizeof *x);
+    if (id >= x->cap_next) {
+        int cap = x->cap_next ? x->cap_next : 16;
+        while (cap <= id) cap *= 2;
+        x->next = kf_realloc(x->next, (size_t)cap * sizeof *x->next);
+        memset(x->next + x->cap_next, 0, (size_t)(cap - x->cap_next) * sizeof *x->next);
+        x->cap_next = cap;
+    }
+    if (x->n + 1 > x->nbuckets) {
+        free(x->head);
+        x->nbuckets = x->nbuckets ? 2 * x->nbuckets : 64;
+        x->head = kf_calloc((size_t)x->nbuckets, sizeof *x->head);
+        for (int i = 0; i < g->nvalues; i++)
+            if (i != id && g->values[i].name[0]) index_link(x, g, i);
+    }
+    return x;
+}
+
 /* Frees g and everything it owns; NULL is a no-op. */
 void kf_graph_free(kf_graph *g) {
     if (!g) return;
+    if (g->names) {
+        free(g->names->head);
+        free(g->names->next);
+        free(g->names);
+    }
     free(g->values);
     free(g->nodes);
     free(g->inputs);
@@ -120,9 +188,33 @@ void kf_graph_free(kf_graph *g) {
 
 /* Value id of name, or -1. */
 int kf_graph_find(const kf_graph *g, const char *name) {
-    for (int i = 0; i < g->nvalues; i++)
-        if (strcmp(g->values[i].name, name) == 0) return i;
+    const struct kf_name_index *x = g->names;
+    if (!x || !x->nbuckets || !name[0]) return -1;
+    for (int i = x->head[name_hash(name) & (uint32_t)(x->nbuckets - 1)]; i; i = x->next[i - 1])
+        if (strcmp(g->values[i - 1].name, name) == 0) return i - 1;
     return -1;
+}
+
+/* See ir.h. */
+void kf_graph_set_name(kf_graph *g, int id, const char *name) {
+    assert(id >= 0 && id < g->nvalues);
+    kf_value *v = &g->values[id];
+    if (v->name[0]) { /* unlink it from its old name's bucket */
+        struct kf_name_index *x = g->names;
+        int *p = &x->head[name_hash(v->name) & (uint32_t)(x->nbuckets - 1)];
+        while (*p && *p != id + 1) p = &x->next[*p - 1];
+        assert(*p == id + 1);
+        *p = x->next[id];
+        x->n--;
+        if (v->name[0] == '%') g->ntemps--;
+        v->name[0] = 0;
+    }
+    if (!name[0]) return;
+    struct kf_name_index *x = index_reserve(g, id);
+    snprintf(v->name, sizeof v->name, "%s", name);
+    index_link(x, g, id);
+    x->n++;
+    if (v->name[0] == '%') g->ntemps++;
 }
 
 /* Appends a zeroed value (not yet named) and returns its id. */
@@ -139,15 +231,14 @@ static int push_value(kf_graph *g) {
     return g->nvalues++;
 }
 
-/* Gives value id the first free temporary name "%N", N counting the temporaries so far. */
+/* Gives value id (still unnamed) the first free temporary name "%N", N counting the
+ * temporaries so far. */
 static void name_temporary(kf_graph *g, int id) {
-    int n = 1;
-    for (int i = 0; i < g->nvalues; i++)
-        if (i != id && g->values[i].name[0] == '%') n++;
+    int n = g->ntemps + 1;
     char name[64];
     do snprintf(name, sizeof name, "%%%d", n++);
     while (kf_graph_find(g, name) >= 0);
-    snprintf(g->values[id].name, sizeof g->values[id].name, "%s", name);
+    kf_graph_set_name(g, id, name);
 }
 
 static int check_name(kf_graph *g, const char *name, int line, int col, kf_error *err) {
@@ -199,9 +290,16 @@ int kf_graph_add_input(kf_graph *g, const char *name, kf_dtype dt, const kf_shap
             return -1;
         }
     }
+    uint64_t bytes;
+    if (!kf_shape_bytes(shape, dt, &bytes)) {
+        char why[300];
+        too_big_text(shape, dt, why, sizeof why);
+        kf_error_set(err, KF_ERR_ARG, g->path, 0, 0, "input '%s': %s", name, why);
+        return -1;
+    }
     int id = push_value(g);
     kf_value *v = &g->values[id];
-    snprintf(v->name, sizeof v->name, "%s", name);
+    kf_graph_set_name(g, id, name);
     v->dtype = dt;
     v->shape = *shape;
     for (int i = shape->rank; i < KF_MAX_DIMS; i++) v->shape.d[i] = 0;
@@ -471,13 +569,19 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
     case KF_KIND_MATMUL: rc = rule_matmul(&c, ins, &at, &res); break;
     }
     if (rc < 0) return -1;
+    uint64_t bytes;
+    if (!kf_shape_bytes(&res.shape, res.dtype, &bytes)) { /* broadcasting can multiply */
+        char why[300];
+        too_big_text(&res.shape, res.dtype, why, sizeof why);
+        return type_error(&c, "the result %s", why);
+    }
 
     int all_const = 1;
     for (int i = 0; i < nin; i++) all_const &= g->values[ins[i]].is_const;
     if (all_const && kf_op_is_elementwise(op)) {
         double b = nin > 1 ? g->values[ins[1]].cval : 0;
         int id = kf_graph_add_const(g, kf_op_eval(op, &at, x->cval, b));
-        if (name) snprintf(g->values[id].name, sizeof g->values[id].name, "%s", name);
+        if (name) kf_graph_set_name(g, id, name);
         g->values[id].line = line;
         g->values[id].col = col;
         return id;
@@ -495,7 +599,7 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
     v->producer = g->nnodes;
     v->line = line;
     v->col = col;
-    if (name) snprintf(v->name, sizeof v->name, "%s", name);
+    if (name) kf_graph_set_name(g, id, name);
     else name_temporary(g, id);
 
     kf_node *n = &g->nodes[g->nnodes++];

@@ -104,7 +104,7 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
                                   "%s: its lowering '%s' gives another shape or dtype than the op",
                                   d->name, text);
             } else if (ov->name[0] != '%') {
-                snprintf(h->values[id].name, sizeof h->values[id].name, "%s", ov->name);
+                kf_graph_set_name(h, id, ov->name);
             }
             free(text);
         } else {

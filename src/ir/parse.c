@@ -23,6 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The largest integer literal: every integer up to 2^53 is exact as a double. */
+#define KF_PARSE_MAX_INT 9007199254740992ull
+/* How deeply expressions may nest (calls, parentheses): far beyond any real task, well
+ * within the stack of a sanitizer build (each level is a few recursive frames). */
+#define KF_PARSE_MAX_DEPTH 256
+
 typedef enum tok_kind {
     T_EOF, T_NL, T_IDENT, T_NUM, T_LPAREN, T_RPAREN, T_LBRACK, T_RBRACK, T_COMMA, T_COLON,
     T_EQ, T_PLUS, T_MINUS, T_STAR, T_SLASH
@@ -43,6 +49,7 @@ typedef struct parser {
     kf_error *err;
     token *t;
     int nt, pos;
+    int depth;        /* expressions being parsed inside one another */
     int task_line;    /* line of the `task` statement, 0 if none */
     int tol_line[3];  /* line where atol/rtol/nmse was given, 0 if not */
     double tol[3];
@@ -161,7 +168,24 @@ static int lex(parser *p, const char *src) {
                 return fail_at(p, KF_ERR_PARSE, t.line, t.col, "number is too long");
             memcpy(buf, t.s, (size_t)t.len);
             buf[t.len] = 0;
-            t.num = strtod(buf, NULL);
+            /* Every number reaches the graph as a double and integers (axes, dims) are cast
+             * back from it, so an integer must be exact as a double: beyond 2^53 the cast
+             * would show, or use, another number than the one written. */
+            errno = 0;
+            if (is_int) {
+                unsigned long long u = strtoull(buf, NULL, 10);
+                if (errno == ERANGE || u > KF_PARSE_MAX_INT)
+                    return fail_at(p, KF_ERR_PARSE, t.line, t.col,
+                                   "integer %s is too large (at most %llu, 2^53)", buf,
+                                   (unsigned long long)KF_PARSE_MAX_INT);
+                t.num = (double)u;
+            } else {
+                t.num = strtod(buf, NULL);
+                if (errno == ERANGE && (t.num > 1 || t.num < -1))
+                    return fail_at(p, KF_ERR_PARSE, t.line, t.col,
+                                   "number %s is out of range (a double holds at most about "
+                                   "1.8e308)", buf);
+            }
             t.is_int = is_int;
             push_tok(p, &cap, t);
             continue;
@@ -505,12 +529,25 @@ static int parse_primary(parser *p) {
     return expected(p, "an operand (a name, a number, a call or '(')");
 }
 
+/* [-]... primary. Every recursion of the expression grammar passes here, so the nesting
+ * depth is counted here; a run of minus signs is a loop, not a recursion, so it nests
+ * nothing. */
 static int parse_unary(parser *p) {
-    token *t = cur(p);
-    if (!accept(p, T_MINUS)) return parse_primary(p);
-    int v = parse_unary(p);
-    if (v < 0) return -1;
-    return emit(p, KF_OP_NEG, &v, 1, NULL, t); /* folds when v is a literal */
+    int first = p->pos;
+    while (accept(p, T_MINUS)) {}
+    int nminus = p->pos - first;
+    if (++p->depth > KF_PARSE_MAX_DEPTH) {
+        const token *t = cur(p);
+        return fail_at(p, KF_ERR_PARSE, t->line, t->col,
+                       "expression nested too deeply (more than %d calls or parentheses "
+                       "inside one another)", KF_PARSE_MAX_DEPTH);
+    }
+    int v = parse_primary(p);
+    p->depth--;
+    /* innermost sign first: -(-(x)); each folds when v is a literal */
+    for (int i = nminus - 1; i >= 0 && v >= 0; i--)
+        v = emit(p, KF_OP_NEG, &v, 1, NULL, &p->t[first + i]);
+    return v;
 }
 
 static int parse_term(parser *p) {
@@ -554,8 +591,8 @@ static int parse_definition(parser *p, const token *name_tok) {
         return fail_at(p, KF_ERR_PARSE, rhs->line, rhs->col,
                        "'%s = %s' only gives another name to an existing value; the right-hand "
                        "side must compute something", name, p->g->values[v].name);
+    kf_graph_set_name(p->g, v, name);
     kf_value *val = &p->g->values[v];
-    snprintf(val->name, sizeof val->name, "%s", name);
     val->line = name_tok->line;
     val->col = name_tok->col;
     return v;
@@ -593,6 +630,7 @@ static int parse_input(parser *p) {
         return fail_at(p, KF_ERR_PARSE, dt_tok->line, dt_tok->col,
                        "unknown dtype '%.20s'; expected f32, f16, bf16, i64 or f64", dts);
     p->pos++;
+    const token *shape_tok = cur(p);
     if (expect(p, T_LBRACK, "'[' and the input's dimensions") < 0) return -1;
     kf_shape shape = {0};
     if (!accept(p, T_RBRACK)) {
@@ -615,10 +653,10 @@ static int parse_input(parser *p) {
         }
     }
     int id = kf_graph_add_input(p->g, name, dt, &shape, p->err);
-    if (id < 0) { /* too many elements: point at the name */
+    if (id < 0) { /* too many elements or bytes: point at the shape */
         p->err->code = KF_ERR_PARSE;
-        p->err->line = name_tok->line;
-        p->err->col = name_tok->col;
+        p->err->line = shape_tok->line;
+        p->err->col = shape_tok->col;
         return -1;
     }
     kf_value *v = &p->g->values[id];
@@ -764,12 +802,25 @@ kf_status kf_parse_string(const char *text, const char *filename, kf_graph **out
     return KF_OK;
 }
 
-/* Reads path and parses it with kf_parse_string; KF_ERR_IO when it cannot be read. */
+/* Reads path and parses it with kf_parse_string; KF_ERR_IO when it cannot be read or holds
+ * more than KF_TASK_MAX_BYTES, KF_ERR_PARSE for a NUL byte. */
 kf_status kf_parse_file(const char *path, kf_graph **out, kf_error *err) {
     char *text = NULL;
+    size_t len = 0;
     *out = NULL;
-    kf_status s = kf_read_file(path, &text, NULL, err);
+    kf_status s = kf_read_file_max(path, KF_TASK_MAX_BYTES, &text, &len, err);
     if (s != KF_OK) return s;
+    const char *nul = memchr(text, 0, len);
+    if (nul) { /* the lexer would take it for the end of the text */
+        int line = 1;
+        const char *ls = text;
+        for (const char *q = text; q < nul; q++)
+            if (*q == '\n') line++, ls = q + 1;
+        int col = (int)(nul - ls) + 1;
+        free(text);
+        return kf_error_set(err, KF_ERR_PARSE, path, line, col,
+                            "unexpected byte 0x00 (a task is text)");
+    }
     s = kf_parse_string(text, path, out, err);
     free(text);
     return s;

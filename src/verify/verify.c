@@ -158,6 +158,26 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
                                 "the verifier cannot store dtype %s of '%s'",
                                 kf_dtype_name(v->dtype), v->name);
     }
+    /* What the sets hold (every input and reference output, per set) plus one float64 copy
+     * of the inputs and outputs for the interpreter: refused, not attempted, when the
+     * machine's memory cannot hold it (malloc would fail, or the OOM killer strike). */
+    int nsets_wanted = o && o->nsets > 1 ? o->nsets : 1;
+    uint64_t need = 0;
+    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
+        const kf_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
+        uint64_t bytes;
+        if (!kf_shape_bytes(&v->shape, v->dtype, &bytes))
+            return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
+                                "'%s' is too large to verify", v->name);
+        need += bytes * (uint64_t)nsets_wanted + (bytes / (uint64_t)kf_dtype_size(v->dtype)) * 8;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && need > (uint64_t)pages * (uint64_t)page)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
+                            "task '%s' needs %.1f GiB for its %d input set%s and references, "
+                            "more than this machine's %.1f GiB of memory", g->name,
+                            (double)need / (1 << 30), nsets_wanted, nsets_wanted == 1 ? "" : "s",
+                            (double)pages * (double)page / (1 << 30));
     kf_verify_ctx *c = kf_calloc(1, sizeof *c);
     c->g = g;
     if (o) c->opts = *o;
