@@ -8,6 +8,7 @@
 #include "kforge/agent.h"
 #include "kforge/llm.h"
 #include "kforge/backend.h"
+#include "kforge/platform.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
 #include "kforge/store.h"
@@ -556,8 +557,9 @@ static int cmd_verify(int argc, char **argv) {
     snprintf(cand.label, sizeof cand.label, "%s", argv[optind + 1]);
     /* a CUDA source without launch lines is the nvcc form (kforge_kernel launches its own
      * kernels; the backend tells the forms apart the same way) and has no plan to check */
-    int cuda_host_form = strcmp(be->info.platform, "cuda") == 0 && !strstr(src, "kforge:launch");
-    if (strcmp(be->info.platform, "cpu") != 0 && !cuda_host_form) {
+    const kf_platform *pf = kf_platform_find(be->info.platform);
+    int host_form = pf && pf->host_form && !strstr(src, "kforge:launch");
+    if (!kf_platform_is_host(be->info.platform) && !host_form) {
         /* a device kernel must declare its launch plan; say so before compiling */
         kf_launch_plan plan;
         if (kf_launch_plan_parse(src, flags, g->ninputs + g->noutputs, &plan, &err) != KF_OK) {
@@ -667,7 +669,7 @@ static json_t *device_info_json(const kf_device_info *d) {
                           (json_int_t)d->l2_bytes, "l3_bytes", (json_int_t)d->l3_bytes,
                           "mem_bytes", (json_int_t)d->mem_bytes, "compiler", d->compiler,
                           "flags", d->flags);
-    if (strcmp(d->platform, "cpu") != 0) {
+    if (!kf_platform_is_host(d->platform)) {
         json_object_update(j, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:[i,i,i], "
                                         "s:I, s:I, s:I, s:i, s:i, s:I, s:b}",
                                         "device_type", d->device_type, "vendor", d->vendor,
@@ -688,7 +690,7 @@ static json_t *device_info_json(const kf_device_info *d) {
 
 static void device_info_print(const kf_device_info *d) {
     printf("%s:%d  %s\n", d->platform, d->index, d->name);
-    if (strcmp(d->platform, "cpu") == 0) {
+    if (kf_platform_is_host(d->platform)) {
         printf("        arch %s, %d cores / %d threads, SIMD %d bits\n", d->arch, d->cores,
                d->threads, d->simd_bits);
         printf("        L1d %lld KiB, L2 %lld KiB, L3 %lld MiB, memory %lld MiB\n",
