@@ -2,8 +2,9 @@
  * Tests of the platform descriptor table (include/kforge/platform.h, src/backend/platform.c):
  * every row complete and consistent (its prompt files exist, its kernel file has its
  * extension, its first fence tag is its fence), lookup of every name and target, unknown
- * names answered NULL, the compiled flags agreeing with kf_backend_names, and the GPU
- * template family agreeing with the renderer's languages.
+ * names answered NULL, the compiled flags agreeing with kf_backend_names, the GPU
+ * template family agreeing with the renderer's languages, and the language features the
+ * GPU templates ask the renderer (min_groups, shuffle extension, mma).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -130,4 +131,16 @@ Test(platform, device_is_gpu) {
     snprintf(d.device_type, sizeof d.device_type, "gpu");
     cr_expect_eq(kf_device_is_gpu(&d), 1);
     cr_expect_eq(kf_device_type_is_cpu(&d), 0);
+}
+
+/* The language features the GPU templates ask the renderer instead of a platform name. */
+Test(platform, render_language_features) {
+    const kf_lang *cl = kf_lang_get(KF_LANG_OPENCL), *cu = kf_lang_get(KF_LANG_CUDA),
+                  *mtl = kf_lang_get(KF_LANG_METAL);
+    cr_expect(kf_lang_shuffle_needs_ext(cl));
+    cr_expect(!kf_lang_shuffle_needs_ext(cu) && !kf_lang_shuffle_needs_ext(mtl));
+    cr_expect(kf_lang_has_min_groups(cu));
+    cr_expect(!kf_lang_has_min_groups(cl) && !kf_lang_has_min_groups(mtl));
+    cr_expect(kf_lang_has_mma(cu));
+    cr_expect(!kf_lang_has_mma(cl) && !kf_lang_has_mma(mtl));
 }
