@@ -256,9 +256,11 @@ Test(archdb, apple_and_cpu_entries) {
 
 /* ---- matching ---- */
 
-static void expect_match(const kf_arch_db *db, const char *name, const char *kind,
+static void expect_match(const kf_arch_db *db, const char *name, kf_arch_kind k,
                          const char *id) {
-    const kf_arch_entry *e = kf_arch_db_match(db, name, kind);
+    static const char *const words[] = {[KF_ARCH_ANY] = NULL, [KF_ARCH_CPU] = "cpu", [KF_ARCH_GPU] = "gpu"};
+    const char *kind = words[k];
+    const kf_arch_entry *e = kf_arch_db_match(db, name, k);
     if (!id) {
         cr_assert_null(e, "\"%s\" (%s) must match nothing, got %s", name, kind ? kind : "any",
                        e ? e->id : "");
@@ -271,22 +273,22 @@ static void expect_match(const kf_arch_db *db, const char *name, const char *kin
 
 Test(archdb, match_nvidia_names) {
     kf_arch_db *db = load_default();
-    expect_match(db, "NVIDIA H100 80GB HBM3", "gpu", "nvidia-h100-sxm");
-    expect_match(db, "NVIDIA H100 PCIe", "gpu", "nvidia-h100-sxm"); /* documented in notes */
-    expect_match(db, "NVIDIA H200", "gpu", "nvidia-h200");
-    expect_match(db, "NVIDIA GeForce RTX 4090", "gpu", "nvidia-rtx-4090");
-    expect_match(db, "NVIDIA A100-SXM4-80GB", "gpu", "nvidia-a100-sxm4-80gb");
-    expect_match(db, "NVIDIA L40S", "gpu", "nvidia-l40s");
-    expect_match(db, "NVIDIA B200", "gpu", "nvidia-b200");
-    expect_match(db, "nvidia h200", NULL, "nvidia-h200");
+    expect_match(db, "NVIDIA H100 80GB HBM3", KF_ARCH_GPU, "nvidia-h100-sxm");
+    expect_match(db, "NVIDIA H100 PCIe", KF_ARCH_GPU, "nvidia-h100-sxm"); /* documented in notes */
+    expect_match(db, "NVIDIA H200", KF_ARCH_GPU, "nvidia-h200");
+    expect_match(db, "NVIDIA GeForce RTX 4090", KF_ARCH_GPU, "nvidia-rtx-4090");
+    expect_match(db, "NVIDIA A100-SXM4-80GB", KF_ARCH_GPU, "nvidia-a100-sxm4-80gb");
+    expect_match(db, "NVIDIA L40S", KF_ARCH_GPU, "nvidia-l40s");
+    expect_match(db, "NVIDIA B200", KF_ARCH_GPU, "nvidia-b200");
+    expect_match(db, "nvidia h200", KF_ARCH_ANY, "nvidia-h200");
     /* word boundaries: a match string inside a longer model number does not count */
-    expect_match(db, "NVIDIA RTX A1000", "gpu", NULL);
-    expect_match(db, "NVIDIA GH200 480GB", "gpu", NULL);
-    expect_match(db, "NVIDIA GB200", "gpu", NULL);
-    expect_match(db, "NVIDIA L40", "gpu", NULL);
-    expect_match(db, "NVIDIA RTX 40900", "gpu", NULL);
-    expect_match(db, "", "gpu", NULL);
-    expect_match(db, NULL, "gpu", NULL);
+    expect_match(db, "NVIDIA RTX A1000", KF_ARCH_GPU, NULL);
+    expect_match(db, "NVIDIA GH200 480GB", KF_ARCH_GPU, NULL);
+    expect_match(db, "NVIDIA GB200", KF_ARCH_GPU, NULL);
+    expect_match(db, "NVIDIA L40", KF_ARCH_GPU, NULL);
+    expect_match(db, "NVIDIA RTX 40900", KF_ARCH_GPU, NULL);
+    expect_match(db, "", KF_ARCH_GPU, NULL);
+    expect_match(db, NULL, KF_ARCH_GPU, NULL);
     kf_arch_db_free(db);
 }
 
@@ -297,19 +299,19 @@ Test(archdb, match_apple_names) {
         char name[32], id[32];
         snprintf(name, sizeof name, "Apple M%s", gens[g]);
         snprintf(id, sizeof id, "apple-m%s", gens[g]);
-        expect_match(db, name, "gpu", id);
+        expect_match(db, name, KF_ARCH_GPU, id);
         snprintf(name, sizeof name, "Apple M%s Pro", gens[g]);
         snprintf(id, sizeof id, "apple-m%s-pro", gens[g]);
-        expect_match(db, name, "gpu", id);
+        expect_match(db, name, KF_ARCH_GPU, id);
         snprintf(name, sizeof name, "Apple M%s Max", gens[g]);
         snprintf(id, sizeof id, "apple-m%s-max", gens[g]);
-        expect_match(db, name, "gpu", id);
+        expect_match(db, name, KF_ARCH_GPU, id);
     }
-    expect_match(db, "Apple M3 Max", "gpu", "apple-m3-max");
-    expect_match(db, "Apple M3", "gpu", "apple-m3");
-    expect_match(db, "apple m2 pro", "gpu", "apple-m2-pro");
-    expect_match(db, "Apple M3 Max (40-core GPU)", "gpu", "apple-m3-max");
-    expect_match(db, "Apple M10", "gpu", NULL);
+    expect_match(db, "Apple M3 Max", KF_ARCH_GPU, "apple-m3-max");
+    expect_match(db, "Apple M3", KF_ARCH_GPU, "apple-m3");
+    expect_match(db, "apple m2 pro", KF_ARCH_GPU, "apple-m2-pro");
+    expect_match(db, "Apple M3 Max (40-core GPU)", KF_ARCH_GPU, "apple-m3-max");
+    expect_match(db, "Apple M10", KF_ARCH_GPU, NULL);
     kf_arch_db_free(db);
 }
 
@@ -322,17 +324,17 @@ Test(archdb, match_kind_and_cpu_fallback) {
     if (!strcmp(u.machine, "aarch64") || !strcmp(u.machine, "arm64")) want = "generic-arm64";
     /* an unknown CPU gets this ISA's generic entry; a GPU name never selects a CPU entry
      * and a CPU kind never selects a GPU entry */
-    expect_match(db, "Imaginary Corp CPU 9000", "cpu", want);
-    expect_match(db, "NVIDIA H200", "cpu", want);
-    expect_match(db, "Apple M3 Max", "cpu", want);
-    expect_match(db, NULL, "cpu", want);
-    expect_match(db, "Imaginary Corp CPU 9000", "gpu", NULL);
-    expect_match(db, "Imaginary Corp CPU 9000", NULL, NULL);
-    cr_assert_null(kf_arch_db_match(NULL, "NVIDIA H200", "gpu"));
+    expect_match(db, "Imaginary Corp CPU 9000", KF_ARCH_CPU, want);
+    expect_match(db, "NVIDIA H200", KF_ARCH_CPU, want);
+    expect_match(db, "Apple M3 Max", KF_ARCH_CPU, want);
+    expect_match(db, NULL, KF_ARCH_CPU, want);
+    expect_match(db, "Imaginary Corp CPU 9000", KF_ARCH_GPU, NULL);
+    expect_match(db, "Imaginary Corp CPU 9000", KF_ARCH_ANY, NULL);
+    cr_assert_null(kf_arch_db_match(NULL, "NVIDIA H200", KF_ARCH_GPU));
     /* this machine's CPU is detected and matched */
     char name[256];
     kf_arch_cpu_name(name, sizeof name);
-    const kf_arch_entry *e = kf_arch_db_match(db, name, "cpu");
+    const kf_arch_entry *e = kf_arch_db_match(db, name, KF_ARCH_CPU);
     if (want) {
         cr_assert_not_null(e, "cpu \"%s\" matched nothing", name);
         cr_assert_str_eq(e->kind, "cpu");
@@ -352,11 +354,11 @@ Test(archdb, longest_match_wins_and_ties_go_to_the_first) {
     kf_arch_db *db = NULL;
     kf_error err = {0};
     cr_assert_eq(kf_arch_db_load(path, &db, &err), KF_OK, "%s", err.msg);
-    expect_match(db, "Foo Bar 2", "gpu", "long");
-    expect_match(db, "Foo Baz", "gpu", "short"); /* same length: the earlier entry */
-    expect_match(db, "Baz Foo", "gpu", "short");
-    expect_match(db, "Baz", "gpu", "other");
-    expect_match(db, "Foobar", "gpu", NULL);
+    expect_match(db, "Foo Bar 2", KF_ARCH_GPU, "long");
+    expect_match(db, "Foo Baz", KF_ARCH_GPU, "short"); /* same length: the earlier entry */
+    expect_match(db, "Baz Foo", KF_ARCH_GPU, "short");
+    expect_match(db, "Baz", KF_ARCH_GPU, "other");
+    expect_match(db, "Foobar", KF_ARCH_GPU, NULL);
     kf_arch_db_free(db);
     remove_tmp();
 }

@@ -44,7 +44,7 @@ static const kf_arch_entry *h200;
 static void load_db(void) {
     kf_error err = {0};
     cr_assert_eq(kf_arch_db_load(NULL, &db, &err), KF_OK, "%s", err.msg);
-    h200 = kf_arch_db_match(db, "NVIDIA H200", "gpu");
+    h200 = kf_arch_db_match(db, "NVIDIA H200", KF_ARCH_GPU);
     cr_assert_not_null(h200);
 }
 static void free_db(void) { kf_arch_db_free(db); }

@@ -62,8 +62,12 @@ kf_status kf_arch_get_cpu(const char *device_key, int threads, int force, kf_cei
  * per dtype and the per-unit limits an occupancy calculator needs, each entry citing its
  * sources in the data file. 0 means unknown. Measured ceilings (kf_ceilings) take
  * precedence over the nominal bandwidth and peaks here. */
+/* What an entry describes (its "kind" in the data file), and what kf_arch_db_match looks
+ * for: the caller knows whether its device is GPU-style (kf_device_is_gpu). */
+typedef enum kf_arch_kind { KF_ARCH_ANY = 0, KF_ARCH_CPU, KF_ARCH_GPU } kf_arch_kind;
+
 typedef struct kf_arch_entry {
-    char id[48], name[96], kind[8], vendor[24], unit_name[24];
+    char id[48], name[96], kind[8], vendor[24], unit_name[24]; /* kind: the file's word */
     char match[8][64]; int n_match;  /* case-insensitive substrings of a device name */
     int units, simd_width; double clock_mhz;   /* units: SMs / GPU cores / CPU cores */
     double dram_bytes, dram_gbs, l2_bytes, l1_bytes_per_unit, l3_bytes;
@@ -102,14 +106,14 @@ const kf_arch_entry *kf_arch_db_at(const kf_arch_db *db, int i);
 const char *kf_arch_db_path(const kf_arch_db *db);
 /* The entry with this id, or NULL. */
 const kf_arch_entry *kf_arch_db_find(const kf_arch_db *db, const char *id);
-/* Best entry for a device name of kind "gpu"/"cpu" (NULL kind = any): the entry whose match
+/* Best entry for a device name of kind KF_ARCH_GPU/KF_ARCH_CPU (KF_ARCH_ANY = any): the entry whose match
  * string is the LONGEST case-insensitive substring of device_name (so "M3 Pro" beats "M3");
  * an occurrence counts only at word boundaries (no letter or digit touching it on either
  * side, so "A100" is not found in "A1000" nor "H200" in "GH200"); ties go to the earlier
- * entry. For kind "cpu" with no match, the generic entry for this machine (uname: x86_64 ->
+ * entry. For KF_ARCH_CPU with no match, the generic entry for this machine (uname: x86_64 ->
  * "generic-x86-64", aarch64/arm64 -> "generic-arm64"). NULL if none. */
 const kf_arch_entry *kf_arch_db_match(const kf_arch_db *db, const char *device_name,
-                                      const char *kind);
+                                      kf_arch_kind kind);
 /* This machine's CPU model name (from /proc/cpuinfo "model name", or on arm "Hardware" /
  * "CPU implementer"+"CPU part", or sysctl machdep.cpu.brand_string on macOS), into buf.
  * Returns buf; "unknown cpu" if not found. */

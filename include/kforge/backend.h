@@ -101,6 +101,8 @@ kf_status kf_backend_open(const char *name, kf_backend **out, kf_error *err);
 /* Whether d is a GPU-style device: not the cpu platform, and not a driver's CPU device
  * (PoCL). Its architecture entry, occupancy and grid rules are a GPU's. */
 int kf_device_is_gpu(const kf_device_info *d);
+/* Whether d's driver reports a CPU device (PoCL runs OpenCL kernels on the host's cores). */
+int kf_device_type_is_cpu(const kf_device_info *d);
 /* Every device of platform `name` ("opencl"): *infos (malloc'd, caller frees) gets *n
  * probed entries, index 0..n-1. KF_ERR_UNSUPPORTED when the platform is unknown or absent
  * (with why: no ICD loader, no platform, ...). */

@@ -7,6 +7,7 @@
 
 #include "kforge/agent.h"
 #include "kforge/llm.h"
+#include "kforge/platform.h"
 #include "kforge/store.h"
 #include "kforge/synth.h"
 

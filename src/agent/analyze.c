@@ -17,6 +17,7 @@
 #include "kforge/agent.h"
 #include "kforge/arch.h"
 #include "kforge/perf.h"
+#include "kforge/platform.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -108,10 +109,10 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
     if (!platform) platform = "cpu";
     /* older records lack device_type: then only the platform tells */
     const char *dtype = json_string_value(json_object_get(dev, "device_type"));
-    int gpu = strcmp(platform, "cpu") != 0 && !(dtype && strcmp(dtype, "cpu") == 0);
+    int gpu = kf_platform_device_is_gpu(platform, dtype);
     kf_error dbe = {0};
     const kf_arch_entry *arch = NULL;
-    if (kf_arch_db_load(NULL, &db, &dbe) == KF_OK && name) arch = kf_arch_db_match(db, name, gpu ? "gpu" : "cpu");
+    if (kf_arch_db_load(NULL, &db, &dbe) == KF_OK && name) arch = kf_arch_db_match(db, name, gpu ? KF_ARCH_GPU : KF_ARCH_CPU);
     int nok = 0;
     for (size_t i = 0; i < json_array_size(its); i++)
         if (!strcmp(json_string_value(json_object_get(json_array_get(its, i), "status")) ?: "", "ok")) nok++;

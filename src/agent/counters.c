@@ -27,7 +27,8 @@ kf_status kf_agent_counters_tool(const kf_loop_opts *o, const char *platform, ch
                                  kf_error *err) {
     tool[0] = 0;
     if (o->counters == KF_COUNTERS_OFF) return KF_OK;
-    if (strcmp(platform, "cuda") != 0)
+    const kf_platform *p = kf_platform_find(platform);
+    if (!p || p->profiler != KF_PROFILER_NCU)
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
                             "--counters ncu profiles CUDA kernels; this run's platform is %s",
                             platform);

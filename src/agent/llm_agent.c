@@ -150,25 +150,17 @@ static char *fill(const char *tpl, const char *const *kv) {
     return b.data;
 }
 
-const char *kf_llm_agent_langs(const char *platform) {
-    if (strcmp(platform, "cuda") == 0) return "cuda,cu,cpp,c++,c";
-    if (strcmp(platform, "opencl") == 0) return "opencl,cl,c";
-    if (strcmp(platform, "metal") == 0) return "metal,msl,cpp,c++";
-    return "c";
+/* The platform's row; the host's (C) for a name the table lacks. */
+static const kf_platform *row_of(const char *platform) {
+    const kf_platform *p = kf_platform_find(platform);
+    return p ? p : kf_platform_host();
 }
 
-static const char *fence_lang(const char *platform) {
-    if (strcmp(platform, "cuda") == 0) return "cuda";
-    if (strcmp(platform, "opencl") == 0) return "opencl";
-    if (strcmp(platform, "metal") == 0) return "metal";
-    return "c";
-}
+const char *kf_llm_agent_langs(const char *platform) { return row_of(platform)->fence_tags; }
 
-static const char *example_file(const char *platform) {
-    if (strcmp(platform, "cuda") == 0) return "examples/cuda.cu";
-    if (strcmp(platform, "opencl") == 0) return "examples/opencl.cl";
-    return "examples/cpu.c";
-}
+static const char *fence_lang(const char *platform) { return row_of(platform)->fence; }
+
+static const char *example_file(const char *platform) { return row_of(platform)->example_prompt; }
 
 static char *floor_text(const kf_run_result *r) {
     char *s = NULL;
@@ -197,7 +189,9 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
     char dir[1024];
     prompts_dir(o, dir, sizeof dir);
     char contract[64];
-    snprintf(contract, sizeof contract, "contract_%s.md", a->platform);
+    const kf_platform *pf = kf_platform_find(a->platform);
+    if (pf) snprintf(contract, sizeof contract, "%s", pf->contract_prompt);
+    else snprintf(contract, sizeof contract, "contract_%s.md", a->platform); /* fails, naming it */
     char *task_tpl = NULL, *contract_txt = NULL, *ex_task = NULL, *ex_kernel = NULL, *torch_tpl = NULL,
          *ref_tpl = NULL, *torch_txt = NULL, *ref_txt = NULL, *flr = NULL, *ops_txt = NULL;
     kf_status st;

@@ -179,10 +179,8 @@ json_t *kf_agent_device_json(const kf_device_info *d, const kf_ceilings *c) {
 
 /* The kernel's file name in the output directory, by platform; see agent.h. */
 const char *kf_loop_kernel_file(const char *platform) {
-    if (strcmp(platform, "opencl") == 0) return "kernel.cl";
-    if (strcmp(platform, "cuda") == 0) return "kernel.cu";
-    if (strcmp(platform, "metal") == 0) return "kernel.metal";
-    return "kernel.c";
+    const kf_platform *p = kf_platform_find(platform);
+    return p ? p->kernel_file : kf_platform_host()->kernel_file;
 }
 
 static json_t *plan_json(const kf_launch_plan *p) {
@@ -272,7 +270,7 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
     json_object_set_new(man, "source", json_string(kname));
     char flags[1024];
     snprintf(flags, sizeof flags, "%s %s", r->dev.flags, r->best_flags);
-    if (strcmp(r->dev.platform, "cpu") == 0) {
+    if (kf_platform_is_host(r->dev.platform)) {
         json_object_set_new(man, "entry", json_string("kforge_kernel"));
         /* the device reports "COMMAND: VERSION" */
         char cc[256];
@@ -412,7 +410,8 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         return;
     }
     const char *name = checker_name(tool);
-    int sanitizer = strcmp(r->dev.platform, "cuda") == 0;
+    const kf_platform *pf = kf_platform_find(r->dev.platform);
+    int sanitizer = pf && pf->memchecker == KF_MEMCHECKER_COMPUTE_SANITIZER;
     for (int attempt = 0; attempt < 3 && r->best >= 0; attempt++) {
         kf_iter_record *it = &r->iters[r->best];
         if (strcmp(it->memcheck, "ok") == 0) {
@@ -483,9 +482,11 @@ kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_cei
                                   kf_error *err) {
     const kf_device_info *d = &be->info;
     char key[160];
-    if (strcmp(d->platform, "cpu") == 0 || strcmp(d->device_type, "cpu") == 0) {
+    if (!kf_device_is_gpu(d)) {
+        /* a driver's CPU device (PoCL) has the host's ceilings: measure them on the host */
         kf_backend *cpu = NULL;
-        kf_status st = strcmp(d->platform, "cpu") == 0 ? KF_OK : kf_backend_open("cpu", &cpu, err);
+        kf_status st = kf_platform_is_host(d->platform) ? KF_OK
+                                                        : kf_backend_open(kf_platform_host()->name, &cpu, err);
         if (st != KF_OK) return st;
         const kf_device_info *cd = cpu ? &cpu->info : d;
         snprintf(key, sizeof key, "cpu|%s|%d", cd->name, threads ? threads : cd->threads);
@@ -505,7 +506,7 @@ static void mm16_peak(kf_run_result *r, const kf_loop_opts *o) {
     kf_error e = {0};
     const kf_arch_entry *a = NULL;
     if (kf_arch_db_load(NULL, &db, &e) == KF_OK)
-        a = kf_arch_db_match(db, r->dev.name, kf_device_is_gpu(&r->dev) ? "gpu" : "cpu");
+        a = kf_arch_db_match(db, r->dev.name, kf_device_is_gpu(&r->dev) ? KF_ARCH_GPU : KF_ARCH_CPU);
     double t = a ? (a->peak_tflops_bf16 > a->peak_tflops_f16 ? a->peak_tflops_bf16 : a->peak_tflops_f16) : 0;
     r->ceil.peak_gflops_mm16 = t * 1e3;
     if (o->table) {
@@ -530,7 +531,7 @@ static const kf_arch_entry *arch_entry(kf_arch_db **db, kf_run_result *r, const 
         return NULL;
     }
     int gpu = kf_device_is_gpu(&r->dev);
-    const kf_arch_entry *a = kf_arch_db_match(*db, r->dev.name, gpu ? "gpu" : "cpu");
+    const kf_arch_entry *a = kf_arch_db_match(*db, r->dev.name, gpu ? KF_ARCH_GPU : KF_ARCH_CPU);
     if (a) snprintf(r->arch, sizeof r->arch, "%s", a->id);
     else snprintf(r->arch, sizeof r->arch, "no entry matches \"%s\"", r->dev.name);
     if (o->table) fprintf(o->table, "analysis: architecture %s%s\n", a ? a->name : r->arch,
@@ -561,10 +562,12 @@ static void counters_note(char *note, size_t cap, const kf_run_result *r, const 
     note[0] = 0;
     if (o->analysis == KF_ANALYSIS_OFF) return;
     const char *pl = r->dev.platform;
-    if (strcmp(pl, "cpu") == 0) {
+    const kf_platform *pf = kf_platform_find(pl);
+    kf_profiler prof = pf ? pf->profiler : KF_PROFILER_NONE;
+    if (prof == KF_PROFILER_PERF_EVENT) {
         if (kf_perf_cpu_counters_usable(note, cap))
             snprintf(note, cap, "CPU counters work here, but kforge synth does not collect them per candidate yet");
-    } else if (strcmp(pl, "cuda") == 0) {
+    } else if (prof == KF_PROFILER_NCU) {
         if (o->counters == KF_COUNTERS_OFF)
             snprintf(note, cap, "no profiler counters (kforge synth --counters ncu runs each candidate under Nsight Compute)");
     } else {
@@ -588,7 +591,7 @@ static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record 
     int gpu = kf_device_is_gpu(&r->dev);
     kf_launch_plan plan;
     int have_plan = 0;
-    if (strcmp(r->dev.platform, "cpu") != 0) {
+    if (!kf_platform_is_host(r->dev.platform)) {
         kf_error pe = {0};
         have_plan = kf_launch_plan_parse(cand->source, cand->flags, ec->g_nbufs, &plan, &pe) == KF_OK;
     }
@@ -887,7 +890,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
      * do): streaming stores lost there in every kforge bench run (softplus 35.5 ms with
      * them against 23.0 eager; clamp 18.2 against 11.0), though the runner's emulation of
      * fresh pages timed them even, so they are not searched. */
-    if (o->fresh_outputs && strcmp(be->info.platform, "cpu") == 0 && kf_synth_pin(syn, "nt", 0) > 0 &&
+    const kf_platform *pf = kf_platform_find(be->info.platform);
+    if (o->fresh_outputs && pf && pf->templates == KF_TPL_CPU && kf_synth_pin(syn, "nt", 0) > 0 &&
         o->table)
         fprintf(o->table, "fresh outputs: streaming stores (nt) left out of the search\n");
 

@@ -259,6 +259,16 @@ static kf_status parse_limits(const where *w, json_t *e, kf_arch_entry *out) {
     return KF_OK;
 }
 
+/* The data file's word for each kind (kf_arch_entry.kind). */
+static const char *const kind_words[] = {[KF_ARCH_CPU] = "cpu", [KF_ARCH_GPU] = "gpu"};
+
+/* The kind a data file's word names; KF_ARCH_ANY for no kind. */
+static kf_arch_kind kind_of(const char *word) {
+    for (int k = KF_ARCH_CPU; k <= KF_ARCH_GPU; k++)
+        if (strcmp(word, kind_words[k]) == 0) return (kf_arch_kind)k;
+    return KF_ARCH_ANY;
+}
+
 /* One entry object into *out. w->id is pointed at out->id once it is read. */
 static kf_status parse_entry(where *w, json_t *e, kf_arch_entry *out) {
     static const char *const keys[] = {"id",    "name",       "kind",        "vendor",
@@ -275,7 +285,7 @@ static kf_status parse_entry(where *w, json_t *e, kf_arch_entry *out) {
     if ((st = check_keys(w, e, "", keys))) return st;
     if ((st = get_string(w, e, "name", out->name, sizeof out->name, 1))) return st;
     if ((st = get_string(w, e, "kind", out->kind, sizeof out->kind, 1))) return st;
-    if (strcmp(out->kind, "gpu") != 0 && strcmp(out->kind, "cpu") != 0)
+    if (kind_of(out->kind) == KF_ARCH_ANY)
         return invalid(w, "kind", "must be \"gpu\" or \"cpu\", not \"%s\"", out->kind);
     if ((st = get_string(w, e, "vendor", out->vendor, sizeof out->vendor, 0))) return st;
     if ((st = get_string(w, e, "arch", out->arch, sizeof out->arch, 0))) return st;
@@ -466,14 +476,14 @@ static const char *generic_cpu_id(void) {
 }
 
 const kf_arch_entry *kf_arch_db_match(const kf_arch_db *db, const char *device_name,
-                                      const char *kind) {
+                                      kf_arch_kind kind) {
     if (!db) return NULL;
     const char *name = device_name ? device_name : "";
     const kf_arch_entry *best = NULL;
     size_t best_len = 0;
     for (int i = 0; i < db->n; i++) {
         const kf_arch_entry *e = &db->entries[i];
-        if (kind && strcmp(e->kind, kind) != 0) continue;
+        if (kind != KF_ARCH_ANY && kind_of(e->kind) != kind) continue;
         for (int j = 0; j < e->n_match; j++) {
             size_t k = word_match(name, e->match[j]);
             if (k > best_len) {
@@ -482,7 +492,7 @@ const kf_arch_entry *kf_arch_db_match(const kf_arch_db *db, const char *device_n
             }
         }
     }
-    if (!best && kind && strcmp(kind, "cpu") == 0) {
+    if (!best && kind == KF_ARCH_CPU) {
         const char *gid = generic_cpu_id();
         if (gid) best = kf_arch_db_find(db, gid);
     }

@@ -195,8 +195,3 @@ kf_status kf_backend_sync(kf_backend *b) {
     if (b->iface->sync) return b->iface->sync(b->ctx);
     return KF_OK;
 }
-
-/* See backend.h. */
-int kf_device_is_gpu(const kf_device_info *d) {
-    return strcmp(d->platform, "cpu") != 0 && strcmp(d->device_type, "cpu") != 0;
-}

@@ -10,6 +10,7 @@
 #include "kforge/arch.h"
 #include "kforge/backend.h"
 #include "kforge/perf.h"
+#include "kforge/platform.h"
 
 #include <getopt.h>
 #include <jansson.h>
@@ -80,7 +81,7 @@ int kf_cli_calibrate(int argc, char **argv) {
     if (cached) {
         /* the same key the loop uses, without measuring: load only */
         char key[160];
-        if (strcmp(d->platform, "cpu") == 0)
+        if (kf_platform_is_host(d->platform))
             snprintf(key, sizeof key, "cpu|%s|%d", d->name, threads ? threads : d->threads);
         else snprintf(key, sizeof key, "%s|%s|%s", d->platform, d->name, d->driver);
         st = kf_arch_load(key, &ce, &err);
@@ -102,14 +103,14 @@ int kf_cli_calibrate(int argc, char **argv) {
     kf_error dberr = {0};
     const kf_arch_entry *a = NULL;
     int gpu = kf_device_is_gpu(d);
-    if (kf_arch_db_load(NULL, &db, &dberr) == KF_OK) a = kf_arch_db_match(db, d->name, gpu ? "gpu" : "cpu");
+    if (kf_arch_db_load(NULL, &db, &dberr) == KF_OK) a = kf_arch_db_match(db, d->name, gpu ? KF_ARCH_GPU : KF_ARCH_CPU);
     if (json) {
         json_t *j = json_pack("{s:s, s:s, s:b, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "device",
                               ce.device_key, "platform", d->platform, "measured", ce.measured, "threads",
                               ce.threads, "copy_gbs", ce.copy_gbs, "read_gbs", ce.read_gbs, "write_gbs",
                               ce.write_gbs, "peak_gflops_f32", ce.peak_gflops_f32, "peak_gflops_f64",
                               ce.peak_gflops_f64, "launch_us", ce.launch_us, "when", ce.when);
-        if (strcmp(d->platform, "cpu") == 0) json_object_set_new(j, "busy", json_real(ce.busy));
+        if (kf_platform_is_host(d->platform)) json_object_set_new(j, "busy", json_real(ce.busy));
         if (a)
             json_object_set_new(j, "arch", json_pack("{s:s, s:s, s:f, s:f, s:s}", "id", a->id, "name", a->name,
                                                      "dram_gbs", a->dram_gbs, "peak_tflops_f32",
@@ -129,11 +130,12 @@ int kf_cli_calibrate(int argc, char **argv) {
         if (ce.launch_us > 0) printf("launch        %9.2f us (%s)\n", ce.launch_us, gpu ? "empty kernel" : "empty parallel region");
         else printf("launch        not measured (cached before kforge measured it: --target %s without --cached)\n", target);
         printf("when          %s (%s)\n", ce.when, ce.measured ? "measured" : "nominal");
-        if (strcmp(d->platform, "cpu") == 0)
+        if (kf_platform_is_host(d->platform))
             printf("load          others used %.0f%% of the machine while it measured%s\n", 100 * ce.busy,
                    ce.busy > KF_CALIB_BUSY_MAX ? ": busy, the ceilings may be low (measure again when idle)"
                    : ce.busy > 0 ? "" : " (or an entry cached before kforge measured the load)");
-        if (strcmp(d->platform, "cpu") == 0) {
+        const kf_platform *pf = kf_platform_find(d->platform);
+        if (pf && pf->profiler == KF_PROFILER_PERF_EVENT) {
             char why[300];
             if (kf_perf_cpu_counters_usable(why, sizeof why)) printf("cpu counters  available (perf_event_open)\n");
             else printf("cpu counters  %s\n", why);

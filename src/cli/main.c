@@ -8,6 +8,7 @@
 #include "kforge/agent.h"
 #include "kforge/llm.h"
 #include "kforge/backend.h"
+#include "kforge/platform.h"
 #include "kforge/ir.h"
 #include "kforge/synth.h"
 #include "kforge/verify.h"
@@ -585,8 +586,9 @@ static int cmd_verify(int argc, char **argv) {
     snprintf(cand.label, sizeof cand.label, "%s", argv[optind + 1]);
     /* a CUDA source without launch lines is the nvcc form (kforge_kernel launches its own
      * kernels; the backend tells the forms apart the same way) and has no plan to check */
-    int cuda_host_form = strcmp(be->info.platform, "cuda") == 0 && !strstr(src, "kforge:launch");
-    if (strcmp(be->info.platform, "cpu") != 0 && !cuda_host_form) {
+    const kf_platform *pf = kf_platform_find(be->info.platform);
+    int host_form = pf && pf->host_form && !strstr(src, "kforge:launch");
+    if (!kf_platform_is_host(be->info.platform) && !host_form) {
         /* a device kernel must declare its launch plan; say so before compiling */
         kf_launch_plan plan;
         if (kf_launch_plan_parse(src, flags, g->ninputs + g->noutputs, &plan, &err) != KF_OK) {
@@ -632,9 +634,9 @@ out:
     return rc;
 }
 
-/* The platforms of the op x platform matrix (every platform the builtin renders for). */
-static const char *const ops_platforms[] = {"cpu", "opencl", "cuda", "metal"};
-#define N_OPS_PLATFORMS ((int)(sizeof ops_platforms / sizeof ops_platforms[0]))
+/* The platforms of the op x platform matrix: every row of the platform table. */
+#define N_OPS_PLATFORMS kf_platform_count()
+#define ops_platform(p) (kf_platform_at(p)->name)
 
 static int cmd_ops(int argc, char **argv) {
     int json = 0;
@@ -648,7 +650,7 @@ static int cmd_ops(int argc, char **argv) {
     json_t *arr = json ? json_array() : NULL;
     if (!json) {
         printf("%-12s %-10s %-6s %-7s", "op", "class", "inputs", "domain");
-        for (int p = 0; p < N_OPS_PLATFORMS; p++) printf(" %-6s", ops_platforms[p]);
+        for (int p = 0; p < N_OPS_PLATFORMS; p++) printf(" %-6s", ops_platform(p));
         printf(" attributes (defaults)\n");
     }
     int unsupported = 0;
@@ -676,10 +678,10 @@ static int cmd_ops(int argc, char **argv) {
             printf("%-12s %-10s %-6s %-7s", in->name, kf_op_class_name(in->cls), arity, dom);
         for (int p = 0; p < N_OPS_PLATFORMS; p++) {
             kf_error why = {0};
-            int ok = kf_synth_op_support((kf_op)k, ops_platforms[p], &why) == KF_OK;
+            int ok = kf_synth_op_support((kf_op)k, ops_platform(p), &why) == KF_OK;
             unsupported += !ok;
             if (json)
-                json_object_set_new(jplat, ops_platforms[p],
+                json_object_set_new(jplat, ops_platform(p),
                                     ok ? json_pack("{s:b}", "supported", 1)
                                        : json_pack("{s:b, s:s}", "supported", 0, "reason", why.msg));
             else
@@ -717,7 +719,7 @@ static json_t *device_info_json(const kf_device_info *d) {
                           (json_int_t)d->l2_bytes, "l3_bytes", (json_int_t)d->l3_bytes,
                           "mem_bytes", (json_int_t)d->mem_bytes, "compiler", d->compiler,
                           "flags", d->flags);
-    if (strcmp(d->platform, "cpu") != 0) {
+    if (!kf_platform_is_host(d->platform)) {
         json_object_update_new(j, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:[i,i,i], "
                                             "s:I, s:I, s:I, s:i, s:i, s:I, s:b}",
                                             "device_type", d->device_type, "vendor", d->vendor,
@@ -738,7 +740,7 @@ static json_t *device_info_json(const kf_device_info *d) {
 
 static void device_info_print(const kf_device_info *d) {
     printf("%s:%d  %s\n", d->platform, d->index, d->name);
-    if (strcmp(d->platform, "cpu") == 0) {
+    if (kf_platform_is_host(d->platform)) {
         printf("        arch %s, %d cores / %d threads, SIMD %d bits\n", d->arch, d->cores,
                d->threads, d->simd_bits);
         printf("        L1d %lld KiB, L2 %lld KiB, L3 %lld MiB, memory %lld MiB\n",

@@ -77,6 +77,7 @@ static const kf_lang lang_opencl = {
     .math = {"exp", "log", "tanh", "erf", "expm1", "log1p", "pow", "sqrt", "fabs", "fmax",
              "fmin", "floor"},
     .c_names = 1,
+    .shfl_ext = 1,
 };
 
 static const kf_lang lang_cuda = {
@@ -110,6 +111,8 @@ static const kf_lang lang_cuda = {
     .math = {"expf", "logf", "tanhf", "erff", "expm1f", "log1pf", "powf", "sqrtf", "fabsf",
              "fmaxf", "fminf", "floorf"},
     .c_names = 0,
+    .min_groups = 1,
+    .mma = 1,
 };
 
 static const kf_lang lang_metal = {
@@ -171,6 +174,12 @@ const kf_lang *kf_lang_by_name(const char *name) {
 const char *kf_lang_name(const kf_lang *L) { return L->name; }
 
 int kf_lang_has_subgroups(const kf_lang *L) { return L->tok[KF_TOK_SG_SUM] != NULL; }
+
+int kf_lang_has_min_groups(const kf_lang *L) { return L->min_groups; }
+
+int kf_lang_shuffle_needs_ext(const kf_lang *L) { return L->shfl_ext; }
+
+int kf_lang_has_mma(const kf_lang *L) { return L->mma; }
 
 /* ---- kernel-form fallbacks for builtins a language lacks ----------------------------- */
 

@@ -60,6 +60,12 @@ struct kf_lang {
     const char *id_param[KF_TOK_COUNT]; /* Metal: the kernel parameter a token reads */
     kf_lang_math math;
     int c_names;                        /* the language lacks expf/sqrtf/...: map them */
+    int min_groups;                     /* kf_gkernel.min_groups is rendered (CUDA's
+                                           __launch_bounds__ minimum) */
+    int shfl_ext;                       /* $sg_shfl_xor needs a device extension beyond
+                                           sub-groups (OpenCL: cl_khr_subgroup_shuffle) */
+    int mma;                            /* warp matrix instructions (CUDA's mma.sync on
+                                           sm_80 and newer) */
 };
 
 #endif

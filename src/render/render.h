@@ -82,6 +82,14 @@ const char *kf_lang_name(const kf_lang *L);
 /* 1 when the language has sub-group operations at all (all three do; OpenCL needs
  * cl_khr_subgroups on the device, which the caller checks). */
 int kf_lang_has_subgroups(const kf_lang *L);
+/* 1 when kf_gkernel.min_groups reaches the compiler (CUDA's __launch_bounds__ minimum). */
+int kf_lang_has_min_groups(const kf_lang *L);
+/* 1 when $sg_shfl_xor needs a device extension beyond sub-groups (OpenCL's
+ * cl_khr_subgroup_shuffle), so a template cannot count on it where sub-groups exist. */
+int kf_lang_shuffle_needs_ext(const kf_lang *L);
+/* 1 when the language has warp matrix instructions (CUDA's mma.sync; the device must be
+ * sm_80 or newer, which the caller checks). */
+int kf_lang_has_mma(const kf_lang *L);
 
 typedef enum kf_gparam_kind {
     KF_GP_IN = 0,  /* read-only device buffer:  const T *restrict */

@@ -22,6 +22,7 @@
  * beyond its stage's share is fixed at its default (kf_gpu_param / kf_gpu_get).
  */
 #include "gpu_tpl.h"
+#include "kforge/platform.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -29,13 +30,13 @@
 #include <string.h>
 
 int kf_synth_is_gpu(const char *platform) {
-    return platform && (strcmp(platform, "opencl") == 0 || strcmp(platform, "cuda") == 0 ||
-                        strcmp(platform, "metal") == 0);
+    const kf_platform *p = kf_platform_find(platform);
+    return p && p->templates == KF_TPL_GPU;
 }
 
 void kf_gpu_dev(const kf_synth *s, kf_gdev *d) {
     const kf_device_info *i = &s->dev;
-    d->is_cpu = strcmp(i->device_type, "cpu") == 0;
+    d->is_cpu = kf_device_type_is_cpu(i);
     d->max_wg = i->max_wg > 0 ? i->max_wg : 1024; /* CUDA's and Metal's usual limit */
     if (i->max_wi[0] > 0 && i->max_wi[0] < d->max_wg) d->max_wg = i->max_wi[0];
     d->local_mem = i->local_mem_bytes > 0 ? i->local_mem_bytes : 32768;

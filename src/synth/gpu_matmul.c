@@ -84,7 +84,8 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
      * runs it on PoCL) and, on CUDA, the groups per SM the register budget must allow
      * (mg: __launch_bounds__'s minimum; 1 lets the compiler use up to 255 registers) */
     kf_gpu_param(s, st, "rp", vl, 2, large ? 1 : 0);
-    if (strcmp(s->platform, "cuda") == 0) {
+    const kf_lang *L = kf_lang_by_name(s->platform);
+    if (L && kf_lang_has_min_groups(L)) {
         static const long mg[] = {1, 2};
         kf_gpu_param(s, st, "mg", mg, 2, 1);
     }

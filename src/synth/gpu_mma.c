@@ -54,7 +54,8 @@ int kf_gpu_mma_stage(const kf_synth *s, const kf_stage *st) {
 
 int kf_gpu_mma_arch_ok(const char *platform, const kf_device_info *dev) {
     int sm = 0;
-    if (!platform || strcmp(platform, "cuda") != 0) return 0;
+    const kf_lang *L = kf_lang_by_name(platform);
+    if (!L || !kf_lang_has_mma(L)) return 0;
     return sscanf(dev->arch, "sm_%d", &sm) == 1 && sm >= 80;
 }
 

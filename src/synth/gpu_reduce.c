@@ -143,7 +143,8 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
     int dw = kf_gpu_nearest(wgs, nwg, dwg);
     kf_gpu_param(s, st, "wg", wgs, nwg, dw);
     /* prod combines with shuffles, which OpenCL has only with cl_khr_subgroup_shuffle */
-    int sg_ok = !is_arg_op(n->op) && !(kf_op_get(n->op)->combiner == KF_COMB_PROD && strcmp(s->platform, "opencl") == 0);
+    const kf_lang *L = kf_lang_by_name(s->platform);
+    int sg_ok = !is_arg_op(n->op) && !(kf_op_get(n->op)->combiner == KF_COMB_PROD && L && kf_lang_shuffle_needs_ext(L));
     if (d.sg > 0 && sg_ok) {
         static const long sg[] = {0, 1};
         kf_gpu_param(s, st, "sg", sg, 2, dts >= d.sg ? 1 : 0);

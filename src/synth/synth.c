@@ -18,6 +18,7 @@
 #include "tpl.h"
 #include "synth_int.h"
 #include "gpu_tpl.h"
+#include "kforge/platform.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -226,7 +227,7 @@ static void fuse_prologues(kf_synth *s) {
 static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_device_info *dev,
                             kf_synth **out, kf_error *err) {
     *out = NULL;
-    if (!platform || (strcmp(platform, "cpu") != 0 && !kf_synth_is_gpu(platform)))
+    if (!kf_platform_find(platform)) /* every platform has a template family */
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "the builtin generator has no templates for platform '%s' "
                             "(available: cpu, opencl, cuda, metal)",

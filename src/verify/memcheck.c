@@ -174,20 +174,30 @@ kf_status kf_verify_find_cuda_tool(const char *name, const char *env_var, const 
                         home && home[0] ? "/bin" : "", env_var);
 }
 
+/* The checker of b's platform; none for a platform the table lacks. */
+static kf_memchecker memchecker_of(const kf_backend *b) {
+    const kf_platform *p = kf_platform_find(b->info.platform);
+    return p ? p->memchecker : KF_MEMCHECKER_NONE;
+}
+
 /* The checker for a platform; see verify.h. */
 kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, kf_error *err) {
     if (!path || cap == 0)
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_memcheck_tool: no buffer");
     path[0] = 0;
-    if (!platform || !platform[0] || strcmp(platform, "cpu") == 0) {
+    const kf_platform *p = !platform || !platform[0] ? kf_platform_host() : kf_platform_find(platform);
+    switch (p ? p->memchecker : KF_MEMCHECKER_NONE) {
+    case KF_MEMCHECKER_VALGRIND:
         if (kf_verify_find_exe("valgrind", path, cap)) return KF_OK;
         path[0] = 0;
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "valgrind is not installed (not found on PATH)");
-    }
-    if (strcmp(platform, "cuda") == 0)
+    case KF_MEMCHECKER_COMPUTE_SANITIZER:
         return kf_verify_find_cuda_tool("compute-sanitizer", "KFORGE_COMPUTE_SANITIZER", "compute-sanitizer", path,
                                         cap, err);
+    case KF_MEMCHECKER_NONE:
+        break;
+    }
     return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                         "no memory checker for platform '%s' (guard zones around every buffer "
                         "still catch out-of-bounds writes)", platform);
@@ -514,7 +524,7 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_memcheck: missing argument");
     }
     int dev = kf_verify_is_device(b);
-    int sanitizer = dev && strcmp(b->info.platform, "cuda") == 0;
+    int sanitizer = dev && memchecker_of(b) == KF_MEMCHECKER_COMPUTE_SANITIZER;
     char tool[PATH_MAX];
     kf_error te = {0};
     kf_status st = kf_verify_memcheck_tool(dev ? b->info.platform : "cpu", tool, sizeof tool, &te);
@@ -620,16 +630,16 @@ done:
 
 /* See verify.h. */
 const char *kf_verify_memcheck_confinement(const kf_backend *b) {
-    if (b && kf_verify_is_device(b) && strcmp(b->info.platform, "cuda") == 0)
+    if (b && kf_verify_is_device(b) && memchecker_of(b) == KF_MEMCHECKER_COMPUTE_SANITIZER)
         return "run without Landlock and with local connect() allowed, which compute-sanitizer needs";
     return "";
 }
 
 /* See verify.h. */
 const char *kf_verify_memcheck_flags(const kf_backend *b) {
-    if (b && strcmp(b->info.platform, "cpu") == 0 && strstr(b->info.arch, "avx512f"))
+    if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND && strstr(b->info.arch, "avx512f"))
         return "-mno-avx512f";
     /* NVRTC and nvcc alike: line numbers in compute-sanitizer's device frames */
-    if (b && strcmp(b->info.platform, "cuda") == 0) return "-lineinfo";
+    if (b && memchecker_of(b) == KF_MEMCHECKER_COMPUTE_SANITIZER) return "-lineinfo";
     return "";
 }

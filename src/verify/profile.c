@@ -88,7 +88,8 @@ kf_status kf_verify_profiler_tool(const char *platform, char *path, size_t cap, 
     if (!path || cap == 0)
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_profiler_tool: no buffer");
     path[0] = 0;
-    if (!platform || strcmp(platform, "cuda") != 0)
+    const kf_platform *p = kf_platform_find(platform);
+    if (!p || p->profiler != KF_PROFILER_NCU)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "no profiler run for platform '%s' (Nsight Compute profiles CUDA "
                             "only)", platform && platform[0] ? platform : "cpu");

@@ -28,6 +28,7 @@
  */
 #include "verify/runproto.h"
 #include "kforge/backend.h"
+#include "kforge/platform.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -353,7 +354,8 @@ int main(int argc, char **argv) {
     char target[sizeof ctl->target];
     memcpy(target, ctl->target, sizeof target);
     target[sizeof target - 1] = 0;
-    if (target[0] && strcmp(target, "cpu") != 0 && strncmp(target, "cpu:", 4) != 0) {
+    const kf_platform *tp = kf_platform_of_target(target); /* "" runs on the host too */
+    if (target[0] && !(tp && !tp->is_gpu)) {
         run_cfg cfg = {.mode = mode, .nbufs = nbufs, .min_reps = min_reps, .max_reps = max_reps,
                        .min_time = min_time, .warmup = warmup, .budget = budget,
                        .flush_bytes = flush_bytes};

@@ -489,7 +489,7 @@ kf_status kf_verify_open_region(const kf_verify_ctx *c, kf_backend *b, const cha
 /* A backend whose candidates run on a device through the platform interface (not the
  * CPU's dlopen path). */
 int kf_verify_is_device(const kf_backend *b) {
-    return b && b->info.platform[0] && strcmp(b->info.platform, "cpu") != 0;
+    return b && b->info.platform[0] && !kf_platform_is_host(b->info.platform);
 }
 
 /* Names the runner's output files uniquely across contexts and threads of this process. */

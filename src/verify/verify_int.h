@@ -13,6 +13,7 @@
 #define KF_VERIFY_INT_H
 
 #include "kforge/verify.h"
+#include "kforge/platform.h"
 
 #include <limits.h>
 #include "verify/runproto.h"
