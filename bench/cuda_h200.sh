@@ -75,6 +75,8 @@ if [ $TESTS = 1 ]; then
   export KFORGE_RUNNER="$BUILD/kforge-runner"
   run_test test_cuda_backend "$BUILD/test_cuda_backend" --verbose=0
   run_test test_gpu_templates_cuda env KFORGE_TEST_GPU=cuda "$BUILD/test_gpu_templates" --verbose=0
+  # every op of the registry on the GPU (tests/test_ops.c; cpu and opencl run in CI)
+  [ -x "$BUILD/test_ops" ] && run_test test_ops_cuda "$BUILD/test_ops" --filter 'ops_pipeline/cuda' --verbose=0
   [ -x "$BUILD/test_memcheck_cuda" ] && run_test test_memcheck_cuda "$BUILD/test_memcheck_cuda" --verbose=0
   # the CUDA part of the render tests (the OpenCL part runs in CI on PoCL)
   [ -x "$BUILD/test_render" ] && run_test test_render_cuda "$BUILD/test_render" --filter 'render_cuda/*' --verbose=0

@@ -2,17 +2,20 @@
 # Build kforge for a GPU machine that lacks the build's libraries (the lent H200 has no
 # jansson/OpenBLAS/Criterion headers and no OpenBLAS or Criterion at run time): a Release
 # build configured from a source path that bench/cuda_h200.sh can recreate there
-# (/tmp/kfsrc, linked to this checkout), with every shared library the binaries need that
+# ($KF_PACK_SRC or /tmp/kfsrc, linked to this checkout), with every shared library the binaries need that
 # is not part of glibc or the GPU driver copied into BUILD/devlibs.
 #
 # usage: bench/pack_gpu_build.sh [BUILD]   (default build-h200, inside this checkout)
 # then:  carry BUILD to the GPU machine and run bench/cuda_h200.sh --build BUILD
+# KF_PACK_SRC names the link to configure through (default /tmp/kfsrc): two checkouts
+# packed for one call (a before/after comparison) need two links.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-h200}
-ln -sfn "$PWD" /tmp/kfsrc
-cmake -S /tmp/kfsrc -B "/tmp/kfsrc/$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "/tmp/kfsrc/$BUILD" -j "$(nproc)"
+LINK=${KF_PACK_SRC:-/tmp/kfsrc}
+ln -sfn "$PWD" "$LINK"
+cmake -S "$LINK" -B "$LINK/$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$LINK/$BUILD" -j "$(nproc)"
 rm -rf "$BUILD/devlibs" "$BUILD/test-work"
 mkdir -p "$BUILD/devlibs"
 # libcurl is on the GPU machine: use its own, with its own TLS and compression libraries
