@@ -225,8 +225,8 @@ Test(diagnose, recorded_softmax_on_the_h200, .init = load_db, .fini = free_db) {
     plan.l[0].ndims = 1;
     plan.l[0].global[0] = 8192 * 256;
     plan.l[0].local[0] = 256;
-    kf_diag_param params[] = {{"s0.ts", 256, 0, 3}, {"s0.wg", 256, 2, 4}, {"s0.sg", 1, 1, 2},
-                              {"s0.rc", 1, 0, 2}, {"s0.split", 1, 0, 3}};
+    kf_diag_param params[] = {{"s0.ts", 256, 0, 3, KF_ROLE_NONE}, {"s0.wg", 256, 2, 4, KF_ROLE_GROUP}, {"s0.sg", 1, 1, 2, KF_ROLE_SUBGROUP},
+                              {"s0.rc", 1, 0, 2, KF_ROLE_NONE}, {"s0.split", 1, 0, 3, KF_ROLE_SPLIT}};
     int n = 0;
     kf_counters *rows = parse("softmax", &n);
     kf_diag_input in = {.platform = "cuda", .gpu = 1, .roof = &r, .perf = &p, .arch = h200,
@@ -277,7 +277,7 @@ static kf_roofline roof_mem(double bytes, double bw) {
 Test(diagnose, classification) {
     kf_roofline r = roof_mem(1e9, 1000); /* floor 1 ms */
     kf_perf_point p;
-    kf_diag_param params[] = {{"s0.vw", 4, 1, 4}, {"s0.threads", 1, 0, 2}};
+    kf_diag_param params[] = {{"s0.vw", 4, 1, 4, KF_ROLE_VECTOR}, {"s0.threads", 1, 0, 2, KF_ROLE_THREADS}};
     kf_diag_input in = {.platform = "cpu", .roof = &r, .perf = &p, .params = params, .nparams = 2,
                         .cpu_threads = 2};
     kf_diagnosis d;
@@ -297,7 +297,7 @@ Test(diagnose, classification) {
     plan.nlaunches = 3;
     in.plan = &plan;
     in.launch_s = 40e-6;
-    kf_diag_param two[] = {{"s0.vw", 4, 1, 4}, {"s0.threads", 2, 1, 2}};
+    kf_diag_param two[] = {{"s0.vw", 4, 1, 4, KF_ROLE_VECTOR}, {"s0.threads", 2, 1, 2, KF_ROLE_THREADS}};
     in.params = two;
     in.roof = &small;
     kf_perf_place(&small, 0.2e-3, &p);
@@ -331,8 +331,8 @@ Test(diagnose, gpu_grid_registers_and_ends_of_lists, .init = load_db, .fini = fr
     plan.l[0].ndims = 1;
     plan.l[0].global[0] = 64 * 256; /* 64 groups for 132 SMs */
     plan.l[0].local[0] = 256;
-    kf_diag_param params[] = {{"s0.split", 1, 0, 3}, {"s0.wg", 256, 2, 4}, {"s0.vw", 4, 2, 3},
-                              {"s0.rm", 8, 2, 3}};
+    kf_diag_param params[] = {{"s0.split", 1, 0, 3, KF_ROLE_SPLIT}, {"s0.wg", 256, 2, 4, KF_ROLE_GROUP}, {"s0.vw", 4, 2, 3, KF_ROLE_VECTOR},
+                              {"s0.rm", 8, 2, 3, KF_ROLE_REG_M}};
     kf_diag_input in = {.platform = "cuda", .gpu = 1, .roof = &r, .perf = &p, .arch = h200,
                         .resources = "kf_s0 regs=200 smem=0 local=64 max_threads=256", .plan = &plan,
                         .params = params, .nparams = 4, .units = 132};
@@ -360,8 +360,8 @@ Test(diagnose, moves_against_the_diagnosis) {
     kf_perf_point p;
     kf_perf_place(&r, 5e-3, &p); /* 20 %: latency-bound, wants wider vectors and unrolling */
     /* vw at the widest (idx 1 of 2), all 2 threads in use, unroll at its first value */
-    kf_diag_param params[] = {{"vw", 8, 1, 2}, {"s0.threads", 2, 1, 2}, {"s0.unroll", 1, 0, 3},
-                              {"s0.block", 32768, 2, 4}};
+    kf_diag_param params[] = {{"vw", 8, 1, 2, KF_ROLE_VECTOR}, {"s0.threads", 2, 1, 2, KF_ROLE_THREADS}, {"s0.unroll", 1, 0, 3, KF_ROLE_UNROLL},
+                              {"s0.block", 32768, 2, 4, KF_ROLE_BLOCK}};
     kf_diag_input in = {.platform = "cpu", .roof = &r, .perf = &p, .params = params, .nparams = 4,
                         .cpu_threads = 2};
     kf_diagnosis d;
@@ -398,7 +398,7 @@ Test(diagnose, moves_against_the_diagnosis) {
     kf_roofline rc = roof_mem(1e6, 1000);
     rc.flops = 1e9;
     kf_perf_place(&rc, 1.5e-3, &p);
-    kf_diag_param mm[] = {{"s0.naive", 0, 0, 2}, {"s0.mk", 616, 3, 5}, {"vw", 8, 1, 2}};
+    kf_diag_param mm[] = {{"s0.naive", 0, 0, 2, KF_ROLE_NAIVE}, {"s0.mk", 616, 3, 5, KF_ROLE_MICRO_KERNEL}, {"vw", 8, 1, 2, KF_ROLE_VECTOR}};
     kf_diag_input im = {.platform = "cpu", .roof = &rc, .perf = &p, .params = mm, .nparams = 3,
                         .cpu_threads = 2};
     kf_perf_diagnose(&im, &d);
@@ -521,4 +521,25 @@ Test(analyze, counters_recorded_by_the_run) {
     cr_assert(strstr(buf, "counters: recorded by the run for 1 of 3 verified iterations"), "%s", buf);
     free(buf);
     free(rows);
+}
+
+/* The rules ask for roles: a kernel whose threads parameter is called "workers" and whose
+ * vector width is "lanes" gets threads+ and vector moves under its own names, and a
+ * parameter called "vw" without the vector role gets none. */
+Test(diagnose, rules_ask_for_roles_not_names) {
+    kf_roofline r = roof_mem(1e9, 1000);
+    kf_perf_point p;
+    kf_diag_param params[] = {{"s0.workers", 1, 0, 2, KF_ROLE_THREADS}, {"s0.lanes", 4, 1, 4, KF_ROLE_VECTOR},
+                              {"s0.vw", 4, 1, 4, KF_ROLE_NONE}};
+    kf_diag_input in = {.platform = "cpu", .roof = &r, .perf = &p, .params = params, .nparams = 3,
+                        .cpu_threads = 2};
+    kf_diagnosis d;
+    kf_perf_place(&r, 5e-3, &p); /* latency-bound, one of two threads */
+    kf_perf_diagnose(&in, &d);
+    cr_assert(has_rec(&d, "workers", +1), "threads+ under the kernel's own name expected");
+    cr_assert(has_rec(&d, "lanes", +1), "vector+ under the kernel's own name expected");
+    for (int i = 0; i < d.nrecs; i++) {
+        cr_assert_str_neq(d.rec[i].param, "vw", "a parameter without a role was moved: %s", d.rec[i].why);
+        cr_assert_neq(d.rec[i].role, KF_ROLE_NONE);
+    }
 }

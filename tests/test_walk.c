@@ -139,3 +139,31 @@ Test(walk, moves_measured_no_faster_come_last) {
     free(seen.h);
     free(ml);
 }
+
+/* Moves are matched by role: a template's tile parameter called bm is what a TILE_M rule
+ * moves, and a parameter that happens to be called tm but declares no role is not. */
+Test(walk, moves_follow_roles_not_names) {
+    kf_space sp;
+    space(&sp);
+    snprintf(sp.p[0].name, sizeof sp.p[0].name, "s0.tm");
+    sp.p[0].role = KF_ROLE_NONE;
+    snprintf(sp.p[1].name, sizeof sp.p[1].name, "s0.bm");
+    sp.p[1].role = KF_ROLE_TILE_M;
+    kf_diagnosis d;
+    memset(&d, 0, sizeof d);
+    d.nrecs = 1;
+    snprintf(d.rec[0].param, sizeof d.rec[0].param, "bm");
+    d.rec[0].role = KF_ROLE_TILE_M;
+    d.rec[0].dir = +1;
+    d.rec[0].score = 0.9;
+    snprintf(d.rec[0].why, sizeof d.rec[0].why, "larger tiles re-read less");
+    kf_seen seen = {0};
+    kf_point best = pt(0, 0), out;
+    kf_walk_mark(&seen, &sp, &best);
+    char why[200], skipped[200];
+    cr_assert(kf_walk_follow(&sp, &best, &d, NULL, &seen, &out, why, sizeof why, skipped, sizeof skipped));
+    cr_assert_eq(out.idx[0], 0, "moved the parameter named tm: %s", why);
+    cr_assert_eq(out.idx[1], 1, "%s", why);
+    cr_assert(strstr(why, "s0.bm 10 -> 20"), "%s", why);
+    free(seen.h);
+}

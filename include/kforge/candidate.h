@@ -56,6 +56,38 @@ extern "C" {
 #define KF_MAX_SCRATCH 8
 #define KF_MAX_LAUNCH_ARGS 32
 
+/* What a schedule parameter does, whatever a template calls it: the planner declares a
+ * role with each parameter and the performance analysis agent's rules ask for roles
+ * ("a wider vector", "a smaller block tile"), never for names. */
+typedef enum kf_role {
+    KF_ROLE_NONE = 0,      /* no rule of the analysis moves it (it is still searched) */
+    KF_ROLE_THREADS,       /* CPU threads of a stage */
+    KF_ROLE_VECTOR,        /* SIMD / vector width of the arithmetic and accesses */
+    KF_ROLE_VECTOR_LOADS,  /* vector width of a matmul's tile loads */
+    KF_ROLE_UNROLL,        /* independent iterations in flight */
+    KF_ROLE_BLOCK,         /* contiguous elements per parallel task */
+    KF_ROLE_STREAM,        /* non-temporal (streaming) stores */
+    KF_ROLE_GROUP,         /* work-group (block) size */
+    KF_ROLE_PER_ITEM,      /* elements per work-item */
+    KF_ROLE_SPLIT,         /* a reduction split into parallel partial passes */
+    KF_ROLE_SUBGROUP,      /* sub-group (warp) shuffles instead of local memory */
+    KF_ROLE_TILE_M,        /* a matmul's block tile along M */
+    KF_ROLE_TILE_N,        /* ... along N */
+    KF_ROLE_TILE_K,        /* the K step per barrier */
+    KF_ROLE_REG_M,         /* a work-item's register tile along M */
+    KF_ROLE_REG_N,         /* ... along N */
+    KF_ROLE_DOUBLE_BUFFER, /* loads of the next tile overlapped with the current one */
+    KF_ROLE_MICRO_KERNEL,  /* the CPU GEMM's register micro-kernel */
+    KF_ROLE_CACHE_K,       /* the CPU GEMM's K block for the cache */
+    KF_ROLE_NAIVE,         /* the plain loop instead of the tiled one */
+    KF_ROLE_COUNT
+} kf_role;
+
+/* "threads", "vector", ... ("none"); kf_role_lookup is its inverse (KF_ROLE_COUNT when
+ * unknown). */
+const char *kf_role_name(kf_role r);
+kf_role kf_role_lookup(const char *name);
+
 typedef struct kf_tunable {
     char name[32];
     int nvalues;

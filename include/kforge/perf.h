@@ -112,6 +112,7 @@ typedef struct kf_diag_param {
     char name[32];            /* stage-prefixed, e.g. "s0.vw" */
     long value;
     int idx, nvalues;         /* position in its value list (nvalues 0: unknown) */
+    kf_role role;             /* what it does (the template's declaration) */
 } kf_diag_param;
 
 typedef struct kf_diag_input {
@@ -135,6 +136,7 @@ typedef struct kf_diag_input {
 #define KF_DIAG_MAX_AVOID 8
 typedef struct kf_diag_rec {
     char param[32];           /* the parameter's name without its stage ("vw", "wg", ...) */
+    kf_role role;             /* the role the rule asked for */
     int dir;                  /* +1: a larger value, -1: a smaller one */
     double score;             /* expected effect, 0..1, for ranking */
     char why[160];
@@ -145,6 +147,7 @@ typedef struct kf_diag_rec {
  * The builtin agent tries such moves only when nothing else near the best is left. */
 typedef struct kf_diag_avoid {
     char param[32];
+    kf_role role;
     int dir;
 } kf_diag_avoid;
 

@@ -27,6 +27,7 @@ typedef struct kf_param {
     int nvalues;
     long values[KF_MAX_PARAM_VALUES];
     int dflt;               /* index of the default value (the first candidate's) */
+    kf_role role;           /* what it does (the analysis agent's rules ask for roles) */
 } kf_param;
 
 typedef struct kf_space {

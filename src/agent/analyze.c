@@ -29,8 +29,39 @@ static double num(json_t *o, const char *k) {
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
-/* "ts=256 wg=256 s1.wg=128" into params (positions unknown: nvalues 0). */
-static int label_params(const char *label, kf_diag_param *p, int cap) {
+/* The role of label parameter name: from the run record's "roles" ("vw:vector s1.wg:group
+ * ..."), or, for records written before roles, from the names the templates used then
+ * (the name without its stage prefix). */
+static kf_role role_of(const char *roles, const char *name) {
+    if (roles && roles[0]) {
+        size_t n = strlen(name);
+        for (const char *p = roles; (p = strstr(p, name)) != NULL; p += n)
+            if ((p == roles || p[-1] == ' ') && p[n] == ':') {
+                char r[32];
+                if (sscanf(p + n + 1, "%31[^ ]", r) != 1) break;
+                kf_role k = kf_role_lookup(r);
+                return k == KF_ROLE_COUNT ? KF_ROLE_NONE : k;
+            }
+        return KF_ROLE_NONE;
+    }
+    static const struct { const char *name; kf_role role; } legacy[] = {
+        {"threads", KF_ROLE_THREADS}, {"vw", KF_ROLE_VECTOR}, {"vl", KF_ROLE_VECTOR_LOADS},
+        {"unroll", KF_ROLE_UNROLL}, {"block", KF_ROLE_BLOCK}, {"nt", KF_ROLE_STREAM}, {"wg", KF_ROLE_GROUP},
+        {"ept", KF_ROLE_PER_ITEM}, {"split", KF_ROLE_SPLIT}, {"sg", KF_ROLE_SUBGROUP}, {"tm", KF_ROLE_TILE_M},
+        {"tn", KF_ROLE_TILE_N}, {"tk", KF_ROLE_TILE_K}, {"rm", KF_ROLE_REG_M}, {"rn", KF_ROLE_REG_N},
+        {"db", KF_ROLE_DOUBLE_BUFFER}, {"mk", KF_ROLE_MICRO_KERNEL}, {"kc", KF_ROLE_CACHE_K},
+        {"naive", KF_ROLE_NAIVE},
+    };
+    const char *dot = strrchr(name, '.');
+    const char *s = dot ? dot + 1 : name;
+    for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++)
+        if (strcmp(legacy[i].name, s) == 0) return legacy[i].role;
+    return KF_ROLE_NONE;
+}
+
+/* "ts=256 wg=256 s1.wg=128" into params (positions unknown: nvalues 0), with the roles
+ * the run recorded (role_of). */
+static int label_params(const char *label, const char *roles, kf_diag_param *p, int cap) {
     int n = 0;
     const char *s = label;
     while (s && *s && n < cap) {
@@ -42,6 +73,7 @@ static int label_params(const char *label, kf_diag_param *p, int cap) {
             memset(&p[n], 0, sizeof p[n]);
             snprintf(p[n].name, sizeof p[n].name, "%s", name);
             p[n].value = v;
+            p[n].role = role_of(roles, name);
             n++;
             s += used;
         } else {
@@ -154,7 +186,8 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
         kf_perf_point p;
         kf_perf_place(&r, num(it, "time_ms") * 1e-3, &p);
         kf_diag_param params[KF_MAX_DIAG_LABEL_PARAMS];
-        int np = label_params(label, params, KF_MAX_DIAG_LABEL_PARAMS);
+        int np = label_params(label, json_string_value(json_object_get(run, "roles")), params,
+                              KF_MAX_DIAG_LABEL_PARAMS);
         /* this iteration's rows: consecutive, as assigned above */
         int first = -1, cnt = 0;
         for (int q = 0; q < nrows; q++)
@@ -194,8 +227,9 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
             json_t *ev = json_array(), *rs = json_array();
             for (int e = 0; e < d.nevidence; e++) json_array_append_new(ev, json_string(d.evidence[e]));
             for (int e = 0; e < d.nrecs; e++)
-                json_array_append_new(rs, json_pack("{s:s, s:i, s:f, s:s}", "param", d.rec[e].param, "dir",
-                                                    d.rec[e].dir, "score", d.rec[e].score, "why", d.rec[e].why));
+                json_array_append_new(rs, json_pack("{s:s, s:s, s:i, s:f, s:s}", "param", d.rec[e].param, "role",
+                                                    kf_role_name(d.rec[e].role), "dir", d.rec[e].dir, "score",
+                                                    d.rec[e].score, "why", d.rec[e].why));
             json_array_append_new(outj, json_pack("{s:I, s:s, s:f, s:s, s:f, s:o, s:o, s:o, s:o}", "iter",
                                                   (json_int_t)num(it, "iter"), "candidate", label, "time_ms",
                                                   num(it, "time_ms"), "bound", d.bound, "achieved", d.achieved,

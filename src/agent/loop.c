@@ -96,13 +96,15 @@ json_t *kf_agent_diag_json(const kf_diagnosis *d) {
     json_t *ev = json_array(), *rs = json_array();
     for (int i = 0; i < d->nevidence; i++) json_array_append_new(ev, json_string(d->evidence[i]));
     for (int i = 0; i < d->nrecs; i++)
-        json_array_append_new(rs, json_pack("{s:s, s:i, s:f, s:s}", "param", d->rec[i].param, "dir",
-                                            d->rec[i].dir, "score", d->rec[i].score, "why", d->rec[i].why));
+        json_array_append_new(rs, json_pack("{s:s, s:s, s:i, s:f, s:s}", "param", d->rec[i].param, "role",
+                                            kf_role_name(d->rec[i].role), "dir", d->rec[i].dir, "score",
+                                            d->rec[i].score, "why", d->rec[i].why));
     json_object_set_new(j, "evidence", ev);
     json_object_set_new(j, "recommendations", rs);
     json_t *av = json_array();
     for (int i = 0; i < d->navoid; i++)
-        json_array_append_new(av, json_pack("{s:s, s:i}", "param", d->avoid[i].param, "dir", d->avoid[i].dir));
+        json_array_append_new(av, json_pack("{s:s, s:s, s:i}", "param", d->avoid[i].param, "role",
+                                            kf_role_name(d->avoid[i].role), "dir", d->avoid[i].dir));
     json_object_set_new(j, "against", av);
     return j;
 }
@@ -210,6 +212,7 @@ json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_
     json_object_set_new(run, "task", json_string(task));
     json_object_set_new(run, "task_path", json_string(task_path));
     json_object_set_new(run, "plan", json_string(r->plan));
+    if (r->roles[0]) json_object_set_new(run, "roles", json_string(r->roles));
     json_object_set_new(run, "device", kf_agent_device_json(&r->dev, &r->ceil));
     json_t *roof = json_object();
     json_object_set_new(roof, "bytes", json_real(r->roof.bytes));
@@ -587,6 +590,7 @@ static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record 
         q->idx = ec->pt->idx[i];
         q->nvalues = ec->sp->p[i].nvalues;
         q->value = ec->sp->p[i].values[q->idx];
+        q->role = ec->sp->p[i].role;
     }
     int gpu = kf_device_is_gpu(&r->dev);
     kf_launch_plan plan;
@@ -884,6 +888,16 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
     snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn));
+    {
+        const kf_space *sp = kf_synth_space(syn);
+        size_t used = 0;
+        r->roles[0] = 0;
+        for (int i = 0; i < sp->nparams && used < sizeof r->roles; i++) {
+            const char *nm = strncmp(sp->p[i].name, "s0.", 3) == 0 ? sp->p[i].name + 3 : sp->p[i].name;
+            used += (size_t)snprintf(r->roles + used, sizeof r->roles - used, "%s%s:%s", used ? " " : "", nm,
+                                     kf_role_name(sp->p[i].role));
+        }
+    }
     st = apply_pins(syn, o, err);
     if (st != KF_OK) goto done;
     /* Outputs on fresh pages (the caller allocates them per call, as PyTorch's CPU calls

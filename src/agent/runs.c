@@ -57,6 +57,13 @@ static const char *bound_name(const char *b) {
     return NULL;
 }
 
+/* A stored move's role; KF_ROLE_NONE in records written before roles (the walk then
+ * matches the move by the parameter's name). */
+static kf_role role_of(json_t *v) {
+    kf_role r = kf_role_lookup(jstr(v, "role"));
+    return r == KF_ROLE_COUNT ? KF_ROLE_NONE : r;
+}
+
 static void parse_diag(json_t *j, kf_diagnosis *d) {
     memset(d, 0, sizeof *d);
     snprintf(d->bound, sizeof d->bound, "%s", jstr(j, "bound"));
@@ -77,6 +84,7 @@ static void parse_diag(json_t *j, kf_diagnosis *d) {
         if (d->nrecs >= KF_DIAG_MAX_RECS) break;
         kf_diag_rec *rc = &d->rec[d->nrecs++];
         snprintf(rc->param, sizeof rc->param, "%s", jstr(v, "param"));
+        rc->role = role_of(v);
         rc->dir = (int)jnum(v, "dir");
         rc->score = jnum(v, "score");
         snprintf(rc->why, sizeof rc->why, "%s", jstr(v, "why"));
@@ -85,6 +93,7 @@ static void parse_diag(json_t *j, kf_diagnosis *d) {
         if (d->navoid >= KF_DIAG_MAX_AVOID) break;
         kf_diag_avoid *a = &d->avoid[d->navoid++];
         snprintf(a->param, sizeof a->param, "%s", jstr(v, "param"));
+        a->role = role_of(v);
         a->dir = (int)jnum(v, "dir");
     }
 }

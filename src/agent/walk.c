@@ -49,10 +49,13 @@ static double space_size(const kf_space *sp) {
     return n;
 }
 
-/* Whether space parameter name ("s0.vw") is the diagnosis' parameter (its suffix "vw"). */
-static int param_is(const char *name, const char *suffix) {
-    const char *dot = strrchr(name, '.');
-    return strcmp(dot ? dot + 1 : name, suffix) == 0;
+/* Whether space parameter p is the one a move of the diagnosis is about: the same role,
+ * or, for a move read back from a record written before roles (role none), the same name
+ * without the stage prefix. */
+static int param_is(const kf_param *p, kf_role role, const char *name) {
+    if (role != KF_ROLE_NONE) return p->role == role;
+    const char *dot = strrchr(p->name, '.');
+    return strcmp(dot ? dot + 1 : p->name, name) == 0;
 }
 
 /* Moves measured no faster (kf_move_log): the walk does not follow the diagnosis into
@@ -94,7 +97,7 @@ int kf_walk_follow(const kf_space *sp, const kf_point *best, const kf_diagnosis 
     for (int k = 0; k < d->nrecs; k++) {
         const kf_diag_rec *rc = &d->rec[k];
         for (int i = 0; i < sp->nparams; i++) {
-            if (!param_is(sp->p[i].name, rc->param)) continue;
+            if (!param_is(&sp->p[i], rc->role, rc->param)) continue;
             int v = best->idx[i] + rc->dir;
             if (v < 0 || v >= sp->p[i].nvalues) continue;
             kf_point q = *best;
@@ -140,7 +143,7 @@ static int against(const kf_space *sp, const kf_point *best, const kf_diagnosis 
                    const kf_point *q) {
     for (int k = 0; d && k < d->navoid; k++)
         for (int i = 0; i < sp->nparams; i++)
-            if (param_is(sp->p[i].name, d->avoid[k].param) && q->idx[i] != best->idx[i] &&
+            if (param_is(&sp->p[i], d->avoid[k].role, d->avoid[k].param) && q->idx[i] != best->idx[i] &&
                 (q->idx[i] > best->idx[i] ? +1 : -1) == d->avoid[k].dir)
                 return 1;
     for (int i = 0; i < sp->nparams; i++)

@@ -386,3 +386,23 @@ kf_status kf_launch_plan_parse(const char *source, const char *flags, int nbufs,
                             "global=.. local=.. args=..' line");
     return KF_OK;
 }
+
+static const char *const role_names[KF_ROLE_COUNT] = {
+    [KF_ROLE_NONE] = "none", [KF_ROLE_THREADS] = "threads", [KF_ROLE_VECTOR] = "vector",
+    [KF_ROLE_VECTOR_LOADS] = "vector_loads", [KF_ROLE_UNROLL] = "unroll", [KF_ROLE_BLOCK] = "block",
+    [KF_ROLE_STREAM] = "stream", [KF_ROLE_GROUP] = "group", [KF_ROLE_PER_ITEM] = "per_item",
+    [KF_ROLE_SPLIT] = "split", [KF_ROLE_SUBGROUP] = "subgroup", [KF_ROLE_TILE_M] = "tile_m",
+    [KF_ROLE_TILE_N] = "tile_n", [KF_ROLE_TILE_K] = "tile_k", [KF_ROLE_REG_M] = "reg_m",
+    [KF_ROLE_REG_N] = "reg_n", [KF_ROLE_DOUBLE_BUFFER] = "double_buffer",
+    [KF_ROLE_MICRO_KERNEL] = "micro_kernel", [KF_ROLE_CACHE_K] = "cache_k", [KF_ROLE_NAIVE] = "naive",
+};
+
+const char *kf_role_name(kf_role r) {
+    return (unsigned)r < KF_ROLE_COUNT && role_names[r] ? role_names[r] : "?";
+}
+
+kf_role kf_role_lookup(const char *name) {
+    for (int i = 0; i < KF_ROLE_COUNT; i++)
+        if (role_names[i] && strcmp(role_names[i], name) == 0) return (kf_role)i;
+    return KF_ROLE_COUNT;
+}

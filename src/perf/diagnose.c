@@ -16,11 +16,11 @@
  *    units, and profiler counters where they were taken (ncu: DRAM and SM throughput,
  *    achieved occupancy, stall reasons, hit rates, bank conflicts; perf: IPC and cache
  *    misses). What was not measured is said, not guessed.
- *  - Recommendations are moves on the kernel's own schedule parameters, named without
- *    their stage prefix ("vw", "wg", "rm", ...), with a direction and a score; a move
- *    the parameter's value list does not allow (already at its end) is left out. The rules
- *    know what each parameter does (the templates' meaning of vw, ept, wg, split, tm/tn,
- *    rm/rn, tk, db, threads, unroll, block, nt, kc/mc/nc, mk, naive), not which task it is.
+ *  - Recommendations are moves on the kernel's own schedule parameters, asked for by role
+ *    (kf_role: a wider vector, a smaller block tile, more threads, ...) and shown with the
+ *    parameter's own name without its stage prefix ("vw", "bm", ...), with a direction
+ *    and a score; a move the parameter's value list does not allow (already at its end) is
+ *    left out. The rules know what each role does, not which template or task it is.
  *  - Moves against the diagnosis: the reverse of every direction a rule asks for, also
  *    when the value list stops that direction (vw+ wanted at the widest vector: vw- goes
  *    against it), unless another rule asks for it. The builtin agent leaves them for last:
@@ -43,25 +43,28 @@ static void evidence(kf_diagnosis *d, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* The kernel's parameter whose name ends in ".suffix" (or is suffix), or NULL. */
-static const kf_diag_param *param(const kf_diag_input *in, const char *suffix) {
-    size_t sl = strlen(suffix);
-    for (int i = 0; i < in->nparams; i++) {
-        const char *n = in->params[i].name;
-        size_t nl = strlen(n);
-        if (nl >= sl && strcmp(n + nl - sl, suffix) == 0 && (nl == sl || n[nl - sl - 1] == '.'))
-            return &in->params[i];
-    }
+/* The kernel's first parameter with that role, or NULL. */
+static const kf_diag_param *param(const kf_diag_input *in, kf_role role) {
+    for (int i = 0; i < in->nparams; i++)
+        if (in->params[i].role == role) return &in->params[i];
     return NULL;
 }
 
-/* Mark the move (name, dir) as against the diagnosis (kept once). */
-static void avoid(kf_diagnosis *d, const kf_diag_input *in, const char *name, int dir) {
-    if (!param(in, name)) return;
+/* A parameter's name without its stage prefix ("s1.vw" -> "vw"). */
+static const char *short_name(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot ? dot + 1 : name;
+}
+
+/* Mark the move (role, dir) as against the diagnosis (kept once). */
+static void avoid(kf_diagnosis *d, const kf_diag_input *in, kf_role role, int dir) {
+    const kf_diag_param *p = param(in, role);
+    if (!p) return;
     for (int i = 0; i < d->navoid; i++)
-        if (strcmp(d->avoid[i].param, name) == 0 && d->avoid[i].dir == dir) return;
+        if (d->avoid[i].role == role && d->avoid[i].dir == dir) return;
     if (d->navoid >= KF_DIAG_MAX_AVOID) return;
-    snprintf(d->avoid[d->navoid].param, sizeof d->avoid[0].param, "%s", name);
+    snprintf(d->avoid[d->navoid].param, sizeof d->avoid[0].param, "%s", short_name(p->name));
+    d->avoid[d->navoid].role = role;
     d->avoid[d->navoid++].dir = dir;
 }
 
@@ -69,15 +72,15 @@ static void avoid(kf_diagnosis *d, const kf_diag_input *in, const char *name, in
  * already recommended keeps the higher score. Either way the reverse direction goes
  * against the diagnosis (also when this one is out of range: wanting a wider vector at the
  * widest means a narrower one is the wrong way). */
-static void recommend(kf_diagnosis *d, const kf_diag_input *in, const char *name, int dir,
+static void recommend(kf_diagnosis *d, const kf_diag_input *in, kf_role role, int dir,
                       double score, const char *fmt, ...) {
-    const kf_diag_param *p = param(in, name);
+    const kf_diag_param *p = param(in, role);
     if (!p) return;
-    avoid(d, in, name, -dir);
+    avoid(d, in, role, -dir);
     /* nvalues 0: the position in the value list is unknown (a recorded run), any direction */
     if (p->nvalues > 0 && ((dir > 0 && p->idx + 1 >= p->nvalues) || (dir < 0 && p->idx <= 0))) return;
     for (int i = 0; i < d->nrecs; i++)
-        if (strcmp(d->rec[i].param, name) == 0 && d->rec[i].dir == dir) {
+        if (d->rec[i].role == role && d->rec[i].dir == dir) {
             if (score > d->rec[i].score) d->rec[i].score = score;
             return;
         }
@@ -90,7 +93,8 @@ static void recommend(kf_diagnosis *d, const kf_diag_input *in, const char *name
         d->rec[w] = d->rec[--d->nrecs];
     }
     kf_diag_rec *r = &d->rec[d->nrecs++];
-    snprintf(r->param, sizeof r->param, "%s", name);
+    snprintf(r->param, sizeof r->param, "%s", short_name(p->name));
+    r->role = role;
     r->dir = dir;
     r->score = score;
     va_list ap;
@@ -197,9 +201,9 @@ static void gpu_rules(const kf_diag_input *in, kf_diagnosis *d) {
         if (local > 0) {
             evidence(d, "%s uses %ld B of local memory per thread (register spills or local arrays)",
                      l->kernel, local);
-            recommend(d, in, "rm", -1, 0.7, "%ld B/thread of local memory: smaller register tile", local);
-            recommend(d, in, "rn", -1, 0.7, "%ld B/thread of local memory: smaller register tile", local);
-            recommend(d, in, "ept", -1, 0.5, "%ld B/thread of local memory", local);
+            recommend(d, in, KF_ROLE_REG_M, -1, 0.7, "%ld B/thread of local memory: smaller register tile", local);
+            recommend(d, in, KF_ROLE_REG_N, -1, 0.7, "%ld B/thread of local memory: smaller register tile", local);
+            recommend(d, in, KF_ROLE_PER_ITEM, -1, 0.5, "%ld B/thread of local memory", local);
         }
     } else if (in->gpu && !l) {
         evidence(d, "launch plan unknown: occupancy not computed");
@@ -215,14 +219,14 @@ static void gpu_rules(const kf_diag_input *in, kf_diagnosis *d) {
                      100 * groups / units);
             /* idle SMs are lost outright: this outranks what the busy ones could gain */
             double s = 0.5 + 0.5 * (1 - groups / units);
-            recommend(d, in, "split", +1, s + 0.05, "only %.0f groups for %d SMs: split the reduction",
+            recommend(d, in, KF_ROLE_SPLIT, +1, s + 0.05, "only %.0f groups for %d SMs: split the reduction",
                       groups, units);
-            recommend(d, in, "wg", -1, s, "only %.0f groups for %d SMs: smaller groups, more of them",
+            recommend(d, in, KF_ROLE_GROUP, -1, s, "only %.0f groups for %d SMs: smaller groups, more of them",
                       groups, units);
-            recommend(d, in, "ept", -1, s, "only %.0f groups for %d SMs: fewer elements per thread",
+            recommend(d, in, KF_ROLE_PER_ITEM, -1, s, "only %.0f groups for %d SMs: fewer elements per thread",
                       groups, units);
-            recommend(d, in, "tm", -1, s, "only %.0f groups for %d SMs: smaller block tile", groups, units);
-            recommend(d, in, "tn", -1, s, "only %.0f groups for %d SMs: smaller block tile", groups, units);
+            recommend(d, in, KF_ROLE_TILE_M, -1, s, "only %.0f groups for %d SMs: smaller block tile", groups, units);
+            recommend(d, in, KF_ROLE_TILE_N, -1, s, "only %.0f groups for %d SMs: smaller block tile", groups, units);
         } else if (waves < 4 && waves - floor(waves) > 0.01 && waves - floor(waves) < 0.5) {
             evidence(d, "%.2f waves of groups: the last wave leaves %.0f%% of the slots idle", waves,
                      100 * (1 - (waves - floor(waves))));
@@ -231,19 +235,19 @@ static void gpu_rules(const kf_diag_input *in, kf_diagnosis *d) {
     if (have_occ && occ.theoretical < 0.5 && strcmp(d->bound, "compute") != 0) {
         double s = 0.8 * (1 - occ.theoretical);
         if (strcmp(occ.limiter, "registers") == 0) {
-            recommend(d, in, "rm", -1, s, "occupancy %.0f%%, limited by registers (%d/thread)",
+            recommend(d, in, KF_ROLE_REG_M, -1, s, "occupancy %.0f%%, limited by registers (%d/thread)",
                       100 * occ.theoretical, regs);
-            recommend(d, in, "rn", -1, s, "occupancy %.0f%%, limited by registers (%d/thread)",
+            recommend(d, in, KF_ROLE_REG_N, -1, s, "occupancy %.0f%%, limited by registers (%d/thread)",
                       100 * occ.theoretical, regs);
-            recommend(d, in, "ept", -1, s * 0.8, "occupancy %.0f%%, limited by registers",
+            recommend(d, in, KF_ROLE_PER_ITEM, -1, s * 0.8, "occupancy %.0f%%, limited by registers",
                       100 * occ.theoretical);
         } else if (strcmp(occ.limiter, "shared memory") == 0) {
-            recommend(d, in, "tk", -1, s, "occupancy %.0f%%, limited by shared memory (%ld B/group)",
+            recommend(d, in, KF_ROLE_TILE_K, -1, s, "occupancy %.0f%%, limited by shared memory (%ld B/group)",
                       100 * occ.theoretical, smem);
-            recommend(d, in, "db", -1, s * 0.8, "occupancy %.0f%%: one shared buffer, not two",
+            recommend(d, in, KF_ROLE_DOUBLE_BUFFER, -1, s * 0.8, "occupancy %.0f%%: one shared buffer, not two",
                       100 * occ.theoretical);
         } else if (strcmp(occ.limiter, "groups") == 0) {
-            recommend(d, in, "wg", +1, s, "occupancy %.0f%%: groups of %d threads hit the %d groups/SM "
+            recommend(d, in, KF_ROLE_GROUP, +1, s, "occupancy %.0f%%: groups of %d threads hit the %d groups/SM "
                       "limit", 100 * occ.theoretical, (int)threads, occ.by_groups);
         }
     }
@@ -282,22 +286,22 @@ static void counter_rules(const kf_diag_input *in, kf_diagnosis *d) {
         double share = c->stall[0].pct / 100;
         if (strstr(top, "long_scoreboard")) {
             /* waiting on global memory: more independent loads in flight per thread */
-            recommend(d, in, "vw", +1, 0.5 + 0.4 * share, "warps wait on global memory (%s %.0f%%): "
+            recommend(d, in, KF_ROLE_VECTOR, +1, 0.5 + 0.4 * share, "warps wait on global memory (%s %.0f%%): "
                       "wider loads", top, c->stall[0].pct);
-            recommend(d, in, "ept", +1, 0.45 + 0.4 * share, "warps wait on global memory: more "
+            recommend(d, in, KF_ROLE_PER_ITEM, +1, 0.45 + 0.4 * share, "warps wait on global memory: more "
                       "loads in flight per thread");
-            recommend(d, in, "db", +1, 0.45 + 0.4 * share, "warps wait on global memory: overlap "
+            recommend(d, in, KF_ROLE_DOUBLE_BUFFER, +1, 0.45 + 0.4 * share, "warps wait on global memory: overlap "
                       "the next tile's load");
         } else if (strstr(top, "barrier")) {
-            recommend(d, in, "wg", -1, 0.4 + 0.4 * share, "warps wait at barriers (%.0f%%): smaller "
+            recommend(d, in, KF_ROLE_GROUP, -1, 0.4 + 0.4 * share, "warps wait at barriers (%.0f%%): smaller "
                       "groups", c->stall[0].pct);
         } else if (strstr(top, "mio_throttle") || strstr(top, "short_scoreboard")) {
-            recommend(d, in, "rm", +1, 0.4 + 0.4 * share, "shared-memory pipe saturated (%s): more "
+            recommend(d, in, KF_ROLE_REG_M, +1, 0.4 + 0.4 * share, "shared-memory pipe saturated (%s): more "
                       "reuse per thread", top);
-            recommend(d, in, "vl", +1, 0.4 + 0.4 * share, "shared-memory pipe saturated (%s): wider "
+            recommend(d, in, KF_ROLE_VECTOR_LOADS, +1, 0.4 + 0.4 * share, "shared-memory pipe saturated (%s): wider "
                       "shared loads", top);
         } else if (strstr(top, "math_pipe") || strstr(top, "wait")) {
-            recommend(d, in, "rn", +1, 0.3 + 0.3 * share, "dependent math (%s): more independent "
+            recommend(d, in, KF_ROLE_REG_N, +1, 0.3 + 0.3 * share, "dependent math (%s): more independent "
                       "accumulators", top);
         }
     }
@@ -305,27 +309,27 @@ static void counter_rules(const kf_diag_input *in, kf_diagnosis *d) {
     if (c->dram_pct >= 0 && d->bw_frac > 0 && c->dram_pct / 100 > 1.5 * d->bw_frac) {
         evidence(d, "DRAM is %.0f%% busy for %.0f%% of the copy bandwidth in useful bytes: %.1fx the "
                  "minimum traffic", c->dram_pct, 100 * d->bw_frac, c->dram_pct / 100 / d->bw_frac);
-        recommend(d, in, "tm", +1, 0.5, "DRAM traffic above the minimum: larger tiles re-read less");
-        recommend(d, in, "tn", +1, 0.5, "DRAM traffic above the minimum: larger tiles re-read less");
+        recommend(d, in, KF_ROLE_TILE_M, +1, 0.5, "DRAM traffic above the minimum: larger tiles re-read less");
+        recommend(d, in, KF_ROLE_TILE_N, +1, 0.5, "DRAM traffic above the minimum: larger tiles re-read less");
     }
 }
 
 /* CPU rules: threads, vectors, blocking. */
 static void cpu_rules(const kf_diag_input *in, kf_diagnosis *d) {
-    const kf_diag_param *th = param(in, "threads");
+    const kf_diag_param *th = param(in, KF_ROLE_THREADS);
     if (th && in->cpu_threads > 0 && th->value < in->cpu_threads && strcmp(d->bound, "launch") != 0)
-        recommend(d, in, "threads", +1, 0.85, "%ld of %d hardware threads in use", th->value,
+        recommend(d, in, KF_ROLE_THREADS, +1, 0.85, "%ld of %d hardware threads in use", th->value,
                   in->cpu_threads);
     else if (th && in->cpu_threads > 0 && strcmp(d->bound, "launch") != 0)
-        avoid(d, in, "threads", -1); /* every hardware thread busy: fewer leaves cores idle */
+        avoid(d, in, KF_ROLE_THREADS, -1); /* every hardware thread busy: fewer leaves cores idle */
     if (th && strcmp(d->bound, "launch") == 0)
-        recommend(d, in, "threads", -1, 0.8, "the run is short: fork/join costs more than it saves");
+        recommend(d, in, KF_ROLE_THREADS, -1, 0.8, "the run is short: fork/join costs more than it saves");
     if (!in->counters || in->ncounters <= 0) return;
     const kf_counters *c = &in->counters[0];
     if (c->ipc >= 0 && c->ipc < 1.0 && c->cache_miss_pct > 10) {
-        recommend(d, in, "block", -1, 0.5, "IPC %.2f with %.0f%% cache misses: smaller blocks", c->ipc,
+        recommend(d, in, KF_ROLE_BLOCK, -1, 0.5, "IPC %.2f with %.0f%% cache misses: smaller blocks", c->ipc,
                   c->cache_miss_pct);
-        recommend(d, in, "kc", -1, 0.5, "IPC %.2f with %.0f%% cache misses: smaller K panel", c->ipc,
+        recommend(d, in, KF_ROLE_CACHE_K, -1, 0.5, "IPC %.2f with %.0f%% cache misses: smaller K panel", c->ipc,
                   c->cache_miss_pct);
     }
 }
@@ -335,45 +339,45 @@ static void bound_rules(const kf_diag_input *in, kf_diagnosis *d) {
     double gap = 1 - d->achieved;
     if (gap < 0) gap = 0;
     if (strcmp(d->bound, "launch") == 0) {
-        recommend(d, in, "split", -1, 0.8, "launch-bound: fewer passes");
-        recommend(d, in, "ept", +1, 0.4, "launch-bound: fewer, fuller groups");
+        recommend(d, in, KF_ROLE_SPLIT, -1, 0.8, "launch-bound: fewer passes");
+        recommend(d, in, KF_ROLE_PER_ITEM, +1, 0.4, "launch-bound: fewer, fuller groups");
         return;
     }
     if (strcmp(d->bound, "memory") == 0 || strcmp(d->bound, "latency") == 0) {
         double s = (strcmp(d->bound, "latency") == 0 ? 0.6 : 0.45) * gap + 0.1;
-        recommend(d, in, "vw", +1, s + 0.05, "%s-bound at %.0f%%: wider vector accesses", d->bound,
+        recommend(d, in, KF_ROLE_VECTOR, +1, s + 0.05, "%s-bound at %.0f%%: wider vector accesses", d->bound,
                   100 * d->achieved);
-        recommend(d, in, "ept", +1, s, "%s-bound at %.0f%%: more bytes in flight per thread", d->bound,
+        recommend(d, in, KF_ROLE_PER_ITEM, +1, s, "%s-bound at %.0f%%: more bytes in flight per thread", d->bound,
                   100 * d->achieved);
-        recommend(d, in, "unroll", +1, s, "%s-bound at %.0f%%: more loads in flight", d->bound,
+        recommend(d, in, KF_ROLE_UNROLL, +1, s, "%s-bound at %.0f%%: more loads in flight", d->bound,
                   100 * d->achieved);
         if (in->gpu && d->occupancy >= 0 && d->occupancy < 0.75)
-            recommend(d, in, "wg", +1, s * 0.8, "%s-bound with occupancy %.0f%%", d->bound,
+            recommend(d, in, KF_ROLE_GROUP, +1, s * 0.8, "%s-bound with occupancy %.0f%%", d->bound,
                       100 * d->occupancy);
         if (!in->gpu) {
-            recommend(d, in, "nt", +1, s * 0.7, "%s-bound: streaming stores skip the read-for-ownership",
+            recommend(d, in, KF_ROLE_STREAM, +1, s * 0.7, "%s-bound: streaming stores skip the read-for-ownership",
                       d->bound);
-            recommend(d, in, "block", +1, s * 0.6, "%s-bound: longer contiguous runs per thread", d->bound);
+            recommend(d, in, KF_ROLE_BLOCK, +1, s * 0.6, "%s-bound: longer contiguous runs per thread", d->bound);
         }
         if (strcmp(d->bound, "latency") == 0) {
-            recommend(d, in, "split", +1, s * 0.9, "latency-bound: more parallel partial reductions");
-            recommend(d, in, "sg", +1, s * 0.7, "latency-bound: warp shuffles instead of shared memory");
-            recommend(d, in, "rm", +1, s * 0.6, "latency-bound: more independent accumulators");
+            recommend(d, in, KF_ROLE_SPLIT, +1, s * 0.9, "latency-bound: more parallel partial reductions");
+            recommend(d, in, KF_ROLE_SUBGROUP, +1, s * 0.7, "latency-bound: warp shuffles instead of shared memory");
+            recommend(d, in, KF_ROLE_REG_M, +1, s * 0.6, "latency-bound: more independent accumulators");
         }
         return;
     }
     /* compute */
     double s = 0.7 * gap + 0.1;
-    recommend(d, in, "rm", +1, s, "compute-bound at %.0f%%: larger register tile, more FMAs per load",
+    recommend(d, in, KF_ROLE_REG_M, +1, s, "compute-bound at %.0f%%: larger register tile, more FMAs per load",
               100 * d->achieved);
-    recommend(d, in, "rn", +1, s, "compute-bound at %.0f%%: larger register tile, more FMAs per load",
+    recommend(d, in, KF_ROLE_REG_N, +1, s, "compute-bound at %.0f%%: larger register tile, more FMAs per load",
               100 * d->achieved);
-    recommend(d, in, "tk", +1, s * 0.7, "compute-bound: longer K step per barrier");
-    recommend(d, in, "db", +1, s * 0.8, "compute-bound: overlap loads with FMAs");
-    recommend(d, in, "vw", +1, s * 0.8, "compute-bound: wider SIMD");
-    recommend(d, in, "mk", +1, s * 0.7, "compute-bound: larger micro-kernel");
-    recommend(d, in, "unroll", +1, s * 0.5, "compute-bound: more independent chains");
-    recommend(d, in, "naive", -1, s, "compute-bound: the register-blocked micro-kernel, not the "
+    recommend(d, in, KF_ROLE_TILE_K, +1, s * 0.7, "compute-bound: longer K step per barrier");
+    recommend(d, in, KF_ROLE_DOUBLE_BUFFER, +1, s * 0.8, "compute-bound: overlap loads with FMAs");
+    recommend(d, in, KF_ROLE_VECTOR, +1, s * 0.8, "compute-bound: wider SIMD");
+    recommend(d, in, KF_ROLE_MICRO_KERNEL, +1, s * 0.7, "compute-bound: larger micro-kernel");
+    recommend(d, in, KF_ROLE_UNROLL, +1, s * 0.5, "compute-bound: more independent chains");
+    recommend(d, in, KF_ROLE_NAIVE, -1, s, "compute-bound: the register-blocked micro-kernel, not the "
               "plain loop");
 }
 

@@ -86,9 +86,10 @@ const char *kf_gpu_lit(const kf_gplan *gp, int64_t v, char *buf, size_t cap) {
 
 /* ---- stage parameters ---- */
 
-void kf_gpu_param(kf_synth *s, kf_stage *st, const char *name, const long *values, int n, int dflt) {
+void kf_gpu_param(kf_synth *s, kf_stage *st, const char *name, kf_role role, const long *values, int n,
+                  int dflt) {
     if (n > 1 && st->gpu_budget > 0 && s->space.nparams < KF_MAX_PARAMS) {
-        kf_tpl_add_param(&s->space, st->prefix, name, values, n, dflt);
+        kf_tpl_add_param(&s->space, st->prefix, name, role, values, n, dflt);
         st->gpu_budget--;
         return;
     }

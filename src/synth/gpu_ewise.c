@@ -57,14 +57,14 @@ void kf_gpu_ewise_params(kf_synth *s, kf_stage *st) {
         if (vw_legal(s, &lay, w)) vws[nvw++] = w;
     /* PoCL vectorises scalar code across work-items itself: explicit vectors and per-item
      * loops only get in its way (measured on a 2-core Skylake VM, 4M elements) */
-    kf_gpu_param(s, st, "vw", vws, nvw, d.is_cpu ? 0 : nvw - 1);
+    kf_gpu_param(s, st, "vw", KF_ROLE_VECTOR, vws, nvw, d.is_cpu ? 0 : nvw - 1);
     long wgs[KF_MAX_PARAM_VALUES];
     int nwg = kf_gpu_pow2_values(64, d.max_wg < 1024 ? d.max_wg : 1024, wgs);
-    kf_gpu_param(s, st, "wg", wgs, nwg, kf_gpu_nearest(wgs, nwg, 256));
+    kf_gpu_param(s, st, "wg", KF_ROLE_GROUP, wgs, nwg, kf_gpu_nearest(wgs, nwg, 256));
     static const long epts[] = {1, 2, 4, 8};
-    kf_gpu_param(s, st, "ept", epts, 4, 0);
+    kf_gpu_param(s, st, "ept", KF_ROLE_PER_ITEM, epts, 4, 0);
     static const long gs[] = {0, 1};
-    kf_gpu_param(s, st, "gs", gs, 2, 0);
+    kf_gpu_param(s, st, "gs", KF_ROLE_NONE, gs, 2, 0);
 }
 
 static const char comp[4] = {'x', 'y', 'z', 'w'};

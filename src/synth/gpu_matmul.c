@@ -66,28 +66,28 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
     int big = dv.is_cpu ? 1 : large ? 3 : 2;
     int dtm = d->M <= 16 ? 0 : d->M <= 32 ? 1 : big;
     int dtn = d->N <= 16 ? 0 : d->N <= 32 ? 1 : big;
-    kf_gpu_param(s, st, "tm", tiles, 4, dtm);
-    kf_gpu_param(s, st, "tn", tiles, 4, dtn);
-    kf_gpu_param(s, st, "rm", regs, 4, dv.is_cpu || large ? 3 : 2);
-    kf_gpu_param(s, st, "rn", regs, 4, dv.is_cpu || large ? 3 : 2);
+    kf_gpu_param(s, st, "tm", KF_ROLE_TILE_M, tiles, 4, dtm);
+    kf_gpu_param(s, st, "tn", KF_ROLE_TILE_N, tiles, 4, dtn);
+    kf_gpu_param(s, st, "rm", KF_ROLE_REG_M, regs, 4, dv.is_cpu || large ? 3 : 2);
+    kf_gpu_param(s, st, "rn", KF_ROLE_REG_N, regs, 4, dv.is_cpu || large ? 3 : 2);
     /* 32 deep with the register prefetch below for the large GPU products (on the H200,
      * 4096^3: 3.38 ms against 3.55 ms for 16 deep without it, same run) */
-    kf_gpu_param(s, st, "tk", depths, 3, dv.is_cpu || large ? 2 : 1);
+    kf_gpu_param(s, st, "tk", KF_ROLE_TILE_K, depths, 3, dv.is_cpu || large ? 2 : 1);
     static const long vl[] = {0, 1};
     int vec = d->M % 4 == 0 || d->N % 4 == 0 || d->K % 4 == 0;
-    kf_gpu_param(s, st, "vl", vec ? vl : vl, vec ? 2 : 1, 0 + vec);
-    kf_gpu_param(s, st, "rl", vl, 2, dv.is_cpu ? 0 : 1); /* declared on PoCL too, so CI runs it */
+    kf_gpu_param(s, st, "vl", KF_ROLE_VECTOR_LOADS, vec ? vl : vl, vec ? 2 : 1, 0 + vec);
+    kf_gpu_param(s, st, "rl", KF_ROLE_NONE, vl, 2, dv.is_cpu ? 0 : 1); /* declared on PoCL too, so CI runs it */
     /* double-buffered tiles: on by default on GPUs, declared on PoCL (its items are loop
      * iterations, nothing overlaps there) so that the moved point runs it in CI */
-    kf_gpu_param(s, st, "db", vl, 2, dv.is_cpu ? 0 : 1);
+    kf_gpu_param(s, st, "db", KF_ROLE_DOUBLE_BUFFER, vl, 2, dv.is_cpu ? 0 : 1);
     /* register prefetch of the next K step's values (rp, declared everywhere so that CI
      * runs it on PoCL) and, on CUDA, the groups per SM the register budget must allow
      * (mg: __launch_bounds__'s minimum; 1 lets the compiler use up to 255 registers) */
-    kf_gpu_param(s, st, "rp", vl, 2, large ? 1 : 0);
+    kf_gpu_param(s, st, "rp", KF_ROLE_NONE, vl, 2, large ? 1 : 0);
     const kf_lang *L = kf_lang_by_name(s->platform);
     if (L && kf_lang_has_min_groups(L)) {
         static const long mg[] = {1, 2};
-        kf_gpu_param(s, st, "mg", mg, 2, 1);
+        kf_gpu_param(s, st, "mg", KF_ROLE_NONE, mg, 2, 1);
     }
 }
 

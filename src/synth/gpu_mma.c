@@ -76,13 +76,13 @@ void kf_gpu_mma_params(kf_synth *s, kf_stage *st) {
     int64_t tiles128 = d->batch * ((d->M + 127) / 128) * ((d->N + 127) / 128);
     int big = tiles_big >= dv.cu && d->M >= 64 && d->N >= 256;
     int mid = !big && tiles128 >= dv.cu && d->M >= 128 && d->N >= 128;
-    kf_gpu_param(s, st, "bm", tiles, 3, mid ? 1 : 0);
-    kf_gpu_param(s, st, "bn", tiles, 3, big ? 2 : mid ? 1 : 0);
-    kf_gpu_param(s, st, "bk", depths, 2, 0);
-    kf_gpu_param(s, st, "wm", warps, 2, 1);
-    kf_gpu_param(s, st, "wn", warps, 2, big || mid ? 1 : 0);
-    kf_gpu_param(s, st, "st", stages, 3, big && dv.local_mem_optin >= 4 * 20480 ? 2 : 1);
-    kf_gpu_param(s, st, "gm", groups, 2, 1);
+    kf_gpu_param(s, st, "bm", KF_ROLE_TILE_M, tiles, 3, mid ? 1 : 0);
+    kf_gpu_param(s, st, "bn", KF_ROLE_TILE_N, tiles, 3, big ? 2 : mid ? 1 : 0);
+    kf_gpu_param(s, st, "bk", KF_ROLE_TILE_K, depths, 2, 0);
+    kf_gpu_param(s, st, "wm", KF_ROLE_NONE, warps, 2, 1);
+    kf_gpu_param(s, st, "wn", KF_ROLE_NONE, warps, 2, big || mid ? 1 : 0);
+    kf_gpu_param(s, st, "st", KF_ROLE_NONE, stages, 3, big && dv.local_mem_optin >= 4 * 20480 ? 2 : 1);
+    kf_gpu_param(s, st, "gm", KF_ROLE_NONE, groups, 2, 1);
 }
 
 /* One operand's view for the tile copies and the fragment loads. */

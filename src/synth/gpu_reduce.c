@@ -121,7 +121,7 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
     int nwg = kf_gpu_pow2_values(wgmax < 64 ? wgmax : 64, wgmax, wgs);
     if (G.copy || G.col) {
         int dw = kf_gpu_nearest(wgs, nwg, d.is_cpu ? 1024 : 256);
-        kf_gpu_param(s, st, "wg", wgs, nwg, dw);
+        kf_gpu_param(s, st, "wg", KF_ROLE_GROUP, wgs, nwg, dw);
         if (G.copy || st->kind != KF_STAGE_REDUCE || !allow_split || G.R < 4096) return;
         int nv = 0;
         v[nv++] = 1;
@@ -129,7 +129,7 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
         /* enough items to fill the device: a few groups per compute unit */
         int64_t want = (int64_t)d.cu * wgs[dw] * (d.is_cpu ? 1 : 4);
         int ds = G.nrows >= want ? 0 : kf_gpu_nearest(v, nv, (long)((want + G.nrows - 1) / G.nrows));
-        kf_gpu_param(s, st, "split", v, nv, ds);
+        kf_gpu_param(s, st, "split", KF_ROLE_SPLIT, v, nv, ds);
         return;
     }
     /* row layout: team size and group size */
@@ -138,21 +138,21 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
     if (d.is_cpu && dts > 64) dts = 64;
     if (!d.is_cpu && dts < 32) dts = 32;
     if (dts > 256) dts = 256;
-    kf_gpu_param(s, st, "ts", v, nts, kf_gpu_nearest(v, nts, (long)dts));
+    kf_gpu_param(s, st, "ts", KF_ROLE_NONE, v, nts, kf_gpu_nearest(v, nts, (long)dts));
     long dwg = dts > 256 ? dts : 256;
     int dw = kf_gpu_nearest(wgs, nwg, dwg);
-    kf_gpu_param(s, st, "wg", wgs, nwg, dw);
+    kf_gpu_param(s, st, "wg", KF_ROLE_GROUP, wgs, nwg, dw);
     /* prod combines with shuffles, which OpenCL has only with cl_khr_subgroup_shuffle */
     const kf_lang *L = kf_lang_by_name(s->platform);
     int sg_ok = !is_arg_op(n->op) && !(kf_op_get(n->op)->combiner == KF_COMB_PROD && L && kf_lang_shuffle_needs_ext(L));
     if (d.sg > 0 && sg_ok) {
         static const long sg[] = {0, 1};
-        kf_gpu_param(s, st, "sg", sg, 2, dts >= d.sg ? 1 : 0);
+        kf_gpu_param(s, st, "sg", KF_ROLE_SUBGROUP, sg, 2, dts >= d.sg ? 1 : 0);
     }
     /* softmax / norms: keep the row in registers (one read of x, not 2-3); the default on GPUs */
     if (st->kind != KF_STAGE_REDUCE && cdiv(G.R, dts) <= KF_RC_MAX) {
         static const long rc[] = {0, 1};
-        kf_gpu_param(s, st, "rc", rc, 2, d.is_cpu ? 0 : 1);
+        kf_gpu_param(s, st, "rc", KF_ROLE_NONE, rc, 2, d.is_cpu ? 0 : 1);
     }
     if (!allow_split || G.R < 4096) return;
     int nv = 0;
@@ -163,7 +163,7 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split) {
     int64_t groups = (G.nrows + rpg - 1) / rpg;
     int64_t want = (int64_t)d.cu * (d.is_cpu ? 2 : 4);
     int ds = groups >= want ? 0 : kf_gpu_nearest(sv, nv, (long)((want * rpg + G.nrows - 1) / G.nrows));
-    kf_gpu_param(s, st, "split", sv, nv, ds);
+    kf_gpu_param(s, st, "split", KF_ROLE_SPLIT, sv, nv, ds);
 }
 
 /* ---- code pieces ---- */

@@ -87,7 +87,8 @@ const char *kf_gpu_lit(const kf_gplan *gp, int64_t v, char *buf, size_t cap);
 /* Declare parameter `name` of stage st with values[0..n-1], default values[dflt]: into
  * the space while the stage's budget lasts and the parameter has a choice, else fixed at
  * the default. */
-void kf_gpu_param(kf_synth *s, kf_stage *st, const char *name, const long *values, int n, int dflt);
+void kf_gpu_param(kf_synth *s, kf_stage *st, const char *name, kf_role role, const long *values, int n,
+                  int dflt);
 /* Value of stage parameter `name` at p (from the space, else the fixed default, else def). */
 long kf_gpu_get(const kf_synth *s, const kf_stage *st, const kf_point *p, const char *name, long def);
 

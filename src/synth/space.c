@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, const long *values,
-                      int n, int dflt) {
+void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, kf_role role,
+                      const long *values, int n, int dflt) {
     assert(n > 0 && n <= KF_MAX_PARAM_VALUES);
     if (sp->nparams >= KF_MAX_PARAMS) { /* a task of many stages; kf_synth_plan says so */
         sp->overflow = 1;
@@ -23,6 +23,7 @@ void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, const 
     p->nvalues = n;
     memcpy(p->values, values, (size_t)n * sizeof *values);
     p->dflt = dflt;
+    p->role = role;
 }
 
 static int find_param(const kf_space *sp, const char *full) {

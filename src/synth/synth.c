@@ -85,7 +85,7 @@ static void add_threads_param(kf_space *sp, const char *prefix, const kf_device_
     vals[n++] = maxt;
     /* tiny problems are not worth waking threads for */
     int dflt = work < 32768 ? 0 : n - 1;
-    kf_tpl_add_param(sp, prefix, "threads", vals, n, dflt);
+    kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, vals, n, dflt);
 }
 
 static void plan_params(kf_synth *s) {
@@ -94,7 +94,7 @@ static void plan_params(kf_synth *s) {
     long vws[3];
     int nvw = 0, maxw = s->dev.simd_bits >= 256 ? s->dev.simd_bits / 32 : 4;
     for (long w = 4; w <= maxw && nvw < 3; w *= 2) vws[nvw++] = w;
-    kf_tpl_add_param(&s->space, "", "vw", vws, nvw, nvw - 1);
+    kf_tpl_add_param(&s->space, "", "vw", KF_ROLE_VECTOR, vws, nvw, nvw - 1);
     for (int k = 0; k < s->nst; k++) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);

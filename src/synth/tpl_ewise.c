@@ -20,15 +20,15 @@ void kf_synth_ewise_params(kf_synth *s, kf_stage *st) {
     static const long blocks[] = {2048, 8192, 32768, 131072};
     static const long unroll[] = {1, 2, 4};
     static const long nt[] = {0, 1};
-    kf_tpl_add_param(&s->space, st->prefix, "block", blocks, 4, 2);
-    kf_tpl_add_param(&s->space, st->prefix, "unroll", unroll, 3, 0);
+    kf_tpl_add_param(&s->space, st->prefix, "block", KF_ROLE_BLOCK, blocks, 4, 2);
+    kf_tpl_add_param(&s->space, st->prefix, "unroll", KF_ROLE_UNROLL, unroll, 3, 0);
     /* streaming stores pay off when the outputs do not fit in the last-level cache */
     int64_t bytes = 0;
     for (int i = 0; i < st->nnodes; i++) {
         int v = s->g->nodes[st->nodes[i]].out;
         if (s->g->values[v].output_index >= 0) bytes += kf_shape_numel(&s->g->values[v].shape) * 4;
     }
-    kf_tpl_add_param(&s->space, st->prefix, "nt", nt, 2, s->dev.l3_bytes > 0 && bytes > s->dev.l3_bytes ? 1 : 0);
+    kf_tpl_add_param(&s->space, st->prefix, "nt", KF_ROLE_STREAM, nt, 2, s->dev.l3_bytes > 0 && bytes > s->dev.l3_bytes ? 1 : 0);
 }
 
 /* operand reference in the loop body */

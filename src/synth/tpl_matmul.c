@@ -110,13 +110,13 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
     }
     /* below ~160^3 multiply-adds (~0.1 ms on one core) waking a thread team costs more
      * than it saves, and on a busy machine a worker may not get a core for milliseconds */
-    kf_tpl_add_param(sp, prefix, "threads", tv, nt, work < 4194304.0 ? 0 : nt - 1);
+    kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, tv, nt, work < 4194304.0 ? 0 : nt - 1);
 
     long naive[] = {0, 1};
-    kf_tpl_add_param(sp, prefix, "naive", naive, 2, 0);
+    kf_tpl_add_param(sp, prefix, "naive", KF_ROLE_NAIVE, naive, 2, 0);
 
     long vlv[] = {vl};
-    kf_tpl_add_param(sp, prefix, "vl", vlv, 1, 0);
+    kf_tpl_add_param(sp, prefix, "vl", KF_ROLE_VECTOR_LOADS, vlv, 1, 0);
 
     const mk_shape *tab = nregs >= 32 ? mk32 : mk16;
     int ntab = nregs >= 32 ? (int)(sizeof mk32 / sizeof mk32[0])
@@ -124,30 +124,30 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
     long mkv[KF_MAX_PARAM_VALUES];
     for (int i = 0; i < ntab; i++) mkv[i] = tab[i].mr * 100L + tab[i].nv * vl;
     int mkdef = nregs >= 32 ? MK32_DEF : MK16_DEF;
-    kf_tpl_add_param(sp, prefix, "mk", mkv, ntab, mkdef);
+    kf_tpl_add_param(sp, prefix, "mk", KF_ROLE_MICRO_KERNEL, mkv, ntab, mkdef);
     int mr0 = tab[mkdef].mr, nr0 = tab[mkdef].nv * vl;
 
     long kcv[] = {64, 128, 192, 256, 384, 512, 768};
     int nkc = filter_values(kcv, 7, d->K);
     int kdef = pick_fit(kcv, nkc, 4L * nr0, l1 / 2);
-    kf_tpl_add_param(sp, prefix, "kc", kcv, nkc, kdef);
+    kf_tpl_add_param(sp, prefix, "kc", KF_ROLE_CACHE_K, kcv, nkc, kdef);
     int64_t kc0 = kcv[kdef] < d->K ? kcv[kdef] : (d->K > 0 ? d->K : 1);
 
     long mcv[] = {24, 48, 72, 96, 144, 192, 240, 288, 384, 576};
     int nmc = filter_values(mcv, 10, round_up(d->M > 0 ? d->M : 1, mr0));
-    kf_tpl_add_param(sp, prefix, "mc", mcv, nmc, pick_fit(mcv, nmc, 4L * kc0, l2 / 2));
+    kf_tpl_add_param(sp, prefix, "mc", KF_ROLE_NONE, mcv, nmc, pick_fit(mcv, nmc, 4L * kc0, l2 / 2));
 
     long ncv[] = {256, 512, 1024, 2048, 4096, 8192, 16384};
     int nnc = filter_values(ncv, 7, round_up(d->N > 0 ? d->N : 1, nr0));
     /* each thread packs its own B panel; together they should use under half of L3 */
-    kf_tpl_add_param(sp, prefix, "nc", ncv, nnc,
+    kf_tpl_add_param(sp, prefix, "nc", KF_ROLE_NONE, ncv, nnc,
                      pick_fit(ncv, nnc, 4L * kc0, l3 / (4 * nthreads)));
 
     if (nthreads > 1) {
         /* tasks per thread: more tasks balance a busy machine, at the price of packing
          * B (or A) once more per extra task */
         long split[] = {1, 2, 4};
-        kf_tpl_add_param(sp, prefix, "split", split, 3, 0);
+        kf_tpl_add_param(sp, prefix, "split", KF_ROLE_SPLIT, split, 3, 0);
     }
 }
 

@@ -133,10 +133,10 @@ void kf_synth_reduce_params(kf_synth *s, kf_stage *st) {
     static const long nt[] = {0, 1};
     int col = is_col_layout(s, st);
     if ((st->kind == KF_STAGE_REDUCE || st->kind == KF_STAGE_SOFTMAX) && col)
-        kf_tpl_add_param(&s->space, st->prefix, "block", blocks, 5, 1);
+        kf_tpl_add_param(&s->space, st->prefix, "block", KF_ROLE_BLOCK, blocks, 5, 1);
     if (row_blockable(s, st)) {
         static const long obs[] = {1, 8, 64};
-        kf_tpl_add_param(&s->space, st->prefix, "oblock", obs, 3, 2);
+        kf_tpl_add_param(&s->space, st->prefix, "oblock", KF_ROLE_NONE, obs, 3, 2);
     }
     /* row softmax and norms write a full-size output once: streaming stores avoid reading
      * the output lines before writing them, which pays when they do not fit in cache */
@@ -151,7 +151,7 @@ void kf_synth_reduce_params(kf_synth *s, kf_stage *st) {
         rowlen_ok = ax == sh->rank - 1 && sh->d[ax] <= KF_STAGE_ROW_MAX;
     }
     if ((st->kind == KF_STAGE_NORM || st->kind == KF_STAGE_SOFTMAX) && rowlen_ok)
-        kf_tpl_add_param(&s->space, st->prefix, "nt", nt, 2, big ? 1 : 0);
+        kf_tpl_add_param(&s->space, st->prefix, "nt", KF_ROLE_STREAM, nt, 2, big ? 1 : 0);
 }
 
 static void omp_for(kf_buf *o, long threads, int64_t tasks, const char *ind) {
