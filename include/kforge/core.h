@@ -94,6 +94,14 @@ void kf_log_set_level(int level);
 int kf_log_level(void);
 void kf_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Runs argv (argv[0] looked up in PATH unless it holds a '/') in a process group of its own
+ * with stdin from /dev/null and stdout+stderr captured into out (at most about out_cap
+ * bytes kept; out may be NULL), under a wall-clock limit. Returns 0 with the wait status in
+ * *wstatus when the program ran to an end; -1 with the reason in why when it could not be
+ * started or ran past timeout_s (then its whole group is killed). (src/core/proc.c) */
+int kf_run_capture(char *const *argv, double timeout_s, kf_buf *out, size_t out_cap, int *wstatus,
+                   char *why, size_t whycap);
+
 #ifdef __cplusplus
 }
 #endif

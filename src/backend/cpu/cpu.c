@@ -96,94 +96,6 @@ static void free_words(char **v, int n) {
     free(v);
 }
 
-/* Run argv (argv[0] looked up in PATH) with stdout+stderr captured into out, under a
- * wall-clock limit. Returns 0 with the wait status in *wstatus when the program ran to an
- * end; -1 with a reason in why when it could not be started or was killed on timeout. */
-static int run_capture(char *const *argv, double timeout_s, kf_buf *out, int *wstatus,
-                       char *why, size_t whycap) {
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
-        snprintf(why, whycap, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    char execmsg[400];
-    int execmsg_len = snprintf(execmsg, sizeof execmsg, "kforge: cannot run '%s'\n", argv[0]);
-    if (execmsg_len < 0 || execmsg_len >= (int)sizeof execmsg) execmsg_len = (int)sizeof execmsg - 1;
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(why, whycap, "fork: %s", strerror(errno));
-        close(pfd[0]);
-        close(pfd[1]);
-        if (devnull >= 0) close(devnull);
-        return -1;
-    }
-    if (pid == 0) {
-        /* child: async-signal-safe calls only */
-        setpgid(0, 0);
-        if (devnull >= 0) dup2(devnull, 0);
-        dup2(pfd[1], 1);
-        dup2(pfd[1], 2);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execvp(argv[0], argv);
-        ssize_t wr = write(2, execmsg, (size_t)execmsg_len);
-        (void)wr;
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    close(pfd[1]);
-    if (devnull >= 0) close(devnull);
-    double deadline = kf_now() + timeout_s;
-    int timed_out = 0, eof = 0;
-    char chunk[8192];
-    while (!eof) {
-        double left = deadline - kf_now();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
-        int ms = left > 1.0 ? 1000 : (int)(left * 1000) + 1;
-        int pr = poll(&pf, 1, ms);
-        if (pr < 0 && errno != EINTR) break;
-        if (pr <= 0) continue;
-        ssize_t k = read(pfd[0], chunk, sizeof chunk);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (k <= 0) {
-            eof = 1;
-            break;
-        }
-        if (out && out->len < CPU_LOG_CAP) kf_buf_putn(out, chunk, (size_t)k);
-    }
-    close(pfd[0]);
-    /* The output is closed: the program is ending; still bound the wait. The group is
-     * killed while the leader is an unreaped zombie, so its id cannot have been reused. */
-    for (;;) {
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
-        if (w == 0 && si.si_pid == pid) break;
-        if (w < 0 && errno != EINTR) break;
-        if (timed_out || kf_now() > deadline) {
-            timed_out = 1;
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-        }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    kill(-pid, SIGKILL); /* stragglers left in the group */
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    if (timed_out) {
-        snprintf(why, whycap, "'%s' ran past its %.0f s limit and was killed", argv[0], timeout_s);
-        return -1;
-    }
-    *wstatus = st;
-    return 0;
-}
 
 static void read_line_file(const char *path, char *buf, size_t cap) {
     buf[0] = 0;
@@ -366,7 +278,7 @@ static kf_status cpu_probe(void *vctx, kf_device_info *info, kf_error *err) {
         kf_buf out = {0};
         int ws = 0;
         char why[512];
-        int rc = run_capture(argv, 20.0, &out, &ws, why, sizeof why);
+        int rc = kf_run_capture(argv, 20.0, &out, CPU_LOG_CAP, &ws, why, sizeof why);
         free_words(argv, n);
         if (rc != 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
             kf_buf_free(&out);
@@ -460,7 +372,7 @@ static kf_status cpu_compile(void *vctx, const char *source, const char *flags,
     size_t cmd_len = out.len;
     int ws = 0;
     char why[512];
-    int rc = run_capture(argv, CPU_COMPILE_TIMEOUT_S, &out, &ws, why, sizeof why);
+    int rc = kf_run_capture(argv, CPU_COMPILE_TIMEOUT_S, &out, CPU_LOG_CAP, &ws, why, sizeof why);
     free_words(argv, n);
     if (rc != 0) {
         st = kf_error_set(err, KF_ERR_COMPILE, cpath, 0, 0, "%s", why);

@@ -309,88 +309,6 @@ kf_status kf_cuda_nvcc_find(char *path, size_t cap, kf_error *err) {
                         "the CUDA toolkit");
 }
 
-/* Run argv[0] (a path) with stdout+stderr captured into out, under a wall-clock limit, in
- * its own process group. 0 with the wait status in *wstatus when it ran to an end; -1 with
- * why when it could not start or was killed on timeout. */
-static int run_capture(char *const *argv, double timeout_s, kf_buf *out, int *wstatus,
-                       char *why, size_t whycap) {
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) != 0) {
-        snprintf(why, whycap, "pipe: %s", strerror(errno));
-        return -1;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
-    posix_spawnattr_init(&at);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    int sigs[] = {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGCHLD};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&dfl, sigs[i]);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &dfl);
-    posix_spawnattr_setpgroup(&at, 0);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = 0;
-    int src = posix_spawn(&pid, argv[0], &fa, &at, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(pfd[1]);
-    if (src != 0) {
-        close(pfd[0]);
-        snprintf(why, whycap, "cannot run '%s': %s", argv[0], strerror(src));
-        return -1;
-    }
-    double deadline = kf_now() + timeout_s;
-    int timed_out = 0;
-    char chunk[8192];
-    for (;;) {
-        double left = deadline - kf_now();
-        if (left <= 0) {
-            timed_out = 1;
-            break;
-        }
-        struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
-        int pr = poll(&pf, 1, left > 1.0 ? 1000 : (int)(left * 1000) + 1);
-        if (pr < 0 && errno != EINTR) break;
-        if (pr <= 0) continue;
-        ssize_t k = read(pfd[0], chunk, sizeof chunk);
-        if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (k <= 0) break; /* EOF: every writer in the group is gone or closed it */
-        if (out && out->len < NVCC_LOG_CAP) kf_buf_putn(out, chunk, (size_t)k);
-    }
-    close(pfd[0]);
-    /* Wait without reaping (WNOWAIT), so that the group id cannot be reused while the
-     * group is killed. */
-    for (;;) {
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        int wr = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
-        if (wr == 0 && si.si_pid == pid) break;
-        if (wr < 0 && errno != EINTR) break;
-        if (timed_out || kf_now() > deadline) {
-            timed_out = 1;
-            kill(-pid, SIGKILL);
-        }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    kill(-pid, SIGKILL); /* stragglers left in the group */
-    int ws = 0;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
-    if (timed_out) {
-        snprintf(why, whycap, "'%s' ran past its %.0f s limit and was killed", argv[0],
-                 timeout_s);
-        return -1;
-    }
-    *wstatus = ws;
-    return 0;
-}
 
 /* The last line of `nvcc --version` ("Build cuda_13.0.r13.0/compiler.NNN_0"), once per
  * nvcc path; "" when it cannot be run. */
@@ -404,7 +322,7 @@ static void nvcc_version(const char *nvcc, char *buf, size_t cap) {
         int ws = 0;
         char why[256];
         cached[0] = 0;
-        if (run_capture(argv, 60, &out, &ws, why, sizeof why) == 0 && out.data) {
+        if (kf_run_capture(argv, 60, &out, NVCC_LOG_CAP, &ws, why, sizeof why) == 0 && out.data) {
             size_t len = out.len;
             while (len && (out.data[len - 1] == '\n' || out.data[len - 1] == '\r')) len--;
             size_t b = len;
@@ -477,7 +395,7 @@ kf_status kf_cuda_nvcc_compile(const char *source, const char *arch, const char 
     size_t cmd_len = out.len;
     int ws = 0;
     char why[600];
-    int rc = run_capture(argv, NVCC_TIMEOUT_S, &out, &ws, why, sizeof why);
+    int rc = kf_run_capture(argv, NVCC_TIMEOUT_S, &out, NVCC_LOG_CAP, &ws, why, sizeof why);
     free_words(argv, n);
     if (rc != 0) {
         st = kf_error_set(err, KF_ERR_COMPILE, cu, 0, 0, "%s", why);
