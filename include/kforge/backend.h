@@ -11,43 +11,11 @@
 #define KFORGE_BACKEND_H
 
 #include "kforge/core.h"
+#include "kforge/arch.h" /* kf_device_info: what a device is */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct kf_device_info {
-    char platform[16];      /* "cpu", "opencl" */
-    int index;              /* device index within the platform ("opencl:1" is 1) */
-    char name[128];         /* e.g. "AMD EPYC" */
-    char arch[64];          /* e.g. "x86_64 avx2 fma" */
-    int cores;              /* physical cores usable by this process */
-    int threads;            /* hardware threads usable by this process */
-    int simd_bits;          /* widest float SIMD register the compiler may use (128/256/512) */
-    int64_t l1d_bytes, l2_bytes, l3_bytes; /* per core for L1/L2, total for L3; 0 unknown */
-    int64_t mem_bytes;      /* physical memory */
-    char compiler[256];     /* compiler command and version used for candidates */
-    char flags[256];        /* default compile flags for candidates */
-    /* GPU-style devices (opencl, cuda, metal); zero elsewhere */
-    char device_type[16];   /* "cpu", "gpu", "accelerator" (what the driver says) */
-    char vendor[64];
-    char driver[64];        /* driver version */
-    char version[128];      /* e.g. "OpenCL 3.0 PoCL 3.1", "OpenCL C 1.2" in lang_version */
-    char lang_version[64];
-    char platform_name[128];/* OpenCL platform name */
-    int compute_units;
-    int max_wg;             /* max work-items per group */
-    int max_wi[3];          /* max work-items per dim */
-    int64_t local_mem_bytes;/* per group: static arrays (CUDA's 48 KiB) */
-    int64_t local_mem_optin_bytes; /* per group with an opt-in (CUDA's dynamic shared memory,
-                               a launch's smem=); 0 = no more than local_mem_bytes */
-    int64_t global_mem_bytes;
-    int64_t max_alloc_bytes;
-    int subgroup_size;      /* 0 = no sub-group operations usable; else lanes (32 on NVIDIA) */
-    int base_align_bytes;   /* sub-buffer offset alignment */
-    int64_t clock_mhz;
-    int fp64;               /* double precision supported */
-} kf_device_info;
 
 typedef struct kf_backend_iface {
     const char *name; /* "cpu" */
