@@ -447,6 +447,19 @@ static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json) {
         rc = print_error(&err);
     } else {
         rc = r.best >= 0 ? 0 : EXIT_VERIFY;
+        if (r.best < 0 && !o.table) {
+            /* -q hides the table, not why the run found nothing (an LLM run whose endpoint
+             * failed ended in silence): the stop reason and the last iteration's verdict */
+            const kf_iter_record *last = r.niters ? &r.iters[r.niters - 1] : NULL;
+            char detail[600] = "";
+            if (last) snprintf(detail, sizeof detail, "%s", last->res.detail);
+            for (char *p = detail; *p; p++)
+                if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
+            fprintf(stderr, "kforge: no verified kernel in %d iteration%s%s%s%s%s%s%s\n", r.niters,
+                    r.niters == 1 ? "" : "s", r.stop_reason[0] ? "; stopped: " : "", r.stop_reason,
+                    last ? "; the last was " : "", last ? kf_vstatus_name(last->res.status) : "",
+                    detail[0] ? ": " : "", detail);
+        }
         if (o.table && r.best >= 0)
             fprintf(o.table, "wrote %s/%s, manifest.json, run.json\n", r.out_dir,
                     kf_loop_kernel_file(r.dev.platform));
