@@ -169,11 +169,14 @@ static int run_unprivileged(const char *name, const char *const *args) {
         dup2(o, 1);
         dup2(e, 2);
         if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(125);
+        if (access(KF_BUILD_DIR "/kforge", X_OK) != 0) _exit(124); /* a build under a private home */
         execv(KF_BUILD_DIR "/kforge", (char *const *)args);
         _exit(127);
     }
     int st = 0;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 124)
+        cr_skip_test("the user nobody cannot run " KF_BUILD_DIR "/kforge: no unprivileged reader to test with");
     cli_no_sanitizer_report(errp);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

@@ -236,7 +236,7 @@ static kf_status open_readonly(kf_store *s, int *objects, kf_error *err) {
         }
         sqlite3_busy_timeout(s->db, KF_STORE_BUSY_MS);
         st = check_ours(s, objects, err);
-        if (st == KF_OK || err->code == KF_ERR_PARSE) break;
+        if (st == KF_OK || st == KF_ERR_PARSE) break;
     }
     if (st != KF_OK) return st;
     int ver = schema_version(s);
