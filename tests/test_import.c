@@ -150,8 +150,50 @@ Test(import, bad_files) {
     cr_assert_eq(err.line, 2, "line %d: %s", err.line, err.msg);
     cr_assert_eq(import("{\"format\": \"other\", \"version\": 1}", NULL, NULL, &err), KF_ERR_PARSE);
     cr_assert(strstr(err.msg, "not a kforge graph"), "%s", err.msg);
-    cr_assert_eq(import(HEAD "\"inputs\": [" X_IN "], \"nodes\": [], \"outputs\": [{\"ref\": \"x\"}]}", NULL, NULL, &err),
-                  KF_ERR_UNSUPPORTED);
-    cr_assert(strstr(err.msg, "returns input 'x' unchanged"), "%s", err.msg);
     cr_assert_eq(kf_import_torch_graph("/nonexistent/graph.json", NULL, NULL, &err), KF_ERR_PARSE);
+}
+
+/* Issue 28, item 14: a module that returns an input (as it is, twice, or beside a computed
+ * output) imports: each such output is an exact copy of the input under its own name (it
+ * said "nothing to compute"). */
+Test(import, an_input_returned_is_copied) {
+    const char *json = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"x\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"clone\", \"target\": \"aten.clone.default\", \"args\": [{\"ref\": \"x\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+        "], \"outputs\": [{\"ref\": \"x\"}, {\"ref\": \"relu\"}, {\"ref\": \"x\"}, {\"ref\": \"clone\"}]}";
+    char *text = NULL;
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(import(json, &text, &g, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(text, "output x_out0 = x * 1.0\n"), "%s", text);
+    cr_assert(strstr(text, "output relu_v = relu(x)\n"), "%s", text);
+    cr_assert(strstr(text, "output x_out2 = x * 1.0\n"), "%s", text);
+    cr_assert(strstr(text, "output x_out3 = x * 1.0\n"), "%s", text);
+    cr_assert_eq(g->noutputs, 4);
+    free(text);
+    kf_graph_free(g);
+}
+
+/* Issue 28, item 16: a name from a file name that starts with a digit, then letters
+ * ('10_3D_tensor'), still gives a task that parses (it failed: "malformed number"). */
+Test(import, task_name_always_parses) {
+    static const char *const names[] = {"10_3D_tensor", "3d", "a-b.c", "", "x y"};
+    static const char *const want[] = {"task t10_3D_tensor\n", "task t3d\n", "task a_b_c\n", "task model\n",
+                                       "task x_y\n"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"format\": \"kforge-graph\", \"version\": 1, \"name\": \"%s\", \"model\": \"/m.py\", "
+                 "\"inputs\": [" X_IN "], \"nodes\": [{\"name\": \"relu\", \"target\": \"aten.relu.default\", "
+                 "\"args\": [{\"ref\": \"x\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}], "
+                 "\"outputs\": [{\"ref\": \"relu\"}]}", names[i]);
+        char *text = NULL;
+        kf_graph *g = NULL;
+        kf_error err = {0};
+        cr_assert_eq(import(json, &text, &g, &err), KF_OK, "name '%s': %s", names[i], err.msg);
+        cr_assert(strstr(text, want[i]), "name '%s':\n%s", names[i], text);
+        free(text);
+        kf_graph_free(g);
+    }
 }

@@ -294,7 +294,9 @@ Test(llm, status_400_is_not_retried) {
     kf_llm_free(l);
 }
 
-Test(llm, connection_refused_is_retried_and_not_counted) {
+/* A refused call is retried, and counts as a call (issue 28, item 17): an endpoint that is
+ * down cannot keep a run asking past max_calls (refused calls were free). */
+Test(llm, connection_refused_is_retried_and_counted) {
     /* A port that nothing listens on: bind one, note it, close it. */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -314,7 +316,14 @@ Test(llm, connection_refused_is_retried_and_not_counted) {
     cr_assert_eq(r.http_status, 0);
     int calls;
     kf_llm_usage(l, &calls, NULL, NULL);
-    cr_assert_eq(calls, 0, "nothing reached a server");
+    cr_assert_eq(calls, 1, "a failed call is a call");
+    kf_llm_free(l);
+    c.max_calls = 2;
+    l = client(&c);
+    chat_fails(l, KF_ERR_RUNTIME, "cannot connect", &err);
+    chat_fails(l, KF_ERR_RUNTIME, "cannot connect", &err);
+    r = chat_fails(l, KF_ERR_UNSUPPORTED, "2 calls made, max_calls is 2", &err);
+    cr_assert_eq(r.attempts, 0, "the budget stops the call before it is tried");
     kf_llm_free(l);
 }
 
@@ -408,6 +417,42 @@ Test(llm, garbage_body_is_quoted) {
     chat_fails(l, KF_ERR_RUNTIME, "not JSON", &err);
     cr_assert(strstr(err.msg, "'<html><body>Bad gateway (nginx)</body></html>'"), "%s", err.msg);
     cr_assert(strstr(err.msg, "/v1/chat/completions"), "names the endpoint: %s", err.msg);
+    kf_llm_free(l);
+}
+
+/* 20: an HTML page with status 200 is named as such, with its content type and its start
+ * (it said only "not JSON ('[' or '{' expected near '<')"); a body that is neither names
+ * its content type too. */
+Test(llm, html_page_names_its_content_type) {
+    start_server("[{\"status\":200,\"headers\":{\"Content-Type\":\"text/html; charset=utf-8\"},"
+                 "\"body\":\"<!DOCTYPE html><html><title>Sign in</title></html>\"},"
+                 "{\"status\":200,\"headers\":{\"Content-Type\":\"text/plain\"},\"body\":\"upstream busy\"}]");
+    kf_llm_config c;
+    config(&c, KF_LLM_OPENAI);
+    kf_llm *l = client(&c);
+    kf_error err = {0};
+    chat_fails(l, KF_ERR_RUNTIME, "HTML page", &err);
+    cr_assert(strstr(err.msg, "Content-Type text/html; charset=utf-8"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "'<!DOCTYPE html><html><title>Sign in</title></html>'"), "%s", err.msg);
+    chat_fails(l, KF_ERR_RUNTIME, "not JSON (Content-Type text/plain", &err);
+    cr_assert(strstr(err.msg, "'upstream busy'"), "%s", err.msg);
+    kf_llm_free(l);
+}
+
+/* 20: \u0000 is valid JSON: the reply is taken, and the text after it is kept. */
+Test(llm, nul_escape_in_a_reply_is_accepted) {
+    start_server("[{\"status\":200,\"body\":{\"id\":\"c\\u00001\",\"choices\":[{\"message\":"
+                 "{\"role\":\"assistant\",\"content\":\"before\\u0000after\"},\"finish_reason\":\"stop\"}],"
+                 "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}}]");
+    kf_llm_config c;
+    config(&c, KF_LLM_OPENAI);
+    kf_llm *l = client(&c);
+    kf_llm_reply r;
+    kf_error err = {0};
+    cr_assert_eq(kf_llm_chat(l, two_msgs, 2, &r, &err), KF_OK, "%s", err.msg);
+    cr_assert_str_eq(r.text, "before\xEF\xBF\xBD" "after");
+    cr_assert_eq(r.completion_tokens, 2);
+    kf_llm_reply_free(&r);
     kf_llm_free(l);
 }
 

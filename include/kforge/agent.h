@@ -165,6 +165,7 @@ typedef struct kf_run_result {
     char run_id[17];         /* the run's id in the store ("" when not stored) */
     int cache_hits;          /* iterations served from the store */
     char store_error[512];   /* the first store failure ("" none): the loop goes on without */
+    int store_failures;      /* store writes and reads that failed (kforge synth exits 2) */
 } kf_run_result;
 
 /* Run the loop on g. Returns KF_OK when the loop ran (r->best may still be -1 when no

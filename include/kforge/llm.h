@@ -49,8 +49,9 @@ typedef struct kf_llm_config {
     size_t max_reply_bytes;   /* a response body over this is an error (default 8 MiB) */
     int max_tokens;           /* requested per reply (default 8192) */
     double temperature;       /* default 0.2; < 0 = not sent */
-    int max_calls;            /* budget: kf_llm_chat calls whose request reached the server,
-                                 the retries within one call counting once (0 = none) */
+    int max_calls;            /* budget: kf_llm_chat calls made, failed ones included (a
+                                 refused connection, an HTTP error), the retries within one
+                                 call counting once (0 = none) */
     long max_total_tokens;    /* budget: prompt + completion tokens over all calls (0 = none);
                                  checked before each call, so the call that crosses it
                                  completes */
@@ -112,7 +113,8 @@ kf_status kf_llm_new(const kf_llm_config *c, kf_llm **out, kf_error *err);
  *   KF_ERR_UNSUPPORTED  a budget is spent (max_calls / max_total_tokens): no request sent;
  *   KF_ERR_RUNTIME      the server failed: HTTP status (after the retries, for 429/5xx),
  *                       timeout, connection error, reply over the size cap, or a body
- *                       that is not the protocol's JSON (the message quotes its start);
+ *                       that is not the protocol's JSON (the message names its
+ *                       Content-Type and quotes its start; JSON's \u0000 is accepted);
  *   KF_ERR_ARG          bad messages.
  * r->attempts, r->http_status (0 when no response came) and r->seconds are set on failure
  * too; r->text is NULL then (kf_llm_reply_free is still safe). Retried: 429, 5xx and
@@ -120,7 +122,7 @@ kf_status kf_llm_new(const kf_llm_config *c, kf_llm **out, kf_error *err);
  * the size cap, a bad URL or an unresolvable host. */
 kf_status kf_llm_chat(kf_llm *l, const kf_llm_msg *msgs, int nmsgs, kf_llm_reply *r, kf_error *err);
 
-/* Calls that reached the server and the tokens counted so far. */
+/* Calls made (failed ones included: max_calls counts them) and the tokens counted so far. */
 void kf_llm_usage(const kf_llm *l, int *calls, long *prompt_tokens, long *completion_tokens);
 
 void kf_llm_reply_free(kf_llm_reply *r);

@@ -58,9 +58,29 @@ kf_status kf_store_default_path(char *buf, size_t cap, kf_error *err);
 /* Contract: open (creating it and its directory when absent) the store at path, migrate
  * it to KF_STORE_SCHEMA_VERSION, and return it in *out (close with kf_store_close).
  * Errors name the path: KF_ERR_IO when it cannot be created or opened, KF_ERR_PARSE when
- * the file is not an SQLite database, KF_ERR_UNSUPPORTED when its schema is newer than
+ * the file is not an SQLite database or is another program's SQLite database (nothing is
+ * written to it), KF_ERR_UNSUPPORTED when its schema is newer than
  * this kforge, KF_ERR_INTERNAL when a migration fails (the file is left as it was). */
 kf_status kf_store_open(const char *path, kf_store **out, kf_error *err);
+
+typedef enum kf_store_mode {
+    KF_STORE_CREATE,   /* kf_store_open's: create the file (and its directory) when absent */
+    KF_STORE_EXISTING  /* a reading command's: the file must be there; nothing is created */
+} kf_store_mode;
+
+/* Contract: kf_store_open with a mode. KF_STORE_CREATE sets *created (may be NULL) to 1
+ * when this call created the file. KF_STORE_EXISTING creates nothing: KF_ERR_ARG naming
+ * the path when there is no file (or an empty one); where the file or its directory
+ * cannot be written (a read-only folder or mount) the store is opened read-only (SQLite's
+ * immutable mode when the WAL's side files cannot be set up there): reads work, runs whose
+ * process is gone read as interrupted without being marked, writes fail, and a file
+ * whose schema is older than this kforge's is KF_ERR_UNSUPPORTED (it cannot be migrated
+ * there). In both modes an SQLite database of another program (objects, but not kforge's
+ * tables) is KF_ERR_PARSE naming a few of its tables, and is left unchanged. */
+kf_status kf_store_open_mode(const char *path, kf_store_mode mode, int *created, kf_store **out,
+                             kf_error *err);
+/* 1 when the store was opened read-only (kf_store_open_mode). */
+int kf_store_readonly(const kf_store *s);
 void kf_store_close(kf_store *s);
 const char *kf_store_path(const kf_store *s);
 /* The handle, for tests and tools that read the tables directly (a sqlite3 *). */

@@ -65,7 +65,8 @@ def list_tasks(suite, only):
         files = [suite]
     else:
         if not os.path.isdir(suite):
-            raise SystemExit(f"kforge bench: {suite}: no such folder")
+            log(f"kforge bench: {suite}: no such file or folder")
+            raise SystemExit(2)  # a usage error, as the C side says before Python starts
         files = sorted(glob.glob(os.path.join(suite, "*.py")) + glob.glob(os.path.join(suite, "*.kf")))
     files = [f for f in files if not os.path.basename(f).startswith("_")]
     if only:

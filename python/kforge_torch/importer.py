@@ -8,10 +8,12 @@ torch.export.export, without decompositions, so the graph holds the ATen ops the
 calls (aten.softmax.int rather than its exp/sum/div pieces): the C core lowers those to its
 own ops (src/ir/import.c) and names every one it cannot. The format is in docs/pytorch.md.
 
-Exit status: 0 written, 2 the module could not be loaded, run or exported (the message
-says which step and why).
+Exit status: 0 written, 2 the module could not be loaded, run or exported: one line says
+the file, the step that failed and why (--verbose adds the traceback and what torch printed,
+between that line and its repetition at the end), 3 an error of the importer itself.
 """
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
@@ -19,6 +21,8 @@ import operator
 import os
 import re
 import sys
+import tempfile
+import traceback
 
 import torch
 
@@ -31,13 +35,48 @@ DTYPES = {
 
 
 class ImportFailure(Exception):
-    pass
+    """The module cannot be imported: the message names the file, the step and why; the
+    exception the user's code or torch raised, if any, is its __cause__."""
+
+
+def first_line(e, cap=300):
+    """An exception's message, one line (torch's run to dozens): its first non-empty line."""
+    text = str(e).strip()
+    line = next((l.strip() for l in text.splitlines() if l.strip()), "")
+    more = len(text.splitlines()) > 1
+    if len(line) > cap:
+        line, more = line[:cap], True
+    return line + (" ..." if more else "")
+
+
+def user_step(path, what, fn, *args):
+    """fn(*args), a step that runs the user's code (or torch on it): whatever it raises
+    becomes an ImportFailure naming the file and the step."""
+    try:
+        return fn(*args)
+    except ImportFailure:
+        raise
+    except Exception as e:  # MemoryError and RecursionError included: a huge shape, a loop
+        raise ImportFailure(f"{path}: {what} raised {type(e).__name__}: {first_line(e)}") from e
+
+
+def describe(x):
+    """What a value is, for a message: 'a dict', 'None', 'an int (3)'."""
+    if x is None:
+        return "None"
+    name = type(x).__name__
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    if isinstance(x, (int, float, bool, str)):
+        return f"{article} {name} ({x!r:.40})"
+    return f"{article} {name}"
 
 
 def load_module(path):
     """The KernelBench file as a module; its Model, get_inputs, get_init_inputs checked."""
     if not os.path.isfile(path):
         raise ImportFailure(f"{path}: no such file")
+    if not path.endswith(".py"):
+        raise ImportFailure(f"{path}: not a Python file (a KernelBench module ends in .py)")
     name = "kforge_model_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
@@ -53,13 +92,17 @@ def load_module(path):
 
 
 def task_name(path):
-    """An identifier from the file name: '19_ReLU.py' -> 'relu_19' style, never empty."""
+    """An identifier from the file name, one the .kf parser takes: '19_ReLU.py' -> 'relu_19',
+    '10_3D_tensor_matmul.py' -> 't3d_tensor_matmul_10': ASCII letters, digits and _,
+    starting with a letter, never empty, at most 60 characters."""
     stem = os.path.splitext(os.path.basename(path))[0]
-    s = re.sub(r"\W+", "_", stem).strip("_").lower() or "model"
+    s = re.sub(r"[^A-Za-z0-9]+", "_", stem).strip("_").lower() or "model"
     if s[0].isdigit():
         m = re.match(r"(\d+)_?(.*)", s)
         s = (m.group(2) + "_" + m.group(1)) if m.group(2) else "task_" + m.group(1)
-    return s[:60]
+    if not s[0].isalpha():  # what followed the number began with a digit too ('3d_tensor')
+        s = "t" + s
+    return s[:60].rstrip("_")
 
 
 def dtype_name(dt):
@@ -105,23 +148,50 @@ def target_name(t):
     return s
 
 
-def export_graph(mod, seed):
+def export_graph(mod, seed, path="the module"):
+    """Runs the module as KernelBench does and exports its forward: (model, the inputs as
+    drawn (before forward ran: it may write them), the outputs, the ExportedProgram). A
+    forward that writes in place (x.relu_()) is exported functional, its writes to inputs
+    left out of the outputs."""
     torch.manual_seed(seed)
-    model = mod.Model(*mod.get_init_inputs())
+    init = user_step(path, "get_init_inputs()", mod.get_init_inputs)
+    if not isinstance(init, (list, tuple)):
+        raise ImportFailure(f"{path}: get_init_inputs() returned {describe(init)}, not a list of "
+                            "Model's arguments")
+    model = user_step(path, "Model(*get_init_inputs())", mod.Model, *init)
+    if not isinstance(model, torch.nn.Module):
+        raise ImportFailure(f"{path}: Model(*get_init_inputs()) is {describe(model)}, not a torch.nn.Module")
     model.eval()
     torch.manual_seed(seed)
-    inputs = list(mod.get_inputs())
+    inputs = user_step(path, "get_inputs()", mod.get_inputs)
+    if not isinstance(inputs, (list, tuple)):
+        raise ImportFailure(f"{path}: get_inputs() returned {describe(inputs)}, not a list of tensors")
+    inputs = list(inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
-            raise ImportFailure(f"get_inputs()[{i}] is a {type(x).__name__}, not a tensor "
+            raise ImportFailure(f"{path}: get_inputs()[{i}] is {describe(x)}, not a tensor "
                                 "(kforge takes tensor arguments only)")
-    with torch.no_grad():
-        outs = model(*inputs)
-    try:
-        ep = torch.export.export(model, tuple(inputs))
-    except Exception as e:
-        raise ImportFailure(f"torch.export.export failed: {type(e).__name__}: {e}") from e
-    return model, inputs, outs, ep
+    drawn = [x.detach().clone() for x in inputs]
+
+    def forward():
+        with torch.no_grad():
+            return model(*[x.clone() for x in drawn])
+    outs = user_step(path, "forward", forward)
+    out_list = outs if isinstance(outs, (tuple, list)) else [outs]
+    if not isinstance(outs, (torch.Tensor, tuple, list)) or not out_list:
+        raise ImportFailure(f"{path}: forward returned {describe(outs) if not isinstance(outs, (tuple, list)) else 'nothing'}"
+                            ", not a tensor or a tuple of tensors")
+    for i, o in enumerate(out_list):
+        if not isinstance(o, torch.Tensor):
+            raise ImportFailure(f"{path}: forward's output {i} is {describe(o)}, not a tensor "
+                                "(kforge takes a tensor or a tuple of tensors)")
+    ep = user_step(path, "torch.export of forward", torch.export.export, model,
+                   tuple(x.clone() for x in drawn))
+    if any(n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
+           for n in ep.graph.nodes):
+        # in-place ops: their functional forms, with no op decomposed
+        ep = user_step(path, "functionalizing the in-place ops of forward", ep.run_decompositions, {})
+    return model, drawn, outs, ep
 
 
 def build_graph(name, model_path, seed, model, inputs, ep):
@@ -170,6 +240,11 @@ def build_graph(name, model_path, seed, model, inputs, ep):
         elif node.op == "output":
             outs = node.args[0]
             outs = outs if isinstance(outs, (list, tuple)) else [outs]
+            # the module's outputs only: not the writes to its inputs or buffers that the
+            # functional graph returns beside them
+            specs = list(sig.output_specs)
+            if len(specs) == len(outs):
+                outs = [o for o, sp in zip(outs, specs) if sp.kind.name == "USER_OUTPUT"]
             outputs = [encode_arg(o) for o in outs]
         else:
             raise ImportFailure(f"graph node '{node.name}' is a {node.op}, which kforge cannot "
@@ -184,7 +259,7 @@ def write_bundle(model_path, out_dir, seed=0, name=None):
     """Writes DIR/graph.json, DIR/params.safetensors, DIR/ref.safetensors; returns graph."""
     from safetensors.torch import save_file
     mod = load_module(model_path)
-    model, inputs, outs, ep = export_graph(mod, seed)
+    model, inputs, outs, ep = export_graph(mod, seed, model_path)
     graph, tensors = build_graph(name or task_name(model_path), model_path, seed, model, inputs, ep)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "graph.json"), "w") as f:
@@ -192,10 +267,30 @@ def write_bundle(model_path, out_dir, seed=0, name=None):
         f.write("\n")
     save_file({k: v.clone() for k, v in tensors.items()}, os.path.join(out_dir, "params.safetensors"))
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
-    ref = {f"in.{i}": x.detach().contiguous() for i, x in enumerate(inputs)}
-    ref.update({f"out.{i}": o.detach().contiguous() for i, o in enumerate(outs)})
+    # each its own copy: a forward that returns an input, or one tensor twice, gives
+    # tensors that share memory, which safetensors refuses
+    ref = {f"in.{i}": x.detach().clone().contiguous() for i, x in enumerate(inputs)}
+    ref.update({f"out.{i}": o.detach().clone().contiguous() for i, o in enumerate(outs)})
     save_file(ref, os.path.join(out_dir, "ref.safetensors"))
     return graph
+
+
+@contextlib.contextmanager
+def stderr_kept(keep):
+    """What is written to file descriptor 2 inside (torch's logs and warnings, the module's
+    own), held in a temporary file: keep(text) gets it at the end."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            keep(tmp.read().decode("utf-8", "replace"))
 
 
 def main(argv=None):
@@ -205,14 +300,36 @@ def main(argv=None):
     ap.add_argument("out", help="bundle directory to write")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default=None, help="task name (default: from the file name)")
+    ap.add_argument("--verbose", action="store_true",
+                    help="on failure, the traceback and what torch printed as well")
     a = ap.parse_args(argv)
+    printed = []
+    err = None
     try:
-        g = write_bundle(a.model, a.out, a.seed, a.name)
+        with stderr_kept(printed.append):
+            g = write_bundle(a.model, a.out, a.seed, a.name)
     except ImportFailure as e:
-        print(f"kforge import: {e}", file=sys.stderr)
-        return 2
-    print(f"{a.model}: {len(g['nodes'])} ATen nodes, {len(g['inputs'])} graph inputs -> {a.out}")
-    return 0
+        err, line, code = e, f"kforge import: {e}", 2
+    except Exception as e:  # the importer's own failure, not the module's
+        err, line, code = e, f"kforge import: {a.model}: internal error: {type(e).__name__}: {first_line(e)}", 3
+    if err is None:
+        sys.stderr.write("".join(printed))  # a module's warnings are its business: passed on
+        print(f"{a.model}: {len(g['nodes'])} ATen nodes, {len(g['inputs'])} graph inputs -> {a.out}")
+        return 0
+    has_trace = err.__cause__ is not None or not isinstance(err, ImportFailure)
+    has_output = bool("".join(printed).strip())
+    if not a.verbose:
+        hidden = " and ".join(w for w, h in (("the traceback", has_trace), ("what torch printed", has_output)) if h)
+        print(f"{line} (--verbose for {hidden})" if hidden else line, file=sys.stderr)
+        return code
+    # kforge's line first and last, the dump between
+    print(line, file=sys.stderr)
+    sys.stderr.write("".join(printed))
+    if has_trace:
+        cause = err.__cause__ if err.__cause__ is not None else err
+        traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
+    print(line, file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

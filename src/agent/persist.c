@@ -27,6 +27,7 @@ kf_vstatus kf_agent_vstatus_of(const char *name) {
 }
 
 static void store_failed(kf_persist *p, kf_run_result *r, const kf_error *e) {
+    r->store_failures++;
     if (r->store_error[0]) return;
     snprintf(r->store_error, sizeof r->store_error, "%s: %s", kf_store_path(p->s), e->msg);
     if (p->table) fprintf(p->table, "store: %s (the run goes on unrecorded)\n", r->store_error);
@@ -308,6 +309,13 @@ void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed) {
     snprintf(sr.id, sizeof sr.id, "%s", p->run);
     snprintf(sr.status, sizeof sr.status, "%s", failed ? "failed" : "done");
     snprintf(sr.stop_reason, sizeof sr.stop_reason, "%s", r->stop_reason);
+    if (r->store_error[0]) {
+        /* a run whose rows are missing is not a done run: it says what it lacks */
+        snprintf(sr.status, sizeof sr.status, "failed");
+        snprintf(sr.stop_reason, sizeof sr.stop_reason, "%s%snot all recorded (%d store write%s failed: %.80s)",
+                 r->stop_reason, r->stop_reason[0] ? "; " : "", r->store_failures, r->store_failures == 1 ? "" : "s",
+                 r->store_error);
+    }
     sr.wall_s = r->wall_s;
     sr.llm_calls = r->llm_calls;
     sr.prompt_tokens = r->llm_prompt_tokens;

@@ -28,8 +28,11 @@ int kf_cli_runs(int argc, char **argv);   /* runs.c: browsing the store */
 int kf_cli_show(int argc, char **argv);
 int kf_cli_report(int argc, char **argv); /* report.c: a stored run as an HTML page */
 /* Open the store at flag_path (--store), else at the default path (kf_store_default_path)
- * into *s. Returns 0, or the exit code after printing the error (it names the path). */
+ * into *s. create: a command that records (synth), which creates the store when absent
+ * and says so on stderr; else a reading command, which creates nothing, refuses a missing
+ * store and reads a read-only one. Returns 0, or the exit code after printing the error
+ * (it names the path). */
 struct kf_store;
-int kf_cli_store_open(const char *flag_path, struct kf_store **s);
+int kf_cli_store_open(const char *flag_path, int create, struct kf_store **s);
 
 #endif

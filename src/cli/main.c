@@ -397,7 +397,7 @@ static int cmd_synth(int argc, char **argv) {
     o.table = quiet ? NULL : (json ? stderr : stdout);
     kf_store *store = NULL;
     if (!no_store) {
-        int src = kf_cli_store_open(f_store, &store);
+        int src = kf_cli_store_open(f_store, 1, &store);
         if (src) {
             kf_graph_free(g);
             return src;
@@ -448,12 +448,32 @@ static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json) {
         rc = print_error(&err);
     } else {
         rc = r.best >= 0 ? 0 : EXIT_VERIFY;
+        if (r.best < 0 && !o.table) {
+            /* -q hides the table, not why the run found nothing (an LLM run whose endpoint
+             * failed ended in silence): the stop reason and the last iteration's verdict */
+            const kf_iter_record *last = r.niters ? &r.iters[r.niters - 1] : NULL;
+            char detail[600] = "";
+            if (last) snprintf(detail, sizeof detail, "%s", last->res.detail);
+            for (char *p = detail; *p; p++)
+                if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
+            fprintf(stderr, "kforge: no verified kernel in %d iteration%s%s%s%s%s%s%s\n", r.niters,
+                    r.niters == 1 ? "" : "s", r.stop_reason[0] ? "; stopped: " : "", r.stop_reason,
+                    last ? "; the last was " : "", last ? kf_vstatus_name(last->res.status) : "",
+                    detail[0] ? ": " : "", detail);
+        }
         if (o.table && r.best >= 0)
             fprintf(o.table, "wrote %s/%s, manifest.json, run.json\n", r.out_dir,
                     kf_loop_kernel_file(r.dev.platform));
-        if (o.table && r.run_id[0])
+        if (r.store_error[0]) {
+            /* said whatever -q: the run's record is incomplete, and the exit says so */
+            fprintf(stderr, "kforge: the store did not record all of the run (%d write%s failed, the first: %s)%s%.10s\n",
+                    r.store_failures, r.store_failures == 1 ? "" : "s", r.store_error,
+                    r.run_id[0] ? "; incomplete in the store: run " : "", r.run_id);
+            rc = EXIT_USAGE;
+        } else if (o.table && r.run_id[0]) {
             fprintf(o.table, "run %.10s stored (%d of %d iterations from the cache): kforge show %.10s\n",
                     r.run_id, r.cache_hits, r.niters, r.run_id);
+        }
         if (json) {
             char path[600];
             snprintf(path, sizeof path, "%s/run.json", r.out_dir);
@@ -472,7 +492,7 @@ static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json) {
 /* kforge synth --resume RUN: the stored run's task and options, continued. */
 static int synth_resume(const char *ref, const char *store_path, int no_cache, int quiet, int json) {
     kf_store *store = NULL;
-    int rc = kf_cli_store_open(store_path, &store);
+    int rc = kf_cli_store_open(store_path, 0, &store);
     if (rc) return rc;
     kf_run_resume rs;
     kf_error err = {0};

@@ -62,7 +62,7 @@ int kf_cli_report(int argc, char **argv) {
     }
     const char *ref = argv[optind];
     kf_store *s = NULL;
-    int rc = kf_cli_store_open(store, &s);
+    int rc = kf_cli_store_open(store, 0, &s);
     if (rc) return rc;
     kf_run_result r;
     kf_store_run info;

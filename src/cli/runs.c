@@ -19,13 +19,16 @@
 #include <time.h>
 
 /* See cli.h. */
-int kf_cli_store_open(const char *flag_path, kf_store **s) {
+int kf_cli_store_open(const char *flag_path, int create, kf_store **s) {
     char path[1024];
     kf_error err = {0};
     *s = NULL;
     if (flag_path) snprintf(path, sizeof path, "%s", flag_path);
     else if (kf_store_default_path(path, sizeof path, &err) != KF_OK) return kf_cli_error(&err);
-    if (kf_store_open(path, s, &err) != KF_OK) return kf_cli_error(&err);
+    int created = 0;
+    if (kf_store_open_mode(path, create ? KF_STORE_CREATE : KF_STORE_EXISTING, &created, s, &err) != KF_OK)
+        return kf_cli_error(&err);
+    if (created) fprintf(stderr, "kforge: created a new store at %s\n", path);
     return 0;
 }
 
@@ -138,7 +141,7 @@ int kf_cli_runs(int argc, char **argv) {
         return KF_EXIT_USAGE;
     }
     kf_store *s = NULL;
-    int rc = kf_cli_store_open(store, &s);
+    int rc = kf_cli_store_open(store, 0, &s);
     if (rc) return rc;
     kf_store_run *runs = NULL;
     int n = 0;
@@ -241,7 +244,7 @@ static int show_best(const char *task_path, const char *platform, const char *st
     kf_store_task_hash(g->source, hash);
     kf_graph_free(g);
     kf_store *s = NULL;
-    int rc = kf_cli_store_open(store, &s);
+    int rc = kf_cli_store_open(store, 0, &s);
     if (rc) return rc;
     kf_store_best *b = NULL;
     int n = 0;
@@ -317,7 +320,7 @@ int kf_cli_show(int argc, char **argv) {
         return KF_EXIT_USAGE;
     }
     kf_store *s = NULL;
-    int rc = kf_cli_store_open(store, &s);
+    int rc = kf_cli_store_open(store, 0, &s);
     if (rc) return rc;
     kf_run_result r;
     kf_store_run info;

@@ -70,7 +70,7 @@ static int lower_bundle(const char *what, const char *out);
 
 static void usage_import(FILE *f) {
     fprintf(f,
-            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME]\n"
+            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME] [--verbose]\n"
             "       kforge import --lower DIR\n\n"
             "Imports a KernelBench-format PyTorch module (class Model, get_inputs(),\n"
             "get_init_inputs()): exports its forward with torch.export, writes the task bundle\n"
@@ -80,19 +80,71 @@ static void usage_import(FILE *f) {
             "options:\n"
             "  --out DIR     bundle directory (default kforge-out/import/<model file name>)\n"
             "  --seed N      seed for Model(*get_init_inputs()) and get_inputs() (default 0)\n"
-            "  --name NAME   task name (default: from the file name)\n"
+            "  --name NAME   task name, an identifier (default: from the file name)\n"
+            "  --verbose     when the module fails: the traceback and torch's output too\n"
             "  --lower DIR   only lower an existing bundle's DIR/graph.json to DIR/task.kf (no\n"
             "                Python: for a bundle written by kforge_torch.importer.write_bundle,\n"
             "                as kforge bench does in its own process)\n"
             "  -h, --help    this help\n\n"
-            "environment: KFORGE_PYTHON, the Python with torch (default python3)\n");
+            "environment: KFORGE_PYTHON, the Python with torch (default python3)\n"
+            "exit codes: 0 written, 2 usage, or a module that cannot be loaded, run, exported or\n"
+            "lowered (one line: the file, the step, why), 3 internal\n");
+}
+
+/* The checks that need no Python (which takes seconds to start with torch): the module is
+ * a readable .py file, the seed a number, the name an identifier, --out no file. 0 or the
+ * exit code after the message. */
+static int check_import_args(const char *model, const char *out, const char *seed, const char *name) {
+    struct stat st;
+    uint64_t sv;
+    if (stat(model, &st) != 0) {
+        fprintf(stderr, "kforge import: %s: %s\n", model, errno == ENOENT ? "no such file" : strerror(errno));
+        return KF_EXIT_USAGE;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "kforge import: %s: not a file (a KernelBench module MODEL.py)\n", model);
+        return KF_EXIT_USAGE;
+    }
+    size_t n = strlen(model);
+    if (n < 3 || strcmp(model + n - 3, ".py") != 0) {
+        fprintf(stderr, "kforge import: %s: not a Python file (a KernelBench module ends in .py)\n", model);
+        return KF_EXIT_USAGE;
+    }
+    if (access(model, R_OK) != 0) {
+        fprintf(stderr, "kforge import: %s: %s\n", model, strerror(errno));
+        return KF_EXIT_USAGE;
+    }
+    if (seed && !kf_cli_seed(seed, &sv)) {
+        fprintf(stderr, "kforge import: --seed needs a 64-bit integer, got '%s'\n", seed);
+        return KF_EXIT_USAGE;
+    }
+    if (name) {
+        int ok = name[0] && strlen(name) < 64 && !(name[0] >= '0' && name[0] <= '9');
+        for (const char *p = name; ok && *p; p++)
+            ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+        if (!ok) {
+            fprintf(stderr, "kforge import: --name '%s' is not a task name (letters, digits and _, not starting "
+                    "with a digit, under 64 characters)\n", name);
+            return KF_EXIT_USAGE;
+        }
+    }
+    if (out && stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kforge import: --out %s: exists and is not a directory\n", out);
+        return KF_EXIT_USAGE;
+    }
+    return 0;
 }
 
 int kf_cli_import(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *seed = NULL, *name = NULL, *lower = NULL;
+    int verbose = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_import(stdout); return 0; }
+        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            verbose = 1;
+            continue;
+        }
         if (!strcmp(a, "--lower") && i + 1 < argc) {
             lower = argv[++i];
             continue;
@@ -113,6 +165,8 @@ int kf_cli_import(int argc, char **argv) {
     }
     if (lower) return lower_bundle(lower, lower);
     if (!model) { usage_import(stderr); return KF_EXIT_USAGE; }
+    int crc = check_import_args(model, out, seed, name);
+    if (crc) return crc;
     char dflt[PATH_MAX];
     if (!out) {
         const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
@@ -126,6 +180,7 @@ int kf_cli_import(int argc, char **argv) {
     args[na++] = (char *)out;
     if (seed) { args[na++] = "--seed"; args[na++] = (char *)seed; }
     if (name) { args[na++] = "--name"; args[na++] = (char *)name; }
+    if (verbose) args[na++] = "--verbose";
     int rc = run_python_module("kforge_torch.importer", args, na);
     if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
     return lower_bundle(model, out);
@@ -165,7 +220,34 @@ static void self_path(char *buf, size_t cap) {
     else buf[n] = 0;
 }
 
+/* kforge bench's suite (its one argument that is no option), checked before Python starts:
+ * a missing folder is a usage error (exit 2), said at once. 0 when fine or not found. */
+static int check_bench_suite(int argc, char **argv) {
+    /* the options that take a value (python/kforge_torch/bench.py) */
+    static const char *const valued[] = {"--target", "--iters", "--time-budget", "--memcheck", "--reps", "--seed",
+                                         "--out", "--json", "--csv", "--only", "--threads", "--kforge", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 0;
+        if (a[0] == '-') {
+            for (int k = 0; valued[k]; k++)
+                if (!strcmp(a, valued[k])) i++;
+            continue;
+        }
+        struct stat st;
+        if (stat(a, &st) != 0) {
+            fprintf(stderr, "kforge bench: %s: %s (a folder of KernelBench .py files and .kf tasks, or one "
+                    "file)\n", a, errno == ENOENT ? "no such file or folder" : strerror(errno));
+            return KF_EXIT_USAGE;
+        }
+        return 0;
+    }
+    return 0;
+}
+
 int kf_cli_bench(int argc, char **argv) {
+    int crc = check_bench_suite(argc, argv);
+    if (crc) return crc;
     char self[PATH_MAX];
     self_path(self, sizeof self);
     char **args = calloc((size_t)argc + 3, sizeof *args);

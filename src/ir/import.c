@@ -30,6 +30,7 @@ typedef struct lval {
     int rank;
     int is_tuple;
     json_t *node;    /* the graph.json node (borrowed), NULL for inputs */
+    json_t *meta;    /* an input's graph.json entry (dtype, shape; borrowed) */
     char *expr;      /* its .kf expression, when it has a statement (owned) */
     int order;       /* position among the statements */
     int is_output;
@@ -60,6 +61,21 @@ static int name_taken_by_language(const char *s) {
 /* FX names are identifiers already; keep them unless the .kf language owns the word. */
 static void kf_name(const char *fx, char *out, size_t cap) {
     snprintf(out, cap, "%s%s", fx, name_taken_by_language(fx) ? "_v" : "");
+}
+
+/* The task name as the .kf parser takes it (an identifier, under 64 bytes), whatever the
+ * bundle says: a name from a file name such as '10_3D_...' began with a digit and did not
+ * parse ("malformed number"). Other characters become '_', a leading digit gets a 't'. */
+static void task_ident(const char *name, char *out, size_t cap) {
+    size_t n = 0;
+    if (name[0] >= '0' && name[0] <= '9') out[n++] = 't';
+    for (const char *p = name; *p && n + 1 < cap; p++) {
+        char c = *p;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        out[n++] = ok ? c : '_';
+    }
+    out[n] = 0;
+    if (!n) snprintf(out, cap, "model");
 }
 
 static lval *find(lower *L, const char *name) {
@@ -465,6 +481,22 @@ static int lower_node(lower *L, lval *v) {
 #undef BAD
 }
 
+/* An output that is an input, unchanged (a module that returns an input, or writes it in
+ * place and returns it): a statement copying it, exactly (x * 1.0 is x for every float,
+ * -0 and NaN included), under a name of its own, since a kernel writes its outputs and
+ * never its inputs. L->v has room for one per output. */
+static lval *input_copy(lower *L, const lval *in, size_t i) {
+    lval *c = &L->v[L->nv++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%.40s_out%zu", in->kf, i);
+    c->meta = in->meta ? in->meta : in->node;
+    c->rank = in->rank;
+    char expr[100];
+    snprintf(expr, sizeof expr, "%s * 1.0", in->kf);
+    emit(L, c, expr);
+    return c;
+}
+
 /* Lower v and what it depends on; 1 when it has a .kf name (or is a view/tuple). */
 static int lower_value(lower *L, lval *v) {
     if (v->kf[0] || v->is_tuple) return 1;
@@ -494,8 +526,9 @@ static kf_status check_outputs(lower *L, const kf_graph *g, json_t *outs) {
         const char *ref = json_string_value(json_object_get(json_array_get(outs, i), "ref"));
         lval *v = find(L, ref);
         const kf_value *gv = &g->values[g->outputs[i]];
-        json_t *shape = json_object_get(v->node, "shape");
-        const char *dt = json_string_value(json_object_get(v->node, "dtype"));
+        json_t *m = v->node ? v->node : v->meta;
+        json_t *shape = json_object_get(m, "shape");
+        const char *dt = json_string_value(json_object_get(m, "dtype"));
         int ok = dt && strcmp(dt, kf_dtype_name(gv->dtype)) == 0 && (int)json_array_size(shape) == gv->shape.rank;
         for (int d = 0; ok && d < gv->shape.rank; d++)
             ok = json_integer_value(json_array_get(shape, (size_t)d)) == gv->shape.d[d];
@@ -535,11 +568,13 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
         st = kf_error_set(err, KF_ERR_PARSE, path, 0, 0, "graph.json lacks name, inputs, nodes or outputs");
         goto done;
     }
-    L.v = calloc(json_array_size(ins) + json_array_size(nodes) + 1, sizeof *L.v);
+    char tname[64];
+    task_ident(name, tname, sizeof tname);
+    L.v = calloc(json_array_size(ins) + json_array_size(nodes) + json_array_size(outs) + 1, sizeof *L.v);
     if (!L.v) { st = kf_error_set(err, KF_ERR_NOMEM, path, 0, 0, "out of memory"); goto done; }
     kf_buf_printf(&head, "# imported from %s by kforge import (torch %s)\ntask %s\n",
                   json_string_value(json_object_get(root, "model")) ? json_string_value(json_object_get(root, "model")) : "?",
-                  json_string_value(json_object_get(root, "torch")) ? json_string_value(json_object_get(root, "torch")) : "?", name);
+                  json_string_value(json_object_get(root, "torch")) ? json_string_value(json_object_get(root, "torch")) : "?", tname);
     size_t i;
     json_t *e;
     json_array_foreach(ins, i, e) {
@@ -553,6 +588,7 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
         lval *v = &L.v[L.nv++];
         snprintf(v->name, sizeof v->name, "%s", n);
         kf_name(n, v->kf, sizeof v->kf);
+        v->meta = e;
         v->rank = (int)json_array_size(shape);
         char sh[200];
         shape_text(shape, sh, sizeof sh);
@@ -589,12 +625,6 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
             st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu is not a tensor of the graph", i);
             goto done;
         }
-        if (!v->node) {
-            kf_buf_free(&tail);
-            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu returns input '%s' unchanged: "
-                              "there is nothing to compute", i, v->name);
-            goto done;
-        }
         if (!lower_value(&L, v)) continue;
         if (v->transposed) {
             kf_buf_printf(&L.unsupported, "%s  output %zu ('%s') is a transposed view", L.nunsupported ? "\n" : "", i, ref);
@@ -606,12 +636,7 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
         lval *w = NULL;
         for (int k = 0; k < L.nv; k++)
             if (L.v[k].expr && strcmp(L.v[k].kf, v->kf) == 0) w = &L.v[k];
-        if (!w) {
-            kf_buf_free(&tail);
-            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu ('%s') returns an input unchanged: "
-                              "there is nothing to compute", i, ref);
-            goto done;
-        }
+        if (!w) w = input_copy(&L, v, i); /* an input returned as it is (x.relu_(); return x) */
         if (w->is_output) {
             kf_buf_free(&tail);
             st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "output %zu ('%s') is the same tensor as an "

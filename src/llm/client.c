@@ -144,10 +144,12 @@ kf_status kf_llm_chat(kf_llm *l, const kf_llm_msg *msgs, int nmsgs, kf_llm_reply
     free(body);
     r->attempts = res.attempts;
     r->http_status = (int)res.status;
-    if (res.reached) l->calls++;
+    /* every call counts, answered or not: a budget bounds the calls tried, so an endpoint
+     * that keeps failing cannot keep a run asking (it did: refused calls were free) */
+    l->calls++;
     if (s == KF_OK && (res.status < 200 || res.status > 299)) s = http_error(l, &res, err);
     if (s == KF_OK) {
-        s = kf_llm_parse_reply(l->proto, l->endpoint, res.body, res.len, l->c.key, r, err);
+        s = kf_llm_parse_reply(l->proto, l->endpoint, res.content_type, res.body, res.len, l->c.key, r, err);
         if (s == KF_OK) {
             l->prompt_tokens += r->prompt_tokens;
             l->completion_tokens += r->completion_tokens;

@@ -211,7 +211,10 @@ kf_status kf_llm_http_post(void *handle, const kf_llm_config *c, const char *url
         rc = setup(h, c, url, hdrs, body, &s, errbuf);
         if (rc == CURLE_OK) rc = curl_easy_perform(h);
         long status = 0, reqsize = 0;
+        char *ctype = NULL;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        if (curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ctype) != CURLE_OK) ctype = NULL;
+        snprintf(res->content_type, sizeof res->content_type, "%s", ctype ? ctype : "");
         curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &reqsize);
         res->attempts = attempt;
         res->status = rc == CURLE_OK ? status : 0;

@@ -19,6 +19,7 @@ typedef struct kf_http_result {
     int attempts;        /* requests tried, 1 + retries */
     int reached;         /* some attempt sent its request to the server */
     double waited_s;     /* time spent in backoff waits */
+    char content_type[128]; /* the last response's Content-Type ("" when none) */
 } kf_http_result;
 
 /* POST body (JSON) to url with the given extra header lines ("Name: value"), retrying on
@@ -48,9 +49,12 @@ kf_status kf_llm_request_json(const kf_llm_config *c, kf_llm_protocol p, const k
 int kf_llm_request_headers(const kf_llm_config *c, kf_llm_protocol p, char *lines[4]);
 
 /* Parse a 2xx reply body into r (text, finish, truncated, tokens). KF_ERR_RUNTIME when it
- * is not the protocol's JSON, quoting its start (redacted with key). */
-kf_status kf_llm_parse_reply(kf_llm_protocol p, const char *url, const char *body, size_t len,
-                             const char *key, kf_llm_reply *r, kf_error *err);
+ * is not the protocol's JSON, naming content_type (the response's Content-Type, "" or NULL
+ * when it had none) and quoting the body's start (redacted with key). JSON's \u0000 is
+ * accepted; in the reply's text it becomes U+FFFD (the text is a C string). */
+kf_status kf_llm_parse_reply(kf_llm_protocol p, const char *url, const char *content_type,
+                             const char *body, size_t len, const char *key, kf_llm_reply *r,
+                             kf_error *err);
 
 /* A one-line summary of an error body for messages: the server's own message when the
  * body is {"error":{"message":..}} or a near form, else the body's start; control

@@ -95,7 +95,7 @@ void kf_llm_quote_error_body(const char *body, size_t len, const char *key, char
         snprintf(out, cap, "(empty body)");
         return;
     }
-    json_t *root = json_loadb(body, len, 0, NULL);
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, NULL);
     const char *msg = NULL;
     if (json_is_object(root)) {
         json_t *e = json_object_get(root, "error");
@@ -242,13 +242,27 @@ static long count(json_t *usage, const char *name) {
 
 /* Concatenate the text of an array of blocks ({"type": "text", "text": ...}); other block
  * kinds (thinking, tool use, images) are not the reply's text. */
+/* A JSON string's whole text (\u0000 included, which JSON allows), each NUL as U+FFFD so
+ * that what follows it is not lost to a C string's end. */
+static void put_string(kf_buf *b, json_t *s) {
+    const char *t = json_string_value(s);
+    size_t n = json_string_length(s);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i;
+        while (j < n && t[j]) j++;
+        kf_buf_putn(b, t + i, j - i);
+        if (j < n) kf_buf_puts(b, "\xEF\xBF\xBD");
+        i = j;
+    }
+}
+
 static void join_text_blocks(json_t *arr, kf_buf *b) {
     size_t i;
     json_t *blk;
     json_array_foreach(arr, i, blk) {
         const char *type = json_string_value(json_object_get(blk, "type"));
-        const char *t = json_string_value(json_object_get(blk, "text"));
-        if (t && (!type || !strcmp(type, "text"))) kf_buf_puts(b, t);
+        json_t *t = json_object_get(blk, "text");
+        if (json_is_string(t) && (!type || !strcmp(type, "text"))) put_string(b, t);
     }
 }
 
@@ -261,14 +275,29 @@ static kf_status wrong_shape(const char *url, const char *what, const char *body
                         where, what, q);
 }
 
-kf_status kf_llm_parse_reply(kf_llm_protocol p, const char *url, const char *body, size_t len,
-                             const char *key, kf_llm_reply *r, kf_error *err) {
+kf_status kf_llm_parse_reply(kf_llm_protocol p, const char *url, const char *content_type,
+                             const char *body, size_t len, const char *key, kf_llm_reply *r,
+                             kf_error *err) {
     json_error_t je;
-    json_t *root = json_loadb(body, len, 0, &je);
+    json_t *root = json_loadb(body, len, JSON_ALLOW_NUL, &je);
     if (!root) {
-        char what[200];
-        snprintf(what, sizeof what, "not JSON (%s at byte %d)", je.text, je.position);
-        return wrong_shape(url, len ? what : "empty (no JSON)", body, len, key, err);
+        /* what came instead, by its content type: an HTML page is a proxy's or a web UI's,
+         * not the API (a url without its /v1, a login page, a gateway error) */
+        char what[400], ct[140];
+        const char *c = content_type && content_type[0] ? content_type : NULL;
+        kf_llm_quote(c ? c : "", c ? strlen(c) : 0, key, ct, sizeof ct);
+        size_t i = 0;
+        while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n')) i++;
+        int html = (c && strstr(c, "html")) || (i < len && body[i] == '<');
+        if (!len)
+            snprintf(what, sizeof what, "empty (no JSON; Content-Type %s)", c ? ct : "none");
+        else if (html)
+            snprintf(what, sizeof what, "not JSON but an HTML page (Content-Type %s; check the url: an API's "
+                     "base usually ends in /v1)", c ? ct : "none");
+        else
+            snprintf(what, sizeof what, "not JSON (Content-Type %s; %s at byte %d)", c ? ct : "none", je.text,
+                     je.position);
+        return wrong_shape(url, what, body, len, key, err);
     }
     kf_status s = KF_OK;
     kf_buf text = {0};
@@ -308,7 +337,7 @@ kf_status kf_llm_parse_reply(kf_llm_protocol p, const char *url, const char *bod
             s = wrong_shape(url, "not an OpenAI chat completion (choices[0].message.content "
                             "is not text)", body, len, key, err);
         else {
-            if (json_is_string(content)) kf_buf_puts(&text, json_string_value(content));
+            if (json_is_string(content)) put_string(&text, content);
             else if (json_is_array(content)) join_text_blocks(content, &text);
             finish = json_string_value(json_object_get(ch, "finish_reason"));
             r->prompt_tokens = count(usage, "prompt_tokens");

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@ struct kf_store {
     sqlite3 *db;
     char path[1024];
     char host[128];
+    int readonly; /* opened read-only: nothing is written, interrupted runs are shown so */
 };
 
 /* migrations[v]: version v -> v + 1 */
@@ -166,9 +168,97 @@ kf_status kf_store_default_path(char *buf, size_t cap, kf_error *err) {
     return KF_OK;
 }
 
+/* The file as a read-only "file:" URI (immutable: SQLite reads it without the WAL's
+ * shared memory, which a read-only directory or mount cannot hold), into buf. */
+static void ro_uri(const char *path, int immutable, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "file:%s", path[0] == '/' ? "//" : "");
+    for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < cap; p++) {
+        if (*p == '%' || *p == '?' || *p == '#' || *p <= ' ' || *p >= 0x7f) n += (size_t)snprintf(buf + n, cap - n, "%%%02X", *p);
+        else buf[n++] = (char)*p;
+    }
+    buf[n] = 0;
+    snprintf(buf + n, cap - n, "?mode=ro%s", immutable ? "&immutable=1" : "");
+}
+
+/* Whether the file is kforge's: SQLite's own first read tells a database from another
+ * file, and a database with objects but without kforge's tables belongs to another program
+ * (kforge adding its tables to it, as it once did, changes that program's file). *objects
+ * gets the number of schema objects (0: a new, empty file). Runs before anything writes. */
+static kf_status check_ours(kf_store *s, int *objects, kf_error *err) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT count(*), coalesce(sum(type = 'table' AND name IN ('tasks', 'runs')), 0), "
+                                "coalesce((SELECT group_concat(name, ', ') FROM (SELECT name FROM sqlite_master "
+                                "WHERE type = 'table' ORDER BY name LIMIT 4)), '') FROM sqlite_master", -1, &q, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(q);
+    kf_status st = KF_OK;
+    if (rc == SQLITE_NOTADB) {
+        st = kf_error_set(err, KF_ERR_PARSE, s->path, 0, 0,
+                          "not a kforge store: the file is not an SQLite database (move it away, or "
+                          "use --store PATH / KFORGE_STORE)");
+    } else if (rc != SQLITE_ROW) {
+        st = db_fail(s, err, "cannot read the schema");
+    } else {
+        *objects = sqlite3_column_int(q, 0);
+        if (*objects > 0 && sqlite3_column_int(q, 1) < 2)
+            st = kf_error_set(err, KF_ERR_PARSE, s->path, 0, 0,
+                              "not a kforge store: an SQLite database of another program (tables: %s), left "
+                              "as it is (use --store PATH / KFORGE_STORE for kforge's own file)",
+                              sqlite3_column_text(q, 2) && sqlite3_column_text(q, 2)[0]
+                                  ? (const char *)sqlite3_column_text(q, 2) : "none");
+    }
+    sqlite3_finalize(q);
+    return st;
+}
+
+static int schema_version(kf_store *s) {
+    sqlite3_stmt *q = NULL;
+    int ver = -1;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+        ver = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return ver;
+}
+
+/* An existing store where it cannot be written (a read-only directory, file or mount):
+ * read-only, and immutable when SQLite cannot set up the WAL's side files there. */
+static kf_status open_readonly(kf_store *s, int *objects, kf_error *err) {
+    char uri[3200];
+    kf_status st = KF_OK;
+    for (int immutable = 0; immutable < 2; immutable++) {
+        if (s->db) sqlite3_close_v2(s->db);
+        s->db = NULL;
+        ro_uri(s->path, immutable, uri, sizeof uri);
+        if (sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+            st = kf_error_set(err, KF_ERR_IO, s->path, 0, 0, "cannot open the store (read-only): %s",
+                              s->db ? sqlite3_errmsg(s->db) : "out of memory");
+            continue;
+        }
+        sqlite3_busy_timeout(s->db, KF_STORE_BUSY_MS);
+        st = check_ours(s, objects, err);
+        if (st == KF_OK || st == KF_ERR_PARSE) break;
+    }
+    if (st != KF_OK) return st;
+    int ver = schema_version(s);
+    if (*objects == 0)
+        return kf_error_set(err, KF_ERR_ARG, s->path, 0, 0, "no kforge store here yet: the file is empty");
+    if (ver > KF_STORE_SCHEMA_VERSION)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, s->path, 0, 0,
+                            "store schema version %d is newer than this kforge's (%d): use a newer kforge or "
+                            "another store (--store PATH)", ver, KF_STORE_SCHEMA_VERSION);
+    if (ver < KF_STORE_SCHEMA_VERSION)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, s->path, 0, 0,
+                            "store schema version %d is older than this kforge's (%d) and the store cannot be "
+                            "written here: open it once where it can (any kforge command) to migrate it",
+                            ver, KF_STORE_SCHEMA_VERSION);
+    s->readonly = 1;
+    return KF_OK;
+}
+
 /* See store.h. */
-kf_status kf_store_open(const char *path, kf_store **out, kf_error *err) {
+kf_status kf_store_open_mode(const char *path, kf_store_mode mode, int *created, kf_store **out, kf_error *err) {
     *out = NULL;
+    if (created) *created = 0;
     kf_store *s = kf_calloc(1, sizeof *s);
     snprintf(s->path, sizeof s->path, "%s", path);
     if (gethostname(s->host, sizeof s->host - 1) != 0) snprintf(s->host, sizeof s->host, "?");
@@ -176,46 +266,66 @@ kf_status kf_store_open(const char *path, kf_store **out, kf_error *err) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = 0;
+    if (slash == dir) dir[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    struct stat sb;
+    int exists = stat(path, &sb) == 0;
+    int objects = 0;
+    if (mode == KF_STORE_EXISTING) {
+        if (!exists) {
+            st = kf_error_set(err, errno == ENOENT ? KF_ERR_ARG : KF_ERR_IO, path, 0, 0,
+                              "no store here: %s (a reading command creates none; kforge synth creates the "
+                              "store it records into: check --store or KFORGE_STORE)", strerror(errno));
+            goto fail;
+        }
+        if (access(path, W_OK) != 0 || access(dir, W_OK) != 0) {
+            st = open_readonly(s, &objects, err);
+            if (st != KF_OK) goto fail;
+            *out = s;
+            return KF_OK;
+        }
+    } else if (!exists && strcmp(dir, ".") != 0 && strcmp(dir, "/") != 0) {
         st = kf_mkdirs(dir, err);
+        if (st != KF_OK) goto fail;
     }
-    if (st != KF_OK) goto fail;
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    int flags = SQLITE_OPEN_READWRITE | (mode == KF_STORE_CREATE ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
         st = kf_error_set(err, KF_ERR_IO, path, 0, 0, "cannot open the store: %s",
                           s->db ? sqlite3_errmsg(s->db) : "out of memory");
         goto fail;
     }
+    if (created) *created = !exists;
     sqlite3_busy_timeout(s->db, KF_STORE_BUSY_MS);
-    /* the first read tells a database from another file. Switching a new file to WAL
-     * takes an exclusive lock that SQLite does not wait for (no busy handler): two
-     * processes opening a new store at once see SQLITE_BUSY here, so it is retried for as
-     * long as a writer would wait (tests/test_store_cli.c, two_processes_one_store) */
+    st = check_ours(s, &objects, err);
+    if (st != KF_OK) goto fail;
+    if (mode == KF_STORE_EXISTING && objects == 0) {
+        st = kf_error_set(err, KF_ERR_ARG, path, 0, 0, "no kforge store here yet: the file is empty");
+        goto fail;
+    }
+    /* Switching a new file to WAL takes an exclusive lock that SQLite does not wait for
+     * (no busy handler): two processes opening a new store at once see SQLITE_BUSY here,
+     * so it is retried for as long as a writer would wait (tests/test_store_cli.c,
+     * two_processes_one_store) */
     sqlite3_stmt *q = NULL;
-    char mode[16] = "";
+    char mode_s[16] = "";
     int rc = SQLITE_BUSY;
     for (int waited_ms = 0; (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) && waited_ms <= KF_STORE_BUSY_MS; waited_ms += 10) {
         if (waited_ms) sqlite3_sleep(10);
         rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL);
         if (rc == SQLITE_OK) rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW) scopy(mode, sizeof mode, sqlite3_column_text(q, 0));
+        if (rc == SQLITE_ROW) scopy(mode_s, sizeof mode_s, sqlite3_column_text(q, 0));
         sqlite3_finalize(q);
         q = NULL;
-    }
-    if (rc == SQLITE_NOTADB) {
-        st = kf_error_set(err, KF_ERR_PARSE, path, 0, 0,
-                          "not a kforge store: the file is not an SQLite database (move it away, or "
-                          "use --store PATH / KFORGE_STORE)");
-        goto fail;
     }
     if (rc != SQLITE_ROW) {
         st = db_fail(s, err, "cannot set the journal mode");
         goto fail;
     }
-    if (strcmp(mode, "wal") != 0) {
+    if (strcmp(mode_s, "wal") != 0) {
         st = kf_error_set(err, KF_ERR_IO, path, 0, 0,
                           "store: the file system refused WAL mode (journal mode %s): put the store "
-                          "on a local disk", mode);
+                          "on a local disk", mode_s);
         goto fail;
     }
     st = exec(s, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL", err);
@@ -227,6 +337,13 @@ fail:
     kf_store_close(s);
     return st;
 }
+
+/* See store.h. */
+kf_status kf_store_open(const char *path, kf_store **out, kf_error *err) {
+    return kf_store_open_mode(path, KF_STORE_CREATE, NULL, out, err);
+}
+
+int kf_store_readonly(const kf_store *s) { return s->readonly; }
 
 void kf_store_close(kf_store *s) {
     if (!s) return;
@@ -291,6 +408,7 @@ static int process_gone(const kf_store *s, const char *host, long pid) {
 /* See store.h. */
 kf_status kf_store_mark_interrupted(kf_store *s, int *marked, kf_error *err) {
     if (marked) *marked = 0;
+    if (s->readonly) return KF_OK; /* run_row shows them interrupted */
     sqlite3_stmt *q = NULL, *u = NULL;
     kf_status st = prep(s, "SELECT id, pid, host FROM runs WHERE status = 'running'", &q, err);
     if (st == KF_OK) st = prep(s, "UPDATE runs SET status = 'interrupted' WHERE id = ? AND status = 'running'", &u, err);
@@ -434,7 +552,7 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
     "stop_reason, wall_s, llm_calls, prompt_tokens, completion_tokens, memcheck, memcheck_detail, "   \
     "reference"
 
-static void run_row(sqlite3_stmt *q, kf_store_run *r) {
+static void run_row(const kf_store *s, sqlite3_stmt *q, kf_store_run *r) {
     memset(r, 0, sizeof *r);
     int c = 0;
     scopy(r->id, sizeof r->id, sqlite3_column_text(q, c++));
@@ -470,6 +588,9 @@ static void run_row(sqlite3_stmt *q, kf_store_run *r) {
     scopy(r->memcheck, sizeof r->memcheck, sqlite3_column_text(q, c++));
     scopy(r->memcheck_detail, sizeof r->memcheck_detail, sqlite3_column_text(q, c++));
     scopy(r->reference, sizeof r->reference, sqlite3_column_text(q, c++));
+    /* what kf_store_mark_interrupted would have written, where it cannot write */
+    if (s->readonly && !strcmp(r->status, "running") && process_gone(s, r->host, r->pid))
+        snprintf(r->status, sizeof r->status, "interrupted");
 }
 
 /* See store.h. */
@@ -498,7 +619,7 @@ kf_status kf_store_run_get(kf_store *s, const char *ref, kf_store_run *out, kf_e
         bind_text(q, 1, ref);
         int rc = sqlite3_step(q);
         if (rc == SQLITE_ROW) {
-            run_row(q, out);
+            run_row(s, q, out);
             rc = sqlite3_step(q);
             if (rc == SQLITE_ROW) {
                 kf_store_run_clear(out);
@@ -533,7 +654,7 @@ kf_status kf_store_runs_list(kf_store *s, const char *task_name, int limit, kf_s
         sqlite3_bind_int(q, 2, limit > 0 ? limit : -1);
         while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
             if (*n == cap) *out = kf_realloc(*out, (size_t)(cap = cap ? 2 * cap : 16) * sizeof **out);
-            run_row(q, &(*out)[(*n)++]);
+            run_row(s, q, &(*out)[(*n)++]);
         }
         if (rc != SQLITE_DONE) st = db_fail(s, err, "cannot list the runs");
     }
