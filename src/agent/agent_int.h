@@ -156,4 +156,51 @@ int kf_agent_counters_parse(json_t *arr, kf_counters **out); /* rows in *out (ma
 /* The rows as lines of text for a model (--analysis llm's raw profile). */
 void kf_agent_counters_text(const kf_counters *c, int n, kf_buf *out);
 
+/* ---- the loop and its generation agents (loop.c, propose_builtin.c, propose_llm.c) ---- */
+
+/* What evaluating a candidate needs: the loop's state that the agents share. */
+typedef struct kf_evalctx {
+    const kf_loop_opts *o;
+    kf_run_result *r;
+    kf_verify_ctx *vctx;
+    kf_backend *be;
+    const char *work, *mc_tool;
+    double best_time;
+    const kf_arch_entry *arch; /* the device's database entry, NULL when none matched */
+    const kf_space *sp;        /* the builtin candidate's space and point (NULL: a model's) */
+    const kf_point *pt;
+    int g_nbufs;               /* the task's inputs + outputs */
+    kf_persist *ps;            /* the store (ps->s NULL: none) */
+    char counters_note[300];   /* why no profiler counters are read (said in the evidence) */
+    const char *prof_tool;     /* --counters: the profiler ("" or NULL: none) */
+    int prof_fails;            /* profiled runs failed in a row */
+} kf_evalctx;
+
+/* The next iteration record of r (iteration it, by agent, labelled). */
+kf_iter_record *kf_loop_new_iter(kf_run_result *r, int it, const char *agent, const char *label);
+/* Compile, verify, time, place, diagnose and store one candidate into rec; print its row.
+ * Returns 1 when it became the run's best. */
+int kf_loop_evaluate(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *rec);
+/* Print rec's row in the live table (a record that was never evaluated, e.g. a model reply
+ * without code). */
+void kf_loop_table_row(const kf_evalctx *ec, const kf_iter_record *rec);
+
+/* A generation agent behind the loop (../shared/DESIGN.md §1): each step makes one
+ * iteration (proposes a candidate and evaluates it with kf_loop_evaluate). KF_OK: it made
+ * one; KF_ERR_UNSUPPORTED: it has nothing more to propose (r->stop_reason may say why) and
+ * the loop ends; any other status is an error of the run. close (may be NULL) is called
+ * when its iterations end; free releases it. */
+typedef struct kf_proposer {
+    const char *name;
+    void *self;
+    kf_status (*step)(void *self, kf_evalctx *ec, int it, kf_error *err);
+    void (*close)(void *self, kf_evalctx *ec);
+    void (*free)(void *self);
+} kf_proposer;
+
+/* The builtin agent over syn's space (the walk of walk.c, seeded by seed). */
+void kf_proposer_builtin(kf_synth *syn, const kf_loop_opts *o, uint64_t seed, kf_proposer *out);
+/* The model agent for task g (opened at its first step: the reference, the endpoint). */
+void kf_proposer_llm(const kf_graph *g, kf_proposer *out);
+
 #endif

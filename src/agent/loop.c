@@ -1,19 +1,14 @@
 /*
- * The synthesis loop with the builtin generation agent.
- *
- * Search: the first candidate is the generator's default point (or a random one with
- * --start random). After that the agent first follows the performance analysis agent:
- * every verified candidate is diagnosed (kf_perf_diagnose: bound, evidence, ranked moves on
- * its schedule parameters), and the next candidate comes from the walk (walk.c): the best
- * point moved by the best point's highest-ranked recommendation not yet tried, then
- * coordinate moves around the best point with the moves against the diagnosis and those
- * already measured no faster last, then random points.
- * With --analysis off nothing is diagnosed and every point after the first is drawn at
- * random: the baseline the analysis is measured against (bench/analysis_ab.py). Points
- * already evaluated are never re-run. Each candidate is compiled, verified in the
- * sandbox against the float64 reference on several input sets, timed, and placed on the
- * roofline. The loop stops after opts.iters candidates, at the time budget, or when the
- * space is exhausted.
+ * The synthesis loop: it opens the device and the plan, measures the ceilings, draws the
+ * input sets and the float64 reference, then hands each iteration to a generation agent
+ * behind one interface (kf_proposer, agent_int.h): the builtin agent (propose_builtin.c,
+ * the walk over the generator's schedule space that follows the performance analysis
+ * agent) for its iterations, then the model (propose_llm.c) for the rest (--agent
+ * builtin, llm or both). Each candidate an agent proposes comes back here
+ * (kf_loop_evaluate): compiled, verified in the sandbox against the reference on several
+ * input sets, timed, placed on the roofline, diagnosed, stored and printed. The loop stops
+ * after opts.iters candidates, at the time budget, or when the agent has nothing more to
+ * propose; then the final memory check, the run record and the best kernel.
  */
 #include "agent/agent_int.h"
 #include "kforge/agent.h"
@@ -542,24 +537,6 @@ static const kf_arch_entry *arch_entry(kf_arch_db **db, kf_run_result *r, const 
     return a;
 }
 
-/* What evaluating a candidate needs. */
-typedef struct evalctx {
-    const kf_loop_opts *o;
-    kf_run_result *r;
-    kf_verify_ctx *vctx;
-    kf_backend *be;
-    const char *work, *mc_tool;
-    double best_time;
-    const kf_arch_entry *arch; /* the device's database entry, NULL when none matched */
-    const kf_space *sp;        /* the builtin candidate's space and point (NULL: a model's) */
-    const kf_point *pt;
-    int g_nbufs;               /* the task's inputs + outputs */
-    kf_persist *ps;            /* the store (ps->s NULL: none) */
-    char counters_note[300];   /* why no profiler counters are read (said in the evidence) */
-    const char *prof_tool;     /* --counters: the profiler ("" or NULL: none) */
-    int prof_fails;            /* profiled runs failed in a row */
-} evalctx;
-
 /* Why the diagnosis has no profiler counters on this platform, said once per run. */
 static void counters_note(char *note, size_t cap, const kf_run_result *r, const kf_loop_opts *o) {
     note[0] = 0;
@@ -580,7 +557,7 @@ static void counters_note(char *note, size_t cap, const kf_run_result *r, const 
 }
 
 /* The analysis agent's reading of a verified, timed candidate into rec->diag. */
-static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
+static void analyse(const kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
     const kf_run_result *r = ec->r;
     kf_diag_param params[KF_MAX_PARAMS];
     int np = 0;
@@ -620,7 +597,7 @@ static void analyse(const evalctx *ec, const kf_candidate *cand, kf_iter_record 
     rec->has_diag = 1;
 }
 
-static kf_iter_record *new_iter(kf_run_result *r, int it, const char *agent, const char *label) {
+kf_iter_record *kf_loop_new_iter(kf_run_result *r, int it, const char *agent, const char *label) {
     kf_iter_record *rec = &r->iters[r->niters++];
     rec->iter = it + 1;
     snprintf(rec->agent, sizeof rec->agent, "%s", agent);
@@ -628,7 +605,7 @@ static kf_iter_record *new_iter(kf_run_result *r, int it, const char *agent, con
     return rec;
 }
 
-static void table_row(const evalctx *ec, const kf_iter_record *rec) {
+void kf_loop_table_row(const kf_evalctx *ec, const kf_iter_record *rec) {
     if (!ec->o->table) return;
     kf_report_row row;
     fill_row(rec, &row);
@@ -644,7 +621,7 @@ static void table_row(const evalctx *ec, const kf_iter_record *rec) {
  * failure is said in the table and the diagnosis' evidence; after KF_PROFILE_MAX_FAILS in
  * a row the run stops profiling (the same cause would only cost the time again). */
 #define KF_PROFILE_MAX_FAILS 2
-static void profile(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
+static void profile(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
     if (!ec->prof_tool || !ec->prof_tool[0]) return;
     char why[sizeof ec->counters_note - 60];
     if (kf_agent_profile(ec->vctx, ec->be, ec->work, ec->prof_tool, cand, rec, why, sizeof why)) {
@@ -663,9 +640,8 @@ static void profile(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
     if (ec->o->table) fprintf(ec->o->table, "counters: %s\n", ec->counters_note);
 }
 
-/* Compile, verify, time and place one candidate into rec; print its row. Returns 1 when
- * it became the best. */
-static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
+/* See agent_int.h. */
+int kf_loop_evaluate(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
     kf_run_result *r = ec->r;
     kf_hash_hex(kf_hash64(cand->flags, strlen(cand->flags), kf_hash64(cand->source, strlen(cand->source), 0)),
                 rec->hash);
@@ -695,164 +671,9 @@ static int evaluate(evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) 
             best = 1;
         }
     }
-    table_row(ec, rec);
+    kf_loop_table_row(ec, rec);
     kf_persist_iter(ec->ps, r, rec, cand->source, cand->flags);
     return best;
-}
-
-/* The model's side of the loop: its rounds, and the tunable variants of its last kernel
- * still to try. */
-typedef struct llmstate {
-    kf_llm_agent *agent;
-    char *ref;                 /* reference kernel text (owned) */
-    int nround;                /* model kernels asked for */
-    int round_first, round_best; /* iteration indices of this round's kernel and best variant */
-    char *src;                 /* the round's source (owned) */
-    char queue[64][160];       /* -D flags of variants to try */
-    int nq, qi;
-    int agent_errors;          /* consecutive endpoint failures */
-} llmstate;
-
-/* Each model call, stored as it returns (the reply becomes the next iteration). */
-static void llm_called(void *ctx, const char *ask, const char *reply, const char *error, long pt, long ct) {
-    evalctx *ec = ctx;
-    kf_persist_call(ec->ps, ec->r, ec->r->niters + 1, ask, reply, error, pt, ct);
-}
-
-/* The model's reference kernel: none with --no-reference, else --reference FILE, else
- * (--agent both) the builtin's best, else (transfer) the store's best verified kernel of
- * this task on another platform. */
-static kf_status llm_open(evalctx *ec, const kf_graph *g, llmstate *ls, kf_error *err) {
-    const kf_loop_opts *o = ec->o;
-    char origin[800] = "", ref_platform[16] = "";
-    if (o->no_reference) {
-        /* the model starts from the task alone */
-    } else if (o->reference_path) {
-        size_t n = 0;
-        kf_status st = kf_read_file(o->reference_path, &ls->ref, &n, err);
-        if (st != KF_OK) return st;
-        snprintf(origin, sizeof origin, "%s", o->reference_path);
-    } else if (o->agent == KF_AGENT_BOTH && ec->r->best >= 0) {
-        const kf_iter_record *b = &ec->r->iters[ec->r->best];
-        ls->ref = kf_strdup(b->source);
-        snprintf(origin, sizeof origin, "kforge's builtin generator, %.4g ms, %.0f%% of the floor", b->res.time_ms,
-                 b->perf.pct_floor);
-    } else {
-        kf_persist_reference(ec->ps, ec->r, &ls->ref, origin, sizeof origin, ref_platform, sizeof ref_platform);
-    }
-    char said[900];
-    if (ls->ref) snprintf(said, sizeof said, "%s", origin);
-    else if (o->no_reference) snprintf(said, sizeof said, "none (--no-reference)");
-    else snprintf(said, sizeof said, "none (%s)", ec->ps->s ? "the store has no verified kernel of this task "
-                                                              "on another platform" : "no store");
-    if (o->table) fprintf(o->table, "reference: %s\n", said);
-    kf_persist_note_reference(ec->ps, ec->r, said);
-    char tpath[700];
-    snprintf(tpath, sizeof tpath, "%s/transcript.jsonl", ec->r->out_dir);
-    kf_llm_agent_setup su = {.g = g, .o = o, .r = ec->r, .transcript_path = tpath, .reference = ls->ref,
-                             .reference_origin = origin[0] ? origin : NULL,
-                             .reference_platform = ref_platform[0] ? ref_platform : NULL,
-                             .on_call = llm_called, .on_call_ctx = ec};
-    kf_status st = kf_llm_agent_new(&su, &ls->agent, err);
-    if (st == KF_OK && o->table)
-        fprintf(o->table, "model: %s at %s (%s); transcript %s\n", o->llm->model, o->llm->url,
-                o->llm->origin[0] ? o->llm->origin : "flags", tpath);
-    return st;
-}
-
-/* The variants of a verified model kernel: every other value of one tunable at a time. */
-static void queue_variants(llmstate *ls, const kf_candidate *c) {
-    ls->nq = ls->qi = 0;
-    for (int i = 0; i < c->ntunables; i++)
-        for (int j = 1; j < c->tunables[i].nvalues && ls->nq < 64; j++)
-            snprintf(ls->queue[ls->nq++], sizeof ls->queue[0], "-D%s=%ld", c->tunables[i].name,
-                     c->tunables[i].values[j]);
-}
-
-/* One iteration for the model: the next tunable variant of its last kernel, or a new
- * kernel asked for with the feedback on the last round. KF_ERR_UNSUPPORTED ends the loop
- * (r->stop_reason says why). */
-static kf_status llm_step(evalctx *ec, const kf_graph *g, llmstate *ls, int it, kf_error *err) {
-    kf_run_result *r = ec->r;
-    kf_status st;
-    if (!ls->agent && (st = llm_open(ec, g, ls, err)) != KF_OK) return st;
-    char label[160];
-    if (ls->qi < ls->nq) {
-        kf_candidate c;
-        st = kf_candidate_init(&c, r->dev.platform, ls->src, NULL, err);
-        if (st != KF_OK) return st;
-        snprintf(c.flags, sizeof c.flags, "%s", ls->queue[ls->qi]);
-        snprintf(label, sizeof label, "llm %d %s", ls->nround, ls->queue[ls->qi] + 2);
-        ls->qi++;
-        kf_iter_record *rec = new_iter(r, it, "llm", label);
-        evaluate(ec, &c, rec);
-        if (rec->res.status == KF_V_OK &&
-            (ls->round_best < 0 || r->iters[ls->round_best].res.status != KF_V_OK ||
-             rec->res.time_ms < r->iters[ls->round_best].res.time_ms))
-            ls->round_best = r->niters - 1;
-        kf_candidate_clear(&c);
-        return KF_OK;
-    }
-    if (ls->round_first >= 0)
-        kf_llm_agent_feedback(ls->agent, &r->iters[ls->round_first],
-                              ls->round_best >= 0 ? &r->iters[ls->round_best] : NULL);
-    ls->round_first = ls->round_best = -1;
-    char *code = NULL;
-    kf_vstatus vs = KF_V_OK;
-    char detail[1024];
-    kf_error ae = {0};
-    if (ec->o->table) fprintf(ec->o->table, "asking the model (round %d)...\n", ls->nround + 1);
-    st = kf_llm_agent_ask(ls->agent, &code, &vs, detail, sizeof detail, &ae);
-    if (st == KF_ERR_UNSUPPORTED) {
-        snprintf(r->stop_reason, sizeof r->stop_reason, "%s", ae.msg);
-        return st;
-    }
-    if (st != KF_OK) {
-        if (err) *err = ae;
-        return st;
-    }
-    ls->nround++;
-    snprintf(label, sizeof label, "llm %d", ls->nround);
-    kf_iter_record *rec = new_iter(r, it, "llm", label);
-    if (!code) {
-        rec->res.status = vs;
-        snprintf(rec->res.detail, sizeof rec->res.detail, "%s", detail);
-        table_row(ec, rec);
-        kf_persist_iter(ec->ps, r, rec, NULL, NULL);
-        if (vs == KF_V_AGENT_ERROR && ++ls->agent_errors >= 3) {
-            snprintf(r->stop_reason, sizeof r->stop_reason, "the model's endpoint failed 3 times in a row");
-            return KF_ERR_UNSUPPORTED;
-        }
-        return KF_OK;
-    }
-    ls->agent_errors = 0;
-    free(ls->src);
-    ls->src = code;
-    ls->nq = ls->qi = 0;
-    ls->round_first = r->niters - 1;
-    kf_candidate c;
-    kf_error pe = {0};
-    if (kf_candidate_init(&c, r->dev.platform, code, NULL, &pe) != KF_OK) {
-        /* a malformed tunable line is the kernel's fault, like a build error */
-        rec->res.status = KF_V_COMPILE_ERROR;
-        snprintf(rec->res.detail, sizeof rec->res.detail, "%s", pe.msg);
-        table_row(ec, rec);
-        kf_persist_iter(ec->ps, r, rec, code, NULL);
-        return KF_OK;
-    }
-    evaluate(ec, &c, rec);
-    if (rec->res.status == KF_V_OK) {
-        ls->round_best = ls->round_first;
-        queue_variants(ls, &c);
-    }
-    kf_candidate_clear(&c);
-    return KF_OK;
-}
-
-static void llm_clear(llmstate *ls) {
-    kf_llm_agent_free(ls->agent);
-    free(ls->ref);
-    free(ls->src);
 }
 
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
@@ -863,11 +684,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_backend *be = NULL;
     kf_synth *syn = NULL;
     kf_verify_ctx *vctx = NULL;
-    kf_seen seen = {0};
-    kf_move_log *failed = NULL; /* the builtin walk's moves measured no faster */
     kf_arch_db *adb = NULL;
-    llmstate ls;
-    memset(&ls, 0, sizeof ls);
+    kf_proposer agents[2];
+    memset(agents, 0, sizeof agents);
     kf_persist ps;
     memset(&ps, 0, sizeof ps);
     const char *target = o->target ? o->target : "cpu";
@@ -971,12 +790,6 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (o->memcheck == KF_MEMCHECK_EVERY && !mc_tool[0] && o->table)
         fprintf(o->table, "memcheck every: not run: %s\n", mc_none.msg);
 
-    const kf_space *sp = kf_synth_space(syn);
-    kf_point best_pt, pt;
-    kf_synth_default_point(syn, &pt);
-    uint64_t rng = r->seed;
-    if (o->start_random) kf_walk_random(sp, &seen, &rng, &pt); /* the space is never empty */
-    best_pt = pt;
     int iters = o->iters > 0 ? o->iters : 12;
     st = kf_persist_begin(&ps, g, o, r, iters, &vo, err);
     if (st != KF_OK) goto done;
@@ -986,72 +799,30 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
                    : o->agent == KF_AGENT_BOTH ? (o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2)
                                                : iters;
     if (nbuiltin > iters) nbuiltin = iters;
-    evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, &ps, "", NULL, 0};
+    kf_evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, &ps, "", NULL, 0};
     ec.arch = arch;
     snprintf(ec.counters_note, sizeof ec.counters_note, "%s", cnote);
     ec.prof_tool = prof_tool;
-    int best_builtin = -1; /* the iteration of best_pt */
-    failed = kf_calloc(1, sizeof *failed);
-    ls.round_first = ls.round_best = -1;
+    /* the two generation agents behind one interface: the builtin's iterations first */
+    kf_proposer_builtin(syn, o, r->seed, &agents[0]);
+    kf_proposer_llm(g, &agents[1]);
+    int in_use = -1;
     for (int it = 0; it < iters; it++) {
         if (it > 0 && o->time_budget_s > 0 && kf_now() - t0 > o->time_budget_s) {
             snprintf(r->stop_reason, sizeof r->stop_reason, "time budget of %.0f s spent", o->time_budget_s);
             break;
         }
-        if (it >= nbuiltin) {
-            st = llm_step(&ec, g, &ls, it, err);
-            if (st == KF_ERR_UNSUPPORTED) { /* budget or endpoint: stop_reason says which */
-                st = KF_OK;
-                break;
-            }
-            if (st != KF_OK) goto done;
-            continue;
+        int k = it < nbuiltin ? 0 : 1;
+        if (in_use >= 0 && in_use != k && agents[in_use].close) agents[in_use].close(agents[in_use].self, &ec);
+        in_use = k;
+        st = agents[k].step(agents[k].self, &ec, it, err);
+        if (st == KF_ERR_UNSUPPORTED) { /* nothing more to propose: r->stop_reason may say why */
+            st = KF_OK;
+            break;
         }
-        char why[200] = "", skipped[200] = "";
-        kf_point base = best_pt; /* the point this candidate moves from */
-        if (it > 0) {
-            const kf_iter_record *bi = best_builtin >= 0 ? &r->iters[best_builtin] : NULL;
-            int found;
-            if (o->analysis == KF_ANALYSIS_OFF) found = kf_walk_random(sp, &seen, &rng, &pt);
-            else if (bi && bi->has_diag &&
-                     kf_walk_follow(sp, &best_pt, &bi->diag, failed, &seen, &pt, why, sizeof why, skipped, sizeof skipped))
-                found = 1;
-            else found = kf_walk_propose(sp, &best_pt, bi && bi->has_diag ? &bi->diag : NULL, failed, &seen, &rng, &pt);
-            if (!found) break;
-        }
-        kf_walk_mark(&seen, sp, &pt);
-        kf_candidate cand;
-        st = kf_synth_render(syn, &pt, &cand, err);
         if (st != KF_OK) goto done;
-        kf_iter_record *rec = new_iter(r, it, "builtin", cand.label);
-        snprintf(rec->followed, sizeof rec->followed, "%s", why);
-        if (skipped[0] && o->table)
-            fprintf(o->table, "      not following the analysis into %s (moves measured no faster come last)\n", skipped);
-        if (why[0] && o->table) fprintf(o->table, "      following the analysis of iter %d: %s\n",
-                                        r->iters[best_builtin].iter, why);
-        ec.sp = sp;
-        ec.pt = &pt;
-        if (evaluate(&ec, &cand, rec)) {
-            best_pt = pt;
-            best_builtin = (int)(rec - r->iters);
-        } else if (it > 0 && o->analysis != KF_ANALYSIS_OFF && rec->res.status == KF_V_OK && rec->res.timed) {
-            /* only a measured time tells about the move: a candidate that failed (the plain
-             * matmul loop's timeout) says nothing about the parameter it moved */
-            kf_walk_log_failed(failed, sp, &base, &pt, rec->iter);
-        }
-        ec.sp = NULL;
-        ec.pt = NULL;
-        kf_candidate_clear(&cand);
     }
-    if (ls.agent) {
-        kf_llm_agent_usage(ls.agent, &r->llm_calls, &r->llm_prompt_tokens, &r->llm_completion_tokens);
-        kf_llm_agent_free(ls.agent);
-        ls.agent = NULL;
-        if (o->table)
-            fprintf(o->table, "model: %d call%s, %ld prompt + %ld completion tokens%s%s\n", r->llm_calls,
-                    r->llm_calls == 1 ? "" : "s", r->llm_prompt_tokens, r->llm_completion_tokens,
-                    r->stop_reason[0] ? "; stopped: " : "", r->stop_reason);
-    }
+    if (in_use >= 0 && agents[in_use].close) agents[in_use].close(agents[in_use].self, &ec);
     final_memcheck(o, r, vctx, be, work, mc_tool, mc_none.msg);
     if (r->best >= 0) {
         r->best_source = kf_strdup(r->iters[r->best].source);
@@ -1070,9 +841,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
 done:
     if (st != KF_OK && r->run_id[0]) kf_persist_finish(&ps, r, 1);
     kf_arch_db_free(adb);
-    free(failed);
-    llm_clear(&ls);
-    free(seen.h);
+    for (int k = 0; k < 2; k++)
+        if (agents[k].free) agents[k].free(agents[k].self);
     kf_verify_ctx_free(vctx);
     kf_synth_free(syn);
     kf_backend_close(be);
