@@ -15,6 +15,7 @@
 #include "kforge/ir.h"
 #include "kforge/synth.h"
 #include "kforge/verify.h"
+#include "pipeline_check.h"
 
 static kf_backend *be;
 static char workdir[] = "/tmp/kf-tpl-XXXXXX";
@@ -33,45 +34,7 @@ static void teardown(void) {
 }
 
 /* Check the task at the default point and at the "every parameter moved" point. */
-static void check_task(const char *text) {
-    kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
-    kf_verify_opts vo;
-    kf_verify_opts_default(&vo);
-    vo.workdir = workdir;
-    vo.seed = 42;
-    vo.nsets = 2;
-    kf_verify_ctx *ctx = NULL;
-    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
-    const kf_space *sp = kf_synth_space(s);
-    for (int variant = 0; variant < 2; variant++) {
-        kf_point p;
-        kf_synth_default_point(s, &p);
-        if (variant == 1) {
-            int moved = 0;
-            for (int i = 0; i < sp->nparams; i++)
-                if (sp->p[i].nvalues > 1) {
-                    p.idx[i] = (p.idx[i] + 1) % sp->p[i].nvalues;
-                    moved = 1;
-                }
-            if (!moved) break;
-        }
-        kf_candidate c;
-        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-        kf_vresult r;
-        cr_assert_eq(kf_verify_candidate(ctx, be, &c, &r, &err), KF_OK, "verify: %s", err.msg);
-        cr_expect_eq(r.status, KF_V_OK, "task:\n%s\nplan %s, point [%s]: %s: %s", text,
-                     kf_synth_describe(s), c.label, kf_vstatus_name(r.status), r.detail);
-        cr_expect_geq(r.sets_run, 2);
-        kf_candidate_clear(&c);
-    }
-    kf_verify_ctx_free(ctx);
-    kf_synth_free(s);
-    kf_graph_free(g);
-}
+static void check_task(const char *text) { pipeline_check(be, text, workdir, 42); }
 
 static void check_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void check_fmt(const char *fmt, ...) {
