@@ -8,12 +8,20 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 3600
 JOBS ?= $(shell nproc)
 
-.PHONY: all test test-release test-python test-asan test-fuzz fuzz fuzz-build bench clean
+.PHONY: all test check test-release test-python test-asan test-fuzz fuzz fuzz-build bench clean
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: test-release test-python test-asan test-fuzz
+
+# the edit-test cycle: the release build's tests but the slow ones (the search runs, the
+# template sweeps through the pipeline, the store and LLM end-to-end runs, the memory
+# checkers, the browser); the op registry's own checks run, its pipeline sweep does not
+CHECK_SLOW = test_analysis_loop|test_gpu_templates|test_templates|test_ops|test_llm_loop|test_store_cli|test_store_llm|test_resume|test_memcheck|test_memcheck_cuda|test_report_html|test_cheats|test_faults|test_faults_opencl
+check: all
+	cd $(BUILD) && ctest --output-on-failure -E '^($(CHECK_SLOW))$$'
+	cd $(BUILD) && KFORGE_RUNNER=$(CURDIR)/$(BUILD)/kforge-runner ./test_ops --filter 'ops_registry/*'
 
 test-release: all
 	cd $(BUILD) && ctest --output-on-failure
