@@ -15,11 +15,12 @@
  *              operands and ${name} for an attribute's value.
  *   REDUCE     the combiner (sum, product, max, min, arg max, arg min) and a finaliser
  *              (mean divides by the count).
- *   COMPOSITE  a lowering onto the other classes (.kf text, kf_graph_lower) for the kernels
- *              and its own float64 reference (f64_rows for reduce-shaped ones), never the
- *              lowering. The softmax family and the norms have fast-path templates instead
- *              of a lowering, and like CONTRACT their float64 references still live with
- *              the interpreter's class code (src/ir/interp.c); see docs/design-notes.md.
+ *   COMPOSITE  its own float64 reference (f64_rows for reduce-shaped ones, f64_row for
+ *              row-wise ones: the softmax family, the norms), never its lowering; for the
+ *              kernels a lowering onto the other classes (.kf text, kf_graph_lower) or a
+ *              fast-path template of its shape rule (row softmax, norms).
+ *   CONTRACT   matmul; its float64 reference is the interpreter's sum of products
+ *              (src/ir/interp.c, OpenBLAS dgemm on doubles).
  *
  * The records live in src/ops/ (one file per class). include/kforge/ops.def is the list
  * of their identifiers (the kf_op enum); the registry checks at start-up, and test_ops at
@@ -145,6 +146,11 @@ typedef struct kf_op_def {
     /* its own float64 reference where its shape rule is REDUCE: the result of one output
      * element from the n elements it reduces (gathered in row-major order) */
     double (*f64_rows)(const double *row, int64_t n, const kf_attrs *A);
+    /* ... where its shape rule is SOFTMAX or NORM (same shape out): one row of n elements
+     * along its axes into y, with the row's weight and bias (NORM's optional inputs,
+     * NULL when absent) */
+    void (*f64_row)(const double *x, double *y, int64_t n, const double *w, const double *b,
+                    const kf_attrs *A);
     /* the forms the softmax and norm fast paths serve */
     int log_out;                /* softmax family: the result in log space (log_softmax) */
     int centered;               /* norms: subtract the mean and scale by the deviation

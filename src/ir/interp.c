@@ -9,6 +9,9 @@
  * buffer in place, and nodes whose result is a graph output write straight into the
  * caller's array. Peak memory is therefore about the live working set, not the graph.
  *
+ * Each op's formula is its record's (src/ops/): the pointwise expressions, the reduction
+ * combiners, the composites' row and reduction functions; this file walks the graph, lays
+ * the data out for them and holds the one CONTRACT reference (matmul, dgemm on doubles).
  * Semantics follow PyTorch: NaN propagates through max/min/maximum/minimum, argmax/argmin
  * return the first extreme (or the first NaN), softmax subtracts the row max, layer_norm
  * uses the biased variance. All arithmetic is double; nothing rounds to the task's dtype.
@@ -427,90 +430,7 @@ static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const doubl
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Softmax family                                                                        */
-
-/* max with NaN propagation (torch.max's rule) */
-static inline double ip_nanmax(double a, double b) {
-    if (a != a) return a;
-    if (b != b) return b;
-    return a > b ? a : b;
-}
-
-static void ip_softmax_row(int logsm, const double *x, double *y, int64_t R) {
-    double m = -INFINITY;
-    for (int64_t r = 0; r < R; r++) m = ip_nanmax(m, x[r]);
-    double s = 0;
-    if (logsm) {
-        for (int64_t r = 0; r < R; r++) s += exp(x[r] - m);
-        double ls = log(s);
-        for (int64_t r = 0; r < R; r++) y[r] = x[r] - m - ls;
-    } else {
-        for (int64_t r = 0; r < R; r++) s += (y[r] = exp(x[r] - m));
-        double inv = 1.0 / s;
-        for (int64_t r = 0; r < R; r++) y[r] *= inv;
-    }
-}
-
-/* The same over lanes i in [0, ni) of a strided axis: element (r, i) is x[r * In + i]. */
-static void ip_softmax_lanes(int logsm, const double *x, double *y, int64_t R, int64_t In,
-                             int64_t ni) {
-    double m[KF_INTERP_LANES], s[KF_INTERP_LANES];
-    for (int64_t i = 0; i < ni; i++) m[i] = -INFINITY, s[i] = 0;
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t i = 0; i < ni; i++) m[i] = ip_nanmax(m[i], x[r * In + i]);
-    if (logsm) {
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t i = 0; i < ni; i++) s[i] += exp(x[r * In + i] - m[i]);
-        for (int64_t i = 0; i < ni; i++) s[i] = log(s[i]);
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t i = 0; i < ni; i++) y[r * In + i] = x[r * In + i] - m[i] - s[i];
-    } else {
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t i = 0; i < ni; i++) s[i] += (y[r * In + i] = exp(x[r * In + i] - m[i]));
-        for (int64_t i = 0; i < ni; i++) s[i] = 1.0 / s[i];
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t i = 0; i < ni; i++) y[r * In + i] *= s[i];
-    }
-}
-
-static kf_status ip_softmax(const kf_graph *g, const kf_node *n, const double *x,
-                            double *y, kf_error *err) {
-    const kf_shape *s = &g->values[n->in[0]].shape;
-    uint32_t mask = n->attr.axes;
-    int axis = -1;
-    for (int d = 0; d < s->rank; d++)
-        if ((mask >> d) & 1u) {
-            if (axis >= 0)
-                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
-                                    "%s over more than one axis", kf_op_get(n->op)->name);
-            axis = d;
-        }
-    int64_t O = 1, R = 1, In = 1;
-    for (int d = 0; d < s->rank; d++) {
-        if (d < axis) O *= s->d[d];
-        else if (d == axis) R = s->d[d];
-        else In *= s->d[d];
-    }
-    int logsm = kf_op_get(n->op)->log_out;
-    int64_t total = O * R * In;
-    if (total == 0) return KF_OK;
-    if (In == 1) {
-#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN && O > 1)
-        for (int64_t o = 0; o < O; o++) ip_softmax_row(logsm, x + o * R, y + o * R, R);
-    } else {
-        int64_t nlb = (In + KF_INTERP_LANES - 1) / KF_INTERP_LANES;
-#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN)
-        for (int64_t u = 0; u < O * nlb; u++) {
-            int64_t o = u / nlb, i0 = (u % nlb) * KF_INTERP_LANES;
-            int64_t ni = In - i0 < KF_INTERP_LANES ? In - i0 : KF_INTERP_LANES;
-            ip_softmax_lanes(logsm, x + o * R * In + i0, y + o * R * In + i0, R, In, ni);
-        }
-    }
-    return KF_OK;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Normalisations                                                                        */
+/* Row-wise composites: the softmax family and the norms                                 */
 
 /* A norm's weight or bias: one value, one value per normalised position r (the torch
  * case, normalized_shape), or, for any other broadcastable shape, materialised at the
@@ -553,59 +473,76 @@ static kf_status ip_affine_setup(const kf_graph *g, const kf_node *n, int v, con
     return KF_OK;
 }
 
-static inline double ip_affine_at(const ip_affine *a, int64_t o, int64_t R, int64_t r) {
-    if (a->scalar) return a->p[0];
-    return a->full ? a->p[o * R + r] : a->p[r];
-}
 
-static kf_status ip_norm(const kf_graph *g, const kf_node *n, const double *const *in,
-                         double *y, kf_error *err) {
+/* A row-wise composite (the softmax family along one axis, the norms along trailing axes):
+ * the record's own f64_row on every row along the op's axes, gathered when the axis is not
+ * the innermost, with the norm's weight and bias rows (a scalar spread over the row, one
+ * value per normalised position, or any other broadcast materialised at full size). */
+static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *const *in, double *y,
+                            kf_error *err) {
+    const kf_op_def *d = kf_op_get(n->op);
     const kf_shape *s = &g->values[n->in[0]].shape;
     uint32_t mask = n->attr.axes;
-    int64_t O, R, In;
-    if (!ip_ori(s, mask, &O, &R, &In) || In != 1)
+    int64_t O = 1, R = 1, In = 1;
+    if (d->kind == KF_KIND_SOFTMAX) {
+        int axis = -1;
+        for (int k = 0; k < s->rank; k++)
+            if ((mask >> k) & 1u) {
+                if (axis >= 0)
+                    return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
+                                        "%s over more than one axis", d->name);
+                axis = k;
+            }
+        for (int k = 0; k < s->rank; k++) {
+            if (k < axis) O *= s->d[k];
+            else if (k == axis) R = s->d[k];
+            else In *= s->d[k];
+        }
+    } else if (!ip_ori(s, mask, &O, &R, &In) || In != 1) {
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
-                            "%s over axes that are not trailing", kf_op_get(n->op)->name);
-    int64_t total = O * R;
+                            "%s over axes that are not trailing", d->name);
+    }
+    int64_t total = O * R * In;
     if (total == 0) return KF_OK;
-    int layer = kf_op_get(n->op)->centered;
-    double eps = n->attr.eps;
-    ip_affine w = {0}, b = {0};
-    int hw = n->nin >= 2, hb = layer && n->nin >= 3;
+    ip_affine aff[2];
+    memset(aff, 0, sizeof aff);
+    int naff = n->nin - 1;
     kf_status st = KF_OK;
-    if (hw) st = ip_affine_setup(g, n, n->in[1], in[1], s, R, &w, err);
-    if (!st && hb) st = ip_affine_setup(g, n, n->in[2], in[2], s, R, &b, err);
-    if (st) {
-        free(w.owned);
-        return st;
-    }
-    const double *x = in[0];
-#pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN && O > 1)
-    for (int64_t o = 0; o < O; o++) {
-        const double *xr = x + o * R;
-        double *yr = y + o * R;
-        double center = 0, scale;
-        if (layer) {
-            double sum = 0, sq = 0;
-            for (int64_t r = 0; r < R; r++) sum += xr[r];
-            center = sum / (double)R;
-            for (int64_t r = 0; r < R; r++) sq += (xr[r] - center) * (xr[r] - center);
-            scale = 1.0 / sqrt(sq / (double)R + eps);
-        } else {
-            double sq = 0;
-            for (int64_t r = 0; r < R; r++) sq += xr[r] * xr[r];
-            scale = 1.0 / sqrt(sq / (double)R + eps);
+    for (int k = 0; k < naff && st == KF_OK; k++) st = ip_affine_setup(g, n, n->in[1 + k], in[1 + k], s, R, &aff[k], err);
+    /* a scalar weight or bias spread over one row */
+    double *spread[2] = {NULL, NULL};
+    for (int k = 0; k < naff && st == KF_OK; k++)
+        if (aff[k].scalar) {
+            spread[k] = kf_malloc((size_t)R * sizeof *spread[k]);
+            for (int64_t r = 0; r < R; r++) spread[k][r] = aff[k].p[0];
         }
-        for (int64_t r = 0; r < R; r++) {
-            double v = (xr[r] - center) * scale;
-            if (hw) v *= ip_affine_at(&w, o, R, r);
-            if (hb) v += ip_affine_at(&b, o, R, r);
-            yr[r] = v;
+    if (st == KF_OK) {
+        const double *x = in[0];
+#pragma omp parallel if (total >= KF_INTERP_PAR_MIN && O * In > 1)
+        {
+            double *xr = In > 1 ? kf_malloc((size_t)R * 2 * sizeof *xr) : NULL, *yr = xr ? xr + R : NULL;
+#pragma omp for schedule(static)
+            for (int64_t u = 0; u < O * In; u++) {
+                int64_t o = u / In, i = u % In;
+                const double *rw[2] = {NULL, NULL};
+                for (int k = 0; k < naff; k++)
+                    rw[k] = spread[k] ? spread[k] : aff[k].full ? aff[k].p + o * R : aff[k].p;
+                if (In == 1) {
+                    d->f64_row(x + o * R, y + o * R, R, rw[0], rw[1], &n->attr);
+                } else {
+                    for (int64_t r = 0; r < R; r++) xr[r] = x[(o * R + r) * In + i];
+                    d->f64_row(xr, yr, R, rw[0], rw[1], &n->attr);
+                    for (int64_t r = 0; r < R; r++) y[(o * R + r) * In + i] = yr[r];
+                }
+            }
+            free(xr);
         }
     }
-    free(w.owned);
-    free(b.owned);
-    return KF_OK;
+    for (int k = 0; k < 2; k++) {
+        free(aff[k].owned);
+        free(spread[k]);
+    }
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -701,8 +638,8 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
     case KF_KIND_REDUCE:
         if (info->cls != KF_CLASS_REDUCE) return ip_reduce_rows(g, n, in[0], out, err);
         return ip_reduce(g, n, in[0], out, err);
-    case KF_KIND_SOFTMAX: return ip_softmax(g, n, in[0], out, err);
-    case KF_KIND_NORM: return ip_norm(g, n, in, out, err);
+    case KF_KIND_SOFTMAX:
+    case KF_KIND_NORM: return ip_rowwise(g, n, in, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
     }
     return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,

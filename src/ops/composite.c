@@ -1,11 +1,12 @@
 /*
- * The COMPOSITE records (softmax family over one axis, norms over trailing axes) and the
- * CONTRACT record (batched matmul). Their float64 references are the interpreter's class
- * code (src/ir/interp.c: ip_softmax, ip_norm, ip_matmul), written from PyTorch's
- * definitions and independent of every kernel; their kernels are the fast-path templates
- * (row softmax, norms, the SIMT, tensor-core and CPU GEMMs), chosen by the stage the op's
- * shape rule gives. None of them has a lowering onto the other classes yet (see
- * docs/design-notes.md, "Operators as data").
+ * The COMPOSITE records (softmax family over one axis, norms over trailing axes,
+ * logsumexp) and the CONTRACT record (batched matmul). Each composite carries its own
+ * float64 reference, written from PyTorch's definition and independent of every kernel: a
+ * row function (the interpreter gathers each row along the op's axes, calls it, and
+ * scatters the result back) or, for logsumexp, a reduction of one row. Their kernels are
+ * the fast-path templates of their shape rule (row softmax, norms) or, for logsumexp, its
+ * lowering. Matmul's reference is the interpreter's sum of products (OpenBLAS dgemm on
+ * doubles); its kernels are the SIMT, tensor-core and CPU GEMMs.
  */
 #include "ops_int.h"
 
@@ -30,27 +31,84 @@ static double rows_logsumexp(const double *row, int64_t n, const kf_attrs *A) {
     return m + log(s);
 }
 
+/* max with NaN propagation (torch's rule) */
+static inline double nanmax(double a, double b) {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+}
+
+/* softmax of one row: exp(x - max) / sum(exp(x - max)) */
+static void row_softmax(const double *x, double *y, int64_t n, const double *w, const double *b,
+                        const kf_attrs *A) {
+    (void)w, (void)b, (void)A;
+    double m = -INFINITY, s = 0;
+    for (int64_t r = 0; r < n; r++) m = nanmax(m, x[r]);
+    for (int64_t r = 0; r < n; r++) s += (y[r] = exp(x[r] - m));
+    double inv = 1.0 / s;
+    for (int64_t r = 0; r < n; r++) y[r] *= inv;
+}
+
+/* log_softmax of one row: x - max - log(sum(exp(x - max))) */
+static void row_log_softmax(const double *x, double *y, int64_t n, const double *w, const double *b,
+                            const kf_attrs *A) {
+    (void)w, (void)b, (void)A;
+    double m = -INFINITY, s = 0;
+    for (int64_t r = 0; r < n; r++) m = nanmax(m, x[r]);
+    for (int64_t r = 0; r < n; r++) s += exp(x[r] - m);
+    double ls = log(s);
+    for (int64_t r = 0; r < n; r++) y[r] = x[r] - m - ls;
+}
+
+/* layer norm of one row: (x - mean) / sqrt(biased variance + eps), then * w + b */
+static void row_layer_norm(const double *x, double *y, int64_t n, const double *w, const double *b,
+                           const kf_attrs *A) {
+    double sum = 0, sq = 0;
+    for (int64_t r = 0; r < n; r++) sum += x[r];
+    double mean = sum / (double)n;
+    for (int64_t r = 0; r < n; r++) sq += (x[r] - mean) * (x[r] - mean);
+    double scale = 1.0 / sqrt(sq / (double)n + A->eps);
+    for (int64_t r = 0; r < n; r++) {
+        double v = (x[r] - mean) * scale;
+        if (w) v *= w[r];
+        if (b) v += b[r];
+        y[r] = v;
+    }
+}
+
+/* rms norm of one row: x / sqrt(mean(x^2) + eps), then * w */
+static void row_rms_norm(const double *x, double *y, int64_t n, const double *w, const double *b,
+                         const kf_attrs *A) {
+    (void)b;
+    double sq = 0;
+    for (int64_t r = 0; r < n; r++) sq += x[r] * x[r];
+    double scale = 1.0 / sqrt(sq / (double)n + A->eps);
+    for (int64_t r = 0; r < n; r++) y[r] = w ? x[r] * scale * w[r] : x[r] * scale;
+}
+
 #define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1"}
 #define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2"}
 
 const kf_op_def kf_ops_composite[] = {
     {.op = KF_OP_SOFTMAX, .name = "softmax", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_SOFTMAX,
      .min_in = 1, .max_in = 1, .flops = 5, .doc = "exp(x - max) / sum(exp(x - max)) along one axis",
-     .attrs = {AXIS_LAST}, .aten = {"aten.softmax", "aten._softmax"},
+     .attrs = {AXIS_LAST}, .aten = {"aten.softmax", "aten._softmax"}, .f64_row = row_softmax,
      .torch = "lambda x, axis=-1: torch.softmax(x, dim=axis)"},
     {.op = KF_OP_LOG_SOFTMAX, .name = "log_softmax", .cls = KF_CLASS_COMPOSITE,
      .kind = KF_KIND_SOFTMAX, .min_in = 1, .max_in = 1, .flops = 5,
      .doc = "x - max - log(sum(exp(x - max))) along one axis", .attrs = {AXIS_LAST}, .log_out = 1,
+     .f64_row = row_log_softmax,
      .aten = {"aten.log_softmax", "aten._log_softmax"},
      .torch = "lambda x, axis=-1: torch.log_softmax(x, dim=axis)"},
     {.op = KF_OP_LAYER_NORM, .name = "layer_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
-     .min_in = 1, .max_in = 3, .flops = 8, .centered = 1,
+     .min_in = 1, .max_in = 3, .flops = 8, .centered = 1, .f64_row = row_layer_norm,
      .doc = "(x - mean) / sqrt(var + eps) over trailing axes (biased variance), then * weight + bias",
      .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-5", NULL}},
      .aten = {"aten.layer_norm", "aten.native_layer_norm"},
      .torch = "lambda x, w=None, b=None, axes=-1, eps=1e-5: F.layer_norm(x, _norm_shape(x, axes), w, b, eps)"},
     {.op = KF_OP_RMS_NORM, .name = "rms_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
      .min_in = 1, .max_in = 2, .flops = 6, .doc = "x / sqrt(mean(x^2) + eps) over trailing axes, then * weight",
+     .f64_row = row_rms_norm,
      .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-6", NULL}},
      .aten = {"aten.rms_norm"},
      .torch = "lambda x, w=None, axes=-1, eps=1e-6: F.rms_norm(x, _norm_shape(x, axes), w, eps)"},

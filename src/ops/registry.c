@@ -80,6 +80,10 @@ static const char *record_defect(const kf_op_def *d, char *buf, size_t cap) {
                  d->name);
         return buf;
     }
+    if ((d->kind == KF_KIND_SOFTMAX || d->kind == KF_KIND_NORM) && !d->f64_row) {
+        snprintf(buf, cap, "%s: a row-wise composite needs its f64_row reference", d->name);
+        return buf;
+    }
     if (d->lower && d->cls != KF_CLASS_COMPOSITE) {
         snprintf(buf, cap, "%s: only a COMPOSITE record has a lowering", d->name);
         return buf;
