@@ -586,6 +586,21 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         }
         double *t = kf_malloc(sizeof *t * (size_t)reps);
         memcpy(t, ctl->times, sizeof *t * (size_t)reps);
+        /* A rep time that is not a positive finite number is no measurement: NaN would
+         * sort anywhere and compare false against every bound below (a 'nan ms' best
+         * kernel was seen), zero or negative is faster than anything. The whole timing
+         * is then rejected, as a time under the floor is. */
+        int bad_rep = -1;
+        for (int i = 0; i < reps && bad_rep < 0; i++)
+            if (!(t[i] > 0) || !isfinite(t[i])) bad_rep = i;
+        if (bad_rep >= 0) {
+            r->status = KF_V_IMPOSSIBLE;
+            snprintf(r->detail, sizeof r->detail,
+                     "timed rep %d of %d took %g ms: a time must be a positive finite number "
+                     "(the timing was tampered with?)", bad_rep + 1, reps, t[bad_rep] * 1e3);
+            free(t);
+            goto done;
+        }
         qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double sum = 0;
         for (int i = 0; i < reps; i++) sum += t[i];
@@ -596,7 +611,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         r->time_min_ms = t[0] * 1e3;
         r->time_mean_ms = sum / reps * 1e3;
         free(t);
-        if (o->floor_s > 0 && med < 0.9 * o->floor_s) {
+        if (!(med > 0) || !isfinite(med) || (o->floor_s > 0 && med < 0.9 * o->floor_s)) {
             r->status = KF_V_IMPOSSIBLE;
             snprintf(r->detail, sizeof r->detail,
                      "median time %.4g ms is below 90%% of the roofline floor %.4g ms: no kernel "
