@@ -181,6 +181,16 @@ static unsigned short build_filter(struct sock_filter *p, int allow_trace, int a
         DENY(__NR_process_vm_writev, EPERM);
     }
     DENY(__NR_pidfd_getfd, EPERM);
+    if (!allow_connect) {
+        /* no way out of the run's process group, which is killed whole after the run
+         * (sandbox.c): without these a descendant that calls setsid() outlives the run.
+         * A memory checker's run keeps them (its tool may make groups of its own); the
+         * candidate it checks has passed the confined runs first. */
+        DENY(__NR_setsid, EPERM);
+        DENY(__NR_setpgid, EPERM);
+        /* the CPUs the sandbox pinned it to are the ones --threads allows */
+        DENY(__NR_sched_setaffinity, EPERM);
+    }
     DENY(__NR_bpf, EPERM);
     DENY(__NR_userfaultfd, EPERM);
     /* the calls whose arguments decide; each branch below ends in a return. Offsets
@@ -469,7 +479,8 @@ unsigned kf_confine_describe(const kf_confine *cf, const char *scratch, char *bu
     if (cf->seccomp) {
         flags |= KF_SANDBOX_NET;
         kf_buf_printf(&b, "seccomp (%s): no sockets but unconnected local ones, no connect or send to an address, no io_uring, ptrace, bpf, "
-                      "userfaultfd, cross-process memory or descriptor access, no TIOCSTI; ",
+                      "userfaultfd, cross-process memory or descriptor access, no TIOCSTI, no setsid/setpgid "
+                      "(every descendant dies with the run's process group), no sched_setaffinity; ",
                       KF_SECCOMP_ARCH_NAME);
     } else {
         kf_buf_printf(&b, "NO network confinement: %s; ", cf->seccomp_note);

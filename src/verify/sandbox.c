@@ -36,9 +36,11 @@
  */
 #include "verify/verify_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,29 +247,102 @@ extern char **environ;
 
 /* ---- the candidate's scratch directory and environment ---- */
 
-/* WORKDIR/kf-sbx-<hash of the artifact path>: the one directory the candidate may write
- * (confine.c). One per artifact, shared by its runs, so that the device runtimes' caches
- * (PoCL's kernel builds, the CUDA JIT cache) stay warm across the check and timing runs
- * of one candidate without being shared between candidates: one candidate cannot plant a
- * cached build that another one's run would load. Artifacts live in WORKDIR itself, out
- * of every candidate's reach. Kept, like the artifact: removing it after a run would race
- * with another run of the same artifact on another thread. */
-static kf_status scratch_dir(const char *workdir, const char *artifact, char *out, size_t cap,
-                             kf_error *err) {
+/* WORKDIR/kf-sbx-<pid>-<n>: the one directory the candidate may write (confine.c), made
+ * fresh and empty for every run and removed after it, so nothing one run writes reaches
+ * the next (a kernel that memoises results in files between its check runs and its timing
+ * run, issue 24). The device runtimes' caches live there too, so they start cold in every
+ * run (their cost is in docs/benchmarks.md). Artifacts live in WORKDIR itself, out of
+ * every candidate's reach. */
+static unsigned long scratch_counter;
+
+static kf_status scratch_dir(const char *workdir, char *out, size_t cap, kf_error *err) {
     char wd[PATH_MAX];
     if (!realpath(workdir, wd))
         return kf_error_set(err, KF_ERR_IO, workdir, 0, 0, "workdir: %s", strerror(errno));
-    uint64_t h = kf_hash64(artifact, strlen(artifact), 0x6b662d736278ull);
-    if ((size_t)snprintf(out, cap, "%s/kf-sbx-%016llx", wd, (unsigned long long)h) >= cap)
+    unsigned long n = __atomic_add_fetch(&scratch_counter, 1, __ATOMIC_RELAXED);
+    if ((size_t)snprintf(out, cap, "%s/kf-sbx-%ld-%lu", wd, (long)getpid(), n) >= cap)
         return kf_error_set(err, KF_ERR_ARG, workdir, 0, 0, "workdir path is too long");
-    if (mkdir(out, 0700) != 0 && errno != EEXIST)
-        return kf_error_set(err, KF_ERR_IO, out, 0, 0, "cannot create the candidate's scratch "
-                            "directory: %s", strerror(errno));
+    if (mkdir(out, 0700) != 0) {
+        /* a leftover of a kforge that died with this pid: not ours to trust, gone */
+        int e = errno;
+        if (e == EEXIST) {
+            kf_sbx_remove_tree(out);
+            e = mkdir(out, 0700) == 0 ? 0 : errno;
+        }
+        if (e)
+            return kf_error_set(err, KF_ERR_IO, out, 0, 0, "cannot create the candidate's scratch "
+                                "directory: %s", strerror(e));
+    }
     struct stat st;
     if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         return kf_error_set(err, KF_ERR_IO, out, 0, 0, "the candidate's scratch directory is "
                             "not a directory of ours");
     return KF_OK;
+}
+
+/* Files (entries of any kind, directories included) and bytes (allocated blocks, so a
+ * sparse file counts what it holds) under the directory dfd, at most max_files entries
+ * counted; symbolic links are counted, never followed. dfd is consumed. */
+static void tree_usage(int dfd, int depth, int64_t *files, int64_t *bytes, int64_t max_files) {
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *de;
+    while (*files <= max_files && (de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        struct stat st;
+        (*files)++;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        *bytes += (int64_t)st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode) && depth < 64) {
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) tree_usage(sub, depth + 1, files, bytes, max_files);
+        }
+    }
+    closedir(d);
+}
+
+/* Usage of the scratch directory path (see tree_usage). */
+static void scratch_usage(const char *path, int64_t *files, int64_t *bytes) {
+    *files = *bytes = 0;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) tree_usage(fd, 0, files, bytes, KF_SCRATCH_MAX_FILES);
+}
+
+/* Remove everything beneath dfd (consumed): directories the candidate made unreadable are
+ * opened up first (we own them), links are removed, never followed. */
+static void tree_clear(int dfd, int depth) {
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            fchmodat(dirfd(d), de->d_name, 0700, 0);
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0 && depth < 256) tree_clear(sub, depth + 1);
+            else if (sub >= 0) close(sub);
+            unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+        } else {
+            unlinkat(dirfd(d), de->d_name, 0);
+        }
+    }
+    closedir(d);
+}
+
+/* See verify_int.h. */
+void kf_sbx_remove_tree(const char *path) {
+    chmod(path, 0700);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) tree_clear(fd, 0);
+    rmdir(path);
 }
 
 /* Variables the child does not inherit: what the sandbox sets itself, and secrets (the
@@ -378,14 +453,15 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     uint32_t mode = ctl->mode;
 
     /* the candidate's scratch directory and its confinement, before anything to undo */
-    char art[sizeof ctl->artifact], scratch[PATH_MAX + 32];
-    memcpy(art, ctl->artifact, sizeof art);
-    art[sizeof art - 1] = 0;
-    kf_status sst = scratch_dir(lim->workdir, art, scratch, sizeof scratch, err);
+    char scratch[PATH_MAX + 32];
+    kf_status sst = scratch_dir(lim->workdir, scratch, sizeof scratch, err);
     if (sst != KF_OK) return sst;
     kf_confine cf;
     sst = kf_confine_prepare(&cf, scratch, lim->wrapper != NULL, lim->no_landlock, err);
-    if (sst != KF_OK) return sst;
+    if (sst != KF_OK) {
+        kf_sbx_remove_tree(scratch);
+        return sst;
+    }
 
     char outpath[1200];
     snprintf(outpath, sizeof outpath, "%s/kf-run-%ld-%lu.out", lim->workdir, (long)getpid(),
@@ -394,6 +470,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (outfd < 0) {
         int e = errno;
         kf_confine_release(&cf);
+        kf_sbx_remove_tree(scratch);
         return kf_error_set(err, KF_ERR_IO, outpath, 0, 0, "cannot create the runner's output file: %s",
                             strerror(e));
     }
@@ -458,6 +535,26 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     clamp_limit(RLIMIT_NPROC, np, np, &rl_nproc);
     rl_core.rlim_cur = rl_core.rlim_max = 0;
 
+    /* --threads N is enforced, not advice: the child runs on N CPUs of the ones kforge may
+     * use (the first N of its affinity mask; give concurrent kforge processes disjoint core
+     * sets with taskset), and the filter refuses sched_setaffinity to widen it */
+    cpu_set_t pin;
+    int pinned = 0;
+    CPU_ZERO(&pin);
+    {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        if (lim->threads > 0 && sched_getaffinity(0, sizeof mine, &mine) == 0 &&
+            CPU_COUNT(&mine) > lim->threads) {
+            for (int c = 0, k = 0; c < CPU_SETSIZE && k < lim->threads; c++)
+                if (CPU_ISSET(c, &mine)) {
+                    CPU_SET(c, &pin);
+                    k++;
+                }
+            pinned = 1;
+        }
+    }
+
     double t0 = kf_now();
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -469,6 +566,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         unlink(outpath);
         if (devnull >= 0) close(devnull);
         kf_confine_release(&cf);
+        kf_sbx_remove_tree(scratch);
         return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "fork: %s", strerror(e));
     }
     if (pid == 0) {
@@ -489,6 +587,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         dup2(outfd, 2);
         dup2(mfd, 3);
         if (chdir(scratch) != 0) _exit(126);
+        if (pinned && sched_setaffinity(0, sizeof pin, &pin) != 0) _exit(126);
         if (kf_confine_apply(&cf, rfd, ctl->message, sizeof ctl->message) != 0) _exit(KF_CONFINE_EXIT);
 #ifdef SYS_close_range
         syscall(SYS_close_range, 4u, ~0u, 0u);
@@ -518,7 +617,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     kf_confine_release(&cf);
 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
-    int timed_out = 0, polled_flood = 0;
+    int timed_out = 0, polled_flood = 0, scratch_flood = 0;
     long nap = 50000;
     for (;;) {
         siginfo_t si;
@@ -530,6 +629,16 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         if (lim->poll_output && lim->output_cap > 0 && fstat(outfd, &fst) == 0 &&
             fst.st_size > lim->output_cap) {
             polled_flood = 1;
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            memset(&si, 0, sizeof si);
+            while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+            break;
+        }
+        int64_t sf, sbytes;
+        scratch_usage(scratch, &sf, &sbytes);
+        if (sf > KF_SCRATCH_MAX_FILES || sbytes > KF_SCRATCH_MAX_BYTES) {
+            scratch_flood = 1;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             memset(&si, 0, sizeof si);
@@ -555,6 +664,12 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     pid_t reaped;
     while ((reaped = wait4(pid, &st, 0, &ru)) < 0 && errno == EINTR) {}
     double wall = kf_now() - t0;
+    /* what the run left in its scratch directory (a burst between two polls counts too),
+     * then nothing of it stays: every process that could write there is dead */
+    int64_t scratch_files = 0, scratch_bytes = 0;
+    scratch_usage(scratch, &scratch_files, &scratch_bytes);
+    if (scratch_files > KF_SCRATCH_MAX_FILES || scratch_bytes > KF_SCRATCH_MAX_BYTES) scratch_flood = 1;
+    kf_sbx_remove_tree(scratch);
     if (reaped != pid) {
         /* someone else reaped it (SIGCHLD ignored?): the verdict is unknown */
         *vs = KF_V_INTERNAL;
@@ -586,7 +701,13 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
      * limit hits, with the file full: that is a flood too. */
     int flooded = polled_flood || (signaled && WTERMSIG(st) == SIGXFSZ) || out_size > lim->output_cap ||
                   (lim->output_cap > 0 && out_size >= lim->output_cap && (timed_out || signaled));
-    if (flooded) {
+    if (scratch_flood) {
+        *vs = KF_V_OUTPUT_FLOOD;
+        snprintf(detail, cap, "wrote more than the scratch directory's cap of %d files and %lld "
+                 "MiB %s (%lld files, %.1f MiB were left at the end)", KF_SCRATCH_MAX_FILES,
+                 (long long)(KF_SCRATCH_MAX_BYTES >> 20), where, (long long)scratch_files,
+                 (double)scratch_bytes / MIB);
+    } else if (flooded) {
         *vs = KF_V_OUTPUT_FLOOD;
         output_excerpt(outfd, 0, out, 120);
         snprintf(detail, cap, "wrote more than the %lld-byte stdout/stderr cap (%s) %s; output "

@@ -134,6 +134,14 @@ typedef struct kf_sbx_limits {
     double *cpu_used;       /* receives the CPU seconds the run took */
 } kf_sbx_limits;
 
+/* Caps on what one run may leave in its scratch directory (entries of any kind, and
+ * allocated bytes); more is an output-flood. Each file is also capped by RLIMIT_FSIZE on
+ * the CPU. */
+#define KF_SCRATCH_MAX_FILES 4096
+#define KF_SCRATCH_MAX_BYTES (256ll << 20)
+/* Remove a directory tree whose writers are all dead (never follows links). */
+void kf_sbx_remove_tree(const char *path);
+
 /* Create a region with nbufs buffers of the given sizes (is_output per buffer). */
 kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sbx *sb,
                      kf_error *err);
@@ -155,7 +163,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
 
 #include <linux/filter.h>
 
-#define KF_CONFINE_FILTER_MAX 64
+#define KF_CONFINE_FILTER_MAX 96
 
 typedef struct kf_confine {
     int on;                 /* 0 under KFORGE_SANDBOX=off: nothing below is applied */
