@@ -229,6 +229,67 @@ Test(cheats, verify_cli_sets_the_roofline_floor) {
     cr_assert(strstr(out, "impossible") && strstr(out, "roofline floor"), "output:\n%s", out);
 }
 
+/* ---- 3. times are taken outside the kernel's process; nothing runs after the last call ---- */
+
+/* The kernel's process can write anything the runner would report: here, on its second
+ * call in a process (a timing run; a check run calls once), complete results with a time
+ * of 123.456 ms, then exit(0) as a finished runner would. A process that did not finish
+ * its calls must not verify. */
+Test(cheats, forged_results_and_exit_are_not_believed) {
+    fixture f;
+    fx_open(&f, timed);
+    char globals[64] = "", pre[2048];
+    size_t ctl_size = kf_run_round_up(sizeof(kf_run_ctl), KF_RUN_PAGE);
+    snprintf(pre, sizeof pre,
+             "static int calls; if (++calls == 2) {\n"
+             "  char *base = (char *)args[0] - %zu;\n"
+             "  mprotect(base, %zu, PROT_READ | PROT_WRITE);\n"
+             "  for (long i = 0; i < N; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
+             "  *(int32_t *)(base + %zu) = 0;\n"          /* kernel_rc */
+             "  *(int32_t *)(base + %zu) = 5;\n"          /* reps */
+             "  for (int i = 0; i < 5; i++) ((double *)(base + %zu))[i] = 0.123456;\n"
+             "  *(int32_t *)(base + %zu) = 1;\n"          /* done */
+             "  *(volatile int32_t *)(base + %zu) = %d;\n" /* live stage: DONE */
+             "  _exit(0);\n"
+             "}\n",
+             ctl_size + KF_RUN_PAGE + KF_RUN_GUARD, ctl_size, offsetof(kf_run_ctl, kernel_rc),
+             offsetof(kf_run_ctl, reps), offsetof(kf_run_ctl, times), offsetof(kf_run_ctl, done),
+             ctl_size + offsetof(kf_run_live, stage), (int)KF_STAGE_DONE);
+    kf_vresult r = run_src(&f, swish(globals, pre));
+    cr_assert_neq(r.status, KF_V_OK, "verified with the forged results (%g ms)", r.time_ms);
+    expect(&r, KF_V_CRASH, "timing run");
+    fx_close(&f);
+}
+
+/* Exit handlers and destructors of the kernel run, in a runner that exits normally, after
+ * the last call was measured and its results written; one that touches an input (here)
+ * could as well finish the outputs or rewrite the times. The runner is killed as soon as
+ * its last call has returned, so none of them runs. */
+Test(cheats, nothing_of_the_kernel_runs_after_its_last_call) {
+    fixture f;
+    fx_open(&f, timed);
+    kf_vresult r = run_src(&f, swish(
+        "static float *g_x;\n"
+        "static void late(void) { if (g_x) g_x[7] += 1.0f; }\n"
+        "__attribute__((destructor)) static void late_dtor(void) { if (g_x) g_x[8] += 1.0f; }\n",
+        "static int planted; if (!planted) { planted = 1; g_x = (float *)args[0]; atexit(late); }"));
+    expect(&r, KF_V_OK, NULL);
+    cr_assert_eq(r.timed, 1);
+    fx_close(&f);
+}
+
+/* The runner is linked with immediate binding and full RELRO: no lazily bound GOT slot
+ * (clock_gettime, write) for a kernel to patch. */
+Test(cheats, runner_is_linked_now_and_relro) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd,
+             "readelf -d '%s/kforge-runner' | grep -q 'BIND_NOW\\|Flags:.* NOW' && "
+             "readelf -lW '%s/kforge-runner' | grep -q GNU_RELRO",
+             KF_BUILD_DIR, KF_BUILD_DIR);
+    if (system("command -v readelf >/dev/null 2>&1") != 0) cr_skip_test("no readelf");
+    cr_assert_eq(system(cmd), 0, "kforge-runner lacks BIND_NOW or GNU_RELRO");
+}
+
 /* ---- 7. nothing one run writes reaches the next; the scratch directory is capped ---- */
 
 /* A kernel that leaves a file in its working directory (or TMPDIR) and finds it again in a

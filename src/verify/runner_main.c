@@ -121,6 +121,18 @@ static int free_output_pages(const kf_run_ctl *ctl, uint8_t *base, int nbufs) {
     return 0;
 }
 
+/* One handshake message to the parent (runproto.h): a byte, and with_rc the int32 rc. */
+static int send_msg(char what, int rc, int with_rc) {
+    char m[5];
+    m[0] = what;
+    int32_t v = rc;
+    memcpy(m + 1, &v, 4);
+    size_t len = with_rc ? 5 : 1;
+    ssize_t n;
+    while ((n = write(KF_RUN_DONE_FD, m, len)) < 0 && errno == EINTR) {}
+    return n == (ssize_t)len ? 0 : -1;
+}
+
 static volatile uint64_t flush_sink;
 
 /* Evict the caches: write then read a buffer larger than the last-level cache, spread
@@ -325,6 +337,7 @@ int main(int argc, char **argv) {
     double min_time = ctl->min_time_s, warmup = ctl->warmup_s, budget = ctl->budget_s;
     uint64_t flush_bytes = ctl->flush_bytes;
     int fresh = ctl->fresh_outputs;
+    int hs = ctl->handshake == 1;
     char entry[sizeof ctl->entry], artifact[sizeof ctl->artifact];
     memcpy(entry, ctl->entry, sizeof entry);
     entry[sizeof entry - 1] = 0;
@@ -402,6 +415,36 @@ int main(int argc, char **argv) {
 
     int rc = 0, reps = 0, warm = 0, fresh_errno = 0;
     live->rep = -1;
+    if (hs) {
+        /* 'r', then the parent's commands until it kills this process: 'g' calls the
+         * kernel once and answers 'd' with its return value; 'f' frees the outputs' pages
+         * (fresh_outputs) and flushes the caches, then answers 'r'. The parent decides how
+         * many calls there are and which are flushed, and times them. */
+        live->stage = KF_STAGE_LOADED;
+        if (send_msg('r', 0, 0) == 0) {
+            for (;;) {
+                char cmd = 0;
+                ssize_t n;
+                while ((n = read(KF_RUN_GO_FD, &cmd, 1)) < 0 && errno == EINTR) {}
+                if (n != 1) break;
+                if (cmd == 'g') {
+                    live->stage = KF_STAGE_KERNEL;
+                    rc = fn(args);
+                    if (send_msg('d', rc, 1) != 0) break;
+                } else if (cmd == 'f') {
+                    live->stage = KF_STAGE_BETWEEN;
+                    if (fresh && free_output_pages(ctl, base, nbufs) != 0) break;
+                    if (flush) flush_caches(flush, flush_bytes);
+                    if (send_msg('r', 0, 0) != 0) break;
+                } else {
+                    break;
+                }
+            }
+        }
+        /* the pipe broke or an output page could not be freed: wait for the parent's
+         * kill (its wall-clock limit at the latest) rather than report anything */
+        for (;;) pause();
+    }
     live->stage = KF_STAGE_KERNEL;
     mprotect(base, ctl_size, PROT_READ);
     if (mode == KF_RUN_CHECK) {

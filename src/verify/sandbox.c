@@ -37,8 +37,10 @@
 #include "verify/verify_int.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -421,6 +423,123 @@ unsigned kf_verify_sandbox_describe(const kf_verify_ctx *c, const kf_backend *b,
     return flags;
 }
 
+/* ---- the handshake (runproto.h): the parent's side ---- */
+
+typedef struct hs_run {
+    int go_fd, done_fd;     /* write end of the go pipe, read end of the done pipe; -1 = none */
+    uint32_t mode;
+    int min_reps, max_reps;
+    double min_time, warmup, budget;
+    int flush;              /* time mode: each timed call is preceded by an 'f' */
+    int in_call, in_flush, finished, violation, rc, started;
+    double t_go, t_first_go, t_timing, spent;
+    char buf[64];
+    size_t have;
+} hs_run;
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int hs_send(hs_run *h, char c) {
+    ssize_t n;
+    while ((n = write(h->go_fd, &c, 1)) < 0 && errno == EINTR) {}
+    return n == 1 ? 0 : -1;
+}
+
+/* Start one call: the clock starts just before the byte goes out. */
+static int hs_go(hs_run *h, kf_sbx *sb) {
+    /* the crash report's "in timed rep N" (the live page is the runner's to read) */
+    sb->live->rep = h->t_timing > 0 ? sb->hs_reps : -1;
+    double t = mono_now();
+    if (hs_send(h, 'g') != 0) return -1;
+    h->t_go = t;
+    if (!h->started) h->t_first_go = t;
+    h->started = 1;
+    h->in_call = 1;
+    return 0;
+}
+
+/* Handle one message from the runner; sets h->finished when the run is over for the
+ * parent (the last call returned, or a message came out of turn: h->violation). */
+static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
+    switch (m[0]) {
+    case 'r':
+        /* after loading (the first call is a warm-up: no flush), or after an 'f' */
+        if (h->in_call || (h->started && !h->in_flush)) break;
+        h->in_flush = 0;
+        if (hs_go(h, sb) != 0) break;
+        return;
+    case 'd': {
+        double t = mono_now();
+        if (!h->in_call) break;
+        h->in_call = 0;
+        int32_t rc;
+        memcpy(&rc, m + 1, 4);
+        h->rc = rc;
+        sb->hs_calls++;
+        double dt = t - h->t_go;
+        int last = h->mode != KF_RUN_TIME || rc != 0;
+        if (!last && h->t_timing <= 0) {
+            /* warm-up, back to back: at least one call, then until warmup seconds passed */
+            sb->hs_warm++;
+            if (t - h->t_first_go >= h->warmup || sb->hs_warm >= 1000) h->t_timing = t;
+        } else if (!last) {
+            sb->hs_times[sb->hs_reps++] = dt;
+            h->spent += dt;
+            /* enough measured time (or, when every call flushes a cache of hundreds of MiB
+             * first, four times that in wall time), at least min_reps; or the cap; or the
+             * budget */
+            if (sb->hs_reps >= h->min_reps && (h->spent >= h->min_time || t - h->t_timing >= 4 * h->min_time))
+                last = 1;
+            if (sb->hs_reps >= h->max_reps || sb->hs_reps >= KF_RUN_MAX_REPS) last = 1;
+            if (h->budget > 0 && t - h->t_timing > h->budget) last = 1;
+        }
+        if (last) {
+            h->finished = 1;
+            return;
+        }
+        /* the next call: a timed one starts from flushed caches */
+        if (h->t_timing > 0 && h->flush) {
+            if (hs_send(h, 'f') != 0) break;
+            h->in_flush = 1;
+            sb->hs_flushes++;
+        } else if (hs_go(h, sb) != 0) {
+            break;
+        }
+        return;
+    }
+    default:
+        break;
+    }
+    h->violation = m[0] ? m[0] : '?';
+    h->finished = 1;
+}
+
+/* Read what the runner sent (the done pipe is readable) and handle whole messages. */
+static void hs_read(hs_run *h, kf_sbx *sb) {
+    ssize_t n = read(h->done_fd, h->buf + h->have, sizeof h->buf - h->have);
+    if (n <= 0) {
+        if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+            close(h->done_fd); /* the runner is gone or closed it: its exit tells the rest */
+            h->done_fd = -1;
+        }
+        return;
+    }
+    h->have += (size_t)n;
+    size_t at = 0;
+    while (at < h->have && !h->finished) {
+        size_t len = h->buf[at] == 'd' ? 5 : 1;
+        if (h->have - at < len) break;
+        hs_message(h, sb, h->buf + at);
+        at += len;
+    }
+    memmove(h->buf, h->buf + at, h->have - at);
+    h->have -= at;
+}
+
 /* Run the runner once; see verify_int.h for the contract. */
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err) {
@@ -555,11 +674,50 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         }
     }
 
+    hs_run hs;
+    memset(&hs, 0, sizeof hs);
+    hs.go_fd = hs.done_fd = -1;
+    int gp[2] = {-1, -1}, dp[2] = {-1, -1};
+    int use_hs = lim->handshake && !lim->wrapper;
+    sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_flushes = 0;
+    if (use_hs) {
+        /* the parent's copy of the timing plan: the control page is the runner's to write */
+        hs.mode = mode;
+        hs.min_reps = ctl->min_reps > 0 ? ctl->min_reps : 1;
+        hs.max_reps = ctl->max_reps > 0 ? ctl->max_reps : 1;
+        if (hs.min_reps > hs.max_reps) hs.min_reps = hs.max_reps;
+        hs.min_time = ctl->min_time_s;
+        hs.warmup = ctl->warmup_s;
+        hs.budget = ctl->budget_s;
+        hs.flush = ctl->flush_bytes > 0 || ctl->fresh_outputs;
+        if (pipe2(gp, O_CLOEXEC) != 0 || pipe2(dp, O_CLOEXEC) != 0) use_hs = 0;
+        if (!use_hs) {
+            int e = errno;
+            for (int i = 0; i < 2; i++) {
+                if (gp[i] >= 0) close(gp[i]);
+                if (dp[i] >= 0) close(dp[i]);
+            }
+            free(envp);
+            free(argv);
+            close(outfd);
+            unlink(outpath);
+            if (devnull >= 0) close(devnull);
+            kf_confine_release(&cf);
+            kf_sbx_remove_tree(scratch);
+            return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "pipe: %s", strerror(e));
+        }
+    }
+    ctl->handshake = use_hs;
+
     double t0 = kf_now();
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
+        for (int i = 0; i < 2; i++) {
+            if (gp[i] >= 0) close(gp[i]);
+            if (dp[i] >= 0) close(dp[i]);
+        }
         free(envp);
         free(argv);
         close(outfd);
@@ -582,15 +740,18 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         if (mfd < 0) _exit(126);
         int rfd = cf.ruleset_fd >= 0 ? fcntl(cf.ruleset_fd, F_DUPFD_CLOEXEC, 10) : -1;
         if (cf.ruleset_fd >= 0 && rfd < 0) _exit(126);
+        int gfd = use_hs ? fcntl(gp[0], F_DUPFD, 10) : -1, dfd = use_hs ? fcntl(dp[1], F_DUPFD, 10) : -1;
+        if (use_hs && (gfd < 0 || dfd < 0)) _exit(126);
         if (devnull >= 0) dup2(devnull, 0);
         dup2(outfd, 1);
         dup2(outfd, 2);
         dup2(mfd, 3);
+        if (use_hs && (dup2(gfd, KF_RUN_GO_FD) < 0 || dup2(dfd, KF_RUN_DONE_FD) < 0)) _exit(126);
         if (chdir(scratch) != 0) _exit(126);
         if (pinned && sched_setaffinity(0, sizeof pin, &pin) != 0) _exit(126);
         if (kf_confine_apply(&cf, rfd, ctl->message, sizeof ctl->message) != 0) _exit(KF_CONFINE_EXIT);
 #ifdef SYS_close_range
-        syscall(SYS_close_range, 4u, ~0u, 0u);
+        syscall(SYS_close_range, use_hs ? (unsigned)KF_RUN_DONE_FD + 1 : 4u, ~0u, 0u);
 #endif
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -615,16 +776,41 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     free(argv);
     if (devnull >= 0) close(devnull);
     kf_confine_release(&cf);
+    if (use_hs) {
+        close(gp[0]);
+        close(dp[1]);
+        hs.go_fd = gp[1];
+        hs.done_fd = dp[0];
+    }
 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
     int timed_out = 0, polled_flood = 0, scratch_flood = 0;
     long nap = 50000;
+    double last_watch = 0;
     for (;;) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
+        if (hs.finished) {
+            /* the results are in (the outputs in the region, the times here): the runner
+             * dies now, before anything of the kernel's runs after its last call */
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+            break;
+        }
         int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
         if (w == 0 && si.si_pid == pid) break;
         if (w < 0 && errno != EINTR) break;
+        /* inside a timed call the parent stays out of the way: it watches the output and
+         * the scratch directory only every 50 ms there */
+        if (hs.in_call && kf_now() - last_watch < 0.05 && kf_now() < deadline) {
+            struct pollfd pf = {hs.done_fd, POLLIN, 0};
+            double left = deadline - kf_now();
+            int ms = left < 0.05 ? (int)(left * 1e3) + 1 : 50;
+            if (poll(&pf, 1, ms) > 0) hs_read(&hs, sb);
+            continue;
+        }
+        last_watch = kf_now();
         struct stat fst;
         if (lim->poll_output && lim->output_cap > 0 && fstat(outfd, &fst) == 0 &&
             fst.st_size > lim->output_cap) {
@@ -653,10 +839,22 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
             break;
         }
-        struct timespec ts = {0, nap};
-        nanosleep(&ts, NULL);
+        if (hs.done_fd >= 0) {
+            struct pollfd pf = {hs.done_fd, POLLIN, 0};
+            struct timespec ts = {0, nap};
+            if (ppoll(&pf, 1, &ts, NULL) > 0) {
+                hs_read(&hs, sb);
+                nap = 50000;
+                continue;
+            }
+        } else {
+            struct timespec ts = {0, nap};
+            nanosleep(&ts, NULL);
+        }
         if (nap < 5000000) nap *= 2;
     }
+    if (hs.go_fd >= 0) close(hs.go_fd);
+    if (hs.done_fd >= 0) close(hs.done_fd);
     kill(-pid, SIGKILL); /* anything the candidate left behind in its group */
     int st = 0;
     struct rusage ru;
@@ -719,6 +917,24 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         output_excerpt(outfd, 1, out, 200);
         snprintf(detail, cap, "ran past the wall-clock limit of %.3g s %s and was killed%s%s",
                  lim->wall_s, where, out[0] ? "; output tail: " : "", out);
+    } else if (hs.finished && hs.violation) {
+        *vs = KF_V_CRASH;
+        snprintf(detail, cap, "the runner's handshake was broken: message '%c' came out of turn "
+                 "%s (the kernel wrote to the runner's pipe?)", isprint(hs.violation) ? hs.violation : '?',
+                 where);
+    } else if (hs.finished && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+        /* killed by us after the last call: the verdict is the kernel's return value */
+        if (hs.rc != 0 && nomem) {
+            *vs = KF_V_MEM_LIMIT;
+            snprintf(detail, cap, "%s, then the kernel returned %d", memtxt, hs.rc);
+        } else if (hs.rc != 0) {
+            *vs = KF_V_KERNEL_ERROR;
+            output_excerpt(outfd, 1, out, 300);
+            snprintf(detail, cap, "the kernel returned %d (non-zero means it reports its own "
+                     "failure)%s%s", hs.rc, out[0] ? "; output tail: " : "", out);
+        } else {
+            *vs = KF_V_OK;
+        }
     } else if (WIFSIGNALED(st)) {
         int sig = WTERMSIG(st);
         if (sig == SIGXCPU || (sig == SIGKILL && cpu_used >= (double)cpu - 0.05)) {
@@ -745,8 +961,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             /* the wrapper's "errors found" status; its report is in the output */
             *vs = KF_V_MEMCHECK;
             snprintf(detail, cap, "the memory checker reported errors %s", where);
-        } else if (code == 0 && ctl->done == 1 && stage == KF_STAGE_DONE &&
+        } else if (!use_hs && code == 0 && ctl->done == 1 && stage == KF_STAGE_DONE &&
                    ctl->magic == KF_RUN_MAGIC) {
+            /* (with the handshake only the parent's own record of the calls counts: a
+             * forged "done" and exit(0) is a crash below) */
             if (ctl->kernel_rc != 0 && nomem) {
                 *vs = KF_V_MEM_LIMIT;
                 snprintf(detail, cap, "%s, then the kernel returned %d", memtxt, ctl->kernel_rc);

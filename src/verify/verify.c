@@ -505,6 +505,9 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         /* device drivers reserve far more address space than they use */
         .no_mem_limit = b && kf_verify_is_device(b),
         .poll_output = b && kf_verify_is_device(b),
+        /* CPU candidates: the parent starts and times every call and kills the runner
+         * after the last (runproto.h); device runs time with device events in the runner */
+        .handshake = !(b && kf_verify_is_device(b)),
     };
     char detail[1500];
     kf_vstatus vs = KF_V_OK;
@@ -578,14 +581,14 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             fail_set(c, r, vs, 0, "timing run on set", detail);
             goto done;
         }
-        int reps = ctl->reps;
+        int reps = lim.handshake ? sb.hs_reps : ctl->reps;
         if (reps < 1 || reps > KF_RUN_MAX_REPS) {
             r->status = KF_V_INTERNAL;
             snprintf(r->detail, sizeof r->detail, "the timing run reported %d reps", reps);
             goto done;
         }
         double *t = kf_malloc(sizeof *t * (size_t)reps);
-        memcpy(t, ctl->times, sizeof *t * (size_t)reps);
+        memcpy(t, lim.handshake ? sb.hs_times : ctl->times, sizeof *t * (size_t)reps);
         /* A rep time that is not a positive finite number is no measurement: NaN would
          * sort anywhere and compare false against every bound below (a 'nan ms' best
          * kernel was seen), zero or negative is faster than anything. The whole timing

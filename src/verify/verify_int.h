@@ -108,6 +108,11 @@ typedef struct kf_sbx {
      * back for the layout. */
     uint64_t off[KF_RUN_MAX_BUFS], size[KF_RUN_MAX_BUFS];
     int is_output[KF_RUN_MAX_BUFS];
+    /* What the parent saw of the last handshake run (lim->handshake), by its own clock:
+     * the timed calls' durations (time mode), the warm-up calls before them, all calls,
+     * and the cache flushes between timed calls. */
+    int hs_reps, hs_warm, hs_calls, hs_flushes;
+    double hs_times[KF_RUN_MAX_REPS];
 } kf_sbx;
 
 typedef struct kf_sbx_limits {
@@ -132,6 +137,9 @@ typedef struct kf_sbx_limits {
     kf_buf *output;         /* receives the head of the run's stdout+stderr ... */
     size_t output_keep;     /* ... up to this many bytes */
     double *cpu_used;       /* receives the CPU seconds the run took */
+    int handshake;          /* CPU runs: calls started and ended through pipes, timed by
+                               the parent, the runner killed after the last (runproto.h);
+                               results in sb->hs_*; ignored with a wrapper */
 } kf_sbx_limits;
 
 /* Caps on what one run may leave in its scratch directory (entries of any kind, and
