@@ -290,6 +290,56 @@ Test(cheats, runner_is_linked_now_and_relro) {
     cr_assert_eq(system(cmd), 0, "kforge-runner lacks BIND_NOW or GNU_RELRO");
 }
 
+/* ---- 2. timed calls are checked like verification calls; 5. outputs read at return ---- */
+
+/* Correct on the first call of a process (a check run calls once), then nothing: the
+ * outputs of the calls that are timed must be checked too. */
+Test(cheats, correct_once_then_idle_is_caught) {
+    fixture f;
+    fx_open(&f, timed);
+    kf_vresult r = run_src(&f, swish("", "static int calls; if (++calls > 1) return 0;"));
+    cr_assert_neq(r.status, KF_V_OK, "verified while skipping the work of every timed call (%g ms)",
+                  r.time_ms);
+    expect(&r, KF_V_UNWRITTEN, "timing run");
+    fx_close(&f);
+}
+
+/* Memoised on the input pointer: computes once per process, then copies that result as
+ * long as args[0] is the same buffer. The same buffer must not mean the same inputs. */
+Test(cheats, memo_on_buffer_pointer_is_caught) {
+    fixture f;
+    fx_open(&f, timed);
+    kf_vresult r = run_src(&f, swish(
+        "static const void *memo_in; static float memo_out[N];\n",
+        "if (memo_in == args[0]) { memcpy(y, memo_out, sizeof memo_out); return 0; }\n"
+        "for (long i = 0; i < N; i++) memo_out[i] = x[i] / (1.0f + expf(-x[i]));\n"
+        "memo_in = args[0];\n"));
+    cr_assert_neq(r.status, KF_V_OK, "verified replaying its first result (%g ms)", r.time_ms);
+    expect(&r, KF_V_MISMATCH, "timing run");
+    fx_close(&f);
+}
+
+/* Returns at once and lets a thread of its own write the outputs a little later (after
+ * the first call of a process, which is honest): the outputs are read, and the process
+ * stopped or killed, the moment the call returns. */
+Test(cheats, finishing_after_return_is_caught) {
+    fixture f;
+    fx_open(&f, timed);
+    kf_vresult r = run_src(&f, swish(
+        "#include <pthread.h>\n"
+        "static void *volatile late_args[2]; static volatile int late_req;\n"
+        "static void *finisher(void *a) { (void)a;\n"
+        "    for (;;) { while (!late_req) usleep(100); late_req = 0; usleep(20000);\n"
+        "        const float *x = late_args[0]; float *y = late_args[1];\n"
+        "        for (long i = 0; i < N; i++) y[i] = x[i] / (1.0f + expf(-x[i])); } }\n",
+        "static int calls; if (++calls > 1) {\n"
+        "    static int started; if (!started) { pthread_t t;\n"
+        "        if (pthread_create(&t, 0, finisher, 0) != 0) return 50; started = 1; }\n"
+        "    late_args[0] = args[0]; late_args[1] = args[1]; late_req = 1; return 0; }\n"));
+    cr_assert_neq(r.status, KF_V_OK, "verified with its outputs written after the call returned");
+    fx_close(&f);
+}
+
 /* ---- 7. nothing one run writes reaches the next; the scratch directory is capped ---- */
 
 /* A kernel that leaves a file in its working directory (or TMPDIR) and finds it again in a

@@ -433,6 +433,14 @@ typedef struct hs_run {
     int flush;              /* time mode: each timed call is preceded by an 'f' */
     int in_call, in_flush, finished, violation, rc, started;
     double t_go, t_first_go, t_timing, spent;
+    /* checking the calls (lim->prepare/check): the set the current call got, the random
+     * checks made, and the first failure */
+    pid_t pid;
+    const kf_sbx_limits *lim;
+    uint64_t rng;
+    int set, checks, final;
+    kf_vstatus check_vs;
+    char check_detail[1200];
     char buf[64];
     size_t have;
 } hs_run;
@@ -447,6 +455,38 @@ static int hs_send(hs_run *h, char c) {
     ssize_t n;
     while ((n = write(h->go_fd, &c, 1)) < 0 && errno == EINTR) {}
     return n == 1 ? 0 : -1;
+}
+
+/* The next call's inputs and poisoned outputs (lim->prepare), before its flush or start. */
+static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
+    if (h->lim->prepare) h->set = h->lim->prepare(h->lim->cb_arg, final);
+    sb->hs_last_set = h->set;
+}
+
+/* Check the call that just returned, with every process of the run stopped first so that
+ * nothing it left running changes the outputs while they are read. 0, or -1 when the run
+ * is over (the runner died; its exit is the verdict). */
+static int hs_check(hs_run *h, kf_sbx *sb) {
+    if (kill(-h->pid, SIGSTOP) != 0) kill(h->pid, SIGSTOP);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED | WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+    if (si.si_code != CLD_STOPPED) return -1;
+    /* consume the stop report (the exit report stays for the end of the run) */
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
+    h->checks++;
+    sb->hs_checked++;
+    kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
+    kill(-h->pid, SIGCONT);
+    kill(h->pid, SIGCONT);
+    if (vs != KF_V_OK) {
+        h->check_vs = vs;
+        sb->hs_fail_set = h->set;
+        sb->hs_fail_call = sb->hs_calls;
+        h->finished = 1;
+    }
+    return 0;
 }
 
 /* Start one call: the clock starts just before the byte goes out. */
@@ -469,6 +509,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
     case 'r':
         /* after loading (the first call is a warm-up: no flush), or after an 'f' */
         if (h->in_call || (h->started && !h->in_flush)) break;
+        if (!h->in_flush) hs_prepare(h, sb, 0); /* the first call */
         h->in_flush = 0;
         if (hs_go(h, sb) != 0) break;
         return;
@@ -481,7 +522,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         h->rc = rc;
         sb->hs_calls++;
         double dt = t - h->t_go;
-        int last = h->mode != KF_RUN_TIME || rc != 0;
+        int last = h->mode != KF_RUN_TIME || rc != 0 || h->final;
         if (!last && h->t_timing <= 0) {
             /* warm-up, back to back: at least one call, then until warmup seconds passed */
             sb->hs_warm++;
@@ -497,11 +538,29 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             if (sb->hs_reps >= h->max_reps || sb->hs_reps >= KF_RUN_MAX_REPS) last = 1;
             if (h->budget > 0 && t - h->t_timing > h->budget) last = 1;
         }
-        if (last) {
+        if (last && h->lim->prepare && !h->final && rc == 0 && h->mode == KF_RUN_TIME) {
+            /* one more call, untimed, which the kernel cannot tell from a timed one: on a set
+             * other than the first call's and the previous one's, checked in full by the
+             * caller (a kernel that replays an earlier result fails it whatever the random
+             * order was) */
+            h->final = 1;
+            last = 0;
+        } else if (last) {
             h->finished = 1;
             return;
         }
-        /* the next call: a timed one starts from flushed caches */
+        /* a random quarter of the calls, up to four, is checked like a verification run
+         * (the last is checked by the caller); which ones, only this process knows */
+        if (h->lim->check && h->checks < 4) {
+            h->rng ^= h->rng << 13;
+            h->rng ^= h->rng >> 7;
+            h->rng ^= h->rng << 17;
+            if ((h->rng >> 32) % 4 == 0) {
+                if (hs_check(h, sb) != 0 || h->finished) return;
+            }
+        }
+        /* the next call: its inputs and poisoned outputs, and (a timed one) flushed caches */
+        hs_prepare(h, sb, h->final);
         if (h->t_timing > 0 && h->flush) {
             if (hs_send(h, 'f') != 0) break;
             h->in_flush = 1;
@@ -679,7 +738,8 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     hs.go_fd = hs.done_fd = -1;
     int gp[2] = {-1, -1}, dp[2] = {-1, -1};
     int use_hs = lim->handshake && !lim->wrapper;
-    sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_flushes = 0;
+    sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_flushes = sb->hs_checked = 0;
+    sb->hs_last_set = sb->hs_fail_set = sb->hs_fail_call = 0;
     if (use_hs) {
         /* the parent's copy of the timing plan: the control page is the runner's to write */
         hs.mode = mode;
@@ -690,6 +750,11 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         hs.warmup = ctl->warmup_s;
         hs.budget = ctl->budget_s;
         hs.flush = ctl->flush_bytes > 0 || ctl->fresh_outputs;
+        hs.lim = lim;
+        double seed = mono_now();
+        memcpy(&hs.rng, &seed, sizeof hs.rng);
+        hs.rng ^= 0x9E3779B97F4A7C15ull * (uint64_t)(getpid() + 1) ^ (uint64_t)(uintptr_t)&hs;
+        if (!hs.rng) hs.rng = 1;
         if (pipe2(gp, O_CLOEXEC) != 0 || pipe2(dp, O_CLOEXEC) != 0) use_hs = 0;
         if (!use_hs) {
             int e = errno;
@@ -781,6 +846,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         close(dp[1]);
         hs.go_fd = gp[1];
         hs.done_fd = dp[0];
+        hs.pid = pid;
     }
 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
@@ -917,6 +983,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         output_excerpt(outfd, 1, out, 200);
         snprintf(detail, cap, "ran past the wall-clock limit of %.3g s %s and was killed%s%s",
                  lim->wall_s, where, out[0] ? "; output tail: " : "", out);
+    } else if (hs.finished && hs.check_vs != KF_V_OK) {
+        *vs = hs.check_vs;
+        snprintf(detail, cap, "call %d of the timing run (checked at random): %s", sb->hs_fail_call,
+                 hs.check_detail);
     } else if (hs.finished && hs.violation) {
         *vs = KF_V_CRASH;
         snprintf(detail, cap, "the runner's handshake was broken: message '%c' came out of turn "

@@ -380,7 +380,7 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
                      "(element index %lld)",
                      is_out ? "output" : "input", name, kf_dtype_name(v->dtype), shp,
                      (long long)-off, (long long)-((-off + es - 1) / es));
-        if (is_out) r->bad_output = b - c->nin;
+        if (is_out && r) r->bad_output = b - c->nin;
         return KF_V_OOB_WRITE;
     }
     for (int i = 0; i < c->nin; i++) {
@@ -403,7 +403,7 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
                  v->name, (long long)e, idx, kf_verify_load(v->dtype, was, e),
                  kf_verify_load(v->dtype, now, e), (long long)nchanged,
                  (long long)c->in_numel[i]);
-        r->first_bad = e;
+        if (r) r->first_bad = e;
         return KF_V_INPUT_MODIFIED;
     }
     return KF_V_OK;
@@ -478,6 +478,70 @@ static unsigned long run_counter;
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The timing run's calls are checked like the check runs (issue 24): before each call the
+ * parent puts one of the input sets, chosen at random by this process, into the input
+ * buffers and poisons the outputs; a random few calls and the last are compared with that
+ * set's reference. */
+typedef struct timed_calls {
+    kf_verify_ctx *c;
+    kf_sbx *sb;
+    uint64_t rng;
+    int cur;            /* the set now in the input buffers */
+    int first;          /* the first call's set; -1 before it */
+} timed_calls;
+
+static int timed_prepare(void *arg, int final) {
+    timed_calls *t = arg;
+    kf_verify_ctx *c = t->c;
+    int s = 0;
+    for (int tries = 0; tries < 64; tries++) {
+        t->rng ^= t->rng << 13;
+        t->rng ^= t->rng >> 7;
+        t->rng ^= t->rng << 17;
+        s = (int)((t->rng >> 32) % (uint64_t)c->nsets);
+        /* the final call: neither the first call's set nor the previous one (as far as
+         * there are sets to choose from) */
+        if (!final || ((s != t->first || c->nsets < 3) && (s != t->cur || c->nsets < 2))) break;
+    }
+    if (t->first < 0) t->first = s;
+    if (s != t->cur)
+        for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(t->sb, i), c->sets[s].in[i], c->in_bytes[i]);
+    t->cur = s;
+    for (int j = 0; j < c->nout; j++)
+        kf_verify_poison(c->g->values[c->g->outputs[j]].dtype, kf_sbx_data(t->sb, c->nin + j),
+                         c->out_numel[j]);
+    return s;
+}
+
+static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
+                               char *detail, size_t cap);
+
+/* Guards, set s's inputs unchanged, every output against set s's reference. */
+static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
+                             char *detail, size_t cap) {
+    kf_vstatus vs = check_memory(c, sb, s, r, detail, cap);
+    for (int j = 0; j < c->nout && vs == KF_V_OK; j++) {
+        kf_cmp cmp;
+        kf_verify_compare(c, s, j, kf_sbx_data(sb, c->nin + j), &cmp);
+        if (cmp.status != KF_V_OK) {
+            snprintf(detail, cap, "set %d: %s", s, cmp.detail);
+            if (r) {
+                r->bad_output = j;
+                r->first_bad = cmp.first_bad;
+                r->got = cmp.got;
+                r->want = cmp.want;
+            }
+            vs = cmp.status;
+        }
+    }
+    return vs;
+}
+
+static kf_vstatus timed_check(void *arg, int set, char *detail, size_t cap) {
+    timed_calls *t = arg;
+    return check_call(t->c, t->sb, set, NULL, detail, cap);
 }
 
 /* Check (and time) an artifact; see verify.h. */
@@ -570,15 +634,28 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         double need = ctl->budget_s + 3.0 * slowest + 1.0;
         if (lim.wall_s > 0 && lim.wall_s < need) lim.wall_s = need;
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
+        timed_calls tc = {.c = c, .sb = &sb, .cur = 0, .first = -1};
+        double seed = kf_now();
+        memcpy(&tc.rng, &seed, sizeof tc.rng);
+        tc.rng = (tc.rng ^ (uint64_t)(uintptr_t)&tc) * 0x9E3779B97F4A7C15ull | 1;
+        if (lim.handshake) {
+            lim.prepare = timed_prepare;
+            lim.check = timed_check;
+            lim.cb_arg = &tc;
+        }
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
         if (st != KF_OK) {
             r->status = KF_V_INTERNAL;
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
             goto done;
         }
-        if (vs == KF_V_OK) vs = check_memory(c, &sb, 0, r, detail, sizeof detail);
+        /* the last call, as it left the region: checked in full */
+        int tset = lim.handshake ? sb.hs_last_set : 0;
+        if (vs != KF_V_OK && lim.handshake && sb.hs_fail_call > 0) tset = sb.hs_fail_set;
+        else if (vs == KF_V_OK && lim.handshake) vs = check_call(c, &sb, tset, r, detail, sizeof detail);
+        else if (vs == KF_V_OK) vs = check_memory(c, &sb, 0, r, detail, sizeof detail);
         if (vs != KF_V_OK) {
-            fail_set(c, r, vs, 0, "timing run on set", detail);
+            fail_set(c, r, vs, tset, "timing run on set", detail);
             goto done;
         }
         int reps = lim.handshake ? sb.hs_reps : ctl->reps;

@@ -112,6 +112,9 @@ typedef struct kf_sbx {
      * the timed calls' durations (time mode), the warm-up calls before them, all calls,
      * and the cache flushes between timed calls. */
     int hs_reps, hs_warm, hs_calls, hs_flushes;
+    int hs_checked;         /* calls checked at random during the run */
+    int hs_last_set;        /* the input set of the last call (prepare's return value) */
+    int hs_fail_set, hs_fail_call; /* where a random check failed */
     double hs_times[KF_RUN_MAX_REPS];
 } kf_sbx;
 
@@ -140,6 +143,14 @@ typedef struct kf_sbx_limits {
     int handshake;          /* CPU runs: calls started and ended through pipes, timed by
                                the parent, the runner killed after the last (runproto.h);
                                results in sb->hs_*; ignored with a wrapper */
+    /* Handshake runs only, optional: prepare is called before each call (while the runner
+     * waits) to put an input set and poisoned outputs in the region, and returns the set
+     * (final: the extra last call, on a set other than the first call's and the last's);
+     * check is called after a random few calls, with the run's processes stopped, and
+     * returns KF_V_OK or the failure with a detail. The last call is the caller's. */
+    int (*prepare)(void *arg, int final);
+    kf_vstatus (*check)(void *arg, int set, char *detail, size_t cap);
+    void *cb_arg;
 } kf_sbx_limits;
 
 /* Caps on what one run may leave in its scratch directory (entries of any kind, and
