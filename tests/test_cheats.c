@@ -340,6 +340,24 @@ Test(cheats, finishing_after_return_is_caught) {
     fx_close(&f);
 }
 
+/* The same with a timer: SIGALRM's handler writes the outputs 20 ms after the call. */
+Test(cheats, finishing_in_a_timer_handler_is_caught) {
+    fixture f;
+    fx_open(&f, timed);
+    kf_vresult r = run_src(&f, swish(
+        "#include <sys/time.h>\n"
+        "static void *volatile late_args[2];\n"
+        "static void late(int sig) { (void)sig;\n"
+        "    const float *x = late_args[0]; float *y = late_args[1];\n"
+        "    for (long i = 0; i < N; i++) y[i] = x[i] / (1.0f + expf(-x[i])); }\n",
+        "static int calls; if (++calls > 1) {\n"
+        "    late_args[0] = args[0]; late_args[1] = args[1]; signal(SIGALRM, late);\n"
+        "    struct itimerval it = {{0, 0}, {0, 20000}};\n"
+        "    if (setitimer(ITIMER_REAL, &it, 0) != 0) return 51; return 0; }\n"));
+    cr_assert_neq(r.status, KF_V_OK, "verified with its outputs written by a timer after the call");
+    fx_close(&f);
+}
+
 /* ---- 7. nothing one run writes reaches the next; the scratch directory is capped ---- */
 
 /* A kernel that leaves a file in its working directory (or TMPDIR) and finds it again in a
