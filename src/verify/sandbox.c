@@ -17,22 +17,27 @@
  * "errors found" exit status, and take a copy of the captured output before the file goes.
  *
  * Confinement (confine.c): the child starts a session of its own (no controlling
- * terminal), works in the candidate's scratch directory WORKDIR/kf-sbx-<hash of the
- * artifact>, with TMPDIR and the runtime caches (POCL_CACHE_DIR, CUDA_CACHE_PATH,
- * XDG_CACHE_HOME) pointed there and secrets (*_KEY, *_TOKEN, ...) left out of its
- * environment, and before exec it gets no_new_privs, no capabilities, a Landlock domain
- * (writes only in the scratch directory and to the GPU/null device nodes) and a seccomp
- * filter (no sockets, io_uring, ptrace, ...). kf_verify_sandbox_describe says which of
- * these this machine provides.
+ * terminal), works in a scratch directory made fresh for this run and removed after it
+ * (WORKDIR/kf-sbx-<pid>-<n>, capped in entries and bytes), with TMPDIR, HOME and the
+ * runtime caches (POCL_CACHE_DIR, CUDA_CACHE_PATH, XDG_CACHE_HOME) pointed there and
+ * secrets (*_KEY, *_TOKEN, ...) left out of its environment; it is pinned to --threads
+ * CPUs; and before exec it gets no_new_privs, no capabilities, a Landlock domain (writes
+ * only in the scratch directory and to the GPU/null device nodes) and a seccomp filter (no
+ * sockets, io_uring, ptrace, setsid/setpgid, sched_setaffinity, ...).
+ * kf_verify_sandbox_describe says which of these this machine provides.
+ *
+ * The handshake (lim->handshake, CPU candidates; runproto.h): the parent starts every call
+ * through a pipe, times it with its own clock, prepares and checks calls through verify.c's
+ * callbacks, and kills the process group the moment the last call has returned.
  *
  * The child also gets PR_SET_PDEATHSIG = SIGKILL, so it dies with kforge; note that the
  * "parent" there is the forking thread, so verification must run on a thread that
  * outlives the check (any ordinary caller does).
  *
- * The parent polls with waitid(WNOWAIT) and short sleeps under a wall-clock deadline. The
- * process group is killed with SIGKILL while the leader is still an unreaped zombie (its
- * id cannot be reused yet), on timeout and after every normal exit too, so no stray
- * grandchild outlives a run.
+ * The parent polls with waitid(WNOWAIT) and short sleeps (or waits on the handshake pipe)
+ * under a wall-clock deadline. The process group is killed with SIGKILL while the leader is
+ * still an unreaped zombie (its id cannot be reused yet), on timeout and after every normal
+ * exit too; the filter keeps every descendant in that group, so none outlives a run.
  */
 #include "verify/verify_int.h"
 
