@@ -358,6 +358,47 @@ Test(cheats, finishing_in_a_timer_handler_is_caught) {
     fx_close(&f);
 }
 
+/* ---- 4. the kernel cannot tell a check run from a timing run ---- */
+
+/* On its first call in a process the kernel hashes what it can read of the runner's
+ * configuration (the control page but for the artifact's path, and the live page's rep
+ * counter) and prints it; one copy of it fails its first call (a check run), the other its
+ * second (only a timing run has one): both hashes come back in the detail's output tail.
+ * They must be equal: nothing readable says which kind of run the first call is in. */
+static void phase_hash(char *out, size_t cap, const char *fail_on) {
+    size_t ctl_size = kf_run_round_up(sizeof(kf_run_ctl), KF_RUN_PAGE);
+    char pre[2048];
+    snprintf(pre, sizeof pre,
+             "static int calls; ++calls;\n"
+             "if (calls == 1) {\n"
+             "  const unsigned char *c = (const unsigned char *)args[0] - %zu;\n"
+             "  uint64_t h = 1469598103934665603ull;\n"
+             "  for (size_t i = 0; i < %zu; i++) h = (h ^ c[i]) * 1099511628211ull;\n"
+             "  for (size_t i = %zu; i < %zu; i++) h = (h ^ c[i]) * 1099511628211ull;\n"
+             "  for (size_t i = 0; i < 4; i++) h = (h ^ c[%zu + i]) * 1099511628211ull;\n"
+             "  printf(\"PHASE %%016llx\\n\", (unsigned long long)h); fflush(stdout);\n"
+             "}\n"
+             "if (%s) return 1;\n",
+             ctl_size + KF_RUN_PAGE + KF_RUN_GUARD, offsetof(kf_run_ctl, entry),
+             offsetof(kf_run_ctl, bufs), offsetof(kf_run_ctl, done),
+             ctl_size + offsetof(kf_run_live, rep), fail_on);
+    fixture f;
+    fx_open(&f, timed);
+    kf_vresult r = run_src(&f, swish("", pre));
+    expect(&r, KF_V_KERNEL_ERROR, "PHASE ");
+    const char *p = strstr(r.detail, "PHASE ");
+    snprintf(out, cap, "%.22s", p);
+    fx_close(&f);
+}
+
+Test(cheats, check_and_timing_runs_look_the_same) {
+    char in_check[32], in_timing[32];
+    phase_hash(in_check, sizeof in_check, "calls == 1");
+    phase_hash(in_timing, sizeof in_timing, "calls == 2");
+    cr_assert_str_eq(in_check, in_timing, "the first call of a check run sees %s, of a timing run %s",
+                     in_check, in_timing);
+}
+
 /* ---- 7. nothing one run writes reaches the next; the scratch directory is capped ---- */
 
 /* A kernel that leaves a file in its working directory (or TMPDIR) and finds it again in a

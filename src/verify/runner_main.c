@@ -401,7 +401,9 @@ int main(int argc, char **argv) {
     }
 
     uint8_t *flush = NULL;
-    if (mode == KF_RUN_TIME && flush_bytes > 0) {
+    /* with the handshake the buffer is made at the first 'f': a check run and a timing run
+     * look the same until the second call */
+    if (!hs && mode == KF_RUN_TIME && flush_bytes > 0) {
         flush = malloc(flush_bytes);
         if (!flush) {
             snprintf(ctl->message, sizeof ctl->message,
@@ -456,6 +458,8 @@ int main(int argc, char **argv) {
                 } else if (cmd == 'f') {
                     live->stage = KF_STAGE_BETWEEN;
                     if (fresh && free_output_pages(ctl, base, nbufs) != 0) break;
+                    if (!flush && flush_bytes > 0 && (flush = malloc(flush_bytes)) != NULL)
+                        memset(flush, 1, flush_bytes);
                     if (flush) flush_caches(flush, flush_bytes);
                     if (send_msg('r', 0, 0) != 0) break;
                 } else {

@@ -188,8 +188,8 @@ static const char *signal_abbrev(int sig) {
     return "signal";
 }
 
-static void stage_text(const kf_run_live *live, uint32_t mode, char *buf, size_t cap) {
-    int st = live->stage, rep = live->rep;
+static void stage_text(const kf_run_live *live, int rep, uint32_t mode, char *buf, size_t cap) {
+    int st = live->stage;
     switch (st) {
     case KF_STAGE_START: snprintf(buf, cap, "while the runner was starting"); break;
     case KF_STAGE_LOADING: snprintf(buf, cap, "while loading the artifact"); break;
@@ -496,8 +496,6 @@ static int hs_check(hs_run *h, kf_sbx *sb) {
 
 /* Start one call: the clock starts just before the byte goes out. */
 static int hs_go(hs_run *h, kf_sbx *sb) {
-    /* the crash report's "in timed rep N" (the live page is the runner's to read) */
-    sb->live->rep = h->t_timing > 0 ? sb->hs_reps : -1;
     double t = mono_now();
     if (hs_send(h, 'g') != 0) return -1;
     h->t_go = t;
@@ -755,6 +753,12 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         hs.warmup = ctl->warmup_s;
         hs.budget = ctl->budget_s;
         hs.flush = ctl->flush_bytes > 0 || ctl->fresh_outputs;
+        /* what the runner may read is the same in a check run and a timing run: the plan is
+         * the parent's alone (the flush size and fresh_outputs are set for both runs by the
+         * caller; the runner acts on them only when told to flush) */
+        ctl->mode = KF_RUN_TIME;
+        ctl->min_reps = ctl->max_reps = 0;
+        ctl->min_time_s = ctl->warmup_s = ctl->budget_s = 0;
         hs.lim = lim;
         double seed = mono_now();
         memcpy(&hs.rng, &seed, sizeof hs.rng);
@@ -954,7 +958,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (lim->cpu_used) *lim->cpu_used = cpu_used;
 
     char where[96], out[400];
-    stage_text(live, mode, where, sizeof where);
+    /* with the handshake the rep is the parent's own count (nothing the runner can read
+     * says which call is timed) */
+    stage_text(live, use_hs ? (hs.t_timing > 0 ? sb->hs_reps : -1) : live->rep, use_hs ? hs.mode : mode,
+               where, sizeof where);
     struct stat ost;
     int64_t out_size = fstat(outfd, &ost) == 0 ? (int64_t)ost.st_size : 0;
     int nomem = live->nomem;

@@ -576,6 +576,16 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     char detail[1500];
     kf_vstatus vs = KF_V_OK;
     double slowest = 0;
+    /* the cache flush before each timed call: when the task's data fits in the last-level
+     * cache. Set for the check runs too, so that their control page reads like the timing
+     * run's (the runner flushes only when told to) */
+    int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
+    int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
+    uint64_t flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
+    if (o->time_it && lim.handshake) {
+        ctl->flush_bytes = flush_bytes;
+        ctl->fresh_outputs = o->fresh_outputs;
+    }
     for (int s = 0; s < c->nsets; s++) {
         kf_verify_load_set(c, &sb, s);
         ctl->mode = KF_RUN_CHECK;
@@ -625,9 +635,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         ctl->min_time_s = o->min_time_s;
         ctl->warmup_s = 0.05;
         ctl->budget_s = o->wall_limit_s > 0 ? 0.5 * o->wall_limit_s : 10.0;
-        int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
-        int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
-        ctl->flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
+        ctl->flush_bytes = flush_bytes;
         ctl->fresh_outputs = o->fresh_outputs;
         /* A kernel that passed the check within the wall limit is not hanging; the timing
          * run needs at least a warm-up and a rep, so it gets room for a few more runs. */
