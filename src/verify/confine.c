@@ -331,8 +331,8 @@ static int add_dev_rules(int rfd, int abi) {
 
 /* Probe, then build the ruleset for a run whose writable directory is scratch (absolute,
  * existing). See verify_int.h. */
-kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, int no_landlock,
-                             kf_error *err) {
+kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, const char *cache, int checker,
+                             int no_landlock, kf_error *err) {
     kf_confine_probe(cf);
     /* compute-sanitizer's target process ends "terminated before first instrumented API
      * call" under the ruleset (H200, CUDA 13.0, 2026-12-04; where it writes is not yet
@@ -368,6 +368,13 @@ kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, i
         close(rfd);
         return kf_error_set(err, KF_ERR_INTERNAL, scratch, 0, 0,
                             "sandbox: cannot allow writes in the scratch directory: %s", strerror(e));
+    }
+    if (cache && add_path_rule(rfd, AT_FDCWD, cache, attr.handled_access_fs, 0) != 0) {
+        int e = errno;
+        close(rfd);
+        return kf_error_set(err, KF_ERR_INTERNAL, cache, 0, 0,
+                            "sandbox: cannot allow writes in the runtime's cache directory: %s",
+                            strerror(e));
     }
     cf->dev_rules = add_dev_rules(rfd, abi);
     /* a checker's run may also use /dev/shm, in case compute-sanitizer's injection keeps

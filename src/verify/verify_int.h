@@ -206,14 +206,15 @@ typedef struct kf_confine {
  * nothing, holds nothing. */
 void kf_confine_probe(kf_confine *cf);
 /* In the parent, before fork: probe, then build the seccomp program and the Landlock
- * ruleset allowing writes beneath scratch (absolute, existing) and on the device
+ * ruleset allowing writes beneath scratch (absolute, existing), beneath cache when not
+ * NULL (a runtime's cache directory kept across runs: PoCL's), and on the device
  * allow-list. checker: the run has a memory checker in front of the runner, which may
  * then also write in /dev/shm and, under Landlock, ptrace and process_vm_* within the
  * sandbox (Landlock refuses them on processes outside it). An error only when
  * the kernel has Landlock but building the ruleset failed (the run must not go ahead
  * unconfined); release with kf_confine_release. */
-kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, int no_landlock,
-                             kf_error *err);
+kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, const char *cache, int checker,
+                             int no_landlock, kf_error *err);
 void kf_confine_release(kf_confine *cf);
 /* In the forked child, before execve: no_new_privs, drop capabilities, restrict itself
  * with ruleset_fd (the child's copy of cf->ruleset_fd; closed here), install the seccomp
