@@ -9,9 +9,10 @@
  * until the parent kills it: the parent times the calls and reads the results, nothing this
  * process writes counts. Without it (memory-checker runs, device targets) it calls the
  * kernel once (check mode) or warms it up and times repetitions with CLOCK_MONOTONIC (time
- * mode), writes the results into the control page and exits. Limits, stdout/stderr redirection and the process group were
- * set up by the parent before exec; everything the parent learns comes from the exit
- * status, the stage in the live page and the control page.
+ * mode), writes the results into the control page and exits. Limits, stdout/stderr
+ * redirection and the process group were set up by the parent before exec; without the
+ * handshake everything the parent learns comes from the exit status, the stage in the
+ * live page and the control page.
  *
  * While the kernel runs the control page is read-only, so a stray write into it faults
  * (a crash) instead of forging results; progress goes to the live page, which stays
