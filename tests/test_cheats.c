@@ -541,7 +541,11 @@ Test(cheats, setsid_descendant_dies_with_the_run) {
         if (!pid) break;
         usleep(20000);
     }
-    if (pid) kill((pid_t)pid, SIGKILL); /* leave nothing running, whatever the verdict */
+    /* leave nothing running, whatever the verdict (one escapee per run can be left) */
+    for (long p = pid, n = 0; p && n < 64; p = find_comm(comm), n++) {
+        kill((pid_t)p, SIGKILL);
+        usleep(10000);
+    }
     expect(&r, KF_V_OK, NULL);
     cr_assert_eq(pid, 0, "a descendant that called setsid() outlived the run (pid %ld)", pid);
     fx_close(&f);
