@@ -12,6 +12,7 @@
 #include "kforge/ir.h"
 #include "kforge/synth.h"
 #include "kforge/verify.h"
+#include "kforge/perf.h"
 #include "kforge/store.h"
 
 #include <ctype.h>
@@ -162,8 +163,12 @@ static void usage_verify(FILE *f) {
             "  --sets N           input sets (default 3)\n"
             "  --seed N           seed for the input sets\n"
             "  --target T         cpu (default), opencl[:N], cuda[:N]\n"
-            "  --time             also time the kernel when it verifies\n"
-            "  --threads N        OMP_NUM_THREADS for the kernel\n"
+            "  --time             also time the kernel when it verifies (every call started\n"
+            "                     and timed by kforge, its inputs rotated and its outputs\n"
+            "                     checked at random; a time under the roofline floor of the\n"
+            "                     machine's cached calibration is `impossible`)\n"
+            "  --threads N        threads for the kernel (OMP_NUM_THREADS), enforced: the\n"
+            "                     kernel runs on N CPUs\n"
             "  --timeout S        wall-clock limit per run (default 20)\n"
             "  -D NAME=VALUE      set a tunable / macro (repeatable)\n"
             "  --json             print the verification record as JSON\n"
@@ -619,6 +624,20 @@ static int cmd_verify(int argc, char **argv) {
     }
     if (!mkdtemp(work)) { fprintf(stderr, "kforge verify: cannot create a scratch directory in /tmp\n"); goto out; }
     vo.workdir = work;
+    if (vo.time_it) {
+        /* the roofline floor, as synth sets it: a time under it is `impossible` here too
+         * (the cached calibration, measured once per machine and thread count) */
+        kf_ceilings ceil;
+        kf_error cerr = {0};
+        if (kf_loop_device_ceilings(be, vo.threads, 0, &ceil, &cerr) == KF_OK) {
+            kf_roofline roof;
+            kf_roofline_of(g, &ceil, &roof);
+            vo.floor_s = roof.floor_s;
+        } else {
+            fprintf(stderr, "kforge verify: no roofline floor (the device's ceilings could not be "
+                    "measured: %s); times are checked only for being positive and finite\n", cerr.msg);
+        }
+    }
     if (kf_verify_ctx_new(g, &vo, &ctx, &err) != KF_OK) { rc = print_error(&err); goto out; }
     kf_vresult r;
     if (kf_verify_candidate(ctx, be, &cand, &r, &err) != KF_OK) { rc = print_error(&err); goto out; }
@@ -626,6 +645,7 @@ static int cmd_verify(int argc, char **argv) {
         json_t *j = vresult_json(&r);
         json_object_set_new(j, "task", json_string(g->name));
         json_object_set_new(j, "kernel", json_string(argv[optind + 1]));
+        if (vo.floor_s > 0) json_object_set_new(j, "floor_ms", json_real(vo.floor_s * 1e3));
         char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(text);
         free(text);
@@ -637,6 +657,8 @@ static int cmd_verify(int argc, char **argv) {
         if (r.status == KF_V_OK)
             printf("  max abs err %.3g, max rel err %.3g, nmse %.3g\n", r.max_abs_err, r.max_rel_err, r.nmse);
         if (r.timed) printf("  time %.4f ms (median of %d, min %.4f ms)\n", r.time_ms, r.reps, r.time_min_ms);
+        if (r.timed && vo.floor_s > 0)
+            printf("  roofline floor %.4f ms (%.1f%% of floor)\n", vo.floor_s * 1e3, 100 * vo.floor_s * 1e3 / r.time_ms);
         if (r.resources[0]) printf("  resources: %s\n", r.resources);
     }
     rc = r.status == KF_V_OK ? 0 : EXIT_VERIFY;

@@ -181,6 +181,16 @@ static unsigned short build_filter(struct sock_filter *p, int allow_trace, int a
         DENY(__NR_process_vm_writev, EPERM);
     }
     DENY(__NR_pidfd_getfd, EPERM);
+    if (!allow_connect) {
+        /* no way out of the run's process group, which is killed whole after the run
+         * (sandbox.c): without these a descendant that calls setsid() outlives the run.
+         * A memory checker's run keeps them (its tool may make groups of its own); the
+         * candidate it checks has passed the confined runs first. */
+        DENY(__NR_setsid, EPERM);
+        DENY(__NR_setpgid, EPERM);
+        /* the CPUs the sandbox pinned it to are the ones --threads allows */
+        DENY(__NR_sched_setaffinity, EPERM);
+    }
     DENY(__NR_bpf, EPERM);
     DENY(__NR_userfaultfd, EPERM);
     /* the calls whose arguments decide; each branch below ends in a return. Offsets
@@ -321,8 +331,8 @@ static int add_dev_rules(int rfd, int abi) {
 
 /* Probe, then build the ruleset for a run whose writable directory is scratch (absolute,
  * existing). See verify_int.h. */
-kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, int no_landlock,
-                             kf_error *err) {
+kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, const char *cache, int checker,
+                             int no_landlock, kf_error *err) {
     kf_confine_probe(cf);
     /* compute-sanitizer's target process ends "terminated before first instrumented API
      * call" under the ruleset (H200, CUDA 13.0, 2026-12-04; where it writes is not yet
@@ -358,6 +368,13 @@ kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, i
         close(rfd);
         return kf_error_set(err, KF_ERR_INTERNAL, scratch, 0, 0,
                             "sandbox: cannot allow writes in the scratch directory: %s", strerror(e));
+    }
+    if (cache && add_path_rule(rfd, AT_FDCWD, cache, attr.handled_access_fs, 0) != 0) {
+        int e = errno;
+        close(rfd);
+        return kf_error_set(err, KF_ERR_INTERNAL, cache, 0, 0,
+                            "sandbox: cannot allow writes in the runtime's cache directory: %s",
+                            strerror(e));
     }
     cf->dev_rules = add_dev_rules(rfd, abi);
     /* a checker's run may also use /dev/shm, in case compute-sanitizer's injection keeps
@@ -469,7 +486,8 @@ unsigned kf_confine_describe(const kf_confine *cf, const char *scratch, char *bu
     if (cf->seccomp) {
         flags |= KF_SANDBOX_NET;
         kf_buf_printf(&b, "seccomp (%s): no sockets but unconnected local ones, no connect or send to an address, no io_uring, ptrace, bpf, "
-                      "userfaultfd, cross-process memory or descriptor access, no TIOCSTI; ",
+                      "userfaultfd, cross-process memory or descriptor access, no TIOCSTI, no setsid/setpgid "
+                      "(every descendant dies with the run's process group), no sched_setaffinity; ",
                       KF_SECCOMP_ARCH_NAME);
     } else {
         kf_buf_printf(&b, "NO network confinement: %s; ", cf->seccomp_note);

@@ -4,11 +4,15 @@
  *   kforge-runner FD
  *
  * FD is a memfd laid out as in verify/runproto.h. The runner maps it, dlopens the
- * artifact, resolves the entry and either calls it once (check mode) or warms it up and
- * times repetitions with CLOCK_MONOTONIC (time mode), then writes the results into the
- * control page and exits. Limits, stdout/stderr redirection and the process group were
- * set up by the parent before exec; everything the parent learns comes from the exit
- * status, the stage in the live page and the control page.
+ * artifact and resolves the entry. With the handshake (CPU candidates of kf_verify_artifact)
+ * it then only calls the kernel when the parent says so on a pipe and reports each return,
+ * until the parent kills it: the parent times the calls and reads the results, nothing this
+ * process writes counts. Without it (memory-checker runs, device targets) it calls the
+ * kernel once (check mode) or warms it up and times repetitions with CLOCK_MONOTONIC (time
+ * mode), writes the results into the control page and exits. Limits, stdout/stderr
+ * redirection and the process group were set up by the parent before exec; without the
+ * handshake everything the parent learns comes from the exit status, the stage in the
+ * live page and the control page.
  *
  * While the kernel runs the control page is read-only, so a stray write into it faults
  * (a crash) instead of forging results; progress goes to the live page, which stays
@@ -32,6 +36,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +126,35 @@ static int free_output_pages(const kf_run_ctl *ctl, uint8_t *base, int nbufs) {
         if (hi > lo && madvise((void *)lo, hi - lo, MADV_REMOVE) != 0) return -1;
     }
     return 0;
+}
+
+/* One handshake message to the parent (runproto.h): a byte, and with_rc the int32 rc. */
+static int send_msg(char what, int rc, int with_rc) {
+    char m[5];
+    m[0] = what;
+    int32_t v = rc;
+    memcpy(m + 1, &v, 4);
+    size_t len = with_rc ? 5 : 1;
+    ssize_t n;
+    while ((n = write(KF_RUN_DONE_FD, m, len)) < 0 && errno == EINTR) {}
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+/* The parent's next command. The parent's clock runs from just before it writes 'g', so
+ * the wait for it spins for a while first (a blocked process takes a scheduler wake-up to
+ * run again: tens of microseconds inside every timed call, seen on a busy 2-vCPU VM), then
+ * blocks. 0, or -1 when the pipe is closed or broken. */
+static int read_cmd(char *cmd) {
+    double until = now_s() + 300e-6;
+    for (;;) {
+        ssize_t n = read(KF_RUN_GO_FD, cmd, 1);
+        if (n == 1) return 0;
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) return -1;
+        if (errno == EAGAIN && now_s() >= until) {
+            struct pollfd pf = {KF_RUN_GO_FD, POLLIN, 0};
+            if (poll(&pf, 1, -1) < 0 && errno != EINTR) return -1;
+        }
+    }
 }
 
 static volatile uint64_t flush_sink;
@@ -326,6 +361,7 @@ int main(int argc, char **argv) {
     double min_time = ctl->min_time_s, warmup = ctl->warmup_s, budget = ctl->budget_s;
     uint64_t flush_bytes = ctl->flush_bytes;
     int fresh = ctl->fresh_outputs;
+    int hs = ctl->handshake == 1;
     char entry[sizeof ctl->entry], artifact[sizeof ctl->artifact];
     memcpy(entry, ctl->entry, sizeof entry);
     entry[sizeof entry - 1] = 0;
@@ -368,7 +404,9 @@ int main(int argc, char **argv) {
     }
 
     uint8_t *flush = NULL;
-    if (mode == KF_RUN_TIME && flush_bytes > 0) {
+    /* with the handshake the buffer is made at the first 'f': a check run and a timing run
+     * look the same until the second call */
+    if (!hs && mode == KF_RUN_TIME && flush_bytes > 0) {
         flush = malloc(flush_bytes);
         if (!flush) {
             snprintf(ctl->message, sizeof ctl->message,
@@ -404,6 +442,38 @@ int main(int argc, char **argv) {
 
     int rc = 0, reps = 0, warm = 0, fresh_errno = 0;
     live->rep = -1;
+    if (hs) {
+        /* 'r', then the parent's commands until it kills this process: 'g' calls the
+         * kernel once and answers 'd' with its return value; 'f' frees the outputs' pages
+         * (fresh_outputs) and flushes the caches, then answers 'r'. The parent decides how
+         * many calls there are and which are flushed, and times them. */
+        live->stage = KF_STAGE_LOADED;
+        int fl = fcntl(KF_RUN_GO_FD, F_GETFL);
+        if (fl >= 0) fcntl(KF_RUN_GO_FD, F_SETFL, fl | O_NONBLOCK);
+        if (send_msg('r', 0, 0) == 0) {
+            for (;;) {
+                char cmd = 0;
+                if (read_cmd(&cmd) != 0) break;
+                if (cmd == 'g') {
+                    live->stage = KF_STAGE_KERNEL;
+                    rc = fn(args);
+                    if (send_msg('d', rc, 1) != 0) break;
+                } else if (cmd == 'f') {
+                    live->stage = KF_STAGE_BETWEEN;
+                    if (fresh && free_output_pages(ctl, base, nbufs) != 0) break;
+                    if (!flush && flush_bytes > 0 && (flush = malloc(flush_bytes)) != NULL)
+                        memset(flush, 1, flush_bytes);
+                    if (flush) flush_caches(flush, flush_bytes);
+                    if (send_msg('r', 0, 0) != 0) break;
+                } else {
+                    break;
+                }
+            }
+        }
+        /* the pipe broke or an output page could not be freed: wait for the parent's
+         * kill (its wall-clock limit at the latest) rather than report anything */
+        for (;;) pause();
+    }
     live->stage = KF_STAGE_KERNEL;
     mprotect(base, ctl_size, PROT_READ);
     if (mode == KF_RUN_CHECK) {

@@ -27,7 +27,25 @@
 #include <stdint.h>
 
 #define KF_RUN_MAGIC 0x4b46524e52554e31ULL /* "KFRNRUN1" */
-#define KF_RUN_VERSION 2
+#define KF_RUN_VERSION 3
+
+/* The handshake (ctl.handshake = 1; CPU candidates in kf_verify_artifact): every call of
+ * the kernel is started and ended through two pipes, so that the parent times it with its
+ * own clock and kills the runner the moment the last call has returned (no destructor,
+ * atexit or signal handler of the kernel runs after a measured call). The runner reads
+ * one byte from KF_RUN_GO_FD and writes to KF_RUN_DONE_FD:
+ *   runner -> parent  'r'             ready (after loading, and after each 'f')
+ *                     'd' int32 rc    the call returned rc
+ *   parent -> runner  'g'             call the kernel once (the parent's clock runs from
+ *                                     just before this byte to just after the 'd')
+ *                     'f'             free the outputs' pages (fresh_outputs) and flush
+ *                                     the caches, then 'r'
+ * The parent kills the runner after the 'd' of the last call; the runner never exits by
+ * itself in this mode.  * Nothing the runner writes into the control page counts in this mode: the times are the
+ * parent's, the kernel's return value comes with 'd' (a kernel that forges messages only
+ * ends its own run early; see docs/kernel-contract.md). */
+#define KF_RUN_GO_FD 4
+#define KF_RUN_DONE_FD 5
 #define KF_RUN_PAGE 4096
 #define KF_RUN_GUARD 4096
 #define KF_RUN_ALIGN 64
@@ -73,6 +91,8 @@ typedef struct kf_run_ctl {
     int32_t nbufs;
     int32_t min_reps, max_reps;
     int32_t fresh_outputs;  /* timing on the CPU: free the outputs' pages before every rep */
+    int32_t handshake;      /* 1: calls go through the pipes above (CPU path only) */
+    int32_t pad0;
     double min_time_s;      /* timing: keep repeating until this much measured time */
     double warmup_s;        /* timing: warm up for about this long (at least one run) */
     double budget_s;        /* timing: stop repeating after this much wall time */

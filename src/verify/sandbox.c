@@ -17,28 +17,37 @@
  * "errors found" exit status, and take a copy of the captured output before the file goes.
  *
  * Confinement (confine.c): the child starts a session of its own (no controlling
- * terminal), works in the candidate's scratch directory WORKDIR/kf-sbx-<hash of the
- * artifact>, with TMPDIR and the runtime caches (POCL_CACHE_DIR, CUDA_CACHE_PATH,
- * XDG_CACHE_HOME) pointed there and secrets (*_KEY, *_TOKEN, ...) left out of its
- * environment, and before exec it gets no_new_privs, no capabilities, a Landlock domain
- * (writes only in the scratch directory and to the GPU/null device nodes) and a seccomp
- * filter (no sockets, io_uring, ptrace, ...). kf_verify_sandbox_describe says which of
- * these this machine provides.
+ * terminal), works in a scratch directory made fresh for this run and removed after it
+ * (WORKDIR/kf-sbx-<pid>-<n>, capped in entries and bytes), with TMPDIR, HOME and the
+ * runtime caches (POCL_CACHE_DIR, CUDA_CACHE_PATH, XDG_CACHE_HOME) pointed there and
+ * secrets (*_KEY, *_TOKEN, ...) left out of its environment; it is pinned to --threads
+ * CPUs; and before exec it gets no_new_privs, no capabilities, a Landlock domain (writes
+ * only in the scratch directory and to the GPU/null device nodes) and a seccomp filter (no
+ * sockets, io_uring, ptrace, setsid/setpgid, sched_setaffinity, ...).
+ * kf_verify_sandbox_describe says which of these this machine provides.
+ *
+ * The handshake (lim->handshake, CPU candidates; runproto.h): the parent starts every call
+ * through a pipe, times it with its own clock, prepares and checks calls through verify.c's
+ * callbacks, and kills the process group the moment the last call has returned.
  *
  * The child also gets PR_SET_PDEATHSIG = SIGKILL, so it dies with kforge; note that the
  * "parent" there is the forking thread, so verification must run on a thread that
  * outlives the check (any ordinary caller does).
  *
- * The parent polls with waitid(WNOWAIT) and short sleeps under a wall-clock deadline. The
- * process group is killed with SIGKILL while the leader is still an unreaped zombie (its
- * id cannot be reused yet), on timeout and after every normal exit too, so no stray
- * grandchild outlives a run.
+ * The parent polls with waitid(WNOWAIT) and short sleeps (or waits on the handshake pipe)
+ * under a wall-clock deadline. The process group is killed with SIGKILL while the leader is
+ * still an unreaped zombie (its id cannot be reused yet), on timeout and after every normal
+ * exit too; the filter keeps every descendant in that group, so none outlives a run.
  */
 #include "verify/verify_int.h"
 
+#include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,8 +188,8 @@ static const char *signal_abbrev(int sig) {
     return "signal";
 }
 
-static void stage_text(const kf_run_live *live, uint32_t mode, char *buf, size_t cap) {
-    int st = live->stage, rep = live->rep;
+static void stage_text(const kf_run_live *live, int rep, uint32_t mode, char *buf, size_t cap) {
+    int st = live->stage;
     switch (st) {
     case KF_STAGE_START: snprintf(buf, cap, "while the runner was starting"); break;
     case KF_STAGE_LOADING: snprintf(buf, cap, "while loading the artifact"); break;
@@ -245,29 +254,102 @@ extern char **environ;
 
 /* ---- the candidate's scratch directory and environment ---- */
 
-/* WORKDIR/kf-sbx-<hash of the artifact path>: the one directory the candidate may write
- * (confine.c). One per artifact, shared by its runs, so that the device runtimes' caches
- * (PoCL's kernel builds, the CUDA JIT cache) stay warm across the check and timing runs
- * of one candidate without being shared between candidates: one candidate cannot plant a
- * cached build that another one's run would load. Artifacts live in WORKDIR itself, out
- * of every candidate's reach. Kept, like the artifact: removing it after a run would race
- * with another run of the same artifact on another thread. */
-static kf_status scratch_dir(const char *workdir, const char *artifact, char *out, size_t cap,
-                             kf_error *err) {
+/* WORKDIR/kf-sbx-<pid>-<n>: the one directory the candidate may write (confine.c), made
+ * fresh and empty for every run and removed after it, so nothing one run writes reaches
+ * the next (a kernel that memoises results in files between its check runs and its timing
+ * run, issue 24). The device runtimes' caches live there too, so they start cold in every
+ * run (their cost is in docs/benchmarks.md). Artifacts live in WORKDIR itself, out of
+ * every candidate's reach. */
+static unsigned long scratch_counter;
+
+static kf_status scratch_dir(const char *workdir, char *out, size_t cap, kf_error *err) {
     char wd[PATH_MAX];
     if (!realpath(workdir, wd))
         return kf_error_set(err, KF_ERR_IO, workdir, 0, 0, "workdir: %s", strerror(errno));
-    uint64_t h = kf_hash64(artifact, strlen(artifact), 0x6b662d736278ull);
-    if ((size_t)snprintf(out, cap, "%s/kf-sbx-%016llx", wd, (unsigned long long)h) >= cap)
+    unsigned long n = __atomic_add_fetch(&scratch_counter, 1, __ATOMIC_RELAXED);
+    if ((size_t)snprintf(out, cap, "%s/kf-sbx-%ld-%lu", wd, (long)getpid(), n) >= cap)
         return kf_error_set(err, KF_ERR_ARG, workdir, 0, 0, "workdir path is too long");
-    if (mkdir(out, 0700) != 0 && errno != EEXIST)
-        return kf_error_set(err, KF_ERR_IO, out, 0, 0, "cannot create the candidate's scratch "
-                            "directory: %s", strerror(errno));
+    if (mkdir(out, 0700) != 0) {
+        /* a leftover of a kforge that died with this pid: not ours to trust, gone */
+        int e = errno;
+        if (e == EEXIST) {
+            kf_sbx_remove_tree(out);
+            e = mkdir(out, 0700) == 0 ? 0 : errno;
+        }
+        if (e)
+            return kf_error_set(err, KF_ERR_IO, out, 0, 0, "cannot create the candidate's scratch "
+                                "directory: %s", strerror(e));
+    }
     struct stat st;
     if (lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         return kf_error_set(err, KF_ERR_IO, out, 0, 0, "the candidate's scratch directory is "
                             "not a directory of ours");
     return KF_OK;
+}
+
+/* Files (entries of any kind, directories included) and bytes (allocated blocks, so a
+ * sparse file counts what it holds) under the directory dfd, at most max_files entries
+ * counted; symbolic links are counted, never followed. dfd is consumed. */
+static void tree_usage(int dfd, int depth, int64_t *files, int64_t *bytes, int64_t max_files) {
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *de;
+    while (*files <= max_files && (de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        struct stat st;
+        (*files)++;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        *bytes += (int64_t)st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode) && depth < 64) {
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) tree_usage(sub, depth + 1, files, bytes, max_files);
+        }
+    }
+    closedir(d);
+}
+
+/* Usage of the scratch directory path (see tree_usage). */
+static void scratch_usage(const char *path, int64_t *files, int64_t *bytes) {
+    *files = *bytes = 0;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) tree_usage(fd, 0, files, bytes, KF_SCRATCH_MAX_FILES);
+}
+
+/* Remove everything beneath dfd (consumed): directories the candidate made unreadable are
+ * opened up first (we own them), links are removed, never followed. */
+static void tree_clear(int dfd, int depth) {
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            fchmodat(dirfd(d), de->d_name, 0700, 0);
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0 && depth < 256) tree_clear(sub, depth + 1);
+            else if (sub >= 0) close(sub);
+            unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+        } else {
+            unlinkat(dirfd(d), de->d_name, 0);
+        }
+    }
+    closedir(d);
+}
+
+/* See verify_int.h. */
+void kf_sbx_remove_tree(const char *path) {
+    chmod(path, 0700);
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) tree_clear(fd, 0);
+    rmdir(path);
 }
 
 /* Variables the child does not inherit: what the sandbox sets itself, and secrets (the
@@ -346,6 +428,180 @@ unsigned kf_verify_sandbox_describe(const kf_verify_ctx *c, const kf_backend *b,
     return flags;
 }
 
+/* ---- the handshake (runproto.h): the parent's side ---- */
+
+typedef struct hs_run {
+    int go_fd, done_fd;     /* write end of the go pipe, read end of the done pipe; -1 = none */
+    uint32_t mode;
+    int min_reps, max_reps;
+    double min_time, warmup, budget;
+    int flush;              /* time mode: each timed call is preceded by an 'f' */
+    int in_call, in_flush, finished, violation, rc, started;
+    double t_go, t_first_go, t_timing, spent;
+    /* checking the calls (lim->prepare/check): the set the current call got, the random
+     * checks made, and the first failure */
+    pid_t pid;
+    const kf_sbx_limits *lim;
+    uint64_t rng;
+    int set, checks, final;
+    kf_vstatus check_vs;
+    char check_detail[1200];
+    char buf[64];
+    size_t have;
+} hs_run;
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int hs_send(hs_run *h, char c) {
+    ssize_t n;
+    while ((n = write(h->go_fd, &c, 1)) < 0 && errno == EINTR) {}
+    return n == 1 ? 0 : -1;
+}
+
+/* The next call's inputs and poisoned outputs (lim->prepare), before its flush or start. */
+static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
+    if (h->lim->prepare) h->set = h->lim->prepare(h->lim->cb_arg, final);
+    sb->hs_last_set = h->set;
+}
+
+/* Check the call that just returned, with every process of the run stopped first so that
+ * nothing it left running changes the outputs while they are read. 0, or -1 when the run
+ * is over (the runner died; its exit is the verdict). */
+static int hs_check(hs_run *h, kf_sbx *sb) {
+    if (kill(-h->pid, SIGSTOP) != 0) kill(h->pid, SIGSTOP);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED | WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+    if (si.si_code != CLD_STOPPED) return -1;
+    /* consume the stop report (the exit report stays for the end of the run) */
+    memset(&si, 0, sizeof si);
+    while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
+    h->checks++;
+    sb->hs_checked++;
+    kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
+    kill(-h->pid, SIGCONT);
+    kill(h->pid, SIGCONT);
+    if (vs != KF_V_OK) {
+        h->check_vs = vs;
+        sb->hs_fail_set = h->set;
+        sb->hs_fail_call = sb->hs_calls;
+        h->finished = 1;
+    }
+    return 0;
+}
+
+/* Start one call: the clock starts just before the byte goes out. */
+static int hs_go(hs_run *h, kf_sbx *sb) {
+    double t = mono_now();
+    if (hs_send(h, 'g') != 0) return -1;
+    h->t_go = t;
+    if (!h->started) h->t_first_go = t;
+    h->started = 1;
+    h->in_call = 1;
+    return 0;
+}
+
+/* Handle one message from the runner; sets h->finished when the run is over for the
+ * parent (the last call returned, or a message came out of turn: h->violation). */
+static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
+    switch (m[0]) {
+    case 'r':
+        /* after loading (the first call is a warm-up: no flush), or after an 'f' */
+        if (h->in_call || (h->started && !h->in_flush)) break;
+        if (!h->in_flush) hs_prepare(h, sb, 0); /* the first call */
+        h->in_flush = 0;
+        if (hs_go(h, sb) != 0) break;
+        return;
+    case 'd': {
+        double t = mono_now();
+        if (!h->in_call) break;
+        h->in_call = 0;
+        int32_t rc;
+        memcpy(&rc, m + 1, 4);
+        h->rc = rc;
+        sb->hs_calls++;
+        double dt = t - h->t_go;
+        int last = h->mode != KF_RUN_TIME || rc != 0 || h->final;
+        if (!last && h->t_timing <= 0) {
+            /* warm-up, back to back: at least one call, then until warmup seconds passed */
+            sb->hs_warm++;
+            if (t - h->t_first_go >= h->warmup || sb->hs_warm >= 1000) h->t_timing = t;
+        } else if (!last) {
+            sb->hs_times[sb->hs_reps++] = dt;
+            h->spent += dt;
+            /* enough measured time (or, when every call flushes a cache of hundreds of MiB
+             * first, four times that in wall time), at least min_reps; or the cap; or the
+             * budget */
+            if (sb->hs_reps >= h->min_reps && (h->spent >= h->min_time || t - h->t_timing >= 4 * h->min_time))
+                last = 1;
+            if (sb->hs_reps >= h->max_reps || sb->hs_reps >= KF_RUN_MAX_REPS) last = 1;
+            if (h->budget > 0 && t - h->t_timing > h->budget) last = 1;
+        }
+        if (last && h->lim->prepare && !h->final && rc == 0 && h->mode == KF_RUN_TIME) {
+            /* one more call, untimed, which the kernel cannot tell from a timed one: on a set
+             * other than the first call's and the previous one's, checked in full by the
+             * caller (a kernel that replays an earlier result fails it whatever the random
+             * order was) */
+            h->final = 1;
+            last = 0;
+        } else if (last) {
+            h->finished = 1;
+            return;
+        }
+        /* a random quarter of the calls, up to four, is checked like a verification run
+         * (the last is checked by the caller); which ones, only this process knows */
+        if (h->lim->check && h->checks < 4) {
+            h->rng ^= h->rng << 13;
+            h->rng ^= h->rng >> 7;
+            h->rng ^= h->rng << 17;
+            if ((h->rng >> 32) % 4 == 0) {
+                if (hs_check(h, sb) != 0 || h->finished) return;
+            }
+        }
+        /* the next call: its inputs and poisoned outputs, and (a timed one) flushed caches */
+        hs_prepare(h, sb, h->final);
+        if (h->t_timing > 0 && h->flush) {
+            if (hs_send(h, 'f') != 0) break;
+            h->in_flush = 1;
+            sb->hs_flushes++;
+        } else if (hs_go(h, sb) != 0) {
+            break;
+        }
+        return;
+    }
+    default:
+        break;
+    }
+    h->violation = m[0] ? m[0] : '?';
+    h->finished = 1;
+}
+
+/* Read what the runner sent (the done pipe is readable) and handle whole messages. */
+static void hs_read(hs_run *h, kf_sbx *sb) {
+    ssize_t n = read(h->done_fd, h->buf + h->have, sizeof h->buf - h->have);
+    if (n <= 0) {
+        if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+            close(h->done_fd); /* the runner is gone or closed it: its exit tells the rest */
+            h->done_fd = -1;
+        }
+        return;
+    }
+    h->have += (size_t)n;
+    size_t at = 0;
+    while (at < h->have && !h->finished) {
+        size_t len = h->buf[at] == 'd' ? 5 : 1;
+        if (h->have - at < len) break;
+        hs_message(h, sb, h->buf + at);
+        at += len;
+    }
+    memmove(h->buf, h->buf + at, h->have - at);
+    h->have -= at;
+}
+
 /* Run the runner once; see verify_int.h for the contract. */
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err) {
@@ -378,14 +634,33 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     uint32_t mode = ctl->mode;
 
     /* the candidate's scratch directory and its confinement, before anything to undo */
-    char art[sizeof ctl->artifact], scratch[PATH_MAX + 32];
-    memcpy(art, ctl->artifact, sizeof art);
-    art[sizeof art - 1] = 0;
-    kf_status sst = scratch_dir(lim->workdir, art, scratch, sizeof scratch, err);
+    char scratch[PATH_MAX + 32], pocl_dir[PATH_MAX + 64] = "";
+    kf_status sst = scratch_dir(lim->workdir, scratch, sizeof scratch, err);
     if (sst != KF_OK) return sst;
+    /* An OpenCL candidate has no host code: only PoCL, kforge's own runner code, writes
+     * files in its runs. Its kernel cache stays warm across one candidate's runs in
+     * WORKDIR/kf-pocl-<hash of the artifact> (never shared between candidates), as before
+     * the scratch directory became per run: every run rebuilding the program cost 1.4-1.9 s
+     * a verification on the 2-vCPU VM. Its files are PoCL's, not the candidate's. */
+    if (strncmp(ctl->target, "opencl", 6) == 0) {
+        char wd[PATH_MAX];
+        if (realpath(lim->workdir, wd)) {
+            uint64_t h = kf_hash64(ctl->artifact, strnlen(ctl->artifact, sizeof ctl->artifact),
+                                   0x6b662d706f636cull);
+            snprintf(pocl_dir, sizeof pocl_dir, "%s/kf-pocl-%016llx", wd, (unsigned long long)h);
+            struct stat pst;
+            if ((mkdir(pocl_dir, 0700) != 0 && errno != EEXIST) || lstat(pocl_dir, &pst) != 0 ||
+                !S_ISDIR(pst.st_mode) || pst.st_uid != geteuid())
+                pocl_dir[0] = 0; /* then the cache is the run's own, in its scratch */
+        }
+    }
     kf_confine cf;
-    sst = kf_confine_prepare(&cf, scratch, lim->wrapper != NULL, lim->no_landlock, err);
-    if (sst != KF_OK) return sst;
+    sst = kf_confine_prepare(&cf, scratch, pocl_dir[0] ? pocl_dir : NULL, lim->wrapper != NULL,
+                             lim->no_landlock, err);
+    if (sst != KF_OK) {
+        kf_sbx_remove_tree(scratch);
+        return sst;
+    }
 
     char outpath[1200];
     snprintf(outpath, sizeof outpath, "%s/kf-run-%ld-%lu.out", lim->workdir, (long)getpid(),
@@ -394,6 +669,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (outfd < 0) {
         int e = errno;
         kf_confine_release(&cf);
+        kf_sbx_remove_tree(scratch);
         return kf_error_set(err, KF_ERR_IO, outpath, 0, 0, "cannot create the runner's output file: %s",
                             strerror(e));
     }
@@ -412,7 +688,8 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         xdg[PATH_MAX + 64], home[PATH_MAX + 64];
     snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", lim->threads > 0 ? lim->threads : 1);
     snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", scratch);
-    snprintf(pocl, sizeof pocl, "POCL_CACHE_DIR=%s/pocl", scratch);
+    if (pocl_dir[0]) snprintf(pocl, sizeof pocl, "POCL_CACHE_DIR=%s", pocl_dir);
+    else snprintf(pocl, sizeof pocl, "POCL_CACHE_DIR=%s/pocl", scratch);
     snprintf(nvcache, sizeof nvcache, "CUDA_CACHE_PATH=%s/nv", scratch);
     snprintf(xdg, sizeof xdg, "XDG_CACHE_HOME=%s/cache", scratch);
     /* the CUDA driver creates $HOME/.nv/ComputeCache whatever CUDA_CACHE_PATH says (seen
@@ -458,17 +735,89 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     clamp_limit(RLIMIT_NPROC, np, np, &rl_nproc);
     rl_core.rlim_cur = rl_core.rlim_max = 0;
 
+    /* --threads N is enforced, not advice: the child runs on N CPUs of the ones kforge may
+     * use (the first N of its affinity mask; give concurrent kforge processes disjoint core
+     * sets with taskset), and the filter refuses sched_setaffinity to widen it */
+    cpu_set_t pin;
+    int pinned = 0;
+    CPU_ZERO(&pin);
+    {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        if (lim->threads > 0 && sched_getaffinity(0, sizeof mine, &mine) == 0 &&
+            CPU_COUNT(&mine) > lim->threads) {
+            for (int c = 0, k = 0; c < CPU_SETSIZE && k < lim->threads; c++)
+                if (CPU_ISSET(c, &mine)) {
+                    CPU_SET(c, &pin);
+                    k++;
+                }
+            pinned = 1;
+        }
+    }
+
+    hs_run hs;
+    memset(&hs, 0, sizeof hs);
+    hs.go_fd = hs.done_fd = -1;
+    int gp[2] = {-1, -1}, dp[2] = {-1, -1};
+    int use_hs = lim->handshake && !lim->wrapper;
+    sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_flushes = sb->hs_checked = 0;
+    sb->hs_last_set = sb->hs_fail_set = sb->hs_fail_call = 0;
+    if (use_hs) {
+        /* the parent's copy of the timing plan: the control page is the runner's to write */
+        hs.mode = mode;
+        hs.min_reps = ctl->min_reps > 0 ? ctl->min_reps : 1;
+        hs.max_reps = ctl->max_reps > 0 ? ctl->max_reps : 1;
+        if (hs.min_reps > hs.max_reps) hs.min_reps = hs.max_reps;
+        hs.min_time = ctl->min_time_s;
+        hs.warmup = ctl->warmup_s;
+        hs.budget = ctl->budget_s;
+        hs.flush = ctl->flush_bytes > 0 || ctl->fresh_outputs;
+        /* what the runner may read is the same in a check run and a timing run: the plan is
+         * the parent's alone (the flush size and fresh_outputs are set for both runs by the
+         * caller; the runner acts on them only when told to flush) */
+        ctl->mode = KF_RUN_TIME;
+        ctl->min_reps = ctl->max_reps = 0;
+        ctl->min_time_s = ctl->warmup_s = ctl->budget_s = 0;
+        hs.lim = lim;
+        double seed = mono_now();
+        memcpy(&hs.rng, &seed, sizeof hs.rng);
+        hs.rng ^= 0x9E3779B97F4A7C15ull * (uint64_t)(getpid() + 1) ^ (uint64_t)(uintptr_t)&hs;
+        if (!hs.rng) hs.rng = 1;
+        if (pipe2(gp, O_CLOEXEC) != 0 || pipe2(dp, O_CLOEXEC) != 0) use_hs = 0;
+        if (!use_hs) {
+            int e = errno;
+            for (int i = 0; i < 2; i++) {
+                if (gp[i] >= 0) close(gp[i]);
+                if (dp[i] >= 0) close(dp[i]);
+            }
+            free(envp);
+            free(argv);
+            close(outfd);
+            unlink(outpath);
+            if (devnull >= 0) close(devnull);
+            kf_confine_release(&cf);
+            kf_sbx_remove_tree(scratch);
+            return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "pipe: %s", strerror(e));
+        }
+    }
+    ctl->handshake = use_hs;
+
     double t0 = kf_now();
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
+        for (int i = 0; i < 2; i++) {
+            if (gp[i] >= 0) close(gp[i]);
+            if (dp[i] >= 0) close(dp[i]);
+        }
         free(envp);
         free(argv);
         close(outfd);
         unlink(outpath);
         if (devnull >= 0) close(devnull);
         kf_confine_release(&cf);
+        kf_sbx_remove_tree(scratch);
         return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "fork: %s", strerror(e));
     }
     if (pid == 0) {
@@ -484,14 +833,18 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         if (mfd < 0) _exit(126);
         int rfd = cf.ruleset_fd >= 0 ? fcntl(cf.ruleset_fd, F_DUPFD_CLOEXEC, 10) : -1;
         if (cf.ruleset_fd >= 0 && rfd < 0) _exit(126);
+        int gfd = use_hs ? fcntl(gp[0], F_DUPFD, 10) : -1, dfd = use_hs ? fcntl(dp[1], F_DUPFD, 10) : -1;
+        if (use_hs && (gfd < 0 || dfd < 0)) _exit(126);
         if (devnull >= 0) dup2(devnull, 0);
         dup2(outfd, 1);
         dup2(outfd, 2);
         dup2(mfd, 3);
+        if (use_hs && (dup2(gfd, KF_RUN_GO_FD) < 0 || dup2(dfd, KF_RUN_DONE_FD) < 0)) _exit(126);
         if (chdir(scratch) != 0) _exit(126);
+        if (pinned && sched_setaffinity(0, sizeof pin, &pin) != 0) _exit(126);
         if (kf_confine_apply(&cf, rfd, ctl->message, sizeof ctl->message) != 0) _exit(KF_CONFINE_EXIT);
 #ifdef SYS_close_range
-        syscall(SYS_close_range, 4u, ~0u, 0u);
+        syscall(SYS_close_range, use_hs ? (unsigned)KF_RUN_DONE_FD + 1 : 4u, ~0u, 0u);
 #endif
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -516,20 +869,56 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     free(argv);
     if (devnull >= 0) close(devnull);
     kf_confine_release(&cf);
+    if (use_hs) {
+        close(gp[0]);
+        close(dp[1]);
+        hs.go_fd = gp[1];
+        hs.done_fd = dp[0];
+        hs.pid = pid;
+    }
 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
-    int timed_out = 0, polled_flood = 0;
+    int timed_out = 0, polled_flood = 0, scratch_flood = 0;
     long nap = 50000;
+    double last_watch = 0;
     for (;;) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
+        if (hs.finished) {
+            /* the results are in (the outputs in the region, the times here): the runner
+             * dies now, before anything of the kernel's runs after its last call */
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+            break;
+        }
         int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
         if (w == 0 && si.si_pid == pid) break;
         if (w < 0 && errno != EINTR) break;
+        /* inside a timed call the parent stays out of the way: it watches the output and
+         * the scratch directory only every 50 ms there */
+        if (hs.in_call && kf_now() - last_watch < 0.05 && kf_now() < deadline) {
+            struct pollfd pf = {hs.done_fd, POLLIN, 0};
+            double left = deadline - kf_now();
+            int ms = left < 0.05 ? (int)(left * 1e3) + 1 : 50;
+            if (poll(&pf, 1, ms) > 0) hs_read(&hs, sb);
+            continue;
+        }
+        last_watch = kf_now();
         struct stat fst;
         if (lim->poll_output && lim->output_cap > 0 && fstat(outfd, &fst) == 0 &&
             fst.st_size > lim->output_cap) {
             polled_flood = 1;
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            memset(&si, 0, sizeof si);
+            while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+            break;
+        }
+        int64_t sf, sbytes;
+        scratch_usage(scratch, &sf, &sbytes);
+        if (sf > KF_SCRATCH_MAX_FILES || sbytes > KF_SCRATCH_MAX_BYTES) {
+            scratch_flood = 1;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             memset(&si, 0, sizeof si);
@@ -544,10 +933,22 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
             break;
         }
-        struct timespec ts = {0, nap};
-        nanosleep(&ts, NULL);
+        if (hs.done_fd >= 0) {
+            struct pollfd pf = {hs.done_fd, POLLIN, 0};
+            struct timespec ts = {0, nap};
+            if (ppoll(&pf, 1, &ts, NULL) > 0) {
+                hs_read(&hs, sb);
+                nap = 50000;
+                continue;
+            }
+        } else {
+            struct timespec ts = {0, nap};
+            nanosleep(&ts, NULL);
+        }
         if (nap < 5000000) nap *= 2;
     }
+    if (hs.go_fd >= 0) close(hs.go_fd);
+    if (hs.done_fd >= 0) close(hs.done_fd);
     kill(-pid, SIGKILL); /* anything the candidate left behind in its group */
     int st = 0;
     struct rusage ru;
@@ -555,6 +956,12 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     pid_t reaped;
     while ((reaped = wait4(pid, &st, 0, &ru)) < 0 && errno == EINTR) {}
     double wall = kf_now() - t0;
+    /* what the run left in its scratch directory (a burst between two polls counts too),
+     * then nothing of it stays: every process that could write there is dead */
+    int64_t scratch_files = 0, scratch_bytes = 0;
+    scratch_usage(scratch, &scratch_files, &scratch_bytes);
+    if (scratch_files > KF_SCRATCH_MAX_FILES || scratch_bytes > KF_SCRATCH_MAX_BYTES) scratch_flood = 1;
+    kf_sbx_remove_tree(scratch);
     if (reaped != pid) {
         /* someone else reaped it (SIGCHLD ignored?): the verdict is unknown */
         *vs = KF_V_INTERNAL;
@@ -570,7 +977,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     if (lim->cpu_used) *lim->cpu_used = cpu_used;
 
     char where[96], out[400];
-    stage_text(live, mode, where, sizeof where);
+    /* with the handshake the rep is the parent's own count (nothing the runner can read
+     * says which call is timed) */
+    stage_text(live, use_hs ? (hs.t_timing > 0 ? sb->hs_reps : -1) : live->rep, use_hs ? hs.mode : mode,
+               where, sizeof where);
     struct stat ost;
     int64_t out_size = fstat(outfd, &ost) == 0 ? (int64_t)ost.st_size : 0;
     int nomem = live->nomem;
@@ -586,7 +996,13 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
      * limit hits, with the file full: that is a flood too. */
     int flooded = polled_flood || (signaled && WTERMSIG(st) == SIGXFSZ) || out_size > lim->output_cap ||
                   (lim->output_cap > 0 && out_size >= lim->output_cap && (timed_out || signaled));
-    if (flooded) {
+    if (scratch_flood) {
+        *vs = KF_V_OUTPUT_FLOOD;
+        snprintf(detail, cap, "wrote more than the scratch directory's cap of %d files and %lld "
+                 "MiB %s (%lld files, %.1f MiB were left at the end)", KF_SCRATCH_MAX_FILES,
+                 (long long)(KF_SCRATCH_MAX_BYTES >> 20), where, (long long)scratch_files,
+                 (double)scratch_bytes / MIB);
+    } else if (flooded) {
         *vs = KF_V_OUTPUT_FLOOD;
         output_excerpt(outfd, 0, out, 120);
         snprintf(detail, cap, "wrote more than the %lld-byte stdout/stderr cap (%s) %s; output "
@@ -598,6 +1014,28 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         output_excerpt(outfd, 1, out, 200);
         snprintf(detail, cap, "ran past the wall-clock limit of %.3g s %s and was killed%s%s",
                  lim->wall_s, where, out[0] ? "; output tail: " : "", out);
+    } else if (hs.finished && hs.check_vs != KF_V_OK) {
+        *vs = hs.check_vs;
+        snprintf(detail, cap, "call %d of the timing run (checked at random): %s", sb->hs_fail_call,
+                 hs.check_detail);
+    } else if (hs.finished && hs.violation) {
+        *vs = KF_V_CRASH;
+        snprintf(detail, cap, "the runner's handshake was broken: message '%c' came out of turn "
+                 "%s (the kernel wrote to the runner's pipe?)", isprint(hs.violation) ? hs.violation : '?',
+                 where);
+    } else if (hs.finished && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+        /* killed by us after the last call: the verdict is the kernel's return value */
+        if (hs.rc != 0 && nomem) {
+            *vs = KF_V_MEM_LIMIT;
+            snprintf(detail, cap, "%s, then the kernel returned %d", memtxt, hs.rc);
+        } else if (hs.rc != 0) {
+            *vs = KF_V_KERNEL_ERROR;
+            output_excerpt(outfd, 1, out, 300);
+            snprintf(detail, cap, "the kernel returned %d (non-zero means it reports its own "
+                     "failure)%s%s", hs.rc, out[0] ? "; output tail: " : "", out);
+        } else {
+            *vs = KF_V_OK;
+        }
     } else if (WIFSIGNALED(st)) {
         int sig = WTERMSIG(st);
         if (sig == SIGXCPU || (sig == SIGKILL && cpu_used >= (double)cpu - 0.05)) {
@@ -624,8 +1062,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             /* the wrapper's "errors found" status; its report is in the output */
             *vs = KF_V_MEMCHECK;
             snprintf(detail, cap, "the memory checker reported errors %s", where);
-        } else if (code == 0 && ctl->done == 1 && stage == KF_STAGE_DONE &&
+        } else if (!use_hs && code == 0 && ctl->done == 1 && stage == KF_STAGE_DONE &&
                    ctl->magic == KF_RUN_MAGIC) {
+            /* (with the handshake only the parent's own record of the calls counts: a
+             * forged "done" and exit(0) is a crash below) */
             if (ctl->kernel_rc != 0 && nomem) {
                 *vs = KF_V_MEM_LIMIT;
                 snprintf(detail, cap, "%s, then the kernel returned %d", memtxt, ctl->kernel_rc);

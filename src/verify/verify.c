@@ -400,7 +400,7 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
                      "(element index %lld)",
                      is_out ? "output" : "input", name, kf_dtype_name(v->dtype), shp,
                      (long long)-off, (long long)-((-off + es - 1) / es));
-        if (is_out) r->bad_output = b - c->nin;
+        if (is_out && r) r->bad_output = b - c->nin;
         return KF_V_OOB_WRITE;
     }
     for (int i = 0; i < c->nin; i++) {
@@ -423,7 +423,7 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
                  v->name, (long long)e, idx, kf_verify_load(v->dtype, was, e),
                  kf_verify_load(v->dtype, now, e), (long long)nchanged,
                  (long long)c->in_numel[i]);
-        r->first_bad = e;
+        if (r) r->first_bad = e;
         return KF_V_INPUT_MODIFIED;
     }
     return KF_V_OK;
@@ -500,6 +500,70 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The timing run's calls are checked like the check runs (issue 24): before each call the
+ * parent puts one of the input sets, chosen at random by this process, into the input
+ * buffers and poisons the outputs; a random few calls and the last are compared with that
+ * set's reference. */
+typedef struct timed_calls {
+    kf_verify_ctx *c;
+    kf_sbx *sb;
+    uint64_t rng;
+    int cur;            /* the set now in the input buffers */
+    int first;          /* the first call's set; -1 before it */
+} timed_calls;
+
+static int timed_prepare(void *arg, int final) {
+    timed_calls *t = arg;
+    kf_verify_ctx *c = t->c;
+    int s = 0;
+    for (int tries = 0; tries < 64; tries++) {
+        t->rng ^= t->rng << 13;
+        t->rng ^= t->rng >> 7;
+        t->rng ^= t->rng << 17;
+        s = (int)((t->rng >> 32) % (uint64_t)c->nsets);
+        /* the final call: neither the first call's set nor the previous one (as far as
+         * there are sets to choose from) */
+        if (!final || ((s != t->first || c->nsets < 3) && (s != t->cur || c->nsets < 2))) break;
+    }
+    if (t->first < 0) t->first = s;
+    if (s != t->cur)
+        for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(t->sb, i), c->sets[s].in[i], c->in_bytes[i]);
+    t->cur = s;
+    for (int j = 0; j < c->nout; j++)
+        kf_verify_poison(c->g->values[c->g->outputs[j]].dtype, kf_sbx_data(t->sb, c->nin + j),
+                         c->out_numel[j]);
+    return s;
+}
+
+static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
+                               char *detail, size_t cap);
+
+/* Guards, set s's inputs unchanged, every output against set s's reference. */
+static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
+                             char *detail, size_t cap) {
+    kf_vstatus vs = check_memory(c, sb, s, r, detail, cap);
+    for (int j = 0; j < c->nout && vs == KF_V_OK; j++) {
+        kf_cmp cmp;
+        kf_verify_compare(c, s, j, kf_sbx_data(sb, c->nin + j), &cmp);
+        if (cmp.status != KF_V_OK) {
+            snprintf(detail, cap, "set %d: %s", s, cmp.detail);
+            if (r) {
+                r->bad_output = j;
+                r->first_bad = cmp.first_bad;
+                r->got = cmp.got;
+                r->want = cmp.want;
+            }
+            vs = cmp.status;
+        }
+    }
+    return vs;
+}
+
+static kf_vstatus timed_check(void *arg, int set, char *detail, size_t cap) {
+    timed_calls *t = arg;
+    return check_call(t->c, t->sb, set, NULL, detail, cap);
+}
+
 /* Check (and time) an artifact; see verify.h. */
 kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate *cand,
                              const char *artifact, kf_vresult *r, kf_error *err) {
@@ -525,10 +589,23 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         /* device drivers reserve far more address space than they use */
         .no_mem_limit = b && kf_verify_is_device(b),
         .poll_output = b && kf_verify_is_device(b),
+        /* CPU candidates: the parent starts and times every call and kills the runner
+         * after the last (runproto.h); device runs time with device events in the runner */
+        .handshake = !(b && kf_verify_is_device(b)),
     };
     char detail[1500];
     kf_vstatus vs = KF_V_OK;
     double slowest = 0;
+    /* the cache flush before each timed call: when the task's data fits in the last-level
+     * cache. Set for the check runs too, so that their control page reads like the timing
+     * run's (the runner flushes only when told to) */
+    int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
+    int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
+    uint64_t flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
+    if (o->time_it && lim.handshake) {
+        ctl->flush_bytes = flush_bytes;
+        ctl->fresh_outputs = o->fresh_outputs;
+    }
     for (int s = 0; s < c->nsets; s++) {
         kf_verify_load_set(c, &sb, s);
         ctl->mode = KF_RUN_CHECK;
@@ -578,34 +655,60 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         ctl->min_time_s = o->min_time_s;
         ctl->warmup_s = 0.05;
         ctl->budget_s = o->wall_limit_s > 0 ? 0.5 * o->wall_limit_s : 10.0;
-        int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
-        int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
-        ctl->flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
+        ctl->flush_bytes = flush_bytes;
         ctl->fresh_outputs = o->fresh_outputs;
         /* A kernel that passed the check within the wall limit is not hanging; the timing
          * run needs at least a warm-up and a rep, so it gets room for a few more runs. */
         double need = ctl->budget_s + 3.0 * slowest + 1.0;
         if (lim.wall_s > 0 && lim.wall_s < need) lim.wall_s = need;
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
+        timed_calls tc = {.c = c, .sb = &sb, .cur = 0, .first = -1};
+        double seed = kf_now();
+        memcpy(&tc.rng, &seed, sizeof tc.rng);
+        tc.rng = (tc.rng ^ (uint64_t)(uintptr_t)&tc) * 0x9E3779B97F4A7C15ull | 1;
+        if (lim.handshake) {
+            lim.prepare = timed_prepare;
+            lim.check = timed_check;
+            lim.cb_arg = &tc;
+        }
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
         if (st != KF_OK) {
             r->status = KF_V_INTERNAL;
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
             goto done;
         }
-        if (vs == KF_V_OK) vs = check_memory(c, &sb, 0, r, detail, sizeof detail);
+        /* the last call, as it left the region: checked in full */
+        int tset = lim.handshake ? sb.hs_last_set : 0;
+        if (vs != KF_V_OK && lim.handshake && sb.hs_fail_call > 0) tset = sb.hs_fail_set;
+        else if (vs == KF_V_OK && lim.handshake) vs = check_call(c, &sb, tset, r, detail, sizeof detail);
+        else if (vs == KF_V_OK) vs = check_memory(c, &sb, 0, r, detail, sizeof detail);
         if (vs != KF_V_OK) {
-            fail_set(c, r, vs, 0, "timing run on set", detail);
+            fail_set(c, r, vs, tset, "timing run on set", detail);
             goto done;
         }
-        int reps = ctl->reps;
+        int reps = lim.handshake ? sb.hs_reps : ctl->reps;
         if (reps < 1 || reps > KF_RUN_MAX_REPS) {
             r->status = KF_V_INTERNAL;
             snprintf(r->detail, sizeof r->detail, "the timing run reported %d reps", reps);
             goto done;
         }
         double *t = kf_malloc(sizeof *t * (size_t)reps);
-        memcpy(t, ctl->times, sizeof *t * (size_t)reps);
+        memcpy(t, lim.handshake ? sb.hs_times : ctl->times, sizeof *t * (size_t)reps);
+        /* A rep time that is not a positive finite number is no measurement: NaN would
+         * sort anywhere and compare false against every bound below (a 'nan ms' best
+         * kernel was seen), zero or negative is faster than anything. The whole timing
+         * is then rejected, as a time under the floor is. */
+        int bad_rep = -1;
+        for (int i = 0; i < reps && bad_rep < 0; i++)
+            if (!(t[i] > 0) || !isfinite(t[i])) bad_rep = i;
+        if (bad_rep >= 0) {
+            r->status = KF_V_IMPOSSIBLE;
+            snprintf(r->detail, sizeof r->detail,
+                     "timed rep %d of %d took %g ms: a time must be a positive finite number "
+                     "(the timing was tampered with?)", bad_rep + 1, reps, t[bad_rep] * 1e3);
+            free(t);
+            goto done;
+        }
         qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double sum = 0;
         for (int i = 0; i < reps; i++) sum += t[i];
@@ -616,7 +719,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         r->time_min_ms = t[0] * 1e3;
         r->time_mean_ms = sum / reps * 1e3;
         free(t);
-        if (o->floor_s > 0 && med < 0.9 * o->floor_s) {
+        if (!(med > 0) || !isfinite(med) || (o->floor_s > 0 && med < 0.9 * o->floor_s)) {
             r->status = KF_V_IMPOSSIBLE;
             snprintf(r->detail, sizeof r->detail,
                      "median time %.4g ms is below 90%% of the roofline floor %.4g ms: no kernel "

@@ -109,6 +109,14 @@ typedef struct kf_sbx {
      * back for the layout. */
     uint64_t off[KF_RUN_MAX_BUFS], size[KF_RUN_MAX_BUFS];
     int is_output[KF_RUN_MAX_BUFS];
+    /* What the parent saw of the last handshake run (lim->handshake), by its own clock:
+     * the timed calls' durations (time mode), the warm-up calls before them, all calls,
+     * and the cache flushes between timed calls. */
+    int hs_reps, hs_warm, hs_calls, hs_flushes;
+    int hs_checked;         /* calls checked at random during the run */
+    int hs_last_set;        /* the input set of the last call (prepare's return value) */
+    int hs_fail_set, hs_fail_call; /* where a random check failed */
+    double hs_times[KF_RUN_MAX_REPS];
 } kf_sbx;
 
 typedef struct kf_sbx_limits {
@@ -133,7 +141,26 @@ typedef struct kf_sbx_limits {
     kf_buf *output;         /* receives the head of the run's stdout+stderr ... */
     size_t output_keep;     /* ... up to this many bytes */
     double *cpu_used;       /* receives the CPU seconds the run took */
+    int handshake;          /* CPU runs: calls started and ended through pipes, timed by
+                               the parent, the runner killed after the last (runproto.h);
+                               results in sb->hs_*; ignored with a wrapper */
+    /* Handshake runs only, optional: prepare is called before each call (while the runner
+     * waits) to put an input set and poisoned outputs in the region, and returns the set
+     * (final: the extra last call, on a set other than the first call's and the last's);
+     * check is called after a random few calls, with the run's processes stopped, and
+     * returns KF_V_OK or the failure with a detail. The last call is the caller's. */
+    int (*prepare)(void *arg, int final);
+    kf_vstatus (*check)(void *arg, int set, char *detail, size_t cap);
+    void *cb_arg;
 } kf_sbx_limits;
+
+/* Caps on what one run may leave in its scratch directory (entries of any kind, and
+ * allocated bytes); more is an output-flood. Each file is also capped by RLIMIT_FSIZE on
+ * the CPU. */
+#define KF_SCRATCH_MAX_FILES 4096
+#define KF_SCRATCH_MAX_BYTES (256ll << 20)
+/* Remove a directory tree whose writers are all dead (never follows links). */
+void kf_sbx_remove_tree(const char *path);
 
 /* Create a region with nbufs buffers of the given sizes (is_output per buffer). */
 kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sbx *sb,
@@ -156,7 +183,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
 
 #include <linux/filter.h>
 
-#define KF_CONFINE_FILTER_MAX 64
+#define KF_CONFINE_FILTER_MAX 96
 
 typedef struct kf_confine {
     int on;                 /* 0 under KFORGE_SANDBOX=off: nothing below is applied */
@@ -180,14 +207,15 @@ typedef struct kf_confine {
  * nothing, holds nothing. */
 void kf_confine_probe(kf_confine *cf);
 /* In the parent, before fork: probe, then build the seccomp program and the Landlock
- * ruleset allowing writes beneath scratch (absolute, existing) and on the device
+ * ruleset allowing writes beneath scratch (absolute, existing), beneath cache when not
+ * NULL (a runtime's cache directory kept across runs: PoCL's), and on the device
  * allow-list. checker: the run has a memory checker in front of the runner, which may
  * then also write in /dev/shm and, under Landlock, ptrace and process_vm_* within the
  * sandbox (Landlock refuses them on processes outside it). An error only when
  * the kernel has Landlock but building the ruleset failed (the run must not go ahead
  * unconfined); release with kf_confine_release. */
-kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, int checker, int no_landlock,
-                             kf_error *err);
+kf_status kf_confine_prepare(kf_confine *cf, const char *scratch, const char *cache, int checker,
+                             int no_landlock, kf_error *err);
 void kf_confine_release(kf_confine *cf);
 /* In the forked child, before execve: no_new_privs, drop capabilities, restrict itself
  * with ruleset_fd (the child's copy of cf->ruleset_fd; closed here), install the seccomp
