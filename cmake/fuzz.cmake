@@ -1,5 +1,5 @@
 # The libFuzzer harnesses (tests/fuzz/), built alone by -DKF_FUZZ=ON with clang: the parser
-# and the graph.json lowering need only src/core and src/ir, so this build skips the rest
+# and the graph.json lowering need only src/core, src/ops and src/ir, so this build skips the rest
 # of the project (OpenCL, CUDA, Criterion, the runner). docs/fuzzing.md says how to run them.
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   message(FATAL_ERROR "KF_FUZZ needs clang (libFuzzer): cmake -S . -B build-fuzz "
@@ -12,7 +12,9 @@ pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas) # the interpreter'
 find_package(OpenMP REQUIRED) # clang's: Debian libomp-dev
 set(KF_FUZZ_FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer -g)
-set(KF_FUZZ_SOURCES src/core/core.c src/ir/graph.c src/ir/parse.c src/ir/interp.c src/ir/import.c)
+file(GLOB KF_FUZZ_OPS_SOURCES CONFIGURE_DEPENDS src/ops/*.c)
+set(KF_FUZZ_SOURCES src/core/core.c ${KF_FUZZ_OPS_SOURCES} src/ir/graph.c src/ir/parse.c src/ir/interp.c
+    src/ir/import.c src/ir/lower.c)
 enable_testing()
 foreach(h parse graph_json)
   add_executable(fuzz_${h} tests/fuzz/fuzz_${h}.c ${KF_FUZZ_SOURCES})
