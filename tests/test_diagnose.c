@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kforge/agent.h"
 #include "kforge/arch.h"
@@ -542,4 +543,42 @@ Test(diagnose, rules_ask_for_roles_not_names) {
         cr_assert_str_neq(d.rec[i].param, "vw", "a parameter without a role was moved: %s", d.rec[i].why);
         cr_assert_neq(d.rec[i].role, KF_ROLE_NONE);
     }
+}
+
+/* kforge analyze reads each parameter's role from the record ("roles", written since
+ * roles exist); a record without them falls back to the names the templates used before.
+ * The same swish run with its parameters recorded as having no role gets no move. */
+Test(analyze, roles_come_from_the_record) {
+    char run[512];
+    snprintf(run, sizeof run, "%s/tests/data/ncu/swish.run.json", KF_SOURCE_DIR);
+    json_error_t je;
+    json_t *r = json_load_file(run, 0, &je);
+    cr_assert_not_null(r, "%s", je.text);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) json_object_set_new(r, "roles", json_string("vw:none wg:none ept:none gs:none"));
+        char path[] = "/tmp/kf-roles-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        close(fd);
+        cr_assert_eq(json_dump_file(r, path, 0), 0);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        kf_error err = {0};
+        cr_assert_eq(kf_analyze_run(path, NULL, f, 1, &err), KF_OK, "%s", err.msg);
+        fclose(f);
+        unlink(path);
+        json_t *a = json_loads(buf, 0, &je);
+        cr_assert_not_null(a, "%s", je.text);
+        json_t *recs = json_object_get(json_array_get(a, 0), "recommendations");
+        if (pass == 0) {
+            cr_assert_gt(json_array_size(recs), 0, "the old names' roles: %s", buf);
+            cr_assert_str_eq(json_string_value(json_object_get(json_array_get(recs, 0), "role")), "vector", "%s", buf);
+        } else {
+            cr_assert_eq(json_array_size(recs), 0, "moves on parameters recorded without a role: %s", buf);
+        }
+        json_decref(a);
+        free(buf);
+    }
+    json_decref(r);
 }

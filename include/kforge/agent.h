@@ -142,7 +142,7 @@ typedef struct kf_run_result {
     kf_ceilings ceil;
     kf_roofline roof;
     char plan[512];          /* the generator's stages */
-    char roles[640];         /* the schedule parameters' roles, "vw:vector s1.wg:group ..." (label
+    char roles[2048];        /* the schedule parameters' roles, "vw:vector s1.wg:group ..." (label
                                 names; builtin agent), for kforge analyze of the record */
     kf_iter_record *iters;
     int niters;

@@ -191,7 +191,7 @@ static int lower_node(lower *L, lval *v) {
     json_t *n = v->node;
     const char *t = node_target(n);
     const char *why = NULL;
-    char a[160], b[160], ax[128], e[700], n1[40], n2[40];
+    char a[160], b[160], ax[128], e[700], n1[40], n2[40], msg[120];
     double d1, d2;
     if (!t) { note_unsupported(L, n, "no target"); return 0; }
 #define NEED(x) do { if (!(x)) { if (why) note_unsupported(L, n, why); return 0; } } while (0)
@@ -301,8 +301,8 @@ static int lower_node(lower *L, lval *v) {
             json_t *val = ad->aten ? arg(n, (size_t)atoi(ad->aten), ad->name) : NULL;
             if (is_null(val)) continue;
             if (ad->type != KF_ATTR_FLOAT || !num(val, &d1)) {
-                snprintf(b, sizeof b, "%s is not a number", ad->name);
-                BAD(b);
+                snprintf(msg, sizeof msg, "%s is not a number", ad->name);
+                BAD(msg);
             }
             used += (size_t)snprintf(e + used, sizeof e - used, ", %s=%s", ad->name,
                                      numtxt(d1, n1, sizeof n1));

@@ -92,12 +92,11 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
         int id;
         if (d->lower) {
             char *text = lowering_text(d, &n->attr);
-            st = kf_parse_expr_into(h, text, ins, n->nin, n->line, n->col, &id, err);
+            kf_error why = {0}; /* the parser's message, quoted into err's */
+            st = kf_parse_expr_into(h, text, ins, n->nin, n->line, n->col, &id, &why);
             if (st != KF_OK) {
-                kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
-                             "%s: its lowering '%s' does not apply here: %s", d->name, text,
-                             err ? err->msg : "");
-                st = KF_ERR_INTERNAL;
+                st = kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
+                                  "%s: its lowering '%s' does not apply here: %s", d->name, text, why.msg);
             } else if (!kf_shape_equal(&h->values[id].shape, &ov->shape) ||
                        h->values[id].dtype != ov->dtype || h->values[id].producer < 0) {
                 st = kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
