@@ -450,11 +450,6 @@ typedef struct hs_run {
     size_t have;
 } hs_run;
 
-static double mono_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int hs_send(hs_run *h, char c) {
     ssize_t n;
@@ -496,7 +491,7 @@ static int hs_check(hs_run *h, kf_sbx *sb) {
 
 /* Start one call: the clock starts just before the byte goes out. */
 static int hs_go(hs_run *h, kf_sbx *sb) {
-    double t = mono_now();
+    double t = kf_now();
     if (hs_send(h, 'g') != 0) return -1;
     h->t_go = t;
     if (!h->started) h->t_first_go = t;
@@ -517,7 +512,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         if (hs_go(h, sb) != 0) break;
         return;
     case 'd': {
-        double t = mono_now();
+        double t = kf_now();
         if (!h->in_call) break;
         h->in_call = 0;
         int32_t rc;
@@ -637,12 +632,14 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     char scratch[PATH_MAX + 32], pocl_dir[PATH_MAX + 64] = "";
     kf_status sst = scratch_dir(lim->workdir, scratch, sizeof scratch, err);
     if (sst != KF_OK) return sst;
-    /* An OpenCL candidate has no host code: only PoCL, kforge's own runner code, writes
-     * files in its runs. Its kernel cache stays warm across one candidate's runs in
+    /* A candidate of a platform without host code (OpenCL: the platform table's GPU rows
+     * that have no host form) runs no code of its own on the host: only the driver (PoCL),
+     * kforge's own runner code, writes files in its runs. Its kernel cache stays warm across one candidate's runs in
      * WORKDIR/kf-pocl-<hash of the artifact> (never shared between candidates), as before
      * the scratch directory became per run: every run rebuilding the program cost 1.4-1.9 s
      * a verification on the 2-vCPU VM. Its files are PoCL's, not the candidate's. */
-    if (strncmp(ctl->target, "opencl", 6) == 0) {
+    const kf_platform *tpf = kf_platform_of_target(ctl->target);
+    if (tpf && tpf->is_gpu && !tpf->host_form) {
         char wd[PATH_MAX];
         if (realpath(lim->workdir, wd)) {
             uint64_t h = kf_hash64(ctl->artifact, strnlen(ctl->artifact, sizeof ctl->artifact),
@@ -779,7 +776,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         ctl->min_reps = ctl->max_reps = 0;
         ctl->min_time_s = ctl->warmup_s = ctl->budget_s = 0;
         hs.lim = lim;
-        double seed = mono_now();
+        double seed = kf_now();
         memcpy(&hs.rng, &seed, sizeof hs.rng);
         hs.rng ^= 0x9E3779B97F4A7C15ull * (uint64_t)(getpid() + 1) ^ (uint64_t)(uintptr_t)&hs;
         if (!hs.rng) hs.rng = 1;
@@ -880,7 +877,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     double deadline = t0 + (lim->wall_s > 0 ? lim->wall_s : 1e9);
     int timed_out = 0, polled_flood = 0, scratch_flood = 0;
     long nap = 50000;
-    double last_watch = 0;
+    double last_watch = 0, last_walk = 0;
     for (;;) {
         siginfo_t si;
         memset(&si, 0, sizeof si);
@@ -895,8 +892,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
         if (w == 0 && si.si_pid == pid) break;
         if (w < 0 && errno != EINTR) break;
-        /* inside a timed call the parent stays out of the way: it watches the output and
-         * the scratch directory only every 50 ms there */
+        /* inside a timed call the parent stays out of the way: it watches the output every
+         * 50 ms there and walks the scratch directory once a second (a walk delays reading
+         * the call's end, so it is kept rare inside calls; between calls and at the end of
+         * the run it is done every time) */
         if (hs.in_call && kf_now() - last_watch < 0.05 && kf_now() < deadline) {
             struct pollfd pf = {hs.done_fd, POLLIN, 0};
             double left = deadline - kf_now();
@@ -904,6 +903,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             if (poll(&pf, 1, ms) > 0) hs_read(&hs, sb);
             continue;
         }
+        int walk = !hs.in_call || kf_now() - last_walk >= 1.0;
         last_watch = kf_now();
         struct stat fst;
         if (lim->poll_output && lim->output_cap > 0 && fstat(outfd, &fst) == 0 &&
@@ -915,8 +915,11 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
             break;
         }
-        int64_t sf, sbytes;
-        scratch_usage(scratch, &sf, &sbytes);
+        int64_t sf = 0, sbytes = 0;
+        if (walk) {
+            scratch_usage(scratch, &sf, &sbytes);
+            last_walk = kf_now();
+        }
         if (sf > KF_SCRATCH_MAX_FILES || sbytes > KF_SCRATCH_MAX_BYTES) {
             scratch_flood = 1;
             kill(-pid, SIGKILL);

@@ -580,8 +580,6 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     if (st != KF_OK) return st;
     const kf_verify_opts *o = &c->opts;
     kf_run_ctl *ctl = sb.ctl;
-    snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
-    snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
     kf_sbx_limits lim = {
         .wall_s = o->wall_limit_s, .cpu_s = o->cpu_limit_s, .mem_bytes = o->mem_limit,
         .output_cap = o->output_cap, .threads = threads, .runner = runner,
@@ -602,12 +600,20 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
     int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
     uint64_t flush_bytes = (int64_t)sb.data_bytes < cache ? (uint64_t)(2 * cache) : 0;
-    if (o->time_it && lim.handshake) {
-        ctl->flush_bytes = flush_bytes;
-        ctl->fresh_outputs = o->fresh_outputs;
-    }
+    /* the request as the parent wrote it: the control page is the kernel's to write during a
+     * run, so every run gets these fields again from this copy (a check run must not pick
+     * the next run's entry, artifact or target) */
+    char req_target[sizeof ctl->target];
+    snprintf(req_target, sizeof req_target, "%s", ctl->target);
     for (int s = 0; s < c->nsets; s++) {
         kf_verify_load_set(c, &sb, s);
+        snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
+        snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
+        snprintf(ctl->target, sizeof ctl->target, "%s", req_target);
+        if (o->time_it && lim.handshake) {
+            ctl->flush_bytes = flush_bytes;
+            ctl->fresh_outputs = o->fresh_outputs;
+        }
         ctl->mode = KF_RUN_CHECK;
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
         double w = 0;
@@ -647,6 +653,9 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
 
     if (o->time_it) {
         kf_verify_load_set(c, &sb, 0);
+        snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
+        snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
+        snprintf(ctl->target, sizeof ctl->target, "%s", req_target);
         ctl->mode = KF_RUN_TIME;
         ctl->min_reps = o->min_reps > 0 ? o->min_reps : 1;
         ctl->max_reps = o->max_reps > 0 ? o->max_reps : 1;
