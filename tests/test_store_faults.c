@@ -235,6 +235,13 @@ Test(store_faults, read_only_store_is_readable) {
     cr_assert_eq(rc, 0, "kforge report on a read-only store: exit %d\n%s", rc, e);
     cr_assert_eq(access(html, F_OK), 0);
     free(e);
+    /* a resume must record: refused before it runs anything */
+    const char *q[] = {"kforge", "synth", "--resume", id10, "--store", db, NULL};
+    rc = run_unprivileged("resume", q);
+    e = unpriv_text("resume", "err");
+    cr_assert_eq(rc, 2, "kforge synth --resume on a read-only store: exit %d\n%s", rc, e);
+    cr_assert_not_null(strstr(e, "can only be read here"), "%s", e);
+    free(e);
     /* nothing appeared beside the store */
     cr_assert_neq(access(side, F_OK), 0);
     free(id);

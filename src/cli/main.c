@@ -499,6 +499,13 @@ static int synth_resume(const char *ref, const char *store_path, int no_cache, i
     kf_store *store = NULL;
     int rc = kf_cli_store_open(store_path, 0, &store);
     if (rc) return rc;
+    if (kf_store_readonly(store)) { /* a resume records every iteration: refuse before any runs */
+        fprintf(stderr, "kforge synth --resume: the store %s can only be read here (a read-only file, folder "
+                        "or mount); a resumed run must record its iterations\n",
+                kf_store_path(store));
+        kf_store_close(store);
+        return EXIT_USAGE;
+    }
     kf_run_resume rs;
     kf_error err = {0};
     if (kf_run_resume_load(store, ref, &rs, &err) != KF_OK) {

@@ -442,7 +442,7 @@ typedef struct hs_run {
      * checks made, and the first failure */
     pid_t pid;
     const kf_sbx_limits *lim;
-    uint64_t rng;
+    kf_rng rng;
     int set, checks, final;
     kf_vstatus check_vs;
     char check_detail[1200];
@@ -476,7 +476,6 @@ static int hs_check(hs_run *h, kf_sbx *sb) {
     memset(&si, 0, sizeof si);
     while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
     h->checks++;
-    sb->hs_checked++;
     kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
     kill(-h->pid, SIGCONT);
     kill(h->pid, SIGCONT);
@@ -550,10 +549,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         /* a random quarter of the calls, up to four, is checked like a verification run
          * (the last is checked by the caller); which ones, only this process knows */
         if (h->lim->check && h->checks < 4) {
-            h->rng ^= h->rng << 13;
-            h->rng ^= h->rng >> 7;
-            h->rng ^= h->rng << 17;
-            if ((h->rng >> 32) % 4 == 0) {
+            if (kf_verify_rng_next(&h->rng) % 4 == 0) {
                 if (hs_check(h, sb) != 0 || h->finished) return;
             }
         }
@@ -562,7 +558,6 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         if (h->t_timing > 0 && h->flush) {
             if (hs_send(h, 'f') != 0) break;
             h->in_flush = 1;
-            sb->hs_flushes++;
         } else if (hs_go(h, sb) != 0) {
             break;
         }
@@ -757,7 +752,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     hs.go_fd = hs.done_fd = -1;
     int gp[2] = {-1, -1}, dp[2] = {-1, -1};
     int use_hs = lim->handshake && !lim->wrapper;
-    sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_flushes = sb->hs_checked = 0;
+    sb->hs_reps = sb->hs_warm = sb->hs_calls = 0;
     sb->hs_last_set = sb->hs_fail_set = sb->hs_fail_call = 0;
     if (use_hs) {
         /* the parent's copy of the timing plan: the control page is the runner's to write */
@@ -776,10 +771,8 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         ctl->min_reps = ctl->max_reps = 0;
         ctl->min_time_s = ctl->warmup_s = ctl->budget_s = 0;
         hs.lim = lim;
-        double seed = kf_now();
-        memcpy(&hs.rng, &seed, sizeof hs.rng);
-        hs.rng ^= 0x9E3779B97F4A7C15ull * (uint64_t)(getpid() + 1) ^ (uint64_t)(uintptr_t)&hs;
-        if (!hs.rng) hs.rng = 1;
+        double now = kf_now(); /* which calls are checked: only this process knows */
+        kf_verify_rng_seed(&hs.rng, kf_hash64(&now, sizeof now, (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&hs));
         if (pipe2(gp, O_CLOEXEC) != 0 || pipe2(dp, O_CLOEXEC) != 0) use_hs = 0;
         if (!use_hs) {
             int e = errno;
@@ -982,7 +975,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     char where[96], out[400];
     /* with the handshake the rep is the parent's own count (nothing the runner can read
      * says which call is timed) */
-    stage_text(live, use_hs ? (hs.t_timing > 0 ? sb->hs_reps : -1) : live->rep, use_hs ? hs.mode : mode,
+    stage_text(live, use_hs ? (hs.t_timing > 0 ? sb->hs_reps : -1) : live->rep, mode,
                where, sizeof where);
     struct stat ost;
     int64_t out_size = fstat(outfd, &ost) == 0 ? (int64_t)ost.st_size : 0;

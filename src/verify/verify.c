@@ -507,7 +507,7 @@ static int cmp_double(const void *a, const void *b) {
 typedef struct timed_calls {
     kf_verify_ctx *c;
     kf_sbx *sb;
-    uint64_t rng;
+    kf_rng rng;
     int cur;            /* the set now in the input buffers */
     int first;          /* the first call's set; -1 before it */
 } timed_calls;
@@ -517,10 +517,7 @@ static int timed_prepare(void *arg, int final) {
     kf_verify_ctx *c = t->c;
     int s = 0;
     for (int tries = 0; tries < 64; tries++) {
-        t->rng ^= t->rng << 13;
-        t->rng ^= t->rng >> 7;
-        t->rng ^= t->rng << 17;
-        s = (int)((t->rng >> 32) % (uint64_t)c->nsets);
+        s = (int)(kf_verify_rng_next(&t->rng) % (uint64_t)c->nsets);
         /* the final call: neither the first call's set nor the previous one (as far as
          * there are sets to choose from) */
         if (!final || ((s != t->first || c->nsets < 3) && (s != t->cur || c->nsets < 2))) break;
@@ -535,18 +532,22 @@ static int timed_prepare(void *arg, int final) {
     return s;
 }
 
-static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
-                               char *detail, size_t cap);
-
-/* Guards, set s's inputs unchanged, every output against set s's reference. */
+/* Guards, set s's inputs unchanged, every output against set s's reference: a check run's
+ * call and a checked timed call alike. With r, the errors are accumulated into it and the
+ * first bad element is noted. */
 static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
                              char *detail, size_t cap) {
     kf_vstatus vs = check_memory(c, sb, s, r, detail, cap);
     for (int j = 0; j < c->nout && vs == KF_V_OK; j++) {
         kf_cmp cmp;
         kf_verify_compare(c, s, j, kf_sbx_data(sb, c->nin + j), &cmp);
+        if (r) {
+            r->max_abs_err = fmax(r->max_abs_err, cmp.max_abs);
+            r->max_rel_err = fmax(r->max_rel_err, cmp.max_rel);
+            r->nmse = fmax(r->nmse, cmp.nmse);
+        }
         if (cmp.status != KF_V_OK) {
-            snprintf(detail, cap, "set %d: %s", s, cmp.detail);
+            snprintf(detail, cap, "%s", cmp.detail);
             if (r) {
                 r->bad_output = j;
                 r->first_bad = cmp.first_bad;
@@ -561,7 +562,10 @@ static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresu
 
 static kf_vstatus timed_check(void *arg, int set, char *detail, size_t cap) {
     timed_calls *t = arg;
-    return check_call(t->c, t->sb, set, NULL, detail, cap);
+    char d[1100];
+    kf_vstatus vs = check_call(t->c, t->sb, set, NULL, d, sizeof d);
+    if (vs != KF_V_OK) snprintf(detail, cap, "set %d: %s", set, d);
+    return vs;
 }
 
 /* Check (and time) an artifact; see verify.h. */
@@ -628,25 +632,10 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             fail_set(c, r, vs, s, "set", detail);
             goto done;
         }
-        vs = check_memory(c, &sb, s, r, detail, sizeof detail);
+        vs = check_call(c, &sb, s, r, detail, sizeof detail);
         if (vs != KF_V_OK) {
             fail_set(c, r, vs, s, "set", detail);
             goto done;
-        }
-        for (int j = 0; j < c->nout; j++) {
-            kf_cmp cmp;
-            kf_verify_compare(c, s, j, kf_sbx_data(&sb, c->nin + j), &cmp);
-            r->max_abs_err = fmax(r->max_abs_err, cmp.max_abs);
-            r->max_rel_err = fmax(r->max_rel_err, cmp.max_rel);
-            r->nmse = fmax(r->nmse, cmp.nmse);
-            if (cmp.status != KF_V_OK) {
-                fail_set(c, r, cmp.status, s, "set", cmp.detail);
-                r->bad_output = j;
-                r->first_bad = cmp.first_bad;
-                r->got = cmp.got;
-                r->want = cmp.want;
-                goto done;
-            }
         }
     }
     r->status = KF_V_OK;
@@ -672,9 +661,9 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         if (lim.wall_s > 0 && lim.wall_s < need) lim.wall_s = need;
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
         timed_calls tc = {.c = c, .sb = &sb, .cur = 0, .first = -1};
-        double seed = kf_now();
-        memcpy(&tc.rng, &seed, sizeof tc.rng);
-        tc.rng = (tc.rng ^ (uint64_t)(uintptr_t)&tc) * 0x9E3779B97F4A7C15ull | 1;
+        /* an order of sets only this process knows: seeded from the clock, not the task's seed */
+        double now = kf_now();
+        kf_verify_rng_seed(&tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&tc));
         if (lim.handshake) {
             lim.prepare = timed_prepare;
             lim.check = timed_check;
@@ -728,7 +717,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         r->time_min_ms = t[0] * 1e3;
         r->time_mean_ms = sum / reps * 1e3;
         free(t);
-        if (!(med > 0) || !isfinite(med) || (o->floor_s > 0 && med < 0.9 * o->floor_s)) {
+        if (o->floor_s > 0 && med < 0.9 * o->floor_s) { /* every rep is positive and finite (above) */
             r->status = KF_V_IMPOSSIBLE;
             snprintf(r->detail, sizeof r->detail,
                      "median time %.4g ms is below 90%% of the roofline floor %.4g ms: no kernel "

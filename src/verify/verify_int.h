@@ -112,8 +112,7 @@ typedef struct kf_sbx {
     /* What the parent saw of the last handshake run (lim->handshake), by its own clock:
      * the timed calls' durations (time mode), the warm-up calls before them, all calls,
      * and the cache flushes between timed calls. */
-    int hs_reps, hs_warm, hs_calls, hs_flushes;
-    int hs_checked;         /* calls checked at random during the run */
+    int hs_reps, hs_warm, hs_calls;
     int hs_last_set;        /* the input set of the last call (prepare's return value) */
     int hs_fail_set, hs_fail_call; /* where a random check failed */
     double hs_times[KF_RUN_MAX_REPS];
