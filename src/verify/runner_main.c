@@ -440,7 +440,7 @@ int main(int argc, char **argv) {
     memcpy(&fn, &sym, sizeof fn);
     live->stage = KF_STAGE_LOADED;
 
-    int rc = 0, reps = 0, warm = 0, fresh_errno = 0;
+    int rc = 0, reps = 0, warm = 0, fresh_errno = 0, flushed_once = 0;
     live->rep = -1;
     if (hs) {
         /* 'r', then the parent's commands until it kills this process: 'g' calls the
@@ -460,9 +460,17 @@ int main(int argc, char **argv) {
                     if (send_msg('d', rc, 1) != 0) break;
                 } else if (cmd == 'f') {
                     live->stage = KF_STAGE_BETWEEN;
-                    if (fresh && free_output_pages(ctl, base, nbufs) != 0) break;
-                    if (!flush && flush_bytes > 0 && (flush = malloc(flush_bytes)) != NULL)
-                        memset(flush, 1, flush_bytes);
+                    const char *why = NULL;
+                    if (fresh && free_output_pages(ctl, base, nbufs) != 0)
+                        why = "timing on fresh output pages: madvise(MADV_REMOVE) failed";
+                    else if (!flush && flush_bytes > 0 && (flush = malloc(flush_bytes)) == NULL)
+                        why = "cannot allocate the cache-flush buffer";
+                    if (why) {
+                        /* said, and out at once: _exit runs nothing of the kernel's */
+                        snprintf(ctl->message, sizeof ctl->message, "%s: %s", why, strerror(errno));
+                        _exit(KF_RUN_EXIT_USAGE);
+                    }
+                    if (flush && !flushed_once++) memset(flush, 1, flush_bytes);
                     if (flush) flush_caches(flush, flush_bytes);
                     if (send_msg('r', 0, 0) != 0) break;
                 } else {
@@ -470,8 +478,8 @@ int main(int argc, char **argv) {
                 }
             }
         }
-        /* the pipe broke or an output page could not be freed: wait for the parent's
-         * kill (its wall-clock limit at the latest) rather than report anything */
+        /* the pipe broke: wait for the parent's kill (its wall-clock limit at the latest)
+         * rather than report anything */
         for (;;) pause();
     }
     live->stage = KF_STAGE_KERNEL;

@@ -1103,6 +1103,11 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         } else if (stage <= KF_STAGE_START && code == KF_RUN_EXIT_USAGE) {
             *vs = KF_V_INTERNAL;
             snprintf(detail, cap, "the runner rejected its control page: %s", msg);
+        } else if (stage == KF_STAGE_BETWEEN && code == KF_RUN_EXIT_USAGE && msg[0]) {
+            /* the runner's own exit between calls (fresh pages or the flush buffer failed);
+             * not a verdict on the kernel either way */
+            *vs = KF_V_INTERNAL;
+            snprintf(detail, cap, "the runner could not prepare a timed call: %s", msg);
         } else {
             *vs = KF_V_CRASH;
             output_excerpt(outfd, 1, out, 300);
