@@ -448,6 +448,28 @@ Test(cheats, scratch_file_flood_is_capped) {
     fx_close(&f);
 }
 
+/* Files hidden under a chain of directories deeper than the walk goes are not out of its
+ * sight: a chain past it counts as over the cap, and everything is removed after the run. */
+Test(cheats, scratch_nested_past_the_walk_is_capped) {
+    fixture f;
+    fx_open(&f, NULL);
+    kf_vresult r = run_src(&f, swish("",
+        "static int done;\n"
+        "if (!done) {\n"
+        "    done = 1;\n"
+        "    char p[1024] = \"n\";\n"
+        "    for (int k = 0; k < 80 && strlen(p) + 3 < sizeof p; k++) { mkdir(p, 0700); strcat(p, \"/n\"); }\n"
+        "    int fd = open(p, O_WRONLY | O_CREAT, 0600); if (fd >= 0) close(fd);\n"
+        "    usleep(1200000);\n" /* a walk comes round (the run's end would see it too) */
+        "}\n"));
+    expect(&r, KF_V_OUTPUT_FLOOD, "scratch directory");
+    char pat[700];
+    snprintf(pat, sizeof pat, "%s/kf-sbx-*", f.wd);
+    glob_t gl;
+    cr_assert_eq(glob(pat, 0, NULL, &gl), GLOB_NOMATCH, "the nested scratch directory survived");
+    fx_close(&f);
+}
+
 /* Control: a kernel may use its scratch directory within a run (write, read back, remove,
  * leave one file behind); it verifies and is timed. */
 Test(cheats, honest_scratch_use_verifies) {

@@ -240,8 +240,6 @@ static long count(json_t *usage, const char *name) {
     return json_is_integer(v) && json_integer_value(v) > 0 ? (long)json_integer_value(v) : 0;
 }
 
-/* Concatenate the text of an array of blocks ({"type": "text", "text": ...}); other block
- * kinds (thinking, tool use, images) are not the reply's text. */
 /* A JSON string's whole text (\u0000 included, which JSON allows), each NUL as U+FFFD so
  * that what follows it is not lost to a C string's end. */
 static void put_string(kf_buf *b, json_t *s) {
@@ -256,6 +254,8 @@ static void put_string(kf_buf *b, json_t *s) {
     }
 }
 
+/* Concatenate the text of an array of blocks ({"type": "text", "text": ...}); other block
+ * kinds (thinking, tool use, images) are not the reply's text. */
 static void join_text_blocks(json_t *arr, kf_buf *b) {
     size_t i;
     json_t *blk;

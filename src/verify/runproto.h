@@ -41,7 +41,8 @@
  *                     'f'             free the outputs' pages (fresh_outputs) and flush
  *                                     the caches, then 'r'
  * The parent kills the runner after the 'd' of the last call; the runner never exits by
- * itself in this mode.  * Nothing the runner writes into the control page counts in this mode: the times are the
+ * itself in this mode (but for its own failure between calls: a message and
+ * KF_RUN_EXIT_USAGE). Nothing the runner writes into the control page counts in this mode: the times are the
  * parent's, the kernel's return value comes with 'd' (a kernel that forges messages only
  * ends its own run early; see docs/kernel-contract.md). */
 #define KF_RUN_GO_FD 4

@@ -303,7 +303,11 @@ static void tree_usage(int dfd, int depth, int64_t *files, int64_t *bytes, int64
         (*files)++;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
         *bytes += (int64_t)st.st_blocks * 512;
-        if (S_ISDIR(st.st_mode) && depth < 64) {
+        if (S_ISDIR(st.st_mode) && depth >= 64) {
+            *files = max_files + 1; /* nested past what is walked: counted as over the cap */
+            break;
+        }
+        if (S_ISDIR(st.st_mode)) {
             int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) tree_usage(sub, depth + 1, files, bytes, max_files);
         }
