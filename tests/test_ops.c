@@ -197,10 +197,10 @@ static void run_platform(const char *platform) {
     cr_assert_eq(kf_mkdirs(workdir, &err), KF_OK, "%s", err.msg);
     static const kf_op_kind pointwise[] = {KF_KIND_UNARY, KF_KIND_BINARY};
     static const kf_op_kind reduce[] = {KF_KIND_REDUCE};
-    static const kf_op_kind rows[] = {KF_KIND_SOFTMAX, KF_KIND_NORM};
+    static const kf_op_kind rows[] = {KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_SCAN};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         int covered = check_kinds(be, pointwise, 2, POINTWISE_BATCH, si) + check_kinds(be, reduce, 1, OTHER_BATCH, si) +
-                      check_kinds(be, rows, 2, OTHER_BATCH, si) + check_contractions(be, si);
+                      check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si);
         /* an op whose shape rule no builder above knows would be skipped silently */
         cr_assert_eq(covered, KF_OP_COUNT, "%s: %d of %d ops have a task builder (a new shape rule needs one)",
                      be->info.platform, covered, KF_OP_COUNT);

@@ -131,6 +131,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
             case KF_KIND_SOFTMAX: st->kind = KF_STAGE_SOFTMAX; break;
             case KF_KIND_NORM: st->kind = KF_STAGE_NORM; break;
             case KF_KIND_MATMUL: st->kind = KF_STAGE_MATMUL; break;
+            case KF_KIND_SCAN: st->kind = KF_STAGE_SCAN; break;
             }
             st->dom = ov->shape;
             target = s->nst++;

@@ -8,7 +8,8 @@
 #include "tpl.h"
 
 typedef enum kf_stage_kind {
-    KF_STAGE_EWISE, KF_STAGE_REDUCE, KF_STAGE_SOFTMAX, KF_STAGE_NORM, KF_STAGE_MATMUL
+    KF_STAGE_EWISE, KF_STAGE_REDUCE, KF_STAGE_SOFTMAX, KF_STAGE_NORM, KF_STAGE_MATMUL, KF_STAGE_SCAN,
+    KF_STAGE_KIND_COUNT
 } kf_stage_kind;
 
 struct kf_synth;
@@ -94,6 +95,9 @@ void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d
 void kf_synth_ewise_params(kf_synth *s, kf_stage *st);
 void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
 void kf_synth_reduce_params(kf_synth *s, kf_stage *st);
+/* SCAN stages (tpl_scan.c; the planner adds the threads parameter) */
+void kf_synth_scan_params(kf_synth *s, kf_stage *st);
+void kf_synth_scan_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
 void kf_synth_reduce_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
 
 /* Expression for a float literal (handles inf and NaN), valid in C, OpenCL C, CUDA and MSL. */

@@ -77,6 +77,14 @@ static int sup_norm_rows(const kf_synth *s, const kf_stage *st, kf_buf *why) {
     return 1;
 }
 
+static int sup_scan(const kf_synth *s, const kf_stage *st, kf_buf *why) {
+    const kf_op_def *d = stage_op(s, st);
+    if (d->cls == KF_CLASS_SCAN) return 1;
+    kf_buf_printf(why, "%s is a %s op; this template computes the SCAN class's prefix sums and products",
+                  d->name, kf_op_class_name(d->cls));
+    return 0;
+}
+
 static kf_dtype operand_dtype(const kf_synth *s, const kf_stage *st) {
     return s->g->values[stage_node(s, st)->in[0]].dtype;
 }
@@ -153,6 +161,12 @@ static void cpu_rows_params(kf_synth *s, kf_stage *st) {
     kf_synth_reduce_params(s, st);
 }
 
+static void cpu_scan_params(kf_synth *s, kf_stage *st) {
+    add_threads_param(&s->space, st->prefix, &s->dev,
+                      kf_shape_numel(&s->g->values[stage_node(s, st)->in[0]].shape));
+    kf_synth_scan_params(s, st);
+}
+
 static void cpu_gemm_params(kf_synth *s, kf_stage *st) {
     kf_tpl_matmul_params(&st->mm, &s->dev, &s->space, st->prefix);
 }
@@ -209,6 +223,8 @@ static const kf_tpl_def templates[] = {
     {.name = "cpu.reduce", .kind = KF_STAGE_REDUCE, .doc = "axis reductions, row and column layouts",
      .supports = sup_reduce, .cpu_params = cpu_rows_params, .cpu_emit_body = kf_synth_reduce_emit,
      .prologue_ok = kf_synth_reduce_prologue_ok},
+    {.name = "cpu.scan", .kind = KF_STAGE_SCAN, .doc = "prefix sums and products, lines or columns",
+     .supports = sup_scan, .cpu_params = cpu_scan_params, .cpu_emit_body = kf_synth_scan_emit},
     {.name = "cpu.pointwise", .kind = KF_STAGE_EWISE, .doc = "fused pointwise clusters, vectorised",
      .supports = sup_pointwise, .cpu_params = cpu_pointwise_params, .cpu_emit_body = kf_synth_ewise_emit},
     /* GPU: the kernel form, rendered for OpenCL C, CUDA and MSL */
@@ -225,6 +241,8 @@ static const kf_tpl_def templates[] = {
     {.name = "gpu.reduce", .gpu = 1, .kind = KF_STAGE_REDUCE, .doc = "axis reductions, row and column layouts",
      .supports = sup_reduce, .gpu_params = kf_gpu_reduce_params, .gpu_emit = kf_gpu_reduce_emit,
      .prologue_ok = kf_gpu_reduce_prologue_ok, .can_split = 1},
+    {.name = "gpu.scan", .gpu = 1, .kind = KF_STAGE_SCAN, .doc = "prefix sums and products, a group a line",
+     .supports = sup_scan, .gpu_params = kf_gpu_scan_params, .gpu_emit = kf_gpu_scan_emit},
     {.name = "gpu.pointwise", .gpu = 1, .kind = KF_STAGE_EWISE, .doc = "fused pointwise clusters",
      .supports = sup_gpu_pointwise, .gpu_params = gpu_pointwise_params, .gpu_emit = gpu_pointwise_emit},
 };
@@ -242,6 +260,8 @@ static const char *stage_kind_name(kf_stage_kind k) {
     case KF_STAGE_SOFTMAX: return "softmax";
     case KF_STAGE_NORM: return "norm";
     case KF_STAGE_MATMUL: return "contract";
+    case KF_STAGE_SCAN: return "scan";
+    case KF_STAGE_KIND_COUNT: break;
     }
     return "?";
 }
