@@ -12,6 +12,7 @@
  */
 #include "agent/agent_int.h"
 #include "kforge/agent.h"
+#include "kforge/calib.h"
 #include "kforge/perf.h"
 #include "kforge/report.h"
 #include "kforge/synth.h"
@@ -467,33 +468,11 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         fprintf(o->table, "memcheck: %s\n", r->memcheck_detail);
 }
 
-/* The measured ceilings for the roofline. A CPU, and an OpenCL device that is the CPU
- * (PoCL), share the CPU's calibration: same cores, same memory. Other devices are
- * calibrated through their backend (kf_perf_calibrate_device). */
+/* The measured ceilings for the roofline: the calibration room's (kforge/calib.h). */
 static kf_status device_ceilings(kf_backend *be, const kf_loop_opts *o, kf_ceilings *c,
                                  kf_error *err) {
-    return kf_loop_device_ceilings(be, o->threads, o->recalibrate, c, err);
-}
-
-/* See agent.h. */
-kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_ceilings *c,
-                                  kf_error *err) {
-    const kf_device_info *d = &be->info;
-    char key[160];
-    if (!kf_device_is_gpu(d)) {
-        /* a driver's CPU device (PoCL) has the host's ceilings: measure them on the host */
-        kf_backend *cpu = NULL;
-        kf_status st = kf_platform_is_host(d->platform) ? KF_OK
-                                                        : kf_backend_open(kf_platform_host()->name, &cpu, err);
-        if (st != KF_OK) return st;
-        const kf_device_info *cd = cpu ? &cpu->info : d;
-        snprintf(key, sizeof key, "cpu|%s|%d", cd->name, threads ? threads : cd->threads);
-        st = kf_arch_get_cpu(key, threads, force, c, err);
-        kf_backend_close(cpu);
-        return st;
-    }
-    snprintf(key, sizeof key, "%s|%s|%s", d->platform, d->name, d->driver);
-    return kf_perf_device_ceilings(be, key, force, c, err);
+    return kf_calib_ceilings(be, o->threads, o->recalibrate ? KF_CALIB_MEASURE : KF_CALIB_CACHED_OR_MEASURE,
+                             c, err);
 }
 
 /* A 16-bit matmul's compute floor: the datasheet's dense f16/bf16 matrix rate of the

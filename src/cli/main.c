@@ -8,6 +8,7 @@
 #include "kforge/agent.h"
 #include "kforge/llm.h"
 #include "kforge/backend.h"
+#include "kforge/calib.h"
 #include "kforge/platform.h"
 #include "kforge/ir.h"
 #include "kforge/synth.h"
@@ -637,7 +638,7 @@ static int cmd_verify(int argc, char **argv) {
          * (the cached calibration, measured once per machine and thread count) */
         kf_ceilings ceil;
         kf_error cerr = {0};
-        if (kf_loop_device_ceilings(be, vo.threads, 0, &ceil, &cerr) == KF_OK) {
+        if (kf_calib_ceilings(be, vo.threads, KF_CALIB_CACHED_OR_MEASURE, &ceil, &cerr) == KF_OK) {
             kf_roofline roof;
             kf_roofline_of(g, &ceil, &roof);
             vo.floor_s = roof.floor_s;
