@@ -342,20 +342,18 @@ static const char *checker_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-/* Compile the iteration's source with the memory-check flags and check it (see
- * kf_verify_memcheck); *mr gets the verdict. */
+/* The iteration's source under the memory checker, through the verifier's entry (which
+ * builds it with the checker's flags; see kf_verify_run); *mr gets the verdict. */
 static kf_status memcheck_iter(const kf_run_result *r, kf_verify_ctx *vctx, kf_backend *be,
-                               const char *work, const kf_iter_record *it, kf_vresult *mr,
-                               kf_error *err) {
+                               const kf_iter_record *it, kf_vresult *mr, kf_error *err) {
     kf_candidate c;
     memset(mr, 0, sizeof *mr);
     mr->status = KF_V_INTERNAL;
     kf_status st = kf_candidate_init(&c, r->dev.platform, it->source, NULL, err);
     if (st != KF_OK) return st;
-    snprintf(c.flags, sizeof c.flags, "%s %s", it->flags, kf_verify_memcheck_flags(be));
-    char art[1024];
-    st = kf_backend_compile(be, c.source, c.flags, work, art, sizeof art, NULL, err);
-    if (st == KF_OK) st = kf_verify_memcheck(vctx, be, &c, art, mr, err);
+    snprintf(c.flags, sizeof c.flags, "%s", it->flags);
+    kf_verify_run_args a = {.mode = KF_VERIFY_MEMCHECK};
+    st = kf_verify_run(vctx, be, &c, &a, mr, err);
     kf_candidate_clear(&c);
     return st;
 }
@@ -382,7 +380,7 @@ static void memcheck_every(const kf_loop_opts *o, const kf_run_result *r, kf_ver
         return;
     kf_vresult mr;
     kf_error err = {0};
-    kf_status st = memcheck_iter(r, vctx, be, work, it, &mr, &err);
+    kf_status st = memcheck_iter(r, vctx, be, it, &mr, &err);
     if (note_memcheck(it, st, &mr)) return;
     if (st != KF_OK && o->table)
         fprintf(o->table, "memcheck %s for iter %d: %s\n", it->memcheck, it->iter, err.msg);
@@ -438,7 +436,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         if (o->table) fprintf(o->table, "memcheck: iter %d under %s...\n", it->iter, name);
         kf_vresult mr;
         kf_error err = {0};
-        kf_status st = memcheck_iter(r, vctx, be, work, it, &mr, &err);
+        kf_status st = memcheck_iter(r, vctx, be, it, &mr, &err);
         int rejected = note_memcheck(it, st, &mr);
         if (st == KF_ERR_UNSUPPORTED) {
             snprintf(r->memcheck, sizeof r->memcheck, "skipped");
@@ -603,7 +601,7 @@ void kf_loop_table_row(const kf_evalctx *ec, const kf_iter_record *rec) {
 static void profile(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
     if (!ec->prof_tool || !ec->prof_tool[0]) return;
     char why[sizeof ec->counters_note - 60];
-    if (kf_agent_profile(ec->vctx, ec->be, ec->work, ec->prof_tool, cand, rec, why, sizeof why)) {
+    if (kf_agent_profile(ec->vctx, ec->be, ec->prof_tool, cand, rec, why, sizeof why)) {
         ec->prof_fails = 0;
         ec->counters_note[0] = 0;
         return;
