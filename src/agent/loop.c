@@ -281,17 +281,21 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
         json_object_set_new(man, "compiler", json_string(cc));
         json_object_set_new(man, "compiler_version", json_string(version));
     } else {
-        /* device kernels: the launch plan the source declares, resolved */
-        kf_launch_plan plan;
+        /* device kernels: the launch plan the source declares, resolved (the best is kept as
+         * source and flags, in the run and the store: made a candidate again to read it) */
+        kf_candidate bc;
+        const kf_launch_plan *plan = NULL;
         kf_error perr = {0};
-        if (kf_launch_plan_parse(r->best_source, r->best_flags, g->ninputs + g->noutputs, &plan,
-                                 &perr) == KF_OK)
-        {
-            json_object_set_new(man, "launches", plan_json(&plan));
-            json_t *scr = json_object();
-            for (int k = 0; k < plan.nscratch; k++)
-                json_object_set_new(scr, plan.scratch_name[k], json_integer(plan.scratch_bytes[k]));
-            json_object_set_new(man, "scratch_bytes", scr);
+        if (kf_candidate_init(&bc, r->dev.platform, r->best_source, NULL, &perr) == KF_OK) {
+            snprintf(bc.flags, sizeof bc.flags, "%s", r->best_flags);
+            if (kf_candidate_plan(&bc, g->ninputs + g->noutputs, &plan, &perr) == KF_OK) {
+                json_object_set_new(man, "launches", plan_json(plan));
+                json_t *scr = json_object();
+                for (int k = 0; k < plan->nscratch; k++)
+                    json_object_set_new(scr, plan->scratch_name[k], json_integer(plan->scratch_bytes[k]));
+                json_object_set_new(man, "scratch_bytes", scr);
+            }
+            kf_candidate_clear(&bc);
         }
         json_object_set_new(man, "compiler", json_string(r->dev.compiler));
         json_object_set_new(man, "build_options", json_string(flags));
@@ -547,11 +551,11 @@ static void analyse(const kf_evalctx *ec, const kf_candidate *cand, kf_iter_reco
         q->role = ec->sp->p[i].role;
     }
     int gpu = kf_device_is_gpu(&r->dev);
-    kf_launch_plan plan;
-    int have_plan = 0;
-    if (!kf_platform_is_host(r->dev.platform)) {
+    /* the plan the candidate carries (verification parsed it) */
+    const kf_launch_plan *plan = NULL;
+    if (kf_platform_declares_plan(r->dev.platform, cand->source)) {
         kf_error pe = {0};
-        have_plan = kf_launch_plan_parse(cand->source, cand->flags, ec->g_nbufs, &plan, &pe) == KF_OK;
+        if (kf_candidate_plan(cand, ec->g_nbufs, &plan, &pe) != KF_OK) plan = NULL;
     }
     kf_diag_input in = {
         .platform = r->dev.platform,
@@ -560,7 +564,7 @@ static void analyse(const kf_evalctx *ec, const kf_candidate *cand, kf_iter_reco
         .perf = &rec->perf,
         .arch = ec->arch,
         .resources = rec->res.resources,
-        .plan = have_plan ? &plan : NULL,
+        .plan = plan,
         .params = params,
         .nparams = np,
         .counters = rec->counters,
