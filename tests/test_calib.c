@@ -105,10 +105,10 @@ Test(calib, modes_read_and_measure, .init = private_cache, .fini = drop_cache) {
     kf_backend_close(b);
 }
 
-/* The device probes (their OpenCL spelling) compile, run and give positive ceilings. The
+/* The device probes compile, run and give positive ceilings on target's device. The
  * device's max_alloc is lowered so the probes' buffers are 64 MiB, not 4x the LLC. */
-Test(calib, device_probes_measure_an_opencl_device, .init = private_cache, .fini = drop_cache) {
-    kf_backend *b = open_or_skip("opencl");
+static void probes_measure(const char *target) {
+    kf_backend *b = open_or_skip(target);
     b->info.max_alloc_bytes = 256ll << 20;
     kf_ceilings c;
     memset(&c, 0, sizeof c);
@@ -121,5 +121,17 @@ Test(calib, device_probes_measure_an_opencl_device, .init = private_cache, .fini
               c.launch_us);
     cr_assert_eq(c.read_gbs, c.copy_gbs);
     cr_assert(c.when[0]);
+    fprintf(stderr, "%s probes (64 MiB): copy %.1f GB/s, write %.1f GB/s, f32 %.1f GFLOP/s, launch %.2f us\n",
+            target, c.copy_gbs, c.write_gbs, c.peak_gflops_f32, c.launch_us);
     kf_backend_close(b);
+}
+
+/* the OpenCL spelling (PoCL here) */
+Test(calib, device_probes_measure_an_opencl_device, .init = private_cache, .fini = drop_cache) {
+    probes_measure("opencl");
+}
+
+/* the CUDA spelling (NVRTC); skipped without a CUDA device */
+Test(calib, device_probes_measure_a_cuda_device, .init = private_cache, .fini = drop_cache) {
+    probes_measure("cuda");
 }
