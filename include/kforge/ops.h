@@ -61,6 +61,12 @@ typedef enum kf_op_kind {
 /* The inputs the reference needs: ANY, or POS (strictly positive, e.g. log). */
 typedef enum kf_domain { KF_DOMAIN_ANY, KF_DOMAIN_POS } kf_domain;
 
+/* The input magnitude the verifier's large-magnitude and offset sets reach when no op
+ * limits it (kf_op_def.mag): big enough that a kernel which squares or exponentiates
+ * without care overflows, small enough that a careful float32 form of every op with no
+ * limit of its own (x^2 summed over a long row, a product of two such values) stays finite. */
+#define KF_MAG_DEFAULT 1e4
+
 /* Attribute values of one node. Each op's schema (kf_op_def.attrs) says which of these it
  * uses, under which .kf name, with which type and default. axes is a bitmask of
  * non-negative axes of the op's first input after resolution. */
@@ -124,6 +130,11 @@ typedef struct kf_op_def {
      * or per multiply-add pair counted as 2 (MATMUL) */
     double flops;
     kf_domain domain;
+    /* the largest input magnitude for which a careful float32 form of the op still gives a
+     * finite float32 result that later ops can use (exp: 80, e^88.7 overflows); 0 = no
+     * limit of its own (KF_MAG_DEFAULT). The verifier draws its large-magnitude and offset
+     * sets within the smallest limit of the ops that read an input (verify.c). */
+    double mag;
     const char *doc;            /* one line for `kforge ops` and the LLM prompts */
     /* verify rule: the output is an index whose ties are resolved by the first extreme
      * (argmax/argmin): the comparison accepts any index of an equal value */

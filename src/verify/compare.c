@@ -5,7 +5,13 @@
  * outputs, element i passes when |got - want| <= atol*s + rtol*|want|, where want is the
  * reference already rounded to the output dtype (so an f32 overflow is expected as inf)
  * and s = max(1, RMS of that reference output): the RMS scale keeps the absolute term
- * meaningful for outputs far from unit size. A NaN on one side only, or an infinity that
+ * meaningful for outputs far from unit size. Where the reference carries an error bound
+ * for the element (kf_interp_run_bounds: a contraction's K * u * sum |a||b|, carried
+ * through the ops after it), the bound is added to the tolerance: a float32 sum of products
+ * strays from the exact value in proportion to its length and the size of its terms, not
+ * of its result, so a correct kernel on wide-magnitude or cancelling data would otherwise
+ * fail. NMSE is not widened: a wrong kernel (a term skipped, half-precision accumulation)
+ * still fails it. A NaN on one side only, or an infinity that
  * is not matched exactly, fails. Over the whole output NMSE = sum (got-want)^2 / sum want^2
  * (finite elements) must stay within nmse.
  *
@@ -148,6 +154,7 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
         kf_tolerance_default(dt, &atol, &rtol, &nmse_tol);
     }
     const void *ref = ctx->sets[s].ref[j];
+    const float *bnd = ctx->sets[s].bound ? ctx->sets[s].bound[j] : NULL;
     double scale = ctx->sets[s].ref_rms[j];
     if (!(scale > 1.0)) scale = 1.0;
     double err2 = 0, ref2 = 0, worst_excess = -1;
@@ -162,7 +169,7 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
             bad = got != want;
         } else {
             d = fabs(got - want);
-            double tol = atol * scale + rtol * fabs(want);
+            double tol = atol * scale + rtol * fabs(want) + (bnd ? (double)bnd[i] : 0.0);
             bad = d > tol;
             err2 += d * d;
             ref2 += want * want;
@@ -183,14 +190,17 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
     char idx[160];
     if (res->nbad) {
         kf_verify_format_index(&v->shape, res->first_bad, idx, sizeof idx);
-        double tol = isfinite(res->want) ? atol * scale + rtol * fabs(res->want) : 0;
+        double eb = bnd ? (double)bnd[res->first_bad] : 0.0;
+        double tol = isfinite(res->want) ? atol * scale + rtol * fabs(res->want) + eb : 0;
+        char bpart[64] = "";
+        if (eb > 0) snprintf(bpart, sizeof bpart, " + error bound %.3g", eb);
         res->status = KF_V_MISMATCH;
         snprintf(res->detail, sizeof res->detail,
                  "output '%s': element %lld %s got %.9g want %.9g (|err| %.3g > tol %.3g = "
-                 "atol %.3g * scale %.3g + rtol %.3g * |want|); %lld of %lld elements out of "
+                 "atol %.3g * scale %.3g + rtol %.3g * |want|%s); %lld of %lld elements out of "
                  "tolerance; max abs err %.3g, NMSE %.3g",
                  v->name, (long long)res->first_bad, idx, res->got, res->want,
-                 fabs(res->got - res->want), tol, atol, scale, rtol, (long long)res->nbad,
+                 fabs(res->got - res->want), tol, atol, scale, rtol, bpart, (long long)res->nbad,
                  (long long)n, res->max_abs, res->nmse);
     } else if (res->nmse > nmse_tol) {
         res->status = KF_V_MISMATCH;
