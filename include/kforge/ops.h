@@ -7,7 +7,7 @@
  * A record holds: the .kf spelling; the class (the loop nest it is: POINTWISE, REDUCE,
  * CONTRACT, SCAN, COMPOSITE); the shape rule; the arity; a typed attribute schema with
  * defaults; the cost (FLOPs per element, see kf_op_def.flops); the input domain the
- * reference needs; the verify rule; the ATen names it is imported from; the PyTorch peer;
+ * reference needs and the magnitude a careful float32 form survives; the verify rule; the ATen names it is imported from; the PyTorch peer;
  * and the class's part:
  *   POINTWISE  the float64 reference (f64) and the float32 expression (f32) side by side,
  *              written independently; the f32 text uses only the names every platform's

@@ -151,6 +151,8 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
      * of the inputs and outputs for the interpreter: refused, not attempted, when the
      * machine's memory cannot hold it (malloc would fail, or the OOM killer strike). */
     int nsets_wanted = o && o->nsets > 1 ? o->nsets : 1;
+    int has_contract = 0;
+    for (int k = 0; k < g->nnodes; k++) has_contract |= kf_op_get(g->nodes[k].op)->cls == KF_CLASS_CONTRACT;
     uint64_t need = 0;
     for (int k = 0; k < g->ninputs + g->noutputs; k++) {
         const kf_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
@@ -158,7 +160,11 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         if (!kf_shape_bytes(&v->shape, v->dtype, &bytes))
             return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
                                 "'%s' is too large to verify", v->name);
-        need += bytes * (uint64_t)nsets_wanted + (bytes / (uint64_t)kf_dtype_size(v->dtype)) * 8;
+        uint64_t numel = bytes / (uint64_t)kf_dtype_size(v->dtype);
+        need += bytes * (uint64_t)nsets_wanted + numel * 8;
+        /* an output's error bound (a task with a contraction): a float per element per set,
+         * a double while computed */
+        if (k >= g->ninputs && has_contract) need += numel * 4 * (uint64_t)nsets_wanted + numel * 8;
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && need > (uint64_t)pages * (uint64_t)page)
@@ -231,10 +237,13 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         }
         for (int j = 0; j < c->nout; j++) {
             dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
-            dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+            if (has_contract)
+                dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
         }
         double tb = kf_now();
-        st = kf_interp_run_bounds(g, (const double *const *)din, dout, dbnd, err);
+        /* only a contraction starts an error bound (kf_interp_run_bounds) */
+        st = has_contract ? kf_interp_run_bounds(g, (const double *const *)din, dout, dbnd, err)
+                          : kf_interp_run(g, (const double *const *)din, dout, err);
         t_draw += tb - ta;
         t_ref += kf_now() - tb;
         for (int j = 0; j < c->nout && st == KF_OK; j++) {
@@ -255,8 +264,8 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
             }
             v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
             int64_t e0 = 0;
-            while (e0 < c->out_numel[j] && !(dbnd[j][e0] > 0)) e0++;
-            if (st == KF_OK && e0 < c->out_numel[j]) { /* rounded up: a bound, never less */
+            while (dbnd[j] && e0 < c->out_numel[j] && !(dbnd[j][e0] > 0)) e0++;
+            if (st == KF_OK && dbnd[j] && e0 < c->out_numel[j]) { /* rounded up: a bound */
                 float *bj = kf_malloc(sizeof(float) * (size_t)c->out_numel[j]);
                 for (int64_t e = 0; e < c->out_numel[j]; e++) {
                     float f = (float)dbnd[j][e];
