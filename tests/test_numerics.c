@@ -297,3 +297,31 @@ Test(numerics, identity_is_not_relu_on_a_module_drawn_with_rand) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
+
+/* A contraction feeding a norm: on the offset set the GEMM's results are large with a small
+ * spread, so its float32 error is amplified by the norm; the bound must be carried through
+ * the norm (the record's f64_row_bound), or every kernel fails there. */
+Test(numerics, gemm_then_layer_norm_verifies) {
+    fixture f;
+    fx_open(&f, "task gemm_ln\ninput a: f32[16, 256]\ninput b: f32[256, 64]\n"
+                "output y = layer_norm(matmul(a, b), axes=-1)\n");
+    kf_vresult r = run_src(&f, "#include <math.h>\n"
+                               "int kforge_kernel(void *const *args) {\n"
+                               "    const float *a = args[0], *b = args[1]; float *y = args[2];\n"
+                               "    for (int i = 0; i < 16; i++) {\n"
+                               "        float h[64], m = 0.0f, q = 0.0f;\n"
+                               "        for (int j = 0; j < 64; j++) {\n"
+                               "            float s = 0.0f;\n"
+                               "            for (int k = 0; k < 256; k++) s += a[i * 256 + k] * b[k * 64 + j];\n"
+                               "            h[j] = s; m += s;\n"
+                               "        }\n"
+                               "        m /= 64;\n"
+                               "        for (int j = 0; j < 64; j++) q += (h[j] - m) * (h[j] - m);\n"
+                               "        float k = 1.0f / sqrtf(q / 64 + 1e-5f);\n"
+                               "        for (int j = 0; j < 64; j++) y[i * 64 + j] = (h[j] - m) * k;\n"
+                               "    }\n"
+                               "    return 0;\n"
+                               "}\n");
+    expect_ok(&r);
+    fx_close(&f);
+}

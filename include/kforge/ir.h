@@ -177,8 +177,11 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
  *              corners of [x - e, x + e] (exact for monotone ops: clamp, tanh, relu, add;
  *              non-finite corners are skipped);
  *   REDUCE     sum and mean: the sum (mean) of the bounds; max and min: their maximum;
- *   other      (prod, arg ops, composites, scans): no bound carried (0), the default
- *              tolerance alone applies.
+ *   COMPOSITE  the record's f64_row_bound / f64_rows_bound of each row (softmax, log_softmax,
+ *              layer_norm, rms_norm, logsumexp: first-order worst cases; weight and bias
+ *              taken as exact);
+ *   other      (prod, arg ops, composites without a bound function): no bound carried (0),
+ *              the default tolerance alone applies.
  * Costs one more dgemm per matmul (on |a|, |b|) plus one per bounded operand, and keeps
  * the bounds of live values. */
 kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,

@@ -162,6 +162,12 @@ typedef struct kf_op_def {
      * NULL when absent) */
     void (*f64_row)(const double *x, double *y, int64_t n, const double *w, const double *b,
                     const kf_attrs *A);
+    /* optional, for the reference's error bounds (kf_interp_run_bounds): how far each
+     * result may move when each element of its row may be off by up to e[] (first order,
+     * worst case); without them a bound on the operand is not carried past the op */
+    double (*f64_rows_bound)(const double *row, const double *e, int64_t n, const kf_attrs *A);
+    void (*f64_row_bound)(const double *x, const double *e, double *yb, int64_t n,
+                          const double *w, const double *b, const kf_attrs *A);
     /* the forms the softmax and norm fast paths serve */
     int log_out;                /* softmax family: the result in log space (log_softmax) */
     int centered;               /* norms: subtract the mean and scale by the deviation

@@ -403,8 +403,8 @@ static kf_status ip_reduce(const kf_graph *g, const kf_node *n, const double *x,
 
 /* A reduce-shaped composite: each output element is the record's f64_rows over the
  * elements it reduces, gathered (kept axes first, reduced axes last) into rows. */
-static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const double *x, double *out,
-                                kf_error *err) {
+static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const double *x,
+                                const double *e, double *out, kf_error *err) {
     const kf_op_def *d = kf_op_get(n->op);
     const kf_shape *s = &g->values[n->in[0]].shape;
     uint32_t mask = n->attr.axes;
@@ -422,15 +422,21 @@ static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const doubl
     if (ip_numel(&g->values[n->out].shape) != O)
         return kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col, "%s: result has %lld elements, "
                             "expected %lld", d->name, (long long)ip_numel(&g->values[n->out].shape), (long long)O);
+    /* with e (bound mode): the record's f64_rows_bound of the rows of x and of e into out */
     double *rows = kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *rows);
+    double *erows = e ? kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *erows) : NULL;
     if (total > 0) {
         ip_plan p;
         ip_plan_init(&p, k, dims, 1, st);
         ip_plan_exec(&p, NULL, NULL, x, NULL, rows);
+        if (e) ip_plan_exec(&p, NULL, NULL, e, NULL, erows);
     }
 #pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN && O > 1)
-    for (int64_t o = 0; o < O; o++) out[o] = d->f64_rows(rows + o * R, R, &n->attr);
+    for (int64_t o = 0; o < O; o++)
+        out[o] = e ? d->f64_rows_bound(rows + o * R, erows + o * R, R, &n->attr)
+                   : d->f64_rows(rows + o * R, R, &n->attr);
     free(rows);
+    free(erows);
     return KF_OK;
 }
 
@@ -483,8 +489,8 @@ static kf_status ip_affine_setup(const kf_graph *g, const kf_node *n, int v, con
  * the record's own f64_row on every row along the op's axes, gathered when the axis is not
  * the innermost, with the norm's weight and bias rows (a scalar spread over the row, one
  * value per normalised position, or any other broadcast materialised at full size). */
-static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *const *in, double *y,
-                            kf_error *err) {
+static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *const *in,
+                            const double *e, double *y, kf_error *err) {
     const kf_op_def *d = kf_op_get(n->op);
     const kf_shape *s = &g->values[n->in[0]].shape;
     uint32_t mask = n->attr.axes;
@@ -522,10 +528,12 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
             for (int64_t r = 0; r < R; r++) spread[k][r] = aff[k].p[0];
         }
     if (st == KF_OK) {
+        /* with e (bound mode): the record's f64_row_bound of the rows of x and of e into y */
         const double *x = in[0];
 #pragma omp parallel if (total >= KF_INTERP_PAR_MIN && O * In > 1)
         {
-            double *xr = In > 1 ? kf_malloc((size_t)R * 2 * sizeof *xr) : NULL, *yr = xr ? xr + R : NULL;
+            double *xr = In > 1 ? kf_malloc((size_t)R * 3 * sizeof *xr) : NULL, *yr = xr ? xr + R : NULL;
+            double *er = xr ? xr + 2 * R : NULL;
 #pragma omp for schedule(static)
             for (int64_t u = 0; u < O * In; u++) {
                 int64_t o = u / In, i = u % In;
@@ -533,10 +541,16 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
                 for (int k = 0; k < naff; k++)
                     rw[k] = spread[k] ? spread[k] : aff[k].full ? aff[k].p + o * R : aff[k].p;
                 if (In == 1) {
-                    d->f64_row(x + o * R, y + o * R, R, rw[0], rw[1], &n->attr);
+                    if (e) d->f64_row_bound(x + o * R, e + o * R, y + o * R, R, rw[0], rw[1], &n->attr);
+                    else d->f64_row(x + o * R, y + o * R, R, rw[0], rw[1], &n->attr);
                 } else {
                     for (int64_t r = 0; r < R; r++) xr[r] = x[(o * R + r) * In + i];
-                    d->f64_row(xr, yr, R, rw[0], rw[1], &n->attr);
+                    if (e) {
+                        for (int64_t r = 0; r < R; r++) er[r] = e[(o * R + r) * In + i];
+                        d->f64_row_bound(xr, er, yr, R, rw[0], rw[1], &n->attr);
+                    } else {
+                        d->f64_row(xr, yr, R, rw[0], rw[1], &n->attr);
+                    }
                     for (int64_t r = 0; r < R; r++) y[(o * R + r) * In + i] = yr[r];
                 }
             }
@@ -723,6 +737,18 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         *st = ip_reduce_as(g, n, eb[0], res, sum ? KF_COMB_SUM : KF_COMB_MAX, sum && d->mean, err);
         return res;
     }
+    /* a composite with its record's bound of one row (the bound of x; its weight and bias
+     * are taken as exact) */
+    if (eb[0] && d->kind == KF_KIND_REDUCE && d->f64_rows_bound) {
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_reduce_rows(g, n, in[0], eb[0], res, err);
+        return res;
+    }
+    if (eb[0] && (d->kind == KF_KIND_SOFTMAX || d->kind == KF_KIND_NORM) && d->f64_row_bound) {
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_rowwise(g, n, in, eb[0], res, err);
+        return res;
+    }
     return NULL;
 }
 
@@ -751,10 +777,10 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
         return KF_OK;
     }
     case KF_KIND_REDUCE:
-        if (info->cls != KF_CLASS_REDUCE) return ip_reduce_rows(g, n, in[0], out, err);
+        if (info->cls != KF_CLASS_REDUCE) return ip_reduce_rows(g, n, in[0], NULL, out, err);
         return ip_reduce(g, n, in[0], out, err);
     case KF_KIND_SOFTMAX:
-    case KF_KIND_NORM: return ip_rowwise(g, n, in, out, err);
+    case KF_KIND_NORM: return ip_rowwise(g, n, in, NULL, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
     }
     return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,

@@ -152,7 +152,16 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
      * machine's memory cannot hold it (malloc would fail, or the OOM killer strike). */
     int nsets_wanted = o && o->nsets > 1 ? o->nsets : 1;
     int has_contract = 0;
-    for (int k = 0; k < g->nnodes; k++) has_contract |= kf_op_get(g->nodes[k].op)->cls == KF_CLASS_CONTRACT;
+    double bound_k = 1;
+    for (int k = 0; k < g->nnodes; k++) {
+        const kf_node *n = &g->nodes[k];
+        if (kf_op_get(n->op)->cls != KF_CLASS_CONTRACT) continue;
+        has_contract = 1;
+        const kf_shape *as = &g->values[n->in[0]].shape;
+        double K = (double)(as->rank == 1 ? as->d[0]
+                            : (n->attr.ta ? as->d[as->rank - 2] : as->d[as->rank - 1]));
+        if (K > bound_k) bound_k = K;
+    }
     uint64_t need = 0;
     for (int k = 0; k < g->ninputs + g->noutputs; k++) {
         const kf_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
@@ -175,6 +184,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
                             (double)pages * (double)page / (1 << 30));
     kf_verify_ctx *c = kf_calloc(1, sizeof *c);
     c->g = g;
+    c->bound_k = bound_k;
     if (o) c->opts = *o;
     else kf_verify_opts_default(&c->opts);
     if (c->opts.nsets < 1) c->opts.nsets = 1;

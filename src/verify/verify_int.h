@@ -88,6 +88,8 @@ struct kf_verify_ctx {
     size_t *in_bytes, *out_bytes;
     int nsets;
     kf_vset *sets;
+    double bound_k;         /* the longest contraction's length K (1 without one): the
+                               NMSE allowance of the bounds is sum bound^2 / K (compare.c) */
 };
 
 /* ---- verify.c, shared with memcheck.c ---- */
