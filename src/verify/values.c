@@ -253,8 +253,8 @@ static double draw_one(kf_rng *r, int dist, int pos, double mag) {
     default: { /* heavy tailed: a normal over a small uniform, clipped */
         double d = 0.05 + 0.95 * kf_verify_rng_uniform(r);
         x = kf_verify_rng_normal(r) / d;
-        if (x > 1e4) x = 1e4;
-        if (x < -1e4) x = -1e4;
+        if (x > mag) x = mag; /* mag: 1e4 unless an op on the input's paths limits it */
+        if (x < -mag) x = -mag;
         break;
     }
     }

@@ -33,7 +33,7 @@ double kf_verify_rng_normal(kf_rng *r);  /* N(0, 1) */
 
 /* The input distributions, drawn in this order by the sets (set s gets s % KF_DIST_COUNT):
  * uniform (-1, 1), normal, wide magnitude (2^-6..2^6, either sign), heavy tailed (a normal
- * over a small uniform), offset (min(KF_OFFSET_CENTRE, mag/2) +- 1: a mean far from zero,
+ * over a small uniform, clipped to +-mag), offset (min(KF_OFFSET_CENTRE, mag/2) +- 1: a mean far from zero,
  * which breaks one-pass variances and softmax without the max subtraction), large
  * magnitude (|x| in [mag/2, mag]: exp of an unshifted input overflows). mag is the input's
  * magnitude limit (verify.c: the smallest kf_op_def.mag of the ops that read it, else
