@@ -168,14 +168,15 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
 /* kf_interp_run, and with each output's error bound: bounds[j] (numel doubles; a NULL
  * entry skips that output) receives per element how far a correct float kernel may
  * legitimately stray from the exact result beyond rounding that result once, from the ops
- * whose error grows with their size (docs/design-notes.md, "Tolerance that follows the
+ * whose error grows with their size or is amplified downstream (docs/design-notes.md, "Tolerance that follows the
  * error model"). Rules, per node, in graph order, inputs being exact:
  *   CONTRACT   K * u * sum_k |a_ik| |b_kj|  (u: the unit roundoff of the result's dtype, f32
  *              2^-24; the bound of any summation order), plus the operands' own bounds
  *              carried: sum_k (ea_ik |b_kj| + |a_ik| eb_kj);
- *   POINTWISE  with a bound on an operand: the largest change of the f64 result over the
- *              corners of [x - e, x + e] (exact for monotone ops: clamp, tanh, relu, add;
- *              non-finite corners are skipped);
+ *   POINTWISE  u * |result| (its rounding to the dtype, which a later norm or difference
+ *              may amplify), plus, with a bound on an operand, the largest change of the
+ *              f64 result over the corners of [x - e, x + e] (exact for monotone ops:
+ *              clamp, tanh, relu, add; non-finite corners are skipped);
  *   REDUCE     sum and mean: the sum (mean) of the bounds; max and min: their maximum;
  *   COMPOSITE  the record's f64_row_bound / f64_rows_bound of each row (softmax, log_softmax,
  *              layer_norm, rms_norm, logsumexp: first-order worst cases; weight and bias

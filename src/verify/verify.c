@@ -151,12 +151,14 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
      * of the inputs and outputs for the interpreter: refused, not attempted, when the
      * machine's memory cannot hold it (malloc would fail, or the OOM killer strike). */
     int nsets_wanted = o && o->nsets > 1 ? o->nsets : 1;
-    int has_contract = 0;
+    /* error bounds (kf_interp_run_bounds) where an op can amplify or accumulate rounding: a
+     * graph of pointwise ops alone has none beyond rounding its result (rtol covers it) */
+    int bounded = 0;
     double bound_k = 1;
     for (int k = 0; k < g->nnodes; k++) {
         const kf_node *n = &g->nodes[k];
+        if (kf_op_get(n->op)->cls != KF_CLASS_POINTWISE) bounded = 1;
         if (kf_op_get(n->op)->cls != KF_CLASS_CONTRACT) continue;
-        has_contract = 1;
         const kf_shape *as = &g->values[n->in[0]].shape;
         double K = (double)(as->rank == 1 ? as->d[0]
                             : (n->attr.ta ? as->d[as->rank - 2] : as->d[as->rank - 1]));
@@ -171,9 +173,9 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
                                 "'%s' is too large to verify", v->name);
         uint64_t numel = bytes / (uint64_t)kf_dtype_size(v->dtype);
         need += bytes * (uint64_t)nsets_wanted + numel * 8;
-        /* an output's error bound (a task with a contraction): a float per element per set,
-         * a double while computed */
-        if (k >= g->ninputs && has_contract) need += numel * 4 * (uint64_t)nsets_wanted + numel * 8;
+        /* an output's error bound (a task with more than pointwise ops): a float per element
+         * per set, a double while computed */
+        if (k >= g->ninputs && bounded) need += numel * 4 * (uint64_t)nsets_wanted + numel * 8;
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && need > (uint64_t)pages * (uint64_t)page)
@@ -247,12 +249,12 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         }
         for (int j = 0; j < c->nout; j++) {
             dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
-            if (has_contract)
+            if (bounded)
                 dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
         }
         double tb = kf_now();
-        /* only a contraction starts an error bound (kf_interp_run_bounds) */
-        st = has_contract ? kf_interp_run_bounds(g, (const double *const *)din, dout, dbnd, err)
+        /* bounds only where an op can amplify or accumulate rounding (above) */
+        st = bounded ? kf_interp_run_bounds(g, (const double *const *)din, dout, dbnd, err)
                           : kf_interp_run(g, (const double *const *)din, dout, err);
         t_draw += tb - ta;
         t_ref += kf_now() - tb;
