@@ -844,6 +844,48 @@ Test(cuda_verify, nvcc_form_is_ok) {
     vfix_close(&f);
 }
 
+/* A kernel whose host code launches its work on a non-blocking stream of its own and
+ * returns at once: the stop event on the legacy stream would not wait for it, and the time
+ * would be the launch's. The context-wide synchronisation before the stop event puts the
+ * work inside the interval: the escaped form must not come out faster than half the same
+ * work launched on the default stream (both busy-wait a fixed number of cycles per block,
+ * so their times are about equal when the timing is honest; no absolute time is assumed). */
+static const char *spin_src(const char *stream_setup, const char *stream) {
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "__global__ void swish(const float *x, float *y, int n) {\n"
+             "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+             "    if (i < n) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
+             "    long long t0 = clock64();\n"
+             "    while (clock64() - t0 < 1000000) {}\n"
+             "}\n"
+             "extern \"C\" int kforge_kernel(void *const *args) {\n"
+             "    int n = 1000003;\n"
+             "    %s\n"
+             "    swish<<<(n + 255) / 256, 256, 0, %s>>>((const float *)args[0], (float *)args[1], n);\n"
+             "    return cudaGetLastError() == cudaSuccess ? 0 : 1;\n"
+             "}\n",
+             stream_setup, stream);
+    return buf;
+}
+
+Test(cuda_verify, work_left_on_another_stream_is_timed) {
+    vfix f;
+    vfix_open(&f, 1);
+    need_nvcc();
+    kf_vresult honest = verify_src(&f, spin_src("", "0"));
+    VEXPECT(honest, KF_V_OK, NULL);
+    kf_vresult escaped = verify_src(&f, spin_src("static cudaStream_t s;\n"
+                                                 "    if (!s && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 2;",
+                                                 "s"));
+    VEXPECT(escaped, KF_V_OK, NULL);
+    cr_assert(honest.timed && escaped.timed, "timed %d %d", honest.timed, escaped.timed);
+    cr_assert_geq(escaped.time_ms, 0.5 * honest.time_ms,
+                  "work left on a non-blocking stream was not timed: %.4f ms against %.4f ms on "
+                  "the default stream", escaped.time_ms, honest.time_ms);
+    vfix_close(&f);
+}
+
 #else
 
 Test(cuda_platform, not_built) {

@@ -172,7 +172,7 @@ Test(faults, correct_is_ok_and_timed) {
     fx_open(&f, swish_task, timed);
     kf_vresult r = run_src(&f, swish("", "", "0"));
     expect(&r, KF_V_OK, NULL);
-    cr_assert_eq(r.sets_run, 3);
+    cr_assert_eq(r.sets_run, KF_VERIFY_DEFAULT_SETS);
     cr_assert_eq(r.timed, 1);
     cr_assert_geq(r.reps, 7);
     cr_assert_gt(r.time_ms, 0);

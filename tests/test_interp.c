@@ -733,3 +733,35 @@ Test(interp, bad_arguments) {
     cr_assert(strlen(e.msg) > 0);
     kf_graph_free(g);
 }
+
+/* The error bound of a contraction (K * u * sum |a||b|), carried through a clamp (where it
+ * saturates far from the edge, only the clamp's own rounding is left) and a sum; a pointwise
+ * op of exact operands has its rounding alone. */
+Test(interp, bounds_follow_the_contraction) {
+    const char *task = "task b\ninput a: f32[2, 4]\ninput w: f32[4, 2]\n"
+                       "m = matmul(a, w)\n"
+                       "output c = hardtanh(m, min_val=-1, max_val=1)\n"
+                       "output s = sum(m, axes=1)\n"
+                       "output p = a * 2\n";
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_parse_string(task, "<t>", &g, &err), KF_OK, "%s", err.msg);
+    double a[8] = {1, -1, 2, -2, 0.25, 0.25, 0.25, 0.25};
+    double w[8] = {1, 100, 1, 100, 1, 100, 1, 100}; /* row 0: m = [0, 0]; row 1: [1, 100] */
+    double c[4], s[2], p[8], bc[4], bs[2], bp[8];
+    const double *in[2] = {a, w};
+    double *out[3] = {c, s, p}, *bnd[3] = {bc, bs, bp};
+    cr_assert_eq(kf_interp_run_bounds(g, in, out, bnd, &err), KF_OK, "%s", err.msg);
+    double u = 0x1p-24;
+    /* m[0][0] = 0 with sum |a||w| = 6: bound 4 * u * 6, kept by the clamp (slope 1 there) */
+    cr_assert_float_eq(bc[0], 4 * u * 6, 1e-20);
+    cr_assert_float_eq(bc[1], 4 * u * 600, 1e-18);
+    /* m[1][1] = 100, far above the clamp's edge: the clamp's result cannot move; what is
+     * left is the rounding of that result, u * 1 */
+    cr_assert_float_eq(bc[3], u, 1e-22);
+    /* the sum of the row's bounds */
+    cr_assert_float_eq(bs[0], 4 * u * 606, 1e-17);
+    /* no contraction on the path: the rounding of the pointwise result alone */
+    for (int i = 0; i < 8; i++) cr_assert_float_eq(bp[i], u * fabs(2 * a[i]), 1e-22);
+    kf_graph_free(g);
+}

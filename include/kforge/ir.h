@@ -150,12 +150,43 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err);
  * op; KF_ERR_PARSE a file that is not such a graph. */
 kf_status kf_import_torch_graph(const char *json_path, char **kf_text, kf_graph **out, kf_error *err);
 
+/* Per graph input, what the values drawn for it must satisfy, from the op records of every
+ * node on a path from it (the rule is in docs/design-notes.md, "Input domains come from the
+ * ops"): pos[i] = 1 when an op of KF_DOMAIN_POS is on such a path (strictly positive
+ * values), mag[i] the smallest kf_op_def.mag of those ops (KF_MAG_DEFAULT when none has
+ * one). pos and mag have g->ninputs entries (mag may be NULL). A range the task gives an
+ * input is not consulted: this is what the ops need. */
+void kf_graph_input_domains(const kf_graph *g, int *pos, double *mag);
+
 /* Reference interpreter in float64. inputs[i] holds numel(graph input i) doubles (i64
  * inputs as their integer values); outputs[j] must hold numel(graph output j) doubles and
  * receives the results (argmax/argmin indices as exact integers). Intermediates are
  * allocated internally. Returns KF_OK, or an error for unsupported dtypes/ops. */
 kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
                         kf_error *err);
+
+/* kf_interp_run, and with each output's error bound: bounds[j] (numel doubles; a NULL
+ * entry skips that output) receives per element how far a correct float kernel may
+ * legitimately stray from the exact result beyond rounding that result once, from the ops
+ * whose error grows with their size or is amplified downstream (docs/design-notes.md, "Tolerance that follows the
+ * error model"). Rules, per node, in graph order, inputs being exact:
+ *   CONTRACT   K * u * sum_k |a_ik| |b_kj|  (u: the unit roundoff of the result's dtype, f32
+ *              2^-24; the bound of any summation order), plus the operands' own bounds
+ *              carried: sum_k (ea_ik |b_kj| + |a_ik| eb_kj);
+ *   POINTWISE  u * |result| (its rounding to the dtype, which a later norm or difference
+ *              may amplify), plus, with a bound on an operand, the largest change of the
+ *              f64 result over the corners of [x - e, x + e] (exact for monotone ops:
+ *              clamp, tanh, relu, add; non-finite corners are skipped);
+ *   REDUCE     sum and mean: the sum (mean) of the bounds; max and min: their maximum;
+ *   COMPOSITE  the record's f64_row_bound / f64_rows_bound of each row (softmax, log_softmax,
+ *              layer_norm, rms_norm, logsumexp: first-order worst cases; weight and bias
+ *              taken as exact);
+ *   other      (prod, arg ops, composites without a bound function): no bound carried (0),
+ *              the default tolerance alone applies.
+ * Costs one more dgemm per matmul (on |a|, |b|) plus one per bounded operand, and keeps
+ * the bounds of live values. */
+kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,
+                               double *const *outputs, double *const *bounds, kf_error *err);
 
 
 #ifdef __cplusplus

@@ -7,7 +7,7 @@
  * A record holds: the .kf spelling; the class (the loop nest it is: POINTWISE, REDUCE,
  * CONTRACT, SCAN, COMPOSITE); the shape rule; the arity; a typed attribute schema with
  * defaults; the cost (FLOPs per element, see kf_op_def.flops); the input domain the
- * reference needs; the verify rule; the ATen names it is imported from; the PyTorch peer;
+ * reference needs and the magnitude a careful float32 form survives; the verify rule; the ATen names it is imported from; the PyTorch peer;
  * and the class's part:
  *   POINTWISE  the float64 reference (f64) and the float32 expression (f32) side by side,
  *              written independently; the f32 text uses only the names every platform's
@@ -64,6 +64,12 @@ typedef enum kf_op_kind {
 
 /* The inputs the reference needs: ANY, or POS (strictly positive, e.g. log). */
 typedef enum kf_domain { KF_DOMAIN_ANY, KF_DOMAIN_POS } kf_domain;
+
+/* The input magnitude the verifier's large-magnitude and offset sets reach when no op
+ * limits it (kf_op_def.mag): big enough that a kernel which squares or exponentiates
+ * without care overflows, small enough that a careful float32 form of every op with no
+ * limit of its own (x^2 summed over a long row, a product of two such values) stays finite. */
+#define KF_MAG_DEFAULT 1e4
 
 /* Attribute values of one node. Each op's schema (kf_op_def.attrs) says which of these it
  * uses, under which .kf name, with which type and default. axes is a bitmask of
@@ -129,6 +135,11 @@ typedef struct kf_op_def {
      * or per multiply-add pair counted as 2 (MATMUL) */
     double flops;
     kf_domain domain;
+    /* the largest input magnitude for which a careful float32 form of the op still gives a
+     * finite float32 result that later ops can use (exp: 80, e^88.7 overflows); 0 = no
+     * limit of its own (KF_MAG_DEFAULT). The verifier draws its large-magnitude and offset
+     * sets within the smallest limit of the ops that read an input (verify.c). */
+    double mag;
     const char *doc;            /* one line for `kforge ops` and the LLM prompts */
     /* verify rule: the output is an index whose ties are resolved by the first extreme
      * (argmax/argmin): the comparison accepts any index of an equal value */
@@ -156,6 +167,12 @@ typedef struct kf_op_def {
      * NULL when absent) */
     void (*f64_row)(const double *x, double *y, int64_t n, const double *w, const double *b,
                     const kf_attrs *A);
+    /* optional, for the reference's error bounds (kf_interp_run_bounds): how far each
+     * result may move when each element of its row may be off by up to e[] (first order,
+     * worst case); without them a bound on the operand is not carried past the op */
+    double (*f64_rows_bound)(const double *row, const double *e, int64_t n, const kf_attrs *A);
+    void (*f64_row_bound)(const double *x, const double *e, double *yb, int64_t n,
+                          const double *w, const double *b, const kf_attrs *A);
     /* the forms the softmax and norm fast paths serve */
     int log_out;                /* softmax family: the result in log space (log_softmax) */
     int centered;               /* norms: subtract the mean and scale by the deviation

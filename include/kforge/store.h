@@ -45,7 +45,7 @@ extern "C" {
 
 #define KF_STORE_SCHEMA_VERSION 2
 #define KF_STORE_BUSY_MS 10000
-#define KF_STORE_HARNESS "v1"
+#define KF_STORE_HARNESS "v2" /* v2: offset and large-magnitude sets, contraction error bounds */
 
 typedef struct kf_store kf_store;
 

@@ -3,7 +3,8 @@
  * section 5 holds:
  *   - the reference is the float64 interpreter, computed here; the candidate never sees it;
  *   - several input sets from several distributions (uniform, normal, wide magnitude,
- *     heavy tailed), never zeros, positive where an op's domain needs it;
+ *     heavy tailed, offset, large magnitude), never zeros, positive where an op's domain
+ *     needs it, within the magnitude a careful float32 form of the ops survives;
  *   - outputs are NaN-poisoned before every run and every element must be written;
  *   - guard zones around every buffer; inputs checked unchanged after the run;
  *   - per-dtype tolerances (abs + rel) plus NMSE; NaN/Inf mismatches fail;
@@ -74,7 +75,10 @@ typedef struct kf_vresult {
 } kf_vresult;
 
 typedef struct kf_verify_opts {
-    int nsets;              /* input sets (default 3) */
+    int nsets;              /* input sets (default KF_VERIFY_DEFAULT_SETS: one per
+                               distribution); set s is drawn from distribution s % 6 of
+                               uniform, normal, wide magnitude, heavy tailed, offset, large
+                               magnitude, so fewer sets leave the last ones out */
     uint64_t seed;          /* 0 = draw from the clock */
     double wall_limit_s;    /* per runner process (default 20) */
     double cpu_limit_s;     /* per runner process (default 60) */
@@ -97,6 +101,8 @@ typedef struct kf_verify_opts {
 } kf_verify_opts;
 
 void kf_verify_opts_default(kf_verify_opts *o);
+/* The default number of input sets: one per distribution. */
+#define KF_VERIFY_DEFAULT_SETS 6
 
 typedef struct kf_verify_ctx kf_verify_ctx;
 

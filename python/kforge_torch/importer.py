@@ -217,7 +217,9 @@ def build_graph(name, model_path, seed, model, inputs, ep):
             if kind == "input":
                 entry["index"] = user_index
                 # a strictly positive sample (torch.rand(...) + 0.5 for a log, a divisor)
-                # asks kforge to draw its verification inputs from the same range
+                # is recorded; kforge import keeps it as the task's range only where an op
+                # on a path from the input needs positive values (kf_graph_input_domains),
+                # so relu & co. are still verified on negative values
                 x = inputs[user_index]
                 if x.dtype.is_floating_point and x.numel():
                     lo, hi = x.min().item(), x.max().item()

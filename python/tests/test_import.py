@@ -200,3 +200,48 @@ def test_bench_smoke(kforge, tmp_path):
     assert rows["03_sort"]["status"] == "unsupported" and "aten.sort" in rows["03_sort"]["detail"]
     assert "fast_1.5" in p.stdout and "geomean speedup" in p.stdout
     assert open(out_csv).readline().startswith("bound,")
+
+
+RELU_RAND = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x), torch.log(y)
+
+def get_inputs():
+    return [torch.rand(4096), torch.rand(4096) + 0.5]
+
+def get_init_inputs():
+    return []
+'''
+
+IDENTITY_AND_LOG = '''#include <math.h>
+int kforge_kernel(void *const *args) {
+    const float *x = args[0], *y = args[1];
+    float *rx = args[2], *ly = args[3];
+    for (int i = 0; i < 4096; i++) { rx[i] = x[i]; ly[i] = logf(y[i]); }
+    return 0;
+}
+'''
+
+
+def test_module_range_is_kept_only_where_an_op_needs_it(kforge, tmp_path):
+    """torch.rand draws [0, 1): relu's input must still be verified on negative values (a
+    copy is not relu), while log's keeps the module's positive range."""
+    model = write(tmp_path / "relu_rand.py", RELU_RAND)
+    bundle = tmp_path / "b"
+    p = run([kforge, "import", model, "--out", str(bundle)])
+    assert p.returncode == 0, p.stderr
+    g = json.load(open(bundle / "graph.json"))
+    assert all("range" in e for e in g["inputs"])  # the importer records both samples' ranges
+    lines = {l.split(":")[0]: l for l in open(bundle / "task.kf").read().splitlines()
+             if l.startswith("input ")}
+    assert len(lines) == 2
+    x_line, y_line = (lines[k] for k in sorted(lines))
+    assert "range(" not in x_line, x_line
+    assert "range(" in y_line, y_line
+    kernel = write(tmp_path / "identity.c", IDENTITY_AND_LOG)
+    p = run([kforge, "verify", str(bundle / "task.kf"), kernel, "--seed", "5"], timeout=300)
+    assert p.returncode != 0 and "mismatch" in p.stdout + p.stderr, p.stdout + p.stderr

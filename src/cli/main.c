@@ -161,7 +161,8 @@ static void usage_verify(FILE *f) {
             "guard zones, unchanged inputs, tolerances and NMSE, in a sandboxed child process.\n"
             "\n"
             "options:\n"
-            "  --sets N           input sets (default 3)\n"
+            "  --sets N           input sets (default 6: uniform, normal, wide, heavy-tailed,\n"
+            "                     offset, large-magnitude; fewer sets leave the last out)\n"
             "  --seed N           seed for the input sets\n"
             "  --target T         cpu (default), opencl[:N], cuda[:N]\n"
             "  --time             also time the kernel when it verifies (every call started\n"
@@ -737,10 +738,11 @@ static int cmd_ops(int argc, char **argv) {
                 printf(" %-6s", ok ? "yes" : "no");
         }
         if (json) {
-            json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:s, s:f, s:s, s:o, s:s, s:o}",
+            json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:o, s:s, s:f, s:f, s:s, s:o, s:s, s:o}",
                                   "name", in->name, "class", kf_op_class_name(in->cls), "kind",
                                   kf_op_kind_name(in->kind), "min_inputs", in->min_in,
                                   "max_inputs", in->max_in, "attributes", jattrs, "domain", dom,
+                                  "magnitude", in->mag > 0 ? in->mag : KF_MAG_DEFAULT,
                                   "flops", in->flops, "doc", in->doc, "aten", jaten, "torch",
                                   in->torch, "platforms", jplat);
             json_array_append_new(arr, o);

@@ -679,3 +679,36 @@ void kf_tolerance_default(kf_dtype dt, double *atol, double *rtol, double *nmse)
     if (rtol) *rtol = r;
     if (nmse) *nmse = e;
 }
+
+/* See ir.h. Per graph input, what its values must satisfy, from the ops that read it (directly or
+ * through any chain of nodes; g's nodes are in topological order, so one backward pass
+ * carries every constraint to the inputs):
+ *   pos[i]  strictly positive: an op with KF_DOMAIN_POS lies on a path from it;
+ *   mag[i]  the magnitude limit of its offset and large sets: the smallest kf_op_def.mag
+ *           of the ops on its paths (KF_MAG_DEFAULT when none has one).
+ * Conservative by construction: relu -> log still makes the input positive (nothing
+ * tracks that relu already made it non-negative), and a scale between an input and exp
+ * is not divided out of the limit. */
+void kf_graph_input_domains(const kf_graph *g, int *pos, double *mag) {
+    char *need = kf_calloc((size_t)g->nvalues + 1, 1);
+    double *lim = kf_malloc(((size_t)g->nvalues + 1) * sizeof *lim);
+    for (int v = 0; v < g->nvalues; v++) lim[v] = KF_MAG_DEFAULT;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const kf_node *n = &g->nodes[k];
+        const kf_op_def *d = kf_op_get(n->op);
+        int mark = need[n->out] || d->domain == KF_DOMAIN_POS;
+        double m = lim[n->out];
+        if (d->mag > 0 && d->mag < m) m = d->mag;
+        for (int i = 0; i < n->nin; i++) {
+            if (n->in[i] < 0 || n->in[i] >= g->nvalues) continue;
+            if (mark) need[n->in[i]] = 1;
+            if (m < lim[n->in[i]]) lim[n->in[i]] = m;
+        }
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        pos[i] = need[g->inputs[i]];
+        if (mag) mag[i] = lim[g->inputs[i]];
+    }
+    free(need);
+    free(lim);
+}

@@ -530,6 +530,34 @@ static void shape_text(json_t *shape, char *out, size_t cap) {
     if (n < cap) snprintf(out + n, cap - n, "]");
 }
 
+/* The range a module's get_inputs drew an input from (torch.rand: [0, 1)) is one sample's,
+ * not the input's domain: kept only where an op on a path from the input needs it (an op
+ * of KF_DOMAIN_POS: log, sqrt, pow, ...; kf_graph_input_domains), dropped from the task
+ * text otherwise, so that relu, elu, argmin are verified on negative values too. Returns 1
+ * when head was rewritten (the caller parses it again). */
+static int drop_unneeded_ranges(const kf_graph *g, kf_buf *head) {
+    int *pos = kf_calloc((size_t)g->ninputs + 1, sizeof *pos);
+    kf_graph_input_domains(g, pos, NULL);
+    int changed = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        const kf_value *v = &g->values[g->inputs[i]];
+        if (!v->has_range || pos[i]) continue;
+        char key[160];
+        snprintf(key, sizeof key, "\ninput %s: ", v->name);
+        char *line = strstr(head->data, key);
+        char *eol = line ? strchr(line + 1, '\n') : NULL;
+        char *r = line ? strstr(line, " range(") : NULL;
+        char *close = r ? strchr(r, ')') : NULL;
+        if (!close || (eol && r > eol)) continue;
+        size_t cut = (size_t)(close + 1 - r);
+        memmove(r, close + 1, strlen(close + 1) + 1);
+        head->len -= cut;
+        changed = 1;
+    }
+    free(pos);
+    return changed;
+}
+
 /* Compare each output of the parsed graph with what PyTorch recorded. */
 static kf_status check_outputs(lower *L, const kf_graph *g, json_t *outs) {
     for (size_t i = 0; i < json_array_size(outs) && (int)i < g->noutputs; i++) {
@@ -677,6 +705,11 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
                 kf_buf_printf(&head, "%s%s = %s\n", L.v[j].is_output ? "output " : "", L.v[j].kf, L.v[j].expr);
     kf_graph *g = NULL;
     st = kf_parse_string(head.data, path, &g, err);
+    if (st == KF_OK && drop_unneeded_ranges(g, &head)) {
+        kf_graph_free(g);
+        g = NULL;
+        st = kf_parse_string(head.data, path, &g, err);
+    }
     if (st != KF_OK) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);

@@ -350,8 +350,8 @@ static int ip_ori(const kf_shape *s, uint32_t mask, int64_t *O, int64_t *R, int6
     return 1;
 }
 
-static kf_status ip_reduce(const kf_graph *g, const kf_node *n, const double *x,
-                           double *out, kf_error *err) {
+static kf_status ip_reduce_as(const kf_graph *g, const kf_node *n, const double *x, double *out,
+                              kf_combiner comb, int mean, kf_error *err) {
     const kf_shape *s = &g->values[n->in[0]].shape;
     uint32_t mask = n->attr.axes & (s->rank >= 32 ? 0xffffffffu : ((1u << s->rank) - 1u));
     int64_t O, R, In, total = ip_numel(s);
@@ -385,21 +385,26 @@ static kf_status ip_reduce(const kf_graph *g, const kf_node *n, const double *x,
                             (long long)ip_numel(&g->values[n->out].shape),
                             (long long)(O * In));
     }
-    const kf_op_def *d = kf_op_get(n->op);
-    if (R == 0 && O * In > 0 && d->combiner != KF_COMB_SUM && d->combiner != KF_COMB_PROD) {
+    if (R == 0 && O * In > 0 && comb != KF_COMB_SUM && comb != KF_COMB_PROD) {
         free(perm);
         return kf_error_set(err, KF_ERR_ARG, g->path, n->line, n->col,
                             "%s over an empty axis has no result", kf_op_get(n->op)->name);
     }
-    if (O * In > 0) ip_reduce_ori(d->combiner, d->mean, x, O, R, In, out);
+    if (O * In > 0) ip_reduce_ori(comb, mean, x, O, R, In, out);
     free(perm);
     return KF_OK;
 }
 
+static kf_status ip_reduce(const kf_graph *g, const kf_node *n, const double *x,
+                           double *out, kf_error *err) {
+    const kf_op_def *d = kf_op_get(n->op);
+    return ip_reduce_as(g, n, x, out, d->combiner, d->mean, err);
+}
+
 /* A reduce-shaped composite: each output element is the record's f64_rows over the
  * elements it reduces, gathered (kept axes first, reduced axes last) into rows. */
-static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const double *x, double *out,
-                                kf_error *err) {
+static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const double *x,
+                                const double *e, double *out, kf_error *err) {
     const kf_op_def *d = kf_op_get(n->op);
     const kf_shape *s = &g->values[n->in[0]].shape;
     uint32_t mask = n->attr.axes;
@@ -417,15 +422,21 @@ static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const doubl
     if (ip_numel(&g->values[n->out].shape) != O)
         return kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col, "%s: result has %lld elements, "
                             "expected %lld", d->name, (long long)ip_numel(&g->values[n->out].shape), (long long)O);
+    /* with e (bound mode): the record's f64_rows_bound of the rows of x and of e into out */
     double *rows = kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *rows);
+    double *erows = e ? kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *erows) : NULL;
     if (total > 0) {
         ip_plan p;
         ip_plan_init(&p, k, dims, 1, st);
         ip_plan_exec(&p, NULL, NULL, x, NULL, rows);
+        if (e) ip_plan_exec(&p, NULL, NULL, e, NULL, erows);
     }
 #pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN && O > 1)
-    for (int64_t o = 0; o < O; o++) out[o] = d->f64_rows(rows + o * R, R, &n->attr);
+    for (int64_t o = 0; o < O; o++)
+        out[o] = e ? d->f64_rows_bound(rows + o * R, erows + o * R, R, &n->attr)
+                   : d->f64_rows(rows + o * R, R, &n->attr);
     free(rows);
+    free(erows);
     return KF_OK;
 }
 
@@ -478,8 +489,8 @@ static kf_status ip_affine_setup(const kf_graph *g, const kf_node *n, int v, con
  * the record's own f64_row on every row along the op's axes, gathered when the axis is not
  * the innermost, with the norm's weight and bias rows (a scalar spread over the row, one
  * value per normalised position, or any other broadcast materialised at full size). */
-static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *const *in, double *y,
-                            kf_error *err) {
+static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *const *in,
+                            const double *e, double *y, kf_error *err) {
     const kf_op_def *d = kf_op_get(n->op);
     const kf_shape *s = &g->values[n->in[0]].shape;
     uint32_t mask = n->attr.axes;
@@ -517,10 +528,12 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
             for (int64_t r = 0; r < R; r++) spread[k][r] = aff[k].p[0];
         }
     if (st == KF_OK) {
+        /* with e (bound mode): the record's f64_row_bound of the rows of x and of e into y */
         const double *x = in[0];
 #pragma omp parallel if (total >= KF_INTERP_PAR_MIN && O * In > 1)
         {
-            double *xr = In > 1 ? kf_malloc((size_t)R * 2 * sizeof *xr) : NULL, *yr = xr ? xr + R : NULL;
+            double *xr = In > 1 ? kf_malloc((size_t)R * 3 * sizeof *xr) : NULL, *yr = xr ? xr + R : NULL;
+            double *er = xr ? xr + 2 * R : NULL;
 #pragma omp for schedule(static)
             for (int64_t u = 0; u < O * In; u++) {
                 int64_t o = u / In, i = u % In;
@@ -528,10 +541,16 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
                 for (int k = 0; k < naff; k++)
                     rw[k] = spread[k] ? spread[k] : aff[k].full ? aff[k].p + o * R : aff[k].p;
                 if (In == 1) {
-                    d->f64_row(x + o * R, y + o * R, R, rw[0], rw[1], &n->attr);
+                    if (e) d->f64_row_bound(x + o * R, e + o * R, y + o * R, R, rw[0], rw[1], &n->attr);
+                    else d->f64_row(x + o * R, y + o * R, R, rw[0], rw[1], &n->attr);
                 } else {
                     for (int64_t r = 0; r < R; r++) xr[r] = x[(o * R + r) * In + i];
-                    d->f64_row(xr, yr, R, rw[0], rw[1], &n->attr);
+                    if (e) {
+                        for (int64_t r = 0; r < R; r++) er[r] = e[(o * R + r) * In + i];
+                        d->f64_row_bound(xr, er, yr, R, rw[0], rw[1], &n->attr);
+                    } else {
+                        d->f64_row(xr, yr, R, rw[0], rw[1], &n->attr);
+                    }
                     for (int64_t r = 0; r < R; r++) y[(o * R + r) * In + i] = yr[r];
                 }
             }
@@ -612,6 +631,147 @@ static kf_status ip_matmul(const kf_graph *g, const kf_node *n, const double *A,
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Error bounds (kf_interp_run_bounds)                                                   */
+
+/* The unit roundoff of arithmetic in dtype dt (f32 for anything that is not a float of
+ * another width: the kernels compute in f32 then). */
+static double ip_unit_roundoff(kf_dtype dt) {
+    switch (dt) {
+    case KF_F64: return 0x1p-53;
+    case KF_F16: return 0x1p-11;
+    case KF_BF16: return 0x1p-8;
+    default: return 0x1p-24;
+    }
+}
+
+/* A binary pointwise node's f64 form on operands a and b (shaped as its inputs) into out. */
+static void ip_binary_into(const kf_graph *g, const kf_node *n, const double *a, const double *b,
+                           double *out) {
+    const kf_value *ov = &g->values[n->out];
+    int64_t st[2][KF_MAX_DIMS];
+    for (int k = 0; k < 2; k++) ip_bcast_strides(&g->values[n->in[k]].shape, &ov->shape, st[k]);
+    ip_plan p;
+    ip_plan_init(&p, ov->shape.rank, ov->shape.d, 2, st);
+    ip_plan_exec(&p, kf_op_get(n->op), &n->attr, a, b, out);
+}
+
+/* v + sign * e elementwise (e NULL: v itself, not copied). */
+static const double *ip_shifted(const double *v, const double *e, double sign, int64_t cnt,
+                                double **own) {
+    *own = NULL;
+    if (!e) return v;
+    double *r = kf_malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *r);
+    for (int64_t i = 0; i < cnt; i++) r[i] = v[i] + sign * e[i];
+    *own = r;
+    return r;
+}
+
+/* The error bound of node n's result (see kf_interp_run_bounds for the rules), given its
+ * operands in[] and their bounds eb[] (NULL: exact), its f64 result out. Returns a new
+ * array, or NULL when the result carries no bound (exact operands of a non-CONTRACT node,
+ * or an op without a rule). */
+static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const *in,
+                        const double *const *eb, const double *out, kf_status *st,
+                        kf_error *err) {
+    const kf_op_def *d = kf_op_get(n->op);
+    int64_t cnt = ip_numel(&g->values[n->out].shape);
+    int any = 0;
+    for (int a = 0; a < n->nin; a++) any |= eb[a] != NULL;
+    if (cnt == 0) return NULL;
+    double *res = NULL;
+    if (d->kind == KF_KIND_MATMUL) {
+        const kf_shape *as = &g->values[n->in[0]].shape;
+        int64_t K = as->rank == 1 ? as->d[0]
+                    : (n->attr.ta ? as->d[as->rank - 2] : as->d[as->rank - 1]);
+        int64_t na = ip_numel(as), nb = ip_numel(&g->values[n->in[1]].shape);
+        double *aa = kf_malloc((size_t)(na > 0 ? na : 1) * sizeof *aa);
+        double *ab = kf_malloc((size_t)(nb > 0 ? nb : 1) * sizeof *ab);
+        for (int64_t i = 0; i < na; i++) aa[i] = fabs(in[0][i]);
+        for (int64_t i = 0; i < nb; i++) ab[i] = fabs(in[1][i]);
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_matmul(g, n, aa, ab, res, err);
+        double f = (double)K * ip_unit_roundoff(g->values[n->out].dtype);
+        for (int64_t i = 0; i < cnt; i++) res[i] *= f;
+        double *tmp = any && !*st ? kf_malloc((size_t)cnt * sizeof *tmp) : NULL;
+        for (int a = 0; a < 2 && tmp && !*st; a++) {
+            if (!eb[a]) continue;
+            *st = ip_matmul(g, n, a ? aa : eb[0], a ? eb[1] : ab, tmp, err);
+            for (int64_t i = 0; i < cnt; i++) res[i] += tmp[i];
+        }
+        free(tmp);
+        free(aa);
+        free(ab);
+        return res;
+    }
+    if (d->cls == KF_CLASS_POINTWISE && !any) {
+        /* exact operands: the rounding of the result to the node's dtype, which a later
+         * norm or difference may amplify (x + r at 512 +- 2 loses 3e-5 before a layer norm) */
+        double u = ip_unit_roundoff(g->values[n->out].dtype);
+        if (g->values[n->out].dtype == KF_I64) return NULL;
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        for (int64_t i = 0; i < cnt; i++) res[i] = isfinite(out[i]) ? u * fabs(out[i]) : 0.0;
+        return res;
+    }
+    if (!any) return NULL;
+    if (d->cls == KF_CLASS_POINTWISE) {
+        /* the result's spread over the corners of the operands' intervals, and its rounding */
+        int two = d->kind == KF_KIND_BINARY;
+        int64_t n0 = ip_numel(&g->values[n->in[0]].shape);
+        int64_t n1 = two ? ip_numel(&g->values[n->in[1]].shape) : 0;
+        double *tmp = kf_malloc((size_t)cnt * sizeof *tmp);
+        res = kf_calloc((size_t)cnt, sizeof *res);
+        for (int c = 0; c < (two ? 4 : 2); c++) {
+            double *oa, *ob = NULL;
+            const double *pa = ip_shifted(in[0], eb[0], (c & 1) ? -1.0 : 1.0, n0, &oa);
+            if (two) {
+                const double *pb = ip_shifted(in[1], eb[1], (c & 2) ? -1.0 : 1.0, n1, &ob);
+                ip_binary_into(g, n, pa, pb, tmp);
+            } else {
+                ip_unary(d, &n->attr, pa, tmp, cnt);
+            }
+            for (int64_t i = 0; i < cnt; i++) {
+                double dv = fabs(tmp[i] - out[i]);
+                if (isfinite(dv) && dv > res[i]) res[i] = dv;
+            }
+            free(oa);
+            free(ob);
+        }
+        free(tmp);
+        double u = ip_unit_roundoff(g->values[n->out].dtype);
+        for (int64_t i = 0; i < cnt; i++)
+            if (isfinite(out[i])) res[i] += u * fabs(out[i]);
+        return res;
+    }
+    if (d->cls == KF_CLASS_REDUCE && (d->combiner == KF_COMB_SUM || d->combiner == KF_COMB_MAX ||
+                                      d->combiner == KF_COMB_MIN)) {
+        int sum = d->combiner == KF_COMB_SUM;
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_reduce_as(g, n, eb[0], res, sum ? KF_COMB_SUM : KF_COMB_MAX, sum && d->mean, err);
+        return res;
+    }
+    /* a composite with its record's bound of one row (the bound of x; its weight and bias
+     * are taken as exact) */
+    if (eb[0] && d->kind == KF_KIND_REDUCE && d->f64_rows_bound) {
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_reduce_rows(g, n, in[0], eb[0], res, err);
+        return res;
+    }
+    /* a running sum carries the running sum of its terms' bounds */
+    if (eb[0] && d->cls == KF_CLASS_SCAN && d->combiner == KF_COMB_SUM) {
+        const double *ein[1] = {eb[0]};
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_rowwise(g, n, ein, NULL, res, err);
+        return res;
+    }
+    if (eb[0] && (d->kind == KF_KIND_SOFTMAX || d->kind == KF_KIND_NORM) && d->f64_row_bound) {
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_rowwise(g, n, in, eb[0], res, err);
+        return res;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Driver                                                                                */
 
 static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *const *in,
@@ -636,11 +796,11 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
         return KF_OK;
     }
     case KF_KIND_REDUCE:
-        if (info->cls != KF_CLASS_REDUCE) return ip_reduce_rows(g, n, in[0], out, err);
+        if (info->cls != KF_CLASS_REDUCE) return ip_reduce_rows(g, n, in[0], NULL, out, err);
         return ip_reduce(g, n, in[0], out, err);
     case KF_KIND_SOFTMAX:
     case KF_KIND_SCAN:
-    case KF_KIND_NORM: return ip_rowwise(g, n, in, out, err);
+    case KF_KIND_NORM: return ip_rowwise(g, n, in, NULL, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
     }
     return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
@@ -653,8 +813,8 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
  * KF_ERR_INTERNAL for shapes that contradict the op, KF_ERR_UNSUPPORTED for dtypes/ops
  * this interpreter does not evaluate. Nothing is retained; outputs may be partly written
  * on failure. */
-kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
-                        kf_error *err) {
+static kf_status ip_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
+                        double *const *bounds, kf_error *err) {
     if (!g) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_interp_run: no graph");
     if ((g->ninputs > 0 && !inputs) || (g->noutputs > 0 && !outputs))
         return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
@@ -666,6 +826,7 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
     int *last = kf_malloc(((size_t)nv + 1) * sizeof *last);
     char *need = kf_calloc((size_t)nv + 1, 1);
     char *live = kf_calloc((size_t)g->nnodes + 1, 1);
+    double **eb = bounds ? kf_calloc((size_t)nv + 1, sizeof *eb) : NULL; /* NULL: exact */
     kf_status st = KF_OK;
 
     for (int v = 0; v < nv; v++) {
@@ -726,7 +887,7 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
         }
         if (st) break;
         double *out = dest[n->out];
-        if (!out && kf_op_is_elementwise(n->op)) {
+        if (!out && !eb && kf_op_is_elementwise(n->op)) {
             /* reuse a dying operand of the same shape: out[i] reads only operand[i] */
             for (int a = 0; a < n->nin && !out; a++) {
                 int u = n->in[a];
@@ -745,6 +906,11 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
         }
         ptr[n->out] = out;
         st = ip_node(g, n, in, out, err);
+        if (eb && !st) {
+            const double *ein[KF_MAX_NODE_IN] = {0};
+            for (int a = 0; a < n->nin; a++) ein[a] = eb[n->in[a]];
+            eb[n->out] = ip_bound(g, n, in, ein, out, &st, err);
+        }
         for (int a = 0; a < n->nin; a++) {
             int u = n->in[a];
             if (last[u] == k && owned[u]) {
@@ -752,9 +918,20 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
                 owned[u] = NULL;
                 ptr[u] = NULL;
             }
+            if (eb && last[u] == k && !dest[u]) {
+                free(eb[u]);
+                eb[u] = NULL;
+            }
         }
     }
     if (st) goto done;
+    for (int j = 0; bounds && j < g->noutputs; j++) {
+        int64_t cnt = ip_numel(&g->values[g->outputs[j]].shape);
+        const double *e = eb[g->outputs[j]];
+        if (!bounds[j] || cnt == 0) continue;
+        if (e) memcpy(bounds[j], e, (size_t)cnt * sizeof *e);
+        else memset(bounds[j], 0, (size_t)cnt * sizeof *bounds[j]);
+    }
     /* outputs that were not written in place: graph inputs and repeated outputs */
     for (int j = 0; j < g->noutputs; j++) {
         int v = g->outputs[j];
@@ -769,7 +946,11 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
         memmove(outputs[j], src, (size_t)cnt * sizeof *outputs[j]);
     }
 done:
-    for (int v = 0; v < nv; v++) free(owned[v]);
+    for (int v = 0; v < nv; v++) {
+        free(owned[v]);
+        if (eb) free(eb[v]);
+    }
+    free(eb);
     free(ptr);
     free(owned);
     free(dest);
@@ -777,4 +958,15 @@ done:
     free(need);
     free(live);
     return st;
+}
+
+kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
+                        kf_error *err) {
+    return ip_run(g, inputs, outputs, NULL, err);
+}
+
+/* Contract: see ir.h. */
+kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,
+                               double *const *outputs, double *const *bounds, kf_error *err) {
+    return ip_run(g, inputs, outputs, bounds, err);
 }

@@ -86,29 +86,86 @@ static void row_rms_norm(const double *x, double *y, int64_t n, const double *w,
     for (int64_t r = 0; r < n; r++) y[r] = w ? x[r] * scale * w[r] : x[r] * scale;
 }
 
+/* ---- error bounds (kf_interp_run_bounds): how far each result may move when every
+ * element x[r] of its row may be off by up to e[r] (first order, worst case) ---- */
+
+static double row_emax(const double *e, int64_t n) {
+    double m = 0;
+    for (int64_t r = 0; r < n; r++)
+        if (e[r] > m) m = e[r];
+    return m;
+}
+
+/* logsumexp moves by at most the largest change of its row (1-Lipschitz in max-norm). */
+static double rows_logsumexp_bound(const double *row, const double *e, int64_t n, const kf_attrs *A) {
+    (void)row, (void)A;
+    return row_emax(e, n);
+}
+
+/* softmax: log p_i = x_i - logsumexp(x) moves by at most 2E, so p_i by p_i (e^2E - 1). */
+static void row_softmax_bound(const double *x, const double *e, double *yb, int64_t n,
+                              const double *w, const double *b, const kf_attrs *A) {
+    row_softmax(x, yb, n, w, b, A);
+    double f = expm1(2.0 * row_emax(e, n));
+    for (int64_t r = 0; r < n; r++) yb[r] *= f;
+}
+
+static void row_log_softmax_bound(const double *x, const double *e, double *yb, int64_t n,
+                                  const double *w, const double *b, const kf_attrs *A) {
+    (void)x, (void)w, (void)b, (void)A;
+    double E = 2.0 * row_emax(e, n);
+    for (int64_t r = 0; r < n; r++) yb[r] = E;
+}
+
+/* layer norm: z = (x - mean) / s with s = sqrt(var + eps); x - mean moves by at most 2E and
+ * s by at most 2E, so z_r by 2E (1 + |z_r|) / s; then * |w_r|. */
+static void row_layer_norm_bound(const double *x, const double *e, double *yb, int64_t n,
+                                 const double *w, const double *b, const kf_attrs *A) {
+    (void)b;
+    double sum = 0, sq = 0, E = row_emax(e, n);
+    for (int64_t r = 0; r < n; r++) sum += x[r];
+    double mean = sum / (double)n;
+    for (int64_t r = 0; r < n; r++) sq += (x[r] - mean) * (x[r] - mean);
+    double sd = sqrt(sq / (double)n + A->eps);
+    for (int64_t r = 0; r < n; r++) {
+        double z = (x[r] - mean) / sd;
+        yb[r] = 2.0 * E * (1.0 + fabs(z)) / sd * (w ? fabs(w[r]) : 1.0);
+    }
+}
+
+/* rms norm: q = sqrt(mean(x^2) + eps) moves by at most E, so x_r / q by E (1 + |x_r| / q) / q. */
+static void row_rms_norm_bound(const double *x, const double *e, double *yb, int64_t n,
+                               const double *w, const double *b, const kf_attrs *A) {
+    (void)b;
+    double sq = 0, E = row_emax(e, n);
+    for (int64_t r = 0; r < n; r++) sq += x[r] * x[r];
+    double q = sqrt(sq / (double)n + A->eps);
+    for (int64_t r = 0; r < n; r++) yb[r] = E * (1.0 + fabs(x[r]) / q) / q * (w ? fabs(w[r]) : 1.0);
+}
+
 #define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1"}
 #define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2"}
 
 const kf_op_def kf_ops_composite[] = {
     {.op = KF_OP_SOFTMAX, .name = "softmax", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_SOFTMAX,
      .min_in = 1, .max_in = 1, .flops = 5, .doc = "exp(x - max) / sum(exp(x - max)) along one axis",
-     .attrs = {AXIS_LAST}, .aten = {"aten.softmax", "aten._softmax"}, .f64_row = row_softmax,
+     .attrs = {AXIS_LAST}, .aten = {"aten.softmax", "aten._softmax"}, .f64_row = row_softmax, .f64_row_bound = row_softmax_bound,
      .torch = "lambda x, axis=-1: torch.softmax(x, dim=axis)"},
     {.op = KF_OP_LOG_SOFTMAX, .name = "log_softmax", .cls = KF_CLASS_COMPOSITE,
      .kind = KF_KIND_SOFTMAX, .min_in = 1, .max_in = 1, .flops = 5,
      .doc = "x - max - log(sum(exp(x - max))) along one axis", .attrs = {AXIS_LAST}, .log_out = 1,
-     .f64_row = row_log_softmax,
+     .f64_row = row_log_softmax, .f64_row_bound = row_log_softmax_bound,
      .aten = {"aten.log_softmax", "aten._log_softmax"},
      .torch = "lambda x, axis=-1: torch.log_softmax(x, dim=axis)"},
     {.op = KF_OP_LAYER_NORM, .name = "layer_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
-     .min_in = 1, .max_in = 3, .flops = 8, .centered = 1, .f64_row = row_layer_norm,
+     .min_in = 1, .max_in = 3, .flops = 8, .centered = 1, .f64_row = row_layer_norm, .f64_row_bound = row_layer_norm_bound,
      .doc = "(x - mean) / sqrt(var + eps) over trailing axes (biased variance), then * weight + bias",
      .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-5", NULL}},
      .aten = {"aten.layer_norm", "aten.native_layer_norm"},
      .torch = "lambda x, w=None, b=None, axes=-1, eps=1e-5: F.layer_norm(x, _norm_shape(x, axes), w, b, eps)"},
     {.op = KF_OP_RMS_NORM, .name = "rms_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
      .min_in = 1, .max_in = 2, .flops = 6, .doc = "x / sqrt(mean(x^2) + eps) over trailing axes, then * weight",
-     .f64_row = row_rms_norm,
+     .f64_row = row_rms_norm, .f64_row_bound = row_rms_norm_bound,
      .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-6", NULL}},
      .aten = {"aten.rms_norm"},
      .torch = "lambda x, w=None, axes=-1, eps=1e-6: F.rms_norm(x, _norm_shape(x, axes), w, eps)"},
@@ -116,7 +173,7 @@ const kf_op_def kf_ops_composite[] = {
      .min_in = 1, .max_in = 1, .flops = 4, .doc = "log(sum(exp(x))) over axes, computed stably",
      .attrs = {AXES_ALL, KEEPDIM}, .aten = {"aten.logsumexp"},
      .torch = "lambda x, axes=None, keepdim=False: torch.logsumexp(x, dim=_dims(x, axes), keepdim=keepdim)",
-     .f64_rows = rows_logsumexp,
+     .f64_rows = rows_logsumexp, .f64_rows_bound = rows_logsumexp_bound,
      .lower = "log(sum(exp(_0 - max(_0, axes=${axes}, keepdim=true)), axes=${axes}, keepdim=${keepdim}))"
               " + max(_0, axes=${axes}, keepdim=${keepdim})"},
     {.op = KF_OP_MATMUL, .name = "matmul", .cls = KF_CLASS_CONTRACT, .kind = KF_KIND_MATMUL,

@@ -228,7 +228,7 @@ const kf_op_def kf_ops_pointwise[] = {
     {.op = KF_OP_SOFTSIGN, .name = "softsign", UNARY, .flops = 3, .doc = "x / (1 + |x|)",
      .aten = {"aten.softsign"}, .torch = "F.softsign",
      .f64 = f64_softsign, .f32 = "$0 / (1.0f + kf_fabsf($0))"},
-    {.op = KF_OP_EXP, .name = "exp", UNARY, .flops = 1, .doc = "e^x",
+    {.op = KF_OP_EXP, .name = "exp", UNARY, .flops = 1, .doc = "e^x", .mag = 80,
      .aten = {"aten.exp"}, .torch = "torch.exp", .f64 = f64_exp, .f32 = "kf_expf($0)"},
     {.op = KF_OP_LOG, .name = "log", UNARY, .flops = 1, .domain = KF_DOMAIN_POS,
      .doc = "natural logarithm", .aten = {"aten.log"}, .torch = "torch.log",
@@ -266,7 +266,7 @@ const kf_op_def kf_ops_pointwise[] = {
      .doc = "elementwise min, NaN propagating", .aten = {"aten.minimum"},
      .torch = "lambda a, b: torch.minimum(*_pair(a, b))", .f64 = f64_minimum,
      .f32 = "(($1 > $0) ? $0 : (($1 <= $0) ? $1 : $0 + $1))"},
-    {.op = KF_OP_POW, .name = "pow", BINARY, .flops = 2, .domain = KF_DOMAIN_POS,
+    {.op = KF_OP_POW, .name = "pow", BINARY, .flops = 2, .domain = KF_DOMAIN_POS, .mag = 20,
      .doc = "a ^ b", .torch = "torch.pow", .f64 = f64_pow, .f32 = "kf_powf($0, $1)",
      .f32_special = f32_pow},
 };

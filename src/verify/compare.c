@@ -5,7 +5,16 @@
  * outputs, element i passes when |got - want| <= atol*s + rtol*|want|, where want is the
  * reference already rounded to the output dtype (so an f32 overflow is expected as inf)
  * and s = max(1, RMS of that reference output): the RMS scale keeps the absolute term
- * meaningful for outputs far from unit size. A NaN on one side only, or an infinity that
+ * meaningful for outputs far from unit size. Where the reference carries an error bound
+ * for the element (kf_interp_run_bounds: a contraction's K * u * sum |a||b|, carried
+ * through the ops after it), the bound is added to the tolerance: a float32 sum of products
+ * strays from the exact value in proportion to its length and the size of its terms, not
+ * of its result, so a correct kernel on wide-magnitude or cancelling data would otherwise
+ * fail. NMSE gets the bounds' own share divided by the longest contraction's length K:
+ * nmse + sum bound^2 / (K sum want^2), the worst case K u sum|a||b| scaled to the
+ * sqrt(K)-sized error of random roundings (u^2 K^2 for a plain GEMM on random data, 2.4e-7 at
+ * K = 8192), so a wrong kernel (a term skipped: NMSE about 1/K; a half-precision
+ * accumulator) still fails it. A NaN on one side only, or an infinity that
  * is not matched exactly, fails. Over the whole output NMSE = sum (got-want)^2 / sum want^2
  * (finite elements) must stay within nmse.
  *
@@ -148,9 +157,10 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
         kf_tolerance_default(dt, &atol, &rtol, &nmse_tol);
     }
     const void *ref = ctx->sets[s].ref[j];
+    const float *bnd = ctx->sets[s].bound ? ctx->sets[s].bound[j] : NULL;
     double scale = ctx->sets[s].ref_rms[j];
     if (!(scale > 1.0)) scale = 1.0;
-    double err2 = 0, ref2 = 0, worst_excess = -1;
+    double err2 = 0, ref2 = 0, bnd2 = 0, worst_excess = -1;
     int64_t worst = -1;
     for (int64_t i = 0; i < n; i++) {
         double got = kf_verify_load(dt, data, i), want = kf_verify_load(dt, ref, i);
@@ -162,10 +172,11 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
             bad = got != want;
         } else {
             d = fabs(got - want);
-            double tol = atol * scale + rtol * fabs(want);
+            double tol = atol * scale + rtol * fabs(want) + (bnd ? (double)bnd[i] : 0.0);
             bad = d > tol;
             err2 += d * d;
             ref2 += want * want;
+            if (bnd) bnd2 += (double)bnd[i] * (double)bnd[i];
             if (d > res->max_abs) res->max_abs = d;
             if (want != 0 && d / fabs(want) > res->max_rel) res->max_rel = d / fabs(want);
             if (d - tol > worst_excess) {
@@ -180,17 +191,22 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
         }
     }
     res->nmse = ref2 > 0 ? err2 / ref2 : (err2 > 0 ? INFINITY : 0.0);
+    double nmse_base = nmse_tol;
+    if (bnd2 > 0 && ref2 > 0) nmse_tol += bnd2 / (ctx->bound_k * ref2);
     char idx[160];
     if (res->nbad) {
         kf_verify_format_index(&v->shape, res->first_bad, idx, sizeof idx);
-        double tol = isfinite(res->want) ? atol * scale + rtol * fabs(res->want) : 0;
+        double eb = bnd ? (double)bnd[res->first_bad] : 0.0;
+        double tol = isfinite(res->want) ? atol * scale + rtol * fabs(res->want) + eb : 0;
+        char bpart[64] = "";
+        if (eb > 0) snprintf(bpart, sizeof bpart, " + error bound %.3g", eb);
         res->status = KF_V_MISMATCH;
         snprintf(res->detail, sizeof res->detail,
                  "output '%s': element %lld %s got %.9g want %.9g (|err| %.3g > tol %.3g = "
-                 "atol %.3g * scale %.3g + rtol %.3g * |want|); %lld of %lld elements out of "
+                 "atol %.3g * scale %.3g + rtol %.3g * |want|%s); %lld of %lld elements out of "
                  "tolerance; max abs err %.3g, NMSE %.3g",
                  v->name, (long long)res->first_bad, idx, res->got, res->want,
-                 fabs(res->got - res->want), tol, atol, scale, rtol, (long long)res->nbad,
+                 fabs(res->got - res->want), tol, atol, scale, rtol, bpart, (long long)res->nbad,
                  (long long)n, res->max_abs, res->nmse);
     } else if (res->nmse > nmse_tol) {
         res->status = KF_V_MISMATCH;
@@ -200,9 +216,12 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
             res->want = kf_verify_load(dt, ref, worst);
         }
         kf_verify_format_index(&v->shape, worst < 0 ? 0 : worst, idx, sizeof idx);
+        char bpart[80] = "";
+        if (nmse_tol > nmse_base)
+            snprintf(bpart, sizeof bpart, " (%.3g + the error bounds' %.3g)", nmse_base, nmse_tol - nmse_base);
         snprintf(res->detail, sizeof res->detail,
-                 "output '%s': NMSE %.3g exceeds %.3g although every element is within "
+                 "output '%s': NMSE %.3g exceeds %.3g%s although every element is within "
                  "tolerance (largest error at element %lld %s: got %.9g want %.9g)",
-                 v->name, res->nmse, nmse_tol, (long long)worst, idx, res->got, res->want);
+                 v->name, res->nmse, nmse_tol, bpart, (long long)worst, idx, res->got, res->want);
     }
 }

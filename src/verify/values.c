@@ -71,6 +71,8 @@ const char *kf_verify_dist_name(int dist) {
     case KF_DIST_NORMAL: return "normal";
     case KF_DIST_WIDE: return "wide-magnitude";
     case KF_DIST_HEAVY: return "heavy-tailed";
+    case KF_DIST_OFFSET: return "offset";
+    case KF_DIST_LARGE: return "large-magnitude";
     }
     return "?";
 }
@@ -230,9 +232,17 @@ void kf_verify_poison(kf_dtype dt, void *data, int64_t n) {
 
 /* ---- distributions ---- */
 
-static double draw_one(kf_rng *r, int dist, int pos) {
+static double draw_one(kf_rng *r, int dist, int pos, double mag) {
     double x;
     switch (dist) {
+    case KF_DIST_OFFSET: /* a mean far from zero, spread of one (verify_int.h) */
+        x = fmin(KF_OFFSET_CENTRE, 0.5 * mag) + 2.0 * kf_verify_rng_uniform(r) - 1.0;
+        break;
+    case KF_DIST_LARGE: { /* magnitudes in [mag/2, mag], either sign */
+        double sgn = (kf_verify_rng_next(r) >> 63) ? -1.0 : 1.0;
+        x = sgn * mag * (0.5 + 0.5 * kf_verify_rng_uniform(r));
+        break;
+    }
     case KF_DIST_UNIFORM: x = 2.0 * kf_verify_rng_uniform(r) - 1.0; break;
     case KF_DIST_NORMAL: x = kf_verify_rng_normal(r); break;
     case KF_DIST_WIDE: {
@@ -243,8 +253,8 @@ static double draw_one(kf_rng *r, int dist, int pos) {
     default: { /* heavy tailed: a normal over a small uniform, clipped */
         double d = 0.05 + 0.95 * kf_verify_rng_uniform(r);
         x = kf_verify_rng_normal(r) / d;
-        if (x > 1e4) x = 1e4;
-        if (x < -1e4) x = -1e4;
+        if (x > mag) x = mag; /* mag: 1e4 unless an op on the input's paths limits it */
+        if (x < -mag) x = -mag;
         break;
     }
     }
@@ -253,8 +263,9 @@ static double draw_one(kf_rng *r, int dist, int pos) {
 }
 
 /* Fill n elements of data with values of the distribution (see verify_int.h). */
-void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, int has_range, double lo,
-                    double hi, void *data, int64_t n) {
+void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, double mag, int has_range,
+                    double lo, double hi, void *data, int64_t n) {
+    if (!(mag > 0)) mag = KF_MAG_DEFAULT;
     int integer = dt == KF_I64;
     for (int64_t i = 0; i < n; i++) {
         for (int attempt = 0;; attempt++) {
@@ -269,7 +280,7 @@ void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, int has_range, do
                     x = lo + (hi - lo) * kf_verify_rng_uniform(r);
                 }
             } else {
-                x = draw_one(r, dist, pos);
+                x = draw_one(r, dist, pos, mag);
                 if (integer) x = x < 0 ? floor(x * 100.0) : ceil(x * 100.0); /* never 0 */
             }
             kf_verify_store(dt, data, i, x);

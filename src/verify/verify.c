@@ -11,9 +11,11 @@
  * showed it and its distribution are recorded, and the seed is printed so a failure can
  * be reproduced with opts.seed.
  *
- * Which inputs must be positive is found by walking the graph backwards from every node
- * whose op has KF_DOMAIN_POS: every graph input that reaches such a node is drawn
- * positive (unless the task gave it a range).
+ * What each input's values must satisfy comes from the ops that read it:
+ * positive where an op of KF_DOMAIN_POS lies on a path from it, and within the smallest
+ * magnitude limit (kf_op_def.mag) of those ops for the offset and large-magnitude sets
+ * (kf_graph_input_domains). A
+ * range the task gives an input replaces the distributions for that input.
  */
 #include "verify/verify_int.h"
 
@@ -54,7 +56,7 @@ const char *kf_vstatus_name(kf_vstatus s) {
 /* Defaults of verify.h; time_it is off (callers that want timing ask for it). */
 void kf_verify_opts_default(kf_verify_opts *o) {
     memset(o, 0, sizeof *o);
-    o->nsets = 3;
+    o->nsets = KF_VERIFY_DEFAULT_SETS;
     o->seed = 0;
     o->wall_limit_s = 20;
     o->cpu_limit_s = 60;
@@ -71,29 +73,16 @@ void kf_verify_opts_default(kf_verify_opts *o) {
     o->runner = NULL;
 }
 
-/* Mark the graph inputs that feed, through any path, a node whose op needs positive
- * operands. pos has g->ninputs entries. */
-static void positive_inputs(const kf_graph *g, int *pos) {
-    char *need = kf_calloc((size_t)g->nvalues + 1, 1);
-    for (int k = g->nnodes - 1; k >= 0; k--) {
-        const kf_node *n = &g->nodes[k];
-        int mark = need[n->out] || kf_op_get(n->op)->domain == KF_DOMAIN_POS;
-        if (!mark) continue;
-        for (int i = 0; i < n->nin; i++)
-            if (n->in[i] >= 0 && n->in[i] < g->nvalues) need[n->in[i]] = 1;
-    }
-    for (int i = 0; i < g->ninputs; i++) pos[i] = need[g->inputs[i]];
-    free(need);
-}
-
 static void free_sets(kf_verify_ctx *c) {
     if (!c->sets) return;
     for (int s = 0; s < c->nsets; s++) {
         kf_vset *v = &c->sets[s];
         for (int i = 0; v->in && i < c->nin; i++) free(v->in[i]);
         for (int j = 0; v->ref && j < c->nout; j++) free(v->ref[j]);
+        for (int j = 0; v->bound && j < c->nout; j++) free(v->bound[j]);
         free(v->in);
         free(v->ref);
+        free(v->bound);
         free(v->ref_rms);
     }
     free(c->sets);
@@ -123,7 +112,7 @@ static uint64_t mix_seed(uint64_t seed, int set, int input) {
 #define DRAW_BLOCK 65536
 
 static void draw_input(const kf_verify_ctx *c, int s, int i, const kf_value *x, int pos,
-                       void *data, double *vals) {
+                       double mag, void *data, double *vals) {
     int64_t n = c->in_numel[i];
     int es = kf_dtype_size(x->dtype);
     int64_t nblk = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
@@ -135,7 +124,7 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, const kf_value *x, 
         kf_verify_rng_seed(&r, base + 0x9E3779B97F4A7C15ull * (uint64_t)k);
         int64_t from = k * DRAW_BLOCK, cnt = n - from < DRAW_BLOCK ? n - from : DRAW_BLOCK;
         void *p = (char *)data + from * es;
-        kf_verify_draw(&r, dist, x->dtype, pos, x->has_range, x->lo, x->hi, p, cnt);
+        kf_verify_draw(&r, dist, x->dtype, pos, mag, x->has_range, x->lo, x->hi, p, cnt);
         for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
     }
 }
@@ -162,6 +151,19 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
      * of the inputs and outputs for the interpreter: refused, not attempted, when the
      * machine's memory cannot hold it (malloc would fail, or the OOM killer strike). */
     int nsets_wanted = o && o->nsets > 1 ? o->nsets : 1;
+    /* error bounds (kf_interp_run_bounds) where an op can amplify or accumulate rounding: a
+     * graph of pointwise ops alone has none beyond rounding its result (rtol covers it) */
+    int bounded = 0;
+    double bound_k = 1;
+    for (int k = 0; k < g->nnodes; k++) {
+        const kf_node *n = &g->nodes[k];
+        if (kf_op_get(n->op)->cls != KF_CLASS_POINTWISE) bounded = 1;
+        if (kf_op_get(n->op)->cls != KF_CLASS_CONTRACT) continue;
+        const kf_shape *as = &g->values[n->in[0]].shape;
+        double K = (double)(as->rank == 1 ? as->d[0]
+                            : (n->attr.ta ? as->d[as->rank - 2] : as->d[as->rank - 1]));
+        if (K > bound_k) bound_k = K;
+    }
     uint64_t need = 0;
     for (int k = 0; k < g->ninputs + g->noutputs; k++) {
         const kf_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
@@ -169,7 +171,11 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         if (!kf_shape_bytes(&v->shape, v->dtype, &bytes))
             return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
                                 "'%s' is too large to verify", v->name);
-        need += bytes * (uint64_t)nsets_wanted + (bytes / (uint64_t)kf_dtype_size(v->dtype)) * 8;
+        uint64_t numel = bytes / (uint64_t)kf_dtype_size(v->dtype);
+        need += bytes * (uint64_t)nsets_wanted + numel * 8;
+        /* an output's error bound (a task with more than pointwise ops): a float per element
+         * per set, a double while computed */
+        if (k >= g->ninputs && bounded) need += numel * 4 * (uint64_t)nsets_wanted + numel * 8;
     }
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0 && need > (uint64_t)pages * (uint64_t)page)
@@ -180,6 +186,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
                             (double)pages * (double)page / (1 << 30));
     kf_verify_ctx *c = kf_calloc(1, sizeof *c);
     c->g = g;
+    c->bound_k = bound_k;
     if (o) c->opts = *o;
     else kf_verify_opts_default(&c->opts);
     if (c->opts.nsets < 1) c->opts.nsets = 1;
@@ -217,11 +224,13 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     }
 
     int *pos = kf_calloc((size_t)c->nin + 1, sizeof *pos);
-    positive_inputs(g, pos);
+    double *mag = kf_calloc((size_t)c->nin + 1, sizeof *mag);
+    kf_graph_input_domains(g, pos, mag);
     c->nsets = c->opts.nsets;
     c->sets = kf_calloc((size_t)c->nsets, sizeof *c->sets);
     double **din = kf_calloc((size_t)c->nin + 1, sizeof *din);
     double **dout = kf_calloc((size_t)c->nout, sizeof *dout);
+    double **dbnd = kf_calloc((size_t)c->nout, sizeof *dbnd);
     kf_status st = KF_OK;
     double t_draw = 0, t_ref = 0;
     for (int s = 0; s < c->nsets && st == KF_OK; s++) {
@@ -231,16 +240,22 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         v->in = kf_calloc((size_t)c->nin + 1, sizeof *v->in);
         v->ref = kf_calloc((size_t)c->nout, sizeof *v->ref);
         v->ref_rms = kf_calloc((size_t)c->nout, sizeof *v->ref_rms);
+        v->bound = kf_calloc((size_t)c->nout, sizeof *v->bound);
         for (int i = 0; i < c->nin; i++) {
             const kf_value *x = &g->values[g->inputs[i]];
             v->in[i] = kf_malloc(c->in_bytes[i] ? c->in_bytes[i] : 1);
             din[i] = kf_malloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
-            draw_input(c, s, i, x, pos[i], v->in[i], din[i]);
+            draw_input(c, s, i, x, pos[i], mag[i], v->in[i], din[i]);
         }
-        for (int j = 0; j < c->nout; j++)
+        for (int j = 0; j < c->nout; j++) {
             dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+            if (bounded)
+                dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+        }
         double tb = kf_now();
-        st = kf_interp_run(g, (const double *const *)din, dout, err);
+        /* bounds only where an op can amplify or accumulate rounding (above) */
+        st = bounded ? kf_interp_run_bounds(g, (const double *const *)din, dout, dbnd, err)
+                          : kf_interp_run(g, (const double *const *)din, dout, err);
         t_draw += tb - ta;
         t_ref += kf_now() - tb;
         for (int j = 0; j < c->nout && st == KF_OK; j++) {
@@ -260,6 +275,16 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
                 }
             }
             v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
+            int64_t e0 = 0;
+            while (dbnd[j] && e0 < c->out_numel[j] && !(dbnd[j][e0] > 0)) e0++;
+            if (st == KF_OK && dbnd[j] && e0 < c->out_numel[j]) { /* rounded up: a bound */
+                float *bj = kf_malloc(sizeof(float) * (size_t)c->out_numel[j]);
+                for (int64_t e = 0; e < c->out_numel[j]; e++) {
+                    float f = (float)dbnd[j][e];
+                    bj[e] = (double)f < dbnd[j][e] ? nextafterf(f, INFINITY) : f;
+                }
+                v->bound[j] = bj;
+            }
         }
         for (int i = 0; i < c->nin; i++) {
             free(din[i]);
@@ -267,12 +292,15 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         }
         for (int j = 0; j < c->nout; j++) {
             free(dout[j]);
-            dout[j] = NULL;
+            free(dbnd[j]);
+            dout[j] = dbnd[j] = NULL;
         }
     }
     free(din);
     free(dout);
+    free(dbnd);
     free(pos);
+    free(mag);
     kf_log(2, "verify: %d input sets of '%s' drawn in %.2f s, reference computed in %.2f s "
               "(seed %llu)", c->nsets, g->name, t_draw, t_ref, (unsigned long long)c->seed);
     if (st != KF_OK) {

@@ -31,13 +31,29 @@ uint64_t kf_verify_rng_next(kf_rng *r);
 double kf_verify_rng_uniform(kf_rng *r); /* [0, 1) */
 double kf_verify_rng_normal(kf_rng *r);  /* N(0, 1) */
 
-enum { KF_DIST_UNIFORM, KF_DIST_NORMAL, KF_DIST_WIDE, KF_DIST_HEAVY, KF_DIST_COUNT };
+/* The input distributions, drawn in this order by the sets (set s gets s % KF_DIST_COUNT):
+ * uniform (-1, 1), normal, wide magnitude (2^-6..2^6, either sign), heavy tailed (a normal
+ * over a small uniform, clipped to +-mag), offset (min(KF_OFFSET_CENTRE, mag/2) +- 1: a mean far from zero,
+ * which breaks one-pass variances and softmax without the max subtraction), large
+ * magnitude (|x| in [mag/2, mag]: exp of an unshifted input overflows). mag is the input's
+ * magnitude limit (verify.c: the smallest kf_op_def.mag of the ops that read it, else
+ * KF_MAG_DEFAULT).
+ * The offset's centre c against its spread s = 1/sqrt(3) sets how hard the set is: a
+ * one-pass variance loses u c^2 / s^2 of its value (u = 2^-24: 1.2e-2 at c = 256, a
+ * hundred times the f32 tolerance), a careful two-pass or shifted one u c / s times a small
+ * growth factor (2.6e-5 at c = 256); at c = 1000 even a correctly rounded f32 mean leaves
+ * 5e-5 in a layer norm's result, half the tolerance, so a careful kernel would fail by
+ * chance (docs/design-notes.md). */
+#define KF_OFFSET_CENTRE 256.0
+enum { KF_DIST_UNIFORM, KF_DIST_NORMAL, KF_DIST_WIDE, KF_DIST_HEAVY, KF_DIST_OFFSET,
+       KF_DIST_LARGE, KF_DIST_COUNT };
 const char *kf_verify_dist_name(int dist);
 
 /* Draw n elements of an input into data (stored in dt). pos: strictly positive values are
- * needed (ignored when has_range). Never stores an exact zero unless the range is [0, 0]. */
-void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, int has_range, double lo,
-                    double hi, void *data, int64_t n);
+ * needed; mag: the magnitude limit of the offset and large sets (<= 0: KF_MAG_DEFAULT);
+ * both ignored when has_range. Never stores an exact zero unless the range is [0, 0]. */
+void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, double mag, int has_range,
+                    double lo, double hi, void *data, int64_t n);
 
 /* Element i of a typed array as a double (exact for every supported dtype but i64 beyond
  * 2^53). */
@@ -57,6 +73,8 @@ typedef struct kf_vset {
     void **in;      /* per graph input: typed data (the exact bytes the kernel gets) */
     void **ref;     /* per graph output: reference rounded to the output dtype, typed */
     double *ref_rms;/* per graph output: RMS of the rounded reference (finite elements) */
+    float **bound;  /* per graph output: the reference's error bound per element
+                       (kf_interp_run_bounds), added to the tolerance; NULL when zero */
 } kf_vset;
 
 struct kf_verify_ctx {
@@ -70,6 +88,8 @@ struct kf_verify_ctx {
     size_t *in_bytes, *out_bytes;
     int nsets;
     kf_vset *sets;
+    double bound_k;         /* the longest contraction's length K (1 without one): the
+                               NMSE allowance of the bounds is sum bound^2 / K (compare.c) */
 };
 
 /* ---- verify.c, shared with memcheck.c ---- */

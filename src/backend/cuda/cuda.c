@@ -26,7 +26,9 @@
  *   nvcc form: no launch lines; the source defines `extern "C" int kforge_kernel(void
  *     *const *args)` (args = device pointers), which launches its own kernels with <<<>>>
  *     on the default stream and may use the CUDA runtime. Artifact: workdir/<hash>.so (its
- *     source kept as <hash>.cu). launch calls the function, then cuCtxSynchronize.
+ *     source kept as <hash>.cu). launch calls the function, then cuCtxSynchronize; a timed
+ *     launch synchronises the whole context before its stop event, so work the function
+ *     left on another stream, or running, is timed.
  *
  * load tells the forms apart by the artifact's suffix (.cuk or .so). It and launch run in
  * the sandboxed runner for untrusted candidates.
@@ -530,6 +532,13 @@ static kf_status cu_launch_timed(void *vctx, void *module, void *const *args, in
     int krc = 0;
     if (m->form == FORM_NVCC) {
         krc = m->host(args);
+        /* The candidate's host code may launch on a stream of its own (non-blocking, or the
+         * per-thread default stream), which the stop event on the legacy stream would not
+         * wait for, or leave work running on purpose: the whole context must be idle
+         * before the stop event is recorded, so all of its work lies inside the interval.
+         * Costs the host round trip of one synchronisation per timed call, nvcc form only
+         * (the NVRTC form's launches are kforge's own, on the legacy stream). */
+        st = sync_ctx(ctx, err, "kforge_kernel (before the stop event)");
     } else {
         /* back to back, one wait for the whole plan, as the launches run in use */
         for (int i = 0; i < m->plan.nlaunches && st == KF_OK; i++)
