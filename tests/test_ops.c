@@ -67,6 +67,21 @@ Test(ops_registry, attribute_defaults_follow_the_schema) {
                 else cr_expect_eq(__builtin_popcount(m), 1, "%s.%s: one axis", d->name, s->name);
                 break;
             }
+            case KF_ATTR_INT:
+                cr_expect_eq(kf_attr_get_int(&a, s), strcmp(s->dflt, "max") ? strtoll(s->dflt, NULL, 10) : INT64_MAX,
+                             "%s.%s", d->name, s->name);
+                break;
+            case KF_ATTR_INTS: {
+                kf_ints want;
+                cr_assert(kf_ints_parse(s->dflt, &want), "%s.%s", d->name, s->name);
+                const kf_ints *got = kf_attr_get_ints(&a, s);
+                cr_expect(got->n == want.n && !memcmp(got->v, want.v, (size_t)want.n * sizeof want.v[0]), "%s.%s",
+                          d->name, s->name);
+                break;
+            }
+            case KF_ATTR_OPERAND_VIEW:
+                cr_expect_eq(kf_op_get(kf_op_lookup(s->view))->cls, KF_CLASS_VIEW, "%s.%s", d->name, s->name);
+                break;
             }
         }
     }

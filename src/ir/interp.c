@@ -551,7 +551,7 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
 static kf_status ip_matmul(const kf_graph *g, const kf_node *n, const double *A,
                            const double *B, double *C, kf_error *err) {
     const kf_shape *as = &g->values[n->in[0]].shape, *bs = &g->values[n->in[1]].shape;
-    int ta = n->attr.ta && as->rank >= 2, tb = n->attr.tb && bs->rank >= 2;
+    const int ta = 0, tb = 0; /* a transposed operand is a transpose view before it */
     int64_t M, K, Kb, N;
     if (as->rank < 1 || bs->rank < 1)
         return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
@@ -612,6 +612,35 @@ static kf_status ip_matmul(const kf_graph *g, const kf_node *n, const double *A,
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Views                                                                                 */
+
+/* A view node as a direct gather through its own map: out[o] = x[map(o)], or the map's
+ * pad value where a guard fails. Independent of the planner's folding and composition. */
+static kf_status ip_view(const kf_graph *g, const kf_node *n, const double *x, double *out, kf_error *err) {
+    kf_imap m;
+    kf_status st = kf_node_imap(g, n, &m, err);
+    if (st != KF_OK) return st;
+    int64_t cnt = ip_numel(&g->values[n->out].shape), o[KF_MAX_DIMS] = {0}, i[KF_MAX_DIMS];
+    for (int64_t e = 0; e < cnt; e++) {
+        if (kf_imap_apply(&m, o, i)) {
+            int64_t f = 0;
+            for (int d = 0; d < m.in_rank; d++) {
+                assert(i[d] >= 0 && i[d] < m.in_dims[d]);
+                f = f * m.in_dims[d] + i[d];
+            }
+            out[e] = x[f];
+        } else {
+            out[e] = m.pad;
+        }
+        for (int j = m.out_rank - 1; j >= 0; j--) { /* the next output index, row-major */
+            if (++o[j] < m.out_dims[j]) break;
+            o[j] = 0;
+        }
+    }
+    return KF_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Driver                                                                                */
 
 static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *const *in,
@@ -641,6 +670,7 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
     case KF_KIND_SOFTMAX:
     case KF_KIND_NORM: return ip_rowwise(g, n, in, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
+    case KF_KIND_VIEW: return ip_view(g, n, in[0], out, err);
     }
     return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
                         "op %s is not supported by the interpreter", info->name);

@@ -121,9 +121,10 @@ const kf_op_def kf_ops_composite[] = {
               " + max(_0, axes=${axes}, keepdim=${keepdim})"},
     {.op = KF_OP_MATMUL, .name = "matmul", .cls = KF_CLASS_CONTRACT, .kind = KF_KIND_MATMUL,
      .min_in = 2, .max_in = 2, .flops = 2,
-     .doc = "batched matrix product, batch dims broadcast; transpose_a/b read an operand transposed",
-     .attrs = {{"transpose_a", KF_ATTR_BOOL, offsetof(kf_attrs, ta), "false", NULL},
-               {"transpose_b", KF_ATTR_BOOL, offsetof(kf_attrs, tb), "false", NULL}},
+     .doc = "batched matrix product, batch dims broadcast; transpose_a/b: sugar for a transpose view of "
+            "the operand",
+     .attrs = {{"transpose_a", KF_ATTR_OPERAND_VIEW, 0, "false", NULL, "transpose"},
+               {"transpose_b", KF_ATTR_OPERAND_VIEW, 1, "false", NULL, "transpose"}},
      .aten = {"aten.mm", "aten.bmm", "aten.matmul", "aten.linear", "aten.addmm"},
      .torch = "lambda a, b, transpose_a=False, transpose_b=False: torch.matmul("
               "a.transpose(-1, -2) if transpose_a else a, b.transpose(-1, -2) if transpose_b else b)"},

@@ -154,6 +154,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
             case KF_KIND_SOFTMAX: st->kind = KF_STAGE_SOFTMAX; break;
             case KF_KIND_NORM: st->kind = KF_STAGE_NORM; break;
             case KF_KIND_MATMUL: st->kind = KF_STAGE_MATMUL; break;
+            case KF_KIND_VIEW: st->kind = KF_STAGE_EWISE; break;
             }
             st->dom = ov->shape;
             target = s->nst++;
@@ -236,6 +237,10 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
                             "task has no operations (outputs must be computed)");
     if (!graph_dtype_ok(g, platform, dev, err)) return err ? err->code : KF_ERR_UNSUPPORTED;
+    for (int i = 0; i < g->nnodes; i++) /* TEMPORARY until the planner folds index maps */
+        if (kf_op_get(g->nodes[i].op)->cls == KF_CLASS_VIEW)
+            return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, g->nodes[i].line, g->nodes[i].col,
+                                "views are not planned yet");
     for (int j = 0; j < g->noutputs; j++) {
         const kf_value *v = &g->values[g->outputs[j]];
         if (v->producer < 0)
@@ -530,8 +535,6 @@ void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d
     const kf_shape *as = &g->values[n->in[0]].shape, *bs = &g->values[n->in[1]].shape;
     const kf_shape *os = &g->values[n->out].shape;
     memset(d, 0, sizeof *d);
-    d->ta = n->attr.ta;
-    d->tb = n->attr.tb;
     d->M = os->d[os->rank - 2];
     d->N = os->d[os->rank - 1];
     d->K = d->ta ? as->d[as->rank - 2] : as->d[as->rank - 1];
