@@ -152,6 +152,15 @@ Test(import, aten_views_become_view_ops) {
         "], \"outputs\": [{\"ref\": \"sl\"}]}";
     cr_assert_eq(import(bad, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
     cr_assert(strstr(err.msg, "node 'sl' (aten.slice.Tensor): start is not an integer"), "%s", err.msg);
+    /* F.pad: its constant mode is the pad view, the others are named */
+    const char *pad = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"p\", \"target\": \"aten.pad.default\", \"args\": [{\"ref\": \"x\"}, [1, 1]], \"kwargs\": {\"value\": 2.0}, \"dtype\": \"f32\", \"shape\": [8, 18]},"
+        " {\"name\": \"q\", \"target\": \"aten.pad.default\", \"args\": [{\"ref\": \"x\"}, [1, 1], \"reflect\"], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 18]}"
+        "], \"outputs\": [{\"ref\": \"p\"}, {\"ref\": \"q\"}]}";
+    cr_assert_eq(import(pad, &text, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "1 node cannot") && strstr(err.msg, "node 'q' (aten.pad.default): a pad mode other than 'constant'"),
+              "%s", err.msg);
 }
 
 /* What PyTorch recorded is checked against the lowered graph: a wrong shape is caught. */

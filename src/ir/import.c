@@ -423,6 +423,19 @@ static int lower_node(lower *L, lval *v) {
         if (target_is(t, "aten.native_layer_norm")) v->is_tuple = 1;
         return 1;
     }
+    /* F.pad: aten.pad(self, pad, mode, value); only the constant mode is an index map */
+    if (strcmp(t, "aten.pad.default") == 0) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *mode = arg(n, 2, "mode"), *pj = arg(n, 1, "pad"), *vj = arg(n, 3, "value");
+        if (!is_null(mode) && (!json_is_string(mode) || strcmp(json_string_value(mode), "constant") != 0))
+            BAD("a pad mode other than 'constant' (reflect, replicate and circular are not index maps kforge has)");
+        d1 = 0;
+        if (!is_null(vj) && (!num(vj, &d1) || !isfinite(d1))) BAD("value is not a finite number");
+        if (!axes_text(pj, ax, sizeof ax) || !ax[0]) BAD("pad is not a list of integers");
+        snprintf(e, sizeof e, "pad(%s, pads=%s, value=%s)", a, ax, numtxt(d1, n1, sizeof n1));
+        emit(L, v, e);
+        return 1;
+    }
     /* views (every VIEW record): the tensor operand, then its int, int-list and float
      * attributes from the ATen arguments its schema names; PyTorch's defaults where absent */
     kf_op vw = kf_op_lookup_aten(t);
