@@ -127,6 +127,9 @@ static const char *const family_tasks[] = {
     "input a: f32[2, 3, 17, 8]\ninput b: f32[17, 4]\noutput c = matmul(a, b, transpose_a=true)\n",
     "input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n",
     "input a: f32[17, 8]\ninput b: f32[8, 9]\ninput bias: f32[9]\noutput y = relu(matmul(a, b) + bias)\n",
+    /* scans: lines (chunked group scan) and columns */
+    "input x: f32[3, 100003]\noutput y = cumsum(x, reverse=true, exclusive=true)\n",
+    "input x: f32[17, 3, 5]\noutput y = cumprod(x, axis=1, reverse=true)\n",
     /* elementwise prologues fused into the reduction-family stage they feed */
     "input x: f32[3, 4096]\ninput r: f32[3, 4096]\ninput w: f32[4096]\noutput y = layer_norm(x + r, w)\n",
     "input x: f32[1000003]\ninput y: f32[1000003]\noutput l = mean((x - y) * (x - y))\n",
@@ -357,6 +360,16 @@ Test(gpu_verify, norms) {
     check_task("input x: f32[3, 17]\ninput w: f32[17]\noutput y = rms_norm(x, w, eps=1e-5)\n");
     check_task("input x: f32[3, 1000003]\noutput y = rms_norm(x)\n");
     check_task("input x: f32[1, 100003]\ninput w: f32[100003]\ninput b: f32[100003]\noutput y = layer_norm(x, w, b)\n");
+}
+
+Test(gpu_verify, scans) {
+    NEED_OCL();
+    check_task("input x: f32[3, 17]\noutput y = cumsum(x)\noutput z = cumprod(x, reverse=true)\n");
+    check_task("input x: f32[17, 3, 5]\noutput y = cumsum(x, axis=0, exclusive=true)\n"
+               "output z = cumsum(x, axis=1, reverse=true, exclusive=true)\n");
+    check_task("input x: f32[2, 100003]\noutput y = cumsum(x, reverse=true)\n");
+    check_task("input x: f32[3, 7001] range(0.999, 1.001)\noutput y = cumprod(x, exclusive=true)\n");
+    check_task("input x: f32[1]\noutput y = cumsum(x, exclusive=true)\n");
 }
 
 Test(gpu_verify, matmul_family) {

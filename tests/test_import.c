@@ -73,20 +73,42 @@ Test(import, lowers_linear_reductions_and_softmax) {
     kf_graph_free(g);
 }
 
+/* A scan by its record: dim -> axis; a dtype change is refused, not dropped. */
+Test(import, scans_by_their_records) {
+    const char *json = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"cs\", \"target\": \"aten.cumsum.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"cp\", \"target\": \"aten.cumprod.default\", \"args\": [{\"ref\": \"cs\"}, -2], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+        "], \"outputs\": [{\"ref\": \"cp\"}]}";
+    char *text = NULL;
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(import(json, &text, &g, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(text, "cumsum(x, axis=1)") && strstr(text, "cumprod(cs, axis=-2)"), "%s", text);
+    free(text);
+    kf_graph_free(g);
+    const char *typed = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"cs\", \"target\": \"aten.cumsum.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {\"dtype\": \"f64\"}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+        "], \"outputs\": [{\"ref\": \"cs\"}]}";
+    cr_assert_eq(import(typed, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "dtype change"), "%s", err.msg);
+}
+
 /* Every node without a rule is named, with its op; nothing is half-lowered. */
 Test(import, unsupported_nodes_are_all_named) {
     const char *json = HEAD "\"inputs\": [" X_IN "],"
         "\"nodes\": ["
-        " {\"name\": \"cumsum\", \"target\": \"aten.cumsum.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"sort\", \"target\": \"aten.sort.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
         " {\"name\": \"view\", \"target\": \"aten.view.default\", \"args\": [{\"ref\": \"x\"}, [128]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [128]},"
         " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"view\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [128]}"
-        "], \"outputs\": [{\"ref\": \"cumsum\"}, {\"ref\": \"relu\"}]}";
+        "], \"outputs\": [{\"ref\": \"sort\"}, {\"ref\": \"relu\"}]}";
     char *text = NULL;
     kf_graph *g = NULL;
     kf_error err = {0};
     cr_assert_eq(import(json, &text, &g, &err), KF_ERR_UNSUPPORTED);
     cr_assert(strstr(err.msg, "2 nodes cannot be lowered"), "%s", err.msg);
-    cr_assert(strstr(err.msg, "node 'cumsum' (aten.cumsum.default)"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "node 'sort' (aten.sort.default)"), "%s", err.msg);
     cr_assert(strstr(err.msg, "node 'view' (aten.view.default)"), "%s", err.msg);
     cr_assert_null(text);
     cr_assert_null(g);
@@ -96,9 +118,9 @@ Test(import, unsupported_nodes_are_all_named) {
 Test(import, failures_named_once_and_cycles_refused) {
     const char *json = HEAD "\"inputs\": [" X_IN "],"
         "\"nodes\": ["
-        " {\"name\": \"cumsum\", \"target\": \"aten.cumsum.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
-        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"cumsum\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
-        " {\"name\": \"neg\", \"target\": \"aten.neg.default\", \"args\": [{\"ref\": \"cumsum\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
+        " {\"name\": \"sort\", \"target\": \"aten.sort.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"sort\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"neg\", \"target\": \"aten.neg.default\", \"args\": [{\"ref\": \"sort\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
         "], \"outputs\": [{\"ref\": \"relu\"}, {\"ref\": \"neg\"}]}";
     kf_error err = {0};
     cr_assert_eq(import(json, NULL, NULL, &err), KF_ERR_UNSUPPORTED);

@@ -275,7 +275,7 @@ static int check_views(kf_backend *be, int si) {
 }
 
 /* Existing ops reading non-contiguous index maps: a unary, a binary, reductions, softmax
- * and matmul whose inputs are views (transpose, slice with a step, flip, pad, windows,
+ * a scan and matmul whose inputs are views (transpose, slice with a step, flip, pad, windows,
  * broadcasts, and chains of them), through the real pipeline. */
 static const char *const strided_tasks[] = {
     "task nc_unary\ninput x: f32[37, 19]\noutput y = relu(transpose(x))\n",
@@ -286,7 +286,7 @@ static const char *const strided_tasks[] = {
     "output t = transpose(x)\n",
     "task nc_pool\ninput x: f32[4, 33]\noutput m = max(unfold(x, dim=1, size=3, step=2, dilation=2), axes=[2])\n"
     "output s = sum(transpose(x), axes=[1])\n",
-    "task nc_softmax\ninput x: f32[7, 45]\noutput y = softmax(flip(x, dims=[1]))\n",
+    "task nc_rows\ninput x: f32[7, 45]\noutput y = softmax(flip(x, dims=[1]))\noutput c = cumsum(transpose(x), axis=0)\n",
     "task nc_matmul\ninput a: f32[19, 13]\ninput b: f32[19, 9]\ninput c: f32[2, 9, 13]\ninput d: f32[9, 13]\n"
     "output p = matmul(transpose(a), b)\noutput q = matmul(c, permute(c, dims=[0, 2, 1]))\n"
     "output r = matmul(slice(a, dim=0, step=2), flip(transpose(d), dims=[0]))\n",
@@ -307,10 +307,10 @@ static void run_platform(const char *platform) {
     cr_assert_eq(kf_mkdirs(workdir, &err), KF_OK, "%s", err.msg);
     static const kf_op_kind pointwise[] = {KF_KIND_UNARY, KF_KIND_BINARY};
     static const kf_op_kind reduce[] = {KF_KIND_REDUCE};
-    static const kf_op_kind rows[] = {KF_KIND_SOFTMAX, KF_KIND_NORM};
+    static const kf_op_kind rows[] = {KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_SCAN};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         int covered = check_kinds(be, pointwise, 2, POINTWISE_BATCH, si) + check_kinds(be, reduce, 1, OTHER_BATCH, si) +
-                      check_kinds(be, rows, 2, OTHER_BATCH, si) + check_contractions(be, si) + check_views(be, si);
+                      check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si) + check_views(be, si);
         /* an op whose shape rule no builder above knows would be skipped silently */
         cr_assert_eq(covered, KF_OP_COUNT, "%s: %d of %d ops have a task builder (a new shape rule needs one)",
                      be->info.platform, covered, KF_OP_COUNT);

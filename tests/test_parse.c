@@ -98,7 +98,7 @@ Test(tasks, every_op_family_is_covered) {
     const char *names[] = {"swish", "gelu", "gelu_tanh_bias", "mish", "activations",
                            "binary_mix", "sum_rows", "mean_cols", "reduce_multi", "argmax",
                            "softmax", "log_softmax", "layer_norm", "rms_norm", "matmul",
-                           "bmm_tb", "unary_misc", "pool_window"};
+                           "bmm_tb", "unary_misc", "pool_window", "cumsum_rows"};
     int seen[KF_OP_COUNT] = {0};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1024];

@@ -143,6 +143,15 @@ Test(templates, norms) {
     check_task("input x: f32[3, 1000003]\noutput y = rms_norm(x)\n");
 }
 
+Test(templates, scans) {
+    check_task("input x: f32[3, 17]\noutput y = cumsum(x)\noutput z = cumprod(x, reverse=true)\n");
+    check_task("input x: f32[17, 3, 5]\noutput y = cumsum(x, axis=0, exclusive=true)\n"
+               "output z = cumsum(x, axis=1, reverse=true, exclusive=true)\n");
+    check_task("input x: f32[2, 100003]\noutput y = cumsum(x, reverse=true)\n");
+    check_task("input x: f32[3, 7001] range(0.999, 1.001)\noutput y = cumprod(x, exclusive=true)\n");
+    check_task("input x: f32[1]\noutput y = cumsum(x, exclusive=true)\n");
+}
+
 Test(templates, matmul_family) {
     check_task("input a: f32[1, 1]\ninput b: f32[1, 1]\noutput c = matmul(a, b)\n");
     check_task("input a: f32[3, 17]\ninput b: f32[17, 5]\noutput c = matmul(a, b)\n");

@@ -21,6 +21,8 @@
  *              fast-path template of its shape rule (row softmax, norms).
  *   CONTRACT   matmul; its float64 reference is the interpreter's sum of products
  *              (src/ir/interp.c, OpenBLAS dgemm on doubles).
+ *   SCAN       a prefix combiner (sum, product) along one axis, in either direction,
+ *              inclusive or exclusive; its float64 reference is a row function (f64_row).
  *   VIEW       an index map (kforge/imap.h): `view` builds it from the input's shape and
  *              the node's attributes and so gives the shape rule too; no arithmetic, zero
  *              FLOPs. The interpreter gathers through the map; the planner folds it into
@@ -59,11 +61,11 @@ typedef enum kf_op_class {
 
 /* The shape rule: UNARY (same shape), BINARY (numpy broadcast), REDUCE (axes removed or
  * kept as 1), SOFTMAX (same shape, one axis), NORM (same shape, trailing axes, optional
- * affine inputs shaped like them), MATMUL (batched, broadcast batch dims), VIEW (the
- * shape the record's index map gives). */
+ * affine inputs shaped like them), MATMUL (batched, broadcast batch dims), SCAN (same
+ * shape, one axis), VIEW (the shape the record's index map gives). */
 typedef enum kf_op_kind {
     KF_KIND_UNARY, KF_KIND_BINARY, KF_KIND_REDUCE, KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_MATMUL,
-    KF_KIND_VIEW
+    KF_KIND_SCAN, KF_KIND_VIEW
 } kf_op_kind;
 
 /* The inputs the reference needs: ANY, or POS (strictly positive, e.g. log). */
@@ -85,6 +87,7 @@ typedef struct kf_attrs {
     double alpha, beta, eps;
     uint32_t axes;
     int keepdim;
+    int reverse, exclusive; /* SCAN: from the end of the axis; without the element itself */
     int64_t dim, dim1, start, end, step, size, dilation;
     kf_ints ints;
 } kf_attrs;
@@ -114,7 +117,7 @@ typedef struct kf_attr_def {
 #define KF_MAX_OP_ATTRS 4
 #define KF_MAX_OP_ATEN 6
 
-/* Reduction combiners (REDUCE class). */
+/* Reduction combiners (REDUCE class; SCAN uses SUM and PROD). */
 typedef enum kf_combiner {
     KF_COMB_SUM, KF_COMB_PROD, KF_COMB_MAX, KF_COMB_MIN, KF_COMB_ARGMAX, KF_COMB_ARGMIN
 } kf_combiner;
@@ -145,7 +148,7 @@ typedef struct kf_op_def {
     kf_op_kind kind;            /* shape rule */
     int min_in, max_in;         /* arity (NORM's extra inputs: optional weight, bias) */
     kf_attr_def attrs[KF_MAX_OP_ATTRS + 1];
-    /* FLOPs per output element (UNARY/BINARY), per input element (REDUCE, SOFTMAX, NORM),
+    /* FLOPs per output element (UNARY/BINARY), per input element (REDUCE, SOFTMAX, NORM, SCAN),
      * or per multiply-add pair counted as 2 (MATMUL) */
     double flops;
     kf_domain domain;
@@ -171,7 +174,7 @@ typedef struct kf_op_def {
     /* its own float64 reference where its shape rule is REDUCE: the result of one output
      * element from the n elements it reduces (gathered in row-major order) */
     double (*f64_rows)(const double *row, int64_t n, const kf_attrs *A);
-    /* ... where its shape rule is SOFTMAX or NORM (same shape out): one row of n elements
+    /* ... where its shape rule is SOFTMAX, NORM or SCAN (same shape out): one row of n elements
      * along its axes into y, with the row's weight and bias (NORM's optional inputs,
      * NULL when absent) */
     void (*f64_row)(const double *x, double *y, int64_t n, const double *w, const double *b,

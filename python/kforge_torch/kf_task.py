@@ -101,6 +101,19 @@ def _prod(x, axes=None, keepdim=False):
     return x
 
 
+def _scan(fn, x, axis, reverse, exclusive):
+    """kforge's SCAN records (cumsum, cumprod) in PyTorch: reverse runs from the end of
+    the axis, exclusive shifts by one with the combiner's identity first."""
+    if reverse:
+        x = x.flip(axis)
+    y = fn(x, dim=axis)
+    if exclusive:
+        ident = torch.zeros_like if fn is torch.cumsum else torch.ones_like
+        first = ident(x.narrow(axis, 0, 1))
+        y = torch.cat([first, y.narrow(axis, 0, x.shape[axis] - 1)], dim=axis)
+    return y.flip(axis) if reverse else y
+
+
 def _norm_shape(x, axes):
     ds = _dims(x, axes)
     if list(ds) != list(range(x.dim() - len(ds), x.dim())):
@@ -131,7 +144,7 @@ def ops(kforge=None):
         if res.returncode != 0:
             raise RuntimeError(f"{exe} ops --json failed (exit {res.returncode}): {res.stderr.strip()}")
         scope = {"torch": torch, "F": F, "_dims": _dims, "_pair": _pair, "_prod": _prod,
-                 "_norm_shape": _norm_shape}
+                 "_norm_shape": _norm_shape, "_scan": _scan}
         table = {}
         for rec in json.loads(res.stdout):
             try:

@@ -45,7 +45,7 @@ class Model(nn.Module):
     def __init__(self):
         super().__init__()
     def forward(self, x):
-        return torch.cumsum(torch.relu(x), dim=1)
+        return torch.sort(torch.relu(x), dim=1).values
 
 def get_inputs():
     return [torch.randn(8, 8)]
@@ -121,7 +121,7 @@ def test_unsupported_op_is_named_with_its_node(kforge, tmp_path):
     model = write(tmp_path / "cs.py", UNSUPPORTED)
     p = run([kforge, "import", model, "--out", str(tmp_path / "b")])
     assert p.returncode == 2
-    assert "aten.cumsum" in p.stderr and "node 'cumsum'" in p.stderr, p.stderr
+    assert "aten.sort" in p.stderr and "node 'sort'" in p.stderr, p.stderr
     assert not (tmp_path / "b" / "task.kf").exists()
 
 
@@ -144,7 +144,7 @@ def test_lower_an_existing_bundle(kforge, tmp_path):
     bundle = write(tmp_path / "cs.py", UNSUPPORTED)
     importer.write_bundle(bundle, str(tmp_path / "cs"), 0)
     p = run([kforge, "import", "--lower", str(tmp_path / "cs")])
-    assert p.returncode == 2 and "aten.cumsum" in p.stderr, p.stderr
+    assert p.returncode == 2 and "aten.sort" in p.stderr, p.stderr
 
 
 def test_not_kernelbench_format_and_broken_files(kforge, tmp_path):
@@ -181,14 +181,14 @@ def test_bench_smoke(kforge, tmp_path):
     suite.mkdir()
     write(suite / "01_relu.py", SMALL.format(expr="torch.relu(x)"))
     write(suite / "02_softmax.py", SMALL.format(expr="torch.softmax(x, dim=1)"))
-    write(suite / "03_cumsum.py", SMALL.format(expr="torch.cumsum(x, dim=1)"))
+    write(suite / "03_sort.py", SMALL.format(expr="torch.sort(x, dim=1).values"))
     write(suite / "helper.py", "print('not a problem')\n")
     out_json = tmp_path / "b.json"
     out_csv = tmp_path / "b.csv"
     p = run([kforge, "bench", str(suite), "--iters", "2", "--reps", "5", "--out", str(tmp_path / "w"),
              "--json", str(out_json), "--csv", str(out_csv)], timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "[1/3] 01_relu: ok" in p.stderr and "[3/3] 03_cumsum: unsupported" in p.stderr, p.stderr
+    assert "[1/3] 01_relu: ok" in p.stderr and "[3/3] 03_sort: unsupported" in p.stderr, p.stderr
     r = json.load(open(out_json))
     s = r["summary"]
     assert s["tasks"] == 3 and s["supported"] == 2 and s["correct"] == 2 and s["correctness"] == 1.0
@@ -198,7 +198,7 @@ def test_bench_smoke(kforge, tmp_path):
     rows = {x["task"]: x for x in r["rows"]}
     assert rows["01_relu"]["correct"] and rows["01_relu"]["compile_matches_eager"]
     assert rows["01_relu"]["kforge_ms"] > 0 and rows["01_relu"]["eager_ms"] > 0
-    assert rows["03_cumsum"]["status"] == "unsupported" and "aten.cumsum" in rows["03_cumsum"]["detail"]
+    assert rows["03_sort"]["status"] == "unsupported" and "aten.sort" in rows["03_sort"]["detail"]
     assert "fast_1.5" in p.stdout and "geomean speedup" in p.stdout
     assert open(out_csv).readline().startswith("bound,")
 

@@ -574,6 +574,7 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
     case KF_KIND_BINARY: rc = rule_binary(&c, ins, &res); break;
     case KF_KIND_REDUCE: rc = rule_reduce(&c, ins, &at, &res); break;
     case KF_KIND_SOFTMAX:
+    case KF_KIND_SCAN:
         rc = require_float(&c, ins[0], "input");
         if (rc == 0) rc = check_axes(&c, x, at.axes, 1);
         res.shape = x->shape;
@@ -643,6 +644,7 @@ double kf_node_flops(const kf_graph *g, const kf_node *n) {
     case KF_KIND_BINARY: return info->flops * numel_of(g, n->out);
     case KF_KIND_REDUCE:
     case KF_KIND_SOFTMAX:
+    case KF_KIND_SCAN:
     case KF_KIND_NORM: return info->flops * numel_of(g, n->in[0]);
     case KF_KIND_MATMUL: {
         /* flops is 2 per multiply-add: 2*M*N*K per output matrix. */

@@ -324,6 +324,16 @@ static int lower_node(lower *L, lval *v) {
         emit(L, v, e);
         return 1;
     }
+    /* scans along one dim (every SCAN record): dim; a dtype change is not lowered */
+    if (rd != KF_OP_COUNT && kf_op_get(rd)->cls == KF_CLASS_SCAN) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *dim = arg(n, 1, "dim");
+        if (!json_is_integer(dim)) BAD("dim is not an integer");
+        if (!is_null(arg(n, 2, "dtype"))) BAD("a scan with a dtype change");
+        snprintf(e, sizeof e, "%s(%s, axis=%lld)", kf_op_get(rd)->name, a, (long long)json_integer_value(dim));
+        emit(L, v, e);
+        return 1;
+    }
     if (target_is(t, "aten.max") || target_is(t, "aten.min")) {
         int mx = target_is(t, "aten.max");
         if (strcmp(t, mx ? "aten.max.default" : "aten.min.default") == 0) {

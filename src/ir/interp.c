@@ -474,7 +474,7 @@ static kf_status ip_affine_setup(const kf_graph *g, const kf_node *n, int v, con
 }
 
 
-/* A row-wise composite (the softmax family along one axis, the norms along trailing axes):
+/* A row-wise op (the softmax family and the scans along one axis, the norms along trailing axes):
  * the record's own f64_row on every row along the op's axes, gathered when the axis is not
  * the innermost, with the norm's weight and bias rows (a scalar spread over the row, one
  * value per normalised position, or any other broadcast materialised at full size). */
@@ -484,7 +484,7 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
     const kf_shape *s = &g->values[n->in[0]].shape;
     uint32_t mask = n->attr.axes;
     int64_t O = 1, R = 1, In = 1;
-    if (d->kind == KF_KIND_SOFTMAX) {
+    if (d->kind == KF_KIND_SOFTMAX || d->kind == KF_KIND_SCAN) {
         int axis = -1;
         for (int k = 0; k < s->rank; k++)
             if ((mask >> k) & 1u) {
@@ -668,6 +668,7 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
         if (info->cls != KF_CLASS_REDUCE) return ip_reduce_rows(g, n, in[0], out, err);
         return ip_reduce(g, n, in[0], out, err);
     case KF_KIND_SOFTMAX:
+    case KF_KIND_SCAN:
     case KF_KIND_NORM: return ip_rowwise(g, n, in, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
     case KF_KIND_VIEW: return ip_view(g, n, in[0], out, err);

@@ -117,7 +117,12 @@ static const char *record_defect(const kf_op_def *d, char *buf, size_t cap) {
                  d->name);
         return buf;
     }
-    if ((d->kind == KF_KIND_SOFTMAX || d->kind == KF_KIND_NORM) && !d->f64_row) {
+    if ((d->cls == KF_CLASS_SCAN) != (d->kind == KF_KIND_SCAN) ||
+        (d->cls == KF_CLASS_SCAN && d->combiner != KF_COMB_SUM && d->combiner != KF_COMB_PROD)) {
+        snprintf(buf, cap, "%s: the SCAN class goes with the scan shape rule and a sum or product", d->name);
+        return buf;
+    }
+    if ((d->kind == KF_KIND_SOFTMAX || d->kind == KF_KIND_NORM || d->kind == KF_KIND_SCAN) && !d->f64_row) {
         snprintf(buf, cap, "%s: a row-wise composite needs its f64_row reference", d->name);
         return buf;
     }
@@ -160,6 +165,7 @@ static void build_table(void) {
     index_class(kf_ops_pointwise, kf_ops_pointwise_count);
     index_class(kf_ops_reduce, kf_ops_reduce_count);
     index_class(kf_ops_composite, kf_ops_composite_count);
+    index_class(kf_ops_scan, kf_ops_scan_count);
     index_class(kf_ops_view, kf_ops_view_count);
     char buf[200];
     for (int i = 0; i < KF_OP_COUNT && !table_defect[0]; i++) {
@@ -227,6 +233,7 @@ const char *kf_op_kind_name(kf_op_kind k) {
     case KF_KIND_SOFTMAX: return "softmax";
     case KF_KIND_NORM: return "norm";
     case KF_KIND_MATMUL: return "matmul";
+    case KF_KIND_SCAN: return "scan";
     case KF_KIND_VIEW: return "view";
     }
     return "?";

@@ -301,10 +301,6 @@ void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
 
 /* ---- planning ---- */
 
-static int stage_can_split(const kf_synth *s, const kf_stage *st) {
-    return st->kind == KF_STAGE_REDUCE || st->kind == KF_STAGE_SOFTMAX || st->kind == KF_STAGE_NORM;
-}
-
 /* Scratch buffers a two-pass variant of stage st needs. */
 static int split_scratch(const kf_synth *s, const kf_stage *st) {
     const kf_node *n = &s->g->nodes[st->nodes[0]];
@@ -338,32 +334,6 @@ kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err) {
             return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
                                 "%s: empty tensors are not handled by the GPU templates",
                                 kf_op_get(n->op)->name);
-        if (st->kind == KF_STAGE_SOFTMAX) {
-            int naxes = 0;
-            for (int j = 0; j < xs->rank; j++) naxes += (n->attr.axes >> j) & 1u;
-            if (naxes != 1)
-                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
-                                    "%s over %d axes", kf_op_get(n->op)->name, naxes);
-        }
-        if (st->kind == KF_STAGE_NORM) {
-            int seen = 0, ok = 1;
-            for (int j = 0; j < xs->rank; j++) {
-                int red = (n->attr.axes >> j) & 1u;
-                if (red) seen = 1;
-                else if (seen && xs->d[j] != 1) ok = 0;
-            }
-            if (!ok || !seen)
-                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
-                                    "%s over axes that are not trailing", kf_op_get(n->op)->name);
-        }
-        if (st->kind == KF_STAGE_EWISE) {
-            kf_ew_layout lay;
-            kf_synth_ewise_layout(s, st, &lay);
-            if (lay.nops > KF_GK_MAX_PARAMS)
-                return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
-                                    "an elementwise cluster with %d buffers (a GPU kernel takes "
-                                    "at most %d)", lay.nops, KF_GK_MAX_PARAMS);
-        }
     }
     return KF_OK;
 }
@@ -379,34 +349,26 @@ void kf_synth_gpu_params(kf_synth *s) {
         st->gpu_budget = (KF_MAX_PARAMS - s->space.nparams) / (s->nst - k);
         st->nfixed = 0;
         if (st->fused) continue; /* computed inside the stage it feeds */
-        switch (st->kind) {
-        case KF_STAGE_EWISE: kf_gpu_ewise_params(s, st); break;
-        case KF_STAGE_MATMUL:
-            kf_synth_matmul_desc(s->g, &s->g->nodes[st->nodes[0]], &st->mm);
-            if (kf_gpu_mma_stage(s, st)) kf_gpu_mma_params(s, st);
-            else kf_gpu_matmul_params(s, st);
-            break;
-        default: {
-            int need = split_scratch(s, st);
-            int allow = stage_can_split(s, st) && launches + 1 <= KF_MAX_LAUNCHES &&
-                        scratch + need <= KF_MAX_SCRATCH;
-            kf_point none;
-            memset(&none, 0, sizeof none);
-            kf_gpu_reduce_params(s, st, allow);
-            /* a stage whose split may exceed 1 uses the launch and scratch budget */
-            int declared = 0;
-            for (int i = 0; i < s->space.nparams; i++) {
-                char full[48];
-                snprintf(full, sizeof full, "%ssplit", st->prefix);
-                if (strcmp(s->space.p[i].name, full) == 0) declared = 1;
-            }
-            if (kf_gpu_get(s, st, &none, "split", 1) > 1) declared = 1;
-            if (declared) {
-                launches++;
-                scratch += need;
-            }
-            break;
+        if (!st->tpl->can_split) {
+            st->tpl->gpu_params(s, st, 0);
+            continue;
         }
+        int need = split_scratch(s, st);
+        int allow = launches + 1 <= KF_MAX_LAUNCHES && scratch + need <= KF_MAX_SCRATCH;
+        kf_point none;
+        memset(&none, 0, sizeof none);
+        st->tpl->gpu_params(s, st, allow);
+        /* a stage whose split may exceed 1 uses the launch and scratch budget */
+        int declared = 0;
+        for (int i = 0; i < s->space.nparams; i++) {
+            char full[48];
+            snprintf(full, sizeof full, "%ssplit", st->prefix);
+            if (strcmp(s->space.p[i].name, full) == 0) declared = 1;
+        }
+        if (kf_gpu_get(s, st, &none, "split", 1) > 1) declared = 1;
+        if (declared) {
+            launches++;
+            scratch += need;
         }
     }
 }
@@ -461,14 +423,7 @@ kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate
         const kf_stage *st = &s->st[k];
         if (st->fused) continue;
         if (st->prologue) emit_prologue(&gp, st);
-        switch (st->kind) {
-        case KF_STAGE_EWISE: kf_gpu_ewise_emit(&gp, st, p); break;
-        case KF_STAGE_MATMUL:
-            if (kf_gpu_mma_stage(s, st)) kf_gpu_mma_emit(&gp, st, p);
-            else kf_gpu_matmul_emit(&gp, st, p);
-            break;
-        default: kf_gpu_reduce_emit(&gp, k, st, p); break;
-        }
+        st->tpl->gpu_emit(&gp, k, st, p);
     }
     kf_status st = gp.st;
     char first[64] = "";

@@ -110,6 +110,10 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st);
 void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *d);
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
 
+/* Scans along one axis (gpu_scan.c). */
+void kf_gpu_scan_params(kf_synth *s, kf_stage *st, int allow_split);
+void kf_gpu_scan_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p);
+
 /* Tensor-core matmul for f16/bf16 operands (gpu_mma.c; CUDA, sm_80 and newer). */
 /* 1 when st is a matmul stage of 16-bit operands (it then takes the mma template). */
 int kf_gpu_mma_stage(const kf_synth *s, const kf_stage *st);

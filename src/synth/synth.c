@@ -77,20 +77,7 @@ static int graph_dtype_ok(const kf_graph *g, const int *skip, const char *platfo
     return 1;
 }
 
-static void add_threads_param(kf_space *sp, const char *prefix, const kf_device_info *dev,
-                              int64_t work) {
-    long vals[KF_MAX_PARAM_VALUES];
-    int n = 0;
-    int maxt = dev->threads > 0 ? dev->threads : 1;
-    for (long t = 1; t < maxt && n < KF_MAX_PARAM_VALUES - 1; t *= 2) vals[n++] = t;
-    vals[n++] = maxt;
-    /* tiny problems are not worth waking threads for */
-    int dflt = work < 32768 ? 0 : n - 1;
-    kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, vals, n, dflt);
-}
-
 static void plan_params(kf_synth *s) {
-    const kf_graph *g = s->g;
     /* vector width of the prelude's helpers and of the auto-vectoriser, for the file */
     long vws[3];
     int nvw = 0, maxw = s->dev.simd_bits >= 256 ? s->dev.simd_bits / 32 : 4;
@@ -100,17 +87,7 @@ static void plan_params(kf_synth *s) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
         if (st->fused) continue; /* computed inside another stage, no schedule of its own */
-        const kf_node *n0 = &g->nodes[st->nodes[0]];
-        int64_t work = kf_shape_numel(&g->values[n0->out].shape);
-        if (st->kind == KF_STAGE_MATMUL) {
-            kf_synth_matmul_desc(g, n0, &st->mm);
-            kf_tpl_matmul_params(&st->mm, &s->dev, &s->space, st->prefix);
-            continue;
-        }
-        if (st->kind != KF_STAGE_EWISE) work = kf_shape_numel(&g->values[n0->in[0]].shape);
-        add_threads_param(&s->space, st->prefix, &s->dev, work);
-        if (st->kind == KF_STAGE_EWISE) kf_synth_ewise_params(s, st);
-        else kf_synth_reduce_params(s, st);
+        st->tpl->cpu_params(s, st);
     }
 }
 
@@ -162,6 +139,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
             case KF_KIND_SOFTMAX: st->kind = KF_STAGE_SOFTMAX; break;
             case KF_KIND_NORM: st->kind = KF_STAGE_NORM; break;
             case KF_KIND_MATMUL: st->kind = KF_STAGE_MATMUL; break;
+            case KF_KIND_SCAN: st->kind = KF_STAGE_SCAN; break;
             case KF_KIND_VIEW: st->kind = KF_STAGE_EWISE; break; /* a copy through the map */
             }
             st->dom = ov->shape;
@@ -227,16 +205,13 @@ static void fuse_prologues(kf_synth *s) {
     const kf_graph *g = s->g;
     for (int k = 0; k < s->nst; k++) {
         kf_stage *r = &s->st[k];
-        if (r->kind != KF_STAGE_REDUCE && r->kind != KF_STAGE_SOFTMAX && r->kind != KF_STAGE_NORM)
-            continue;
+        if (!r->tpl || !r->tpl->prologue_ok) continue;
         int rn = r->nodes[0], x = g->nodes[rn].in[0];
         int e = s->val_stage[x];
         if (e < 0 || s->st[e].kind != KF_STAGE_EWISE || s->st[e].fused) continue;
         if (kf_synth_stage_has_views(s, &s->st[e])) continue; /* reads through maps: kept apart */
         if (!kf_shape_equal(&g->values[x].shape, &s->st[e].dom)) continue;
-        int ok = kf_synth_is_gpu(s->platform) ? kf_gpu_reduce_prologue_ok(s, r)
-                                              : kf_synth_reduce_prologue_ok(s, r);
-        if (!only_feeds(s, e, x, rn) || !ok) continue;
+        if (!only_feeds(s, e, x, rn) || !r->tpl->prologue_ok(s, r)) continue;
         r->prologue = e + 1;
         s->st[e].fused = 1;
         s->st[e].fused_into = k;
@@ -284,6 +259,15 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
         for (int k = 0; k < s->nst; k++) free(s->st[k].nodes);
         s->nst = 0;
         cluster(s, 0);
+    }
+    for (int k = 0; k < s->nst; k++) {
+        kf_stage *st = &s->st[k];
+        if (st->kind == KF_STAGE_MATMUL) kf_synth_matmul_desc(g, &g->nodes[st->nodes[0]], &st->mm);
+        kf_status tst = kf_tpl_select(s, st, err);
+        if (tst != KF_OK) {
+            kf_synth_free(s);
+            return tst;
+        }
     }
     fuse_prologues(s);
     if (kf_synth_is_gpu(platform)) {
@@ -490,8 +474,8 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             const kf_node *rn = &g->nodes[st->nodes[0]];
             kf_synth_prologue_emit(s, &s->st[st->prologue - 1], rn->in[0], pname, &src);
         }
-        if (st->kind == KF_STAGE_MATMUL) {
-            kf_tpl_matmul_emit(&src, fname, &st->mm, &s->space, p, st->prefix);
+        if (st->tpl->cpu_emit_fn) {
+            st->tpl->cpu_emit_fn(s, st, p, fname, &src);
             continue;
         }
         kf_buf_printf(&src, "static void %s(", fname);
@@ -502,8 +486,7 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             kf_buf_printf(&src, "%s%s *restrict b%d", nr + w ? ", " : "",
                           kf_synth_ctype(g, writes[w]), writes[w]);
         kf_buf_puts(&src, ") {\n");
-        if (st->kind == KF_STAGE_EWISE) kf_synth_ewise_emit(s, st, p, &src);
-        else kf_synth_reduce_emit(s, st, p, &src);
+        st->tpl->cpu_emit_body(s, st, p, &src);
         kf_buf_puts(&src, "}\n");
     }
     /* entry */
@@ -532,7 +515,7 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         int nr, nw;
         if (s->st[k].fused) continue;
         stage_buffers(s, k, reads, &nr, writes, &nw);
-        if (s->st[k].kind == KF_STAGE_MATMUL) {
+        if (s->st[k].tpl->cpu_emit_fn) { /* NAME(A, B, C) */
             const kf_node *n = &g->nodes[s->st[k].nodes[0]];
             kf_buf_printf(&src, "    kf_stage%d(b%d, b%d, b%d);\n", k, s->st[k].mm.a_val, s->st[k].mm.b_val, n->out);
             continue;

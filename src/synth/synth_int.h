@@ -8,11 +8,43 @@
 #include "tpl.h"
 
 typedef enum kf_stage_kind {
-    KF_STAGE_EWISE, KF_STAGE_REDUCE, KF_STAGE_SOFTMAX, KF_STAGE_NORM, KF_STAGE_MATMUL
+    KF_STAGE_EWISE, KF_STAGE_REDUCE, KF_STAGE_SOFTMAX, KF_STAGE_NORM, KF_STAGE_MATMUL, KF_STAGE_SCAN,
+    KF_STAGE_KIND_COUNT
 } kf_stage_kind;
+
+struct kf_synth;
+struct kf_stage;
+struct kf_gplan;
+
+/* A template (src/synth/templates.c): the loop nest of one stage kind on one platform
+ * family. supports() answers 1, or 0 with the reason appended to why; the planner gives a
+ * stage the first row of the table that supports it. CPU rows declare parameters with
+ * cpu_params and write either the body of the stage's function (cpu_emit_body, the
+ * function `static void kf_stage<k>(<reads>, <writes>)` is the planner's) or the whole
+ * function NAME(A, B, C) (cpu_emit_fn, the GEMM); GPU rows declare parameters with
+ * gpu_params (allow_split: the plan's launch and scratch budget admits a two-pass variant)
+ * and append kernels and launch lines with gpu_emit. */
+typedef struct kf_tpl_def {
+    const char *name;  /* "cpu.gemm", "gpu.softmax_rows", ... */
+    int gpu;           /* platform family: 0 CPU (C + OpenMP), 1 GPU (the kernel form) */
+    kf_stage_kind kind;
+    const char *doc;
+    int (*supports)(const struct kf_synth *s, const struct kf_stage *st, kf_buf *why);
+    void (*cpu_params)(struct kf_synth *s, struct kf_stage *st);
+    void (*cpu_emit_body)(const struct kf_synth *s, const struct kf_stage *st, const kf_point *p,
+                          kf_buf *o);
+    void (*cpu_emit_fn)(const struct kf_synth *s, const struct kf_stage *st, const kf_point *p,
+                        const char *fname, kf_buf *o);
+    void (*gpu_params)(struct kf_synth *s, struct kf_stage *st, int allow_split);
+    void (*gpu_emit)(struct kf_gplan *gp, int k, const struct kf_stage *st, const kf_point *p);
+    /* 1 when the stage can take an elementwise prologue for its input (NULL: never) */
+    int (*prologue_ok)(const struct kf_synth *s, const struct kf_stage *st);
+    int can_split;     /* GPU: may add a second pass (a launch and partials in scratch) */
+} kf_tpl_def;
 
 typedef struct kf_stage {
     kf_stage_kind kind;
+    const kf_tpl_def *tpl; /* the template that computes it (kf_tpl_select) */
     int *nodes;        /* node indices in topological order (one for non-elementwise) */
     int nnodes;
     kf_shape dom;      /* iteration domain: shape of the nodes' results */
@@ -46,6 +78,13 @@ struct kf_synth {
     char desc[512];
 };
 
+/* The template table, in order (kforge templates, tests). */
+int kf_tpl_count(void);
+const kf_tpl_def *kf_tpl_at(int i);
+/* Give st the first template of s's platform family that supports it; KF_ERR_UNSUPPORTED
+ * naming the stage and every template's reason when none does. */
+kf_status kf_tpl_select(const struct kf_synth *s, kf_stage *st, kf_error *err);
+
 /* 1 for the platforms of the GPU path (opencl, cuda, metal; src/synth/gpu.c). */
 int kf_synth_is_gpu(const char *platform);
 
@@ -57,6 +96,9 @@ void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d
 void kf_synth_ewise_params(kf_synth *s, kf_stage *st);
 void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
 void kf_synth_reduce_params(kf_synth *s, kf_stage *st);
+/* SCAN stages (tpl_scan.c; the planner adds the threads parameter) */
+void kf_synth_scan_params(kf_synth *s, kf_stage *st);
+void kf_synth_scan_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
 void kf_synth_reduce_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
 
 /* Expression for a float literal (handles inf and NaN), valid in C, OpenCL C, CUDA and MSL. */

@@ -1,0 +1,137 @@
+/*
+ * The builtin generator's template registry (src/synth/templates.c): every row is
+ * complete for its platform family, every stage kind has a template in every family, a
+ * stage gets the first row that supports it (fast paths by class, shape rule and operand
+ * types, never by op name), and a stage no row supports is refused with each row's reason.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kforge/ir.h"
+#include "kforge/synth.h"
+#include "synth/synth_int.h"
+
+Test(tpl_registry, rows_are_complete_and_cover_every_stage_kind) {
+    int have[2][KF_STAGE_KIND_COUNT] = {{0}};
+    for (int i = 0; i < kf_tpl_count(); i++) {
+        const kf_tpl_def *t = kf_tpl_at(i);
+        cr_assert(t->name && t->supports && t->doc, "row %d", i);
+        for (int j = 0; j < i; j++) cr_assert_str_neq(kf_tpl_at(j)->name, t->name);
+        if (t->gpu) {
+            cr_assert(t->gpu_params && t->gpu_emit && !t->cpu_params, "%s", t->name);
+        } else {
+            cr_assert(t->cpu_params && !t->gpu_params, "%s", t->name);
+            cr_assert((t->cpu_emit_body != NULL) != (t->cpu_emit_fn != NULL), "%s: one emitter", t->name);
+        }
+        have[t->gpu][t->kind] = 1;
+    }
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < KF_STAGE_KIND_COUNT; k++) cr_assert(have[f][k], "family %d has no template for kind %d", f, k);
+    cr_assert_null(kf_tpl_at(kf_tpl_count()));
+}
+
+/* one node of op over inputs of the given shapes and dtype, its result the output */
+static kf_graph *one_node(kf_op op, int nin, const kf_shape *shapes, kf_dtype dt) {
+    kf_error err = {0};
+    kf_graph *g = kf_graph_new("t");
+    int ins[KF_MAX_NODE_IN];
+    for (int k = 0; k < nin; k++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "x%d", k);
+        ins[k] = kf_graph_add_input(g, nm, dt, &shapes[k], &err);
+        cr_assert_geq(ins[k], 0, "%s", err.msg);
+    }
+    int y = kf_graph_add_node(g, op, ins, nin, NULL, "y", 1, 1, &err);
+    cr_assert_geq(y, 0, "%s", err.msg);
+    cr_assert_eq(kf_graph_mark_output(g, y, &err), KF_OK);
+    return g;
+}
+
+static void device(const char *platform, const char *arch, kf_device_info *d) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->platform, sizeof d->platform, "%s", platform);
+    snprintf(d->arch, sizeof d->arch, "%s", arch);
+    d->cores = d->threads = 2;
+    d->simd_bits = 256;
+    d->l1d_bytes = 32 << 10, d->l2_bytes = 1 << 20, d->l3_bytes = 16 << 20;
+    if (strcmp(platform, "cpu") != 0) {
+        snprintf(d->device_type, sizeof d->device_type, "gpu");
+        d->compute_units = 16, d->max_wg = 1024;
+        d->max_wi[0] = d->max_wi[1] = d->max_wi[2] = 1024;
+        d->local_mem_bytes = 48 << 10;
+        d->global_mem_bytes = d->max_alloc_bytes = (int64_t)8 << 30;
+        d->subgroup_size = 32;
+    }
+}
+
+/* the template the planner gave the task's only stage */
+static void expect_template(kf_op op, int nin, const kf_shape *shapes, kf_dtype dt, const char *platform,
+                            const char *arch, const char *want) {
+    kf_graph *g = one_node(op, nin, shapes, dt);
+    kf_device_info dev;
+    device(platform, arch, &dev);
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_plan(g, platform, &dev, &s, &err), KF_OK, "%s on %s: %s",
+                 kf_op_get(op)->name, platform, err.msg);
+    cr_assert_eq(s->nst, 1);
+    cr_assert_str_eq(s->st[0].tpl->name, want, "%s on %s", kf_op_get(op)->name, platform);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+Test(tpl_registry, stages_get_the_first_template_that_supports_them) {
+    kf_shape v = {.rank = 2, .d = {4, 33}};
+    kf_shape two[2] = {v, {.rank = 2, .d = {33, 5}}};
+    expect_template(KF_OP_RELU, 1, &v, KF_F32, "cpu", "", "cpu.pointwise");
+    expect_template(KF_OP_SOFTMAX, 1, &v, KF_F32, "cpu", "", "cpu.softmax_rows");
+    expect_template(KF_OP_LAYER_NORM, 1, &v, KF_F32, "cpu", "", "cpu.norm_rows");
+    expect_template(KF_OP_SUM, 1, &v, KF_F32, "cpu", "", "cpu.reduce");
+    expect_template(KF_OP_MATMUL, 2, two, KF_F32, "cpu", "", "cpu.gemm");
+    expect_template(KF_OP_ARGMAX, 1, &v, KF_F32, "opencl", "", "gpu.reduce");
+    expect_template(KF_OP_LOG_SOFTMAX, 1, &v, KF_F32, "opencl", "", "gpu.softmax_rows");
+    expect_template(KF_OP_MATMUL, 2, two, KF_F32, "cuda", "sm_90", "gpu.simt_matmul");
+    /* the tensor-core fast path of the same class, chosen by the operands' dtype */
+    expect_template(KF_OP_MATMUL, 2, two, KF_F16, "cuda", "sm_90", "gpu.mma");
+    expect_template(KF_OP_MATMUL, 2, two, KF_BF16, "cuda", "sm_80", "gpu.mma");
+}
+
+/* A stage no row supports: logsumexp has the REDUCE shape rule but is a COMPOSITE (its
+ * kernels are its lowering), so the reduction templates, which compute the REDUCE class's
+ * combiners, refuse it by its class and say so. */
+Test(tpl_registry, a_stage_no_template_supports_is_refused_with_every_reason) {
+    kf_shape v = {.rank = 2, .d = {4, 33}};
+    kf_graph *g = one_node(KF_OP_LOGSUMEXP, 1, &v, KF_F32);
+    const char *plats[2] = {"cpu", "opencl"};
+    const char *names[2] = {"cpu.reduce", "gpu.reduce"};
+    for (int f = 0; f < 2; f++) {
+        kf_synth s;
+        memset(&s, 0, sizeof s);
+        s.g = g;
+        device(plats[f], "", &s.dev);
+        snprintf(s.platform, sizeof s.platform, "%s", plats[f]);
+        int node = 0;
+        kf_stage st;
+        memset(&st, 0, sizeof st);
+        st.kind = KF_STAGE_REDUCE;
+        st.nodes = &node;
+        st.nnodes = 1;
+        kf_error err = {0};
+        cr_assert_eq(kf_tpl_select(&s, &st, &err), KF_ERR_UNSUPPORTED);
+        cr_assert_null(st.tpl);
+        cr_assert(strstr(err.msg, names[f]) && strstr(err.msg, "logsumexp is a composite op"), "%s", err.msg);
+        cr_assert_eq(err.line, 1, "the error points at the node");
+    }
+    /* and the planner computes it through its lowering, with the general templates */
+    kf_device_info dev;
+    device("cpu", "", &dev);
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_plan(g, "cpu", &dev, &s, &err), KF_OK, "%s", err.msg);
+    for (int k = 0; k < s->nst; k++)
+        cr_assert(strcmp(s->st[k].tpl->name, "cpu.reduce") == 0 || strcmp(s->st[k].tpl->name, "cpu.pointwise") == 0,
+                  "%s", s->st[k].tpl->name);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
