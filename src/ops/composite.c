@@ -13,8 +13,8 @@
 #include <math.h>
 #include <stddef.h>
 
-#define AXIS_LAST {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1"}
-#define NORM_AXES {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "-1", NULL}
+#define AXIS_LAST {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1", NULL}
+#define NORM_AXES {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "-1", NULL, NULL}
 
 /* log(sum(exp(x))) of one row, shifted by its maximum (torch: NaN if any is NaN, -inf for
  * an empty row or all -inf, +inf if any is +inf). */
@@ -86,8 +86,8 @@ static void row_rms_norm(const double *x, double *y, int64_t n, const double *w,
     for (int64_t r = 0; r < n; r++) y[r] = w ? x[r] * scale * w[r] : x[r] * scale;
 }
 
-#define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1"}
-#define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2"}
+#define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1", NULL}
+#define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2", NULL}
 
 const kf_op_def kf_ops_composite[] = {
     {.op = KF_OP_SOFTMAX, .name = "softmax", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_SOFTMAX,
@@ -103,13 +103,13 @@ const kf_op_def kf_ops_composite[] = {
     {.op = KF_OP_LAYER_NORM, .name = "layer_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
      .min_in = 1, .max_in = 3, .flops = 8, .centered = 1, .f64_row = row_layer_norm,
      .doc = "(x - mean) / sqrt(var + eps) over trailing axes (biased variance), then * weight + bias",
-     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-5", NULL}},
+     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-5", NULL, NULL}},
      .aten = {"aten.layer_norm", "aten.native_layer_norm"},
      .torch = "lambda x, w=None, b=None, axes=-1, eps=1e-5: F.layer_norm(x, _norm_shape(x, axes), w, b, eps)"},
     {.op = KF_OP_RMS_NORM, .name = "rms_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
      .min_in = 1, .max_in = 2, .flops = 6, .doc = "x / sqrt(mean(x^2) + eps) over trailing axes, then * weight",
      .f64_row = row_rms_norm,
-     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-6", NULL}},
+     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-6", NULL, NULL}},
      .aten = {"aten.rms_norm"},
      .torch = "lambda x, w=None, axes=-1, eps=1e-6: F.rms_norm(x, _norm_shape(x, axes), w, eps)"},
     {.op = KF_OP_LOGSUMEXP, .name = "logsumexp", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_REDUCE,
