@@ -105,10 +105,11 @@ static int cluster(kf_synth *s, int allow_bcast) {
         const kf_value *ov = &g->values[n->out];
         int target = -1;
         if (s->skip[ni]) continue; /* a view its readers read through */
-        int is_view = kf_op_get(n->op)->cls == KF_CLASS_VIEW, src = -1;
+        int is_view = kf_op_get(n->op)->cls == KF_CLASS_VIEW, src = -1, ng = 0;
         if (is_view) { /* read through its map from where the map starts */
             kf_imap m;
             src = kf_value_imap(g, n->out, &m);
+            ng = m.nguards;
         }
         if (kf_op_is_elementwise(n->op) || is_view) {
             for (int k = s->nst - 1; k >= 0; k--) {
@@ -124,6 +125,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
                 for (int a = 0; a < n->nin && !is_view; a++)
                     if (stage_of_value(s, n->in[a]) > k) ok = 0;
                 if (is_view && stage_of_value(s, src) >= k) ok = 0; /* its source from memory */
+                if (st->nguards + ng > KF_EW_MAX_GUARDS) ok = 0;
                 if (ok) target = k;
                 break; /* only the latest elementwise cluster of that domain */
             }
@@ -147,6 +149,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
         }
         kf_stage *st = &s->st[target];
         st->nodes[st->nnodes++] = ni;
+        st->nguards += ng;
         s->val_stage[n->out] = target;
     }
     /* materialise graph outputs and values read by another stage */

@@ -54,6 +54,8 @@ typedef struct kf_stage {
      * only this reduction/softmax/norm stage's input is computed inside it (CPU: a row at
      * a time into a stack buffer; GPU: at each load) instead of through a scratch tensor */
     int prologue;      /* 1 + index of the fused elementwise stage (0 = none) */
+    int nguards;       /* elementwise: the guards of the padded views it reads (at most
+                          KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
     int fused;         /* this elementwise stage is computed inside stage fused_into */
     int fused_into;
     /* GPU path (gpu.c): parameters this stage may still add to the space, and those

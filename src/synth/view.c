@@ -21,6 +21,7 @@
  */
 #include "synth_int.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,7 +101,8 @@ void kf_synth_view_read(const kf_synth *s, const kf_stage *st, int w, kf_ew_layo
         int wj = j - (dom->rank - ws->rank);
         stride[j] = wj < 0 || ws->d[wj] == 1 ? 0 : wstr[wj];
     }
-    for (int k = 0; k < m.nguards && L->ng < KF_EW_MAX_GUARDS; k++) {
+    assert(L->ng + m.nguards <= KF_EW_MAX_GUARDS); /* cluster() keeps a stage's guards within */
+    for (int k = 0; k < m.nguards; k++) {
         int gi = L->ng++;
         L->gop[gi] = r;
         L->goff[gi] = m.guard[k].off;
