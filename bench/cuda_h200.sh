@@ -78,6 +78,9 @@ if [ $TESTS = 1 ]; then
   # every op of the registry on the GPU (tests/test_ops.c; cpu and opencl run in CI)
   [ -x "$BUILD/test_ops" ] && run_test test_ops_cuda "$BUILD/test_ops" --filter 'ops_pipeline/cuda' --verbose=0
   [ -x "$BUILD/test_memcheck_cuda" ] && run_test test_memcheck_cuda "$BUILD/test_memcheck_cuda" --verbose=0
+  # the calibration room's device probes and the profiler's counters through verify's modes
+  [ -x "$BUILD/test_calib" ] && run_test test_calib "$BUILD/test_calib" --verbose=0
+  [ -x "$BUILD/test_counters" ] && run_test test_counters "$BUILD/test_counters" --verbose=0
   # the CUDA part of the render tests (the OpenCL part runs in CI on PoCL)
   [ -x "$BUILD/test_render" ] && run_test test_render_cuda "$BUILD/test_render" --filter 'render_cuda/*' --verbose=0
   unset KFORGE_RUNNER

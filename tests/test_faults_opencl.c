@@ -223,3 +223,29 @@ Test(faults_opencl, survives_faults_in_sequence_then_verifies) {
     EXPECT(r, KF_V_OK, NULL);
     fx_close(&f);
 }
+
+/* A plan that does not parse is the candidate's compile error, found once, before the
+ * build, with its line and reason, in the words the backend's compile used for it; the
+ * candidate carries the error (its readers do not parse again). An arg past the task's
+ * buffers is such an error too. */
+Test(faults_opencl, bad_plan_fails_once_with_the_line) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    char *src = kernel(NULL, "// kforge:launch swish global=1000064 local=64 args=0,7");
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_candidate_init(&c, "opencl", src, NULL, &err), KF_OK, "%s", err.msg);
+    free(src);
+    kf_vresult r;
+    cr_assert_eq(kf_verify_candidate(f.ctx, f.b, &c, &r, &err), KF_OK, "%s", err.msg);
+    EXPECT(r, KF_V_COMPILE_ERROR, "task buffer");
+    const kf_launch_plan *p;
+    kf_error pe = {0};
+    cr_assert_eq(kf_candidate_plan(&c, 2, &p, &pe), KF_ERR_PARSE);
+    cr_assert_eq(pe.line, 1);
+    char want[2200];
+    snprintf(want, sizeof want, "%s\nkforge: bad launch plan: %s\n", pe.msg, pe.msg);
+    cr_assert_str_eq(r.detail, want);
+    kf_candidate_clear(&c);
+    fx_close(&f);
+}

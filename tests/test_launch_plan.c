@@ -6,6 +6,7 @@
 #include "kforge/candidate.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 static kf_status parse(const char *src, const char *flags, int nbufs, kf_launch_plan *p,
@@ -103,4 +104,58 @@ Test(launch_plan, dynamic_shared_memory) {
     cr_assert_eq(p.l[1].smem, 0, "no smem= means none");
     cr_assert_eq(parse(src, "-DST=2", 1, &p, &e), KF_OK, "%s", e.msg);
     cr_assert_eq(p.l[0].smem, 49152);
+}
+
+/* The plan a candidate carries (kf_candidate_plan): parsed once per flags and buffer count,
+ * its error carried too, copied with the candidate. The carried state is proved by
+ * overwriting the source text in place after the parse: a second parse would see it. */
+Test(launch_plan, carried_by_the_candidate) {
+    const char *src = "// kforge:tunable WG 64 128\n"
+                      "// kforge:launch k global=1024 local=WG args=0,1\n";
+    kf_candidate c;
+    kf_error e = {0};
+    cr_assert_eq(kf_candidate_init(&c, "opencl", src, NULL, &e), KF_OK, "%s", e.msg);
+    const kf_launch_plan *p = NULL, *q = NULL;
+    cr_assert_eq(kf_candidate_plan(&c, 2, &p, &e), KF_OK, "%s", e.msg);
+    cr_assert_eq(p->l[0].local[0], 64);
+    char *wg = strstr(c.source, "local=WG");
+    memcpy(wg, "local=99", 8); /* what a second parse would reject (1024 % 99) */
+    cr_assert_eq(kf_candidate_plan(&c, 2, &q, &e), KF_OK, "carried, not parsed again: %s", e.msg);
+    cr_assert_eq(q, p);
+    cr_assert_eq(q->l[0].local[0], 64);
+    /* a copy carries it too */
+    kf_candidate d;
+    kf_candidate_copy(&d, &c);
+    cr_assert_eq(kf_candidate_plan(&d, 2, &q, &e), KF_OK, "%s", e.msg);
+    cr_assert_eq(q->l[0].local[0], 64);
+    cr_assert_neq(q, p, "the copy owns its own");
+    kf_candidate_clear(&d);
+    /* new flags: parsed again, and now the text says local=99 */
+    snprintf(c.flags, sizeof c.flags, "-DWG=128");
+    cr_assert_eq(kf_candidate_plan(&c, 2, &p, &e), KF_ERR_PARSE);
+    cr_assert_eq(e.line, 2, "line %d: %s", e.line, e.msg);
+    kf_candidate_clear(&c);
+}
+
+Test(launch_plan, carried_error_has_the_line) {
+    kf_candidate c;
+    kf_error e = {0};
+    cr_assert_eq(kf_candidate_init(&c, "opencl", "\n// kforge:launch k global=64 local=64 args=0,5\n", NULL, &e),
+                 KF_OK, "%s", e.msg);
+    const kf_launch_plan *p = (const kf_launch_plan *)&e;
+    cr_assert_eq(kf_candidate_plan(&c, 2, &p, &e), KF_ERR_PARSE);
+    cr_assert_null(p);
+    cr_assert_eq(e.line, 2);
+    cr_assert(strstr(e.msg, "task buffer"), "%s", e.msg);
+    kf_error again = {0};
+    cr_assert_eq(kf_candidate_plan(&c, 2, &p, &again), KF_ERR_PARSE);
+    cr_assert_str_eq(again.msg, e.msg);
+    cr_assert_eq(again.line, 2);
+    /* the task's buffer count is part of the question: with 6 buffers it parses */
+    cr_assert_eq(kf_candidate_plan(&c, 6, &p, &e), KF_OK, "%s", e.msg);
+    kf_candidate_clear(&c);
+    /* a candidate not made by kf_candidate_init */
+    kf_candidate z;
+    memset(&z, 0, sizeof z);
+    cr_assert_eq(kf_candidate_plan(&z, 2, &p, &e), KF_ERR_ARG);
 }

@@ -287,3 +287,62 @@ Test(memcheck, no_valgrind_is_unsupported) {
 Test(memcheck, status_name) {
     cr_assert_str_eq(kf_vstatus_name(KF_V_MEMCHECK), "memcheck");
 }
+
+/* The verifier's mode entry (kf_verify_run, KF_VERIFY_MEMCHECK) builds the candidate itself,
+ * with the checker's flags, and finds the same planted out-of-bounds write. */
+Test(memcheck, verify_run_memcheck_mode_finds_an_overrun) {
+    fixture f;
+    fx_open(&f);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_candidate_init(&c, "cpu",
+                                   kernel("    float *s = malloc(N * sizeof *s);\n"
+                                          "    if (!s) return 1;\n"
+                                          "    for (long i = 0; i < N; i++) s[i] = x[i] * 2.0f;\n"
+                                          "    ((volatile float *)s)[N] = 1.0f;\n"
+                                          "    for (long i = 0; i < N; i++) y[i] = s[i];\n"
+                                          "    free(s);\n"),
+                                   NULL, &err),
+                 KF_OK, "%s", err.msg);
+    kf_verify_run_args a = {.mode = KF_VERIFY_MEMCHECK};
+    kf_vresult r;
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_OK, "%s (%s)", err.msg, r.detail);
+    expect(&r, KF_V_MEMCHECK, "Invalid write");
+    cr_assert(strstr(r.detail, "0 bytes after a block of size 4,012"), "%s", r.detail);
+    cr_assert_str_eq(c.flags, "", "the caller's candidate keeps its flags");
+    /* the clean kernel through the same entry is ok */
+    kf_candidate_clear(&c);
+    cr_assert_eq(kf_candidate_init(&c, "cpu", kernel(clean_body), NULL, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_OK, "%s (%s)", err.msg, r.detail);
+    expect(&r, KF_V_OK, NULL);
+    kf_candidate_clear(&c);
+    fx_close(&f);
+}
+
+/* A build failure in a mode run is the candidate's compile error, returned with the
+ * compiler's status; the check mode keeps kf_verify_candidate's KF_OK with the verdict. */
+Test(memcheck, verify_run_build_failure_is_a_compile_error) {
+    fixture f;
+    fx_open_any(&f);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_candidate_init(&c, "cpu", kernel("    this is not C;\n"), NULL, &err), KF_OK);
+    kf_vresult r;
+    kf_verify_run_args a = {.mode = KF_VERIFY_MEMCHECK};
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_ERR_COMPILE, "%s", err.msg);
+    cr_assert_eq(r.status, KF_V_COMPILE_ERROR);
+    kf_buf csv = {0};
+    a = (kf_verify_run_args){.mode = KF_VERIFY_PROFILE, .tool = "/bin/true", .csv = &csv};
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_ERR_COMPILE, "%s", err.msg);
+    cr_assert_eq(r.status, KF_V_COMPILE_ERROR);
+    a = (kf_verify_run_args){.mode = KF_VERIFY_CHECK};
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(r.status, KF_V_COMPILE_ERROR);
+    a = (kf_verify_run_args){.mode = KF_VERIFY_PROFILE};
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_ERR_ARG, "no csv buffer");
+    a = (kf_verify_run_args){.mode = (kf_verify_mode)42};
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_ERR_ARG, "unknown mode");
+    kf_buf_free(&csv);
+    kf_candidate_clear(&c);
+    fx_close(&f);
+}

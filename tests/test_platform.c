@@ -144,3 +144,19 @@ Test(platform, render_language_features) {
     cr_expect(kf_lang_has_mma(cu));
     cr_expect(!kf_lang_has_mma(cl) && !kf_lang_has_mma(mtl));
 }
+
+/* Which sources declare a launch plan that must parse (kf_candidate_plan's callers ask). */
+Test(platform, declares_plan) {
+    const char *planned = "// kforge:launch k global=64 local=64 args=0\n";
+    const char *bare = "int kforge_kernel(void *const *args) { return 0; }\n";
+    for (int i = 0; i < kf_platform_count(); i++) {
+        const kf_platform *p = kf_platform_at(i);
+        cr_assert_eq(kf_platform_declares_plan(p->name, planned), p->is_gpu, "%s", p->name);
+        /* without launch lines: a GPU-style source must still declare one, unless the
+         * platform has a host form (CUDA's nvcc form) */
+        cr_assert_eq(kf_platform_declares_plan(p->name, bare), p->is_gpu && !p->host_form, "%s", p->name);
+        cr_assert_eq(kf_platform_declares_plan(p->name, NULL), 0);
+    }
+    cr_assert_eq(kf_platform_declares_plan(NULL, planned), 0);
+    cr_assert_eq(kf_platform_declares_plan("nope", planned), 0);
+}

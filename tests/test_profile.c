@@ -371,3 +371,38 @@ Test(profile, missing_arguments) {
     kf_candidate_clear(&c);
     fx_close(&f);
 }
+
+/* The verifier's mode entry (kf_verify_run, KF_VERIFY_PROFILE) builds the candidate itself
+ * and returns the profiler's table, or its failed run, as kf_verify_profile does. */
+Test(profile, verify_run_profile_mode) {
+    fixture f;
+    fx_open(&f, "verify_run_profile_mode", 15);
+    fake_ncu(&f, table_then_run);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_candidate_init(&c, "cpu", kernel(clean_body), NULL, &err), KF_OK, "%s", err.msg);
+    kf_buf csv = {0};
+    char detail[2048];
+    kf_verify_run_args a = {.mode = KF_VERIFY_PROFILE, .tool = f.tool, .csv = &csv, .detail = detail,
+                            .dcap = sizeof detail};
+    kf_vresult r;
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_OK, "%s: %s", err.msg, detail);
+    cr_assert_eq(r.status, KF_V_OK);
+    cr_assert_str_eq(detail, "");
+    kf_counters *rows = NULL;
+    int n = 0;
+    cr_assert_eq(kf_perf_ncu_parse(csv.data, csv.len, &rows, &n, &err), KF_OK, "%s", err.msg);
+    cr_assert_gt(n, 0);
+    free(rows);
+    kf_buf_free(&csv);
+    kf_candidate_clear(&c);
+    /* a crashing candidate: the run failed, no table */
+    cr_assert_eq(kf_candidate_init(&c, "cpu", kernel("    *(volatile int *)0 = 1;\n" "    (void)x; (void)y;\n"),
+                                   NULL, &err), KF_OK);
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_ERR_RUNTIME, "%s", detail);
+    cr_assert(strstr(detail, "crash"), "%s", detail);
+    cr_assert_eq(csv.len, 0);
+    kf_buf_free(&csv);
+    kf_candidate_clear(&c);
+    fx_close(&f);
+}

@@ -94,13 +94,6 @@ enum {
 
 void kf_loop_opts_default(kf_loop_opts *o);
 
-/* Contract: the measured ceilings of backend be's device into *c, as the loop uses them:
- * the cached entry (calibration.json, see arch.h), or a measurement (always when force)
- * that is then cached. A CPU, and an OpenCL device that is the CPU (PoCL), share the
- * CPU's calibration with `threads` threads (0 = all usable); other devices are measured
- * through their backend (kf_perf_device_ceilings). Fails as those do. */
-kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_ceilings *c,
-                                  kf_error *err);
 
 #define KF_MAX_DIAG_LABEL_PARAMS 24
 /* Contract: diagnose every verified iteration of a recorded run (run_path: a run.json of

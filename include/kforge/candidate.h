@@ -112,6 +112,9 @@ typedef struct kf_launch_plan {
     int64_t scratch_bytes[KF_MAX_SCRATCH];
 } kf_launch_plan;
 
+/* The launch plan a candidate carries once parsed (kf_candidate_plan); opaque. */
+typedef struct kf_plan_slot kf_plan_slot;
+
 typedef struct kf_candidate {
     char platform[16];     /* "cpu" */
     char entry[64];        /* entry symbol */
@@ -120,15 +123,29 @@ typedef struct kf_candidate {
     char flags[512];       /* extra compile flags for this instance (e.g. -DTILE=64) */
     int ntunables;
     kf_tunable tunables[KF_MAX_TUNABLES];
+    kf_plan_slot *plan;    /* owned: the parsed launch plan, or its parse error, for the
+                              flags and buffer count it was parsed for (kf_candidate_plan) */
 } kf_candidate;
 
 /* Make a candidate from source text: copies it, sets entry (NULL = "kforge_kernel") and
- * parses its "kforge:tunable" lines. Returns KF_ERR_PARSE on a malformed tunable line. */
+ * parses its "kforge:tunable" lines. Returns KF_ERR_PARSE on a malformed tunable line.
+ * Every candidate is made here (clear releases it; copy duplicates it). */
 kf_status kf_candidate_init(kf_candidate *c, const char *platform, const char *source,
                             const char *entry, kf_error *err);
 void kf_candidate_clear(kf_candidate *c);
-/* Deep copy. */
+/* Deep copy (the carried plan included). */
 void kf_candidate_copy(kf_candidate *dst, const kf_candidate *src);
+
+/* Contract: the launch plan candidate c declares, resolved for its current flags, with
+ * nbufs task buffers (as kf_launch_plan_parse). Parsed once and carried in c: later calls
+ * with the same flags and nbufs return the carried plan, or the carried parse error again
+ * (KF_ERR_PARSE with the line and reason in err; err->file is left to the caller, who knows
+ * the file), without parsing; a change of flags or nbufs parses again. *plan points into c
+ * and lives until c is cleared or parsed again. Whether c's platform has a launch plan at
+ * all is kf_platform_declares_plan's question (kforge/platform.h). KF_ERR_ARG for a
+ * candidate not made by kf_candidate_init. */
+kf_status kf_candidate_plan(const kf_candidate *c, int nbufs, const kf_launch_plan **plan,
+                            kf_error *err);
 
 /* Resolve the launch plan declared in source ("kforge:launch" / "kforge:scratch" lines)
  * for the tunable values in flags ("-DNAME=VALUE" words; a tunable not set there takes

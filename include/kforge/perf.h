@@ -42,16 +42,6 @@ typedef struct kf_perf_point {
 
 void kf_perf_place(const kf_roofline *r, double time_s, kf_perf_point *out);
 
-/* Ceilings of a device behind backend b (opencl, cuda): the cached entry for key, or
- * (when absent or force) a measurement through b itself: a vectorised copy kernel over
- * buffers well beyond the device's caches (copy_gbs, read+write bytes), a fill kernel
- * (write_gbs), and an FMA chain kernel (peak_gflops_f32), each the best of several
- * event-timed runs, rendered from the GPU kernel form for b's language. Takes ~1-5 s.
- * The kernels are kforge's own, so they run in-process. Saved with kf_arch_save. */
-kf_status kf_perf_device_ceilings(kf_backend *b, const char *key, int force, kf_ceilings *out,
-                                  kf_error *err);
-
-
 /* ---- analysis: occupancy, profiler counters, diagnosis (src/perf/occupancy.c, ncu.c,
  * cpu_counters.c, diagnose.c) ---- */
 

@@ -78,6 +78,11 @@ int kf_platform_count(void);
 /* Whether `name` is a platform whose candidates are host C run in the runner process (a
  * row with is_gpu 0: cpu); 0 for a GPU-style platform, NULL or an unknown name. */
 int kf_platform_is_host(const char *name);
+/* Whether a candidate source of `platform` declares a launch plan that must parse: a
+ * GPU-style platform's, except the host form (a source without "kforge:launch" lines on a
+ * platform with host_form: CUDA's nvcc form launches its own kernels). 0 for a non-GPU
+ * platform, NULL or unknown names, or a NULL source. */
+int kf_platform_declares_plan(const char *platform, const char *source);
 /* Whether a device of `platform` whose driver reports `device_type` (NULL: not reported,
  * as in older run records) is GPU-style: not a non-GPU platform, and not a driver's CPU
  * device (PoCL). An unknown platform name counts as GPU-style. kf_device_is_gpu asks this. */

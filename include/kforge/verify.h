@@ -206,6 +206,39 @@ kf_status kf_verify_profiler_tool(const char *platform, char *path, size_t cap, 
  * and connect() to local sockets allowed, because ncu needs both. Static storage. */
 const char *kf_verify_profile_confinement(void);
 
+/* What a run of kf_verify_run is for. */
+typedef enum kf_verify_mode {
+    KF_VERIFY_CHECK = 0, /* the check (and timing when opts.time_it): kf_verify_candidate */
+    KF_VERIFY_MEMCHECK,  /* one run under the platform's memory checker: built with
+                            kf_verify_memcheck_flags appended to the candidate's flags, then
+                            kf_verify_memcheck (its verdicts and errors) */
+    KF_VERIFY_PROFILE    /* one run under the profiler for its counters (--counters ncu):
+                            built as is, then kf_verify_profile (its table and errors) */
+} kf_verify_mode;
+
+typedef struct kf_verify_run_args {
+    kf_verify_mode mode;
+    /* KF_VERIFY_PROFILE only: the profiler's absolute path (kf_verify_profiler_tool), the
+     * buffer its raw table is appended to (required), and where the reason of a failed run
+     * goes (may be NULL) */
+    const char *tool;
+    kf_buf *csv;
+    char *detail;
+    size_t dcap;
+} kf_verify_run_args;
+
+/* Contract: compile candidate c with b into ctx's workdir and run it as a->mode says; the
+ * one place a candidate is compiled (the calibration room's probes are kforge's own
+ * kernels and keep their own compile). Always fills r. A failed build (a compile error, a
+ * malformed launch plan) is r->status KF_V_COMPILE_ERROR with the backend's message in
+ * r->detail, returned as the backend's status (KF_ERR_COMPILE, KF_ERR_PARSE, ...) with err
+ * set, except in KF_VERIFY_CHECK, which returns KF_OK with the verdict as
+ * kf_verify_candidate does. Otherwise returns what the mode's function returns, r holding
+ * its verdict (KF_VERIFY_PROFILE: KF_V_OK when counters came back, KF_V_INTERNAL when
+ * not). KF_ERR_ARG for a missing argument, an unknown mode, or PROFILE without csv. */
+kf_status kf_verify_run(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
+                        const kf_verify_run_args *a, kf_vresult *r, kf_error *err);
+
 /* What kf_verify_sandbox_describe reports as in force (a bit mask). */
 enum {
     KF_SANDBOX_NET = 1,     /* sockets refused (seccomp filter) */

@@ -148,7 +148,7 @@ kf_status kf_agent_counters_tool(const kf_loop_opts *o, const char *platform, ch
                                  kf_error *err);
 /* Run verified candidate cand once more under the profiler tool; rec->counters gets its
  * launches' rows (1). 0 with why when there are none (the build, the run or the CSV failed). */
-int kf_agent_profile(kf_verify_ctx *vctx, kf_backend *be, const char *work, const char *tool,
+int kf_agent_profile(kf_verify_ctx *vctx, kf_backend *be, const char *tool,
                      const kf_candidate *cand, kf_iter_record *rec, char *why, size_t cap);
 /* The rows as the run record keeps them (metrics not measured are left out), and back. */
 json_t *kf_agent_counters_json(const kf_counters *c, int n);

@@ -2,7 +2,8 @@
  * Profiler counters per candidate in kforge synth (--counters ncu).
  *
  * Design note. A verified, timed candidate runs once more, on input set 0, under Nsight
- * Compute (kf_verify_profile: inside the sandbox like the memory checker's run, with the
+ * Compute (kf_verify_run's profile mode, which builds it and calls kf_verify_profile:
+ * inside the sandbox like the memory checker's run, with the
  * confinement ncu needs); its raw CSV page is parsed (kf_perf_ncu_parse) into one row per
  * kernel launch, and the rows go to the diagnosis (achieved occupancy, DRAM and SM
  * throughput, stall reasons, cache hit rates, bank conflicts), to the run record
@@ -38,21 +39,23 @@ kf_status kf_agent_counters_tool(const kf_loop_opts *o, const char *platform, ch
 }
 
 /* See agent_int.h. */
-int kf_agent_profile(kf_verify_ctx *vctx, kf_backend *be, const char *work, const char *tool,
+int kf_agent_profile(kf_verify_ctx *vctx, kf_backend *be, const char *tool,
                      const kf_candidate *cand, kf_iter_record *rec, char *why, size_t cap) {
     why[0] = 0;
-    char art[1024];
     kf_error err = {0};
     kf_buf csv = {0};
     kf_counters *rows = NULL;
     int n = 0;
-    kf_status st = kf_backend_compile(be, cand->source, cand->flags, work, art, sizeof art, NULL, &err);
-    if (st != KF_OK) {
+    char detail[600] = "";
+    kf_vresult vr;
+    kf_verify_run_args a = {.mode = KF_VERIFY_PROFILE, .tool = tool, .csv = &csv, .detail = detail,
+                            .dcap = sizeof detail};
+    kf_status st = kf_verify_run(vctx, be, cand, &a, &vr, &err);
+    if (st != KF_OK && vr.status == KF_V_COMPILE_ERROR) {
         snprintf(why, cap, "the profiled build failed: %s", err.msg);
+        kf_buf_free(&csv);
         return 0;
     }
-    char detail[600] = "";
-    st = kf_verify_profile(vctx, be, cand, art, tool, &csv, detail, sizeof detail, &err);
     if (st != KF_OK) {
         snprintf(why, cap, "the profiled run under ncu failed: %s", detail[0] ? detail : err.msg);
         kf_buf_free(&csv);

@@ -12,6 +12,7 @@
  */
 #include "agent/agent_int.h"
 #include "kforge/agent.h"
+#include "kforge/calib.h"
 #include "kforge/perf.h"
 #include "kforge/report.h"
 #include "kforge/synth.h"
@@ -280,17 +281,21 @@ static kf_status write_outputs(const kf_graph *g, const kf_run_result *r, kf_err
         json_object_set_new(man, "compiler", json_string(cc));
         json_object_set_new(man, "compiler_version", json_string(version));
     } else {
-        /* device kernels: the launch plan the source declares, resolved */
-        kf_launch_plan plan;
+        /* device kernels: the launch plan the source declares, resolved (the best is kept as
+         * source and flags, in the run and the store: made a candidate again to read it) */
+        kf_candidate bc;
+        const kf_launch_plan *plan = NULL;
         kf_error perr = {0};
-        if (kf_launch_plan_parse(r->best_source, r->best_flags, g->ninputs + g->noutputs, &plan,
-                                 &perr) == KF_OK)
-        {
-            json_object_set_new(man, "launches", plan_json(&plan));
-            json_t *scr = json_object();
-            for (int k = 0; k < plan.nscratch; k++)
-                json_object_set_new(scr, plan.scratch_name[k], json_integer(plan.scratch_bytes[k]));
-            json_object_set_new(man, "scratch_bytes", scr);
+        if (kf_candidate_init(&bc, r->dev.platform, r->best_source, NULL, &perr) == KF_OK) {
+            snprintf(bc.flags, sizeof bc.flags, "%s", r->best_flags);
+            if (kf_candidate_plan(&bc, g->ninputs + g->noutputs, &plan, &perr) == KF_OK) {
+                json_object_set_new(man, "launches", plan_json(plan));
+                json_t *scr = json_object();
+                for (int k = 0; k < plan->nscratch; k++)
+                    json_object_set_new(scr, plan->scratch_name[k], json_integer(plan->scratch_bytes[k]));
+                json_object_set_new(man, "scratch_bytes", scr);
+            }
+            kf_candidate_clear(&bc);
         }
         json_object_set_new(man, "compiler", json_string(r->dev.compiler));
         json_object_set_new(man, "build_options", json_string(flags));
@@ -341,20 +346,18 @@ static const char *checker_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-/* Compile the iteration's source with the memory-check flags and check it (see
- * kf_verify_memcheck); *mr gets the verdict. */
+/* The iteration's source under the memory checker, through the verifier's entry (which
+ * builds it with the checker's flags; see kf_verify_run); *mr gets the verdict. */
 static kf_status memcheck_iter(const kf_run_result *r, kf_verify_ctx *vctx, kf_backend *be,
-                               const char *work, const kf_iter_record *it, kf_vresult *mr,
-                               kf_error *err) {
+                               const kf_iter_record *it, kf_vresult *mr, kf_error *err) {
     kf_candidate c;
     memset(mr, 0, sizeof *mr);
     mr->status = KF_V_INTERNAL;
     kf_status st = kf_candidate_init(&c, r->dev.platform, it->source, NULL, err);
     if (st != KF_OK) return st;
-    snprintf(c.flags, sizeof c.flags, "%s %s", it->flags, kf_verify_memcheck_flags(be));
-    char art[1024];
-    st = kf_backend_compile(be, c.source, c.flags, work, art, sizeof art, NULL, err);
-    if (st == KF_OK) st = kf_verify_memcheck(vctx, be, &c, art, mr, err);
+    snprintf(c.flags, sizeof c.flags, "%s", it->flags);
+    kf_verify_run_args a = {.mode = KF_VERIFY_MEMCHECK};
+    st = kf_verify_run(vctx, be, &c, &a, mr, err);
     kf_candidate_clear(&c);
     return st;
 }
@@ -381,7 +384,7 @@ static void memcheck_every(const kf_loop_opts *o, const kf_run_result *r, kf_ver
         return;
     kf_vresult mr;
     kf_error err = {0};
-    kf_status st = memcheck_iter(r, vctx, be, work, it, &mr, &err);
+    kf_status st = memcheck_iter(r, vctx, be, it, &mr, &err);
     if (note_memcheck(it, st, &mr)) return;
     if (st != KF_OK && o->table)
         fprintf(o->table, "memcheck %s for iter %d: %s\n", it->memcheck, it->iter, err.msg);
@@ -437,7 +440,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         if (o->table) fprintf(o->table, "memcheck: iter %d under %s...\n", it->iter, name);
         kf_vresult mr;
         kf_error err = {0};
-        kf_status st = memcheck_iter(r, vctx, be, work, it, &mr, &err);
+        kf_status st = memcheck_iter(r, vctx, be, it, &mr, &err);
         int rejected = note_memcheck(it, st, &mr);
         if (st == KF_ERR_UNSUPPORTED) {
             snprintf(r->memcheck, sizeof r->memcheck, "skipped");
@@ -467,33 +470,11 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         fprintf(o->table, "memcheck: %s\n", r->memcheck_detail);
 }
 
-/* The measured ceilings for the roofline. A CPU, and an OpenCL device that is the CPU
- * (PoCL), share the CPU's calibration: same cores, same memory. Other devices are
- * calibrated through their backend (kf_perf_calibrate_device). */
+/* The measured ceilings for the roofline: the calibration room's (kforge/calib.h). */
 static kf_status device_ceilings(kf_backend *be, const kf_loop_opts *o, kf_ceilings *c,
                                  kf_error *err) {
-    return kf_loop_device_ceilings(be, o->threads, o->recalibrate, c, err);
-}
-
-/* See agent.h. */
-kf_status kf_loop_device_ceilings(kf_backend *be, int threads, int force, kf_ceilings *c,
-                                  kf_error *err) {
-    const kf_device_info *d = &be->info;
-    char key[160];
-    if (!kf_device_is_gpu(d)) {
-        /* a driver's CPU device (PoCL) has the host's ceilings: measure them on the host */
-        kf_backend *cpu = NULL;
-        kf_status st = kf_platform_is_host(d->platform) ? KF_OK
-                                                        : kf_backend_open(kf_platform_host()->name, &cpu, err);
-        if (st != KF_OK) return st;
-        const kf_device_info *cd = cpu ? &cpu->info : d;
-        snprintf(key, sizeof key, "cpu|%s|%d", cd->name, threads ? threads : cd->threads);
-        st = kf_arch_get_cpu(key, threads, force, c, err);
-        kf_backend_close(cpu);
-        return st;
-    }
-    snprintf(key, sizeof key, "%s|%s|%s", d->platform, d->name, d->driver);
-    return kf_perf_device_ceilings(be, key, force, c, err);
+    return kf_calib_ceilings(be, o->threads, o->recalibrate ? KF_CALIB_MEASURE : KF_CALIB_CACHED_OR_MEASURE,
+                             c, err);
 }
 
 /* A 16-bit matmul's compute floor: the datasheet's dense f16/bf16 matrix rate of the
@@ -570,11 +551,11 @@ static void analyse(const kf_evalctx *ec, const kf_candidate *cand, kf_iter_reco
         q->role = ec->sp->p[i].role;
     }
     int gpu = kf_device_is_gpu(&r->dev);
-    kf_launch_plan plan;
-    int have_plan = 0;
-    if (!kf_platform_is_host(r->dev.platform)) {
+    /* the plan the candidate carries (verification parsed it) */
+    const kf_launch_plan *plan = NULL;
+    if (kf_platform_declares_plan(r->dev.platform, cand->source)) {
         kf_error pe = {0};
-        have_plan = kf_launch_plan_parse(cand->source, cand->flags, ec->g_nbufs, &plan, &pe) == KF_OK;
+        if (kf_candidate_plan(cand, ec->g_nbufs, &plan, &pe) != KF_OK) plan = NULL;
     }
     kf_diag_input in = {
         .platform = r->dev.platform,
@@ -583,7 +564,7 @@ static void analyse(const kf_evalctx *ec, const kf_candidate *cand, kf_iter_reco
         .perf = &rec->perf,
         .arch = ec->arch,
         .resources = rec->res.resources,
-        .plan = have_plan ? &plan : NULL,
+        .plan = plan,
         .params = params,
         .nparams = np,
         .counters = rec->counters,
@@ -624,7 +605,7 @@ void kf_loop_table_row(const kf_evalctx *ec, const kf_iter_record *rec) {
 static void profile(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *rec) {
     if (!ec->prof_tool || !ec->prof_tool[0]) return;
     char why[sizeof ec->counters_note - 60];
-    if (kf_agent_profile(ec->vctx, ec->be, ec->work, ec->prof_tool, cand, rec, why, sizeof why)) {
+    if (kf_agent_profile(ec->vctx, ec->be, ec->prof_tool, cand, rec, why, sizeof why)) {
         ec->prof_fails = 0;
         ec->counters_note[0] = 0;
         return;

@@ -132,6 +132,13 @@ int kf_platform_is_host(const char *name) {
 }
 
 /* See platform.h. */
+int kf_platform_declares_plan(const char *platform, const char *source) {
+    const kf_platform *p = kf_platform_find(platform);
+    if (!p || !p->is_gpu || !source) return 0;
+    return !(p->host_form && !strstr(source, "kforge:launch"));
+}
+
+/* See platform.h. */
 int kf_platform_device_is_gpu(const char *platform, const char *device_type) {
     if (kf_platform_is_host(platform)) return 0;
     return !(device_type && strcmp(device_type, "cpu") == 0);

@@ -9,6 +9,7 @@
 #include "kforge/agent.h"
 #include "kforge/arch.h"
 #include "kforge/backend.h"
+#include "kforge/calib.h"
 #include "kforge/perf.h"
 #include "kforge/platform.h"
 
@@ -79,12 +80,8 @@ int kf_cli_calibrate(int argc, char **argv) {
     if (!json) fprintf(stderr, "%s %s on %s...\n", cached ? "reading the cached ceilings of" : "measuring",
                        target, d->name);
     if (cached) {
-        /* the same key the loop uses, without measuring: load only */
-        char key[160];
-        if (kf_platform_is_host(d->platform))
-            snprintf(key, sizeof key, "cpu|%s|%d", d->name, threads ? threads : d->threads);
-        else snprintf(key, sizeof key, "%s|%s|%s", d->platform, d->name, d->driver);
-        st = kf_arch_load(key, &ce, &err);
+        /* the entry the loop reads, without measuring */
+        st = kf_calib_ceilings(be, threads, KF_CALIB_CACHED_ONLY, &ce, &err);
         if (st == KF_ERR_IO) {
             fprintf(stderr, "kforge calibrate: %s (run kforge calibrate --target %s)\n", err.msg, target);
             kf_backend_close(be);
@@ -92,7 +89,7 @@ int kf_cli_calibrate(int argc, char **argv) {
         }
     } else {
         double t0 = kf_now();
-        st = kf_loop_device_ceilings(be, threads, 1, &ce, &err);
+        st = kf_calib_ceilings(be, threads, KF_CALIB_MEASURE, &ce, &err);
         if (st == KF_OK && !json) fprintf(stderr, "measured in %.1f s\n", kf_now() - t0);
     }
     if (st != KF_OK) {

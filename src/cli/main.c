@@ -8,6 +8,7 @@
 #include "kforge/agent.h"
 #include "kforge/llm.h"
 #include "kforge/backend.h"
+#include "kforge/calib.h"
 #include "kforge/platform.h"
 #include "kforge/ir.h"
 #include "kforge/synth.h"
@@ -617,14 +618,12 @@ static int cmd_verify(int argc, char **argv) {
     }
     snprintf(cand.flags, sizeof cand.flags, "%s", flags);
     snprintf(cand.label, sizeof cand.label, "%s", argv[optind + 1]);
-    /* a CUDA source without launch lines is the nvcc form (kforge_kernel launches its own
-     * kernels; the backend tells the forms apart the same way) and has no plan to check */
-    const kf_platform *pf = kf_platform_find(be->info.platform);
-    int host_form = pf && pf->host_form && !strstr(src, "kforge:launch");
-    if (!kf_platform_is_host(be->info.platform) && !host_form) {
-        /* a device kernel must declare its launch plan; say so before compiling */
-        kf_launch_plan plan;
-        if (kf_launch_plan_parse(src, flags, g->ninputs + g->noutputs, &plan, &err) != KF_OK) {
+    /* a device kernel must declare its launch plan; say so before compiling (a CUDA source
+     * without launch lines is the nvcc form, with no plan to check). The candidate carries
+     * the plan: verification reads it without parsing again. */
+    if (kf_platform_declares_plan(be->info.platform, src)) {
+        const kf_launch_plan *plan;
+        if (kf_candidate_plan(&cand, g->ninputs + g->noutputs, &plan, &err) != KF_OK) {
             snprintf(err.file, sizeof err.file, "%s", argv[optind + 1]);
             rc = print_error(&err);
             goto out;
@@ -637,7 +636,7 @@ static int cmd_verify(int argc, char **argv) {
          * (the cached calibration, measured once per machine and thread count) */
         kf_ceilings ceil;
         kf_error cerr = {0};
-        if (kf_loop_device_ceilings(be, vo.threads, 0, &ceil, &cerr) == KF_OK) {
+        if (kf_calib_ceilings(be, vo.threads, KF_CALIB_CACHED_OR_MEASURE, &ceil, &cerr) == KF_OK) {
             kf_roofline roof;
             kf_roofline_of(g, &ceil, &roof);
             vo.floor_s = roof.floor_s;

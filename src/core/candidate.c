@@ -55,9 +55,21 @@ static kf_status parse_tunables(kf_candidate *c, kf_error *err) {
     return KF_OK;
 }
 
+/* The carried launch plan: what was parsed, for which flags and buffer count. Reached
+ * through a pointer so that a reader holding a const candidate can fill it once. */
+struct kf_plan_slot {
+    int parsed;              /* 0: nothing parsed yet */
+    int nbufs;
+    char flags[sizeof ((kf_candidate *)0)->flags];
+    kf_status st;
+    kf_launch_plan plan;
+    kf_error err;            /* st != KF_OK: why */
+};
+
 kf_status kf_candidate_init(kf_candidate *c, const char *platform, const char *source,
                             const char *entry, kf_error *err) {
     memset(c, 0, sizeof *c);
+    c->plan = kf_calloc(1, sizeof *c->plan);
     snprintf(c->platform, sizeof c->platform, "%s", platform ? platform : "cpu");
     snprintf(c->entry, sizeof c->entry, "%s", entry ? entry : "kforge_kernel");
     c->source = kf_strdup(source ? source : "");
@@ -68,12 +80,38 @@ kf_status kf_candidate_init(kf_candidate *c, const char *platform, const char *s
 
 void kf_candidate_clear(kf_candidate *c) {
     free(c->source);
+    free(c->plan);
     memset(c, 0, sizeof *c);
 }
 
 void kf_candidate_copy(kf_candidate *dst, const kf_candidate *src) {
     *dst = *src;
     dst->source = kf_strdup(src->source ? src->source : "");
+    dst->plan = kf_calloc(1, sizeof *dst->plan);
+    if (src->plan) *dst->plan = *src->plan;
+}
+
+/* See candidate.h. */
+kf_status kf_candidate_plan(const kf_candidate *c, int nbufs, const kf_launch_plan **plan,
+                            kf_error *err) {
+    if (plan) *plan = NULL;
+    if (!c || !plan || !c->source || !c->plan)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
+                            "kf_candidate_plan: no candidate made by kf_candidate_init");
+    kf_plan_slot *s = c->plan;
+    if (!s->parsed || s->nbufs != nbufs || strcmp(s->flags, c->flags) != 0) {
+        memset(s, 0, sizeof *s);
+        s->parsed = 1;
+        s->nbufs = nbufs;
+        snprintf(s->flags, sizeof s->flags, "%s", c->flags);
+        s->st = kf_launch_plan_parse(c->source, c->flags, nbufs, &s->plan, &s->err);
+    }
+    if (s->st != KF_OK) {
+        if (err) *err = s->err;
+        return s->st;
+    }
+    *plan = &s->plan;
+    return KF_OK;
 }
 
 /* ---- the GPU launch plan ----

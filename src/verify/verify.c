@@ -749,8 +749,16 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
     kf_buf log = {0};
     char art[PATH_MAX];
     kf_error e = {0};
-    kf_status st = kf_backend_compile(b, cand->source, cand->flags, c->workdir, art, sizeof art,
-                                      &log, &e);
+    kf_status st;
+    const kf_launch_plan *plan = NULL;
+    if (kf_platform_declares_plan(b->info.platform, cand->source) &&
+        (st = kf_candidate_plan(cand, c->nin + c->nout, &plan, &e)) != KF_OK) {
+        /* the candidate's plan, parsed once and carried (the analysis reads it too); its
+         * error reads as the backend's compile reports one */
+        kf_buf_printf(&log, "kforge: bad launch plan: %s\n", e.msg);
+    } else {
+        st = kf_backend_compile(b, cand->source, cand->flags, c->workdir, art, sizeof art, &log, &e);
+    }
     /* a malformed launch plan (KF_ERR_PARSE) is the candidate's fault, like a build error */
     if (st == KF_ERR_COMPILE || st == KF_ERR_PARSE) {
         r->status = KF_V_COMPILE_ERROR;

@@ -1,19 +1,24 @@
 /*
- * Ceilings of a GPU-style device, measured through its own backend.
+ * Ceilings of a GPU-style device, measured through its own backend (the calibration
+ * room's device probes; the front is calib.c).
  *
- * Three kernels, written once in the GPU kernel form (src/render/render.h) and rendered
- * for the backend's language: a float4 copy and a float4 fill over buffers of 4x the
- * device's last-level cache (at least 256 MiB, at most a quarter of max_alloc), and a
- * register-resident FMA chain (8 independent chains per work-item, so the FMA pipes and
- * not latency bound it). Each runs several times with device-event timing; the best run
- * counts, as for the CPU calibration: a ceiling is what the device can do, not its mean.
+ * Four kernels: a float4 copy and a float4 fill over buffers of 4x the device's last-level
+ * cache (at least 256 MiB, at most a quarter of max_alloc), a register-resident FMA chain
+ * (8 independent chains per work-item, so the FMA pipes and not latency bound it) and an
+ * empty launch. Each runs several times with device-event timing; the best run counts, as
+ * for the CPU calibration: a ceiling is what the device can do, not its mean.
  *
- * These kernels are kforge's own code, so they run in this process (compile/load/launch
- * through the iface) rather than in the sandbox.
+ * Design note. The probes are kforge's own code, not candidates, so they run in this
+ * process (compile/load/launch through the backend's interface) rather than through the
+ * verifier's sandbox, and they are written once in a small portable spelling: a
+ * preprocessor header maps KF_KERNEL, KF_IN, KF_OUT, KF_GID, KF_LOAD4 and KF_STORE4 onto
+ * OpenCL C or CUDA by the macros their compilers predefine (__OPENCL_VERSION__,
+ * __CUDACC__), so this file names no platform and needs no renderer (arch sits below
+ * render in the map). The bodies are what the renderer made of the GPU kernel form before
+ * (the same loads, stores and arithmetic). A language without a spelling here (Metal has
+ * no backend yet) fails to compile with the #error's reason.
  */
-#include "kforge/perf.h"
-#include "kforge/candidate.h"
-#include "render/render.h"
+#include "arch/calib_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,24 +28,43 @@
 #define FMA_ITERS 2048
 #define FMA_CHAINS 8
 
+static const char *PROBE_HEADER =
+    "#if defined(__OPENCL_VERSION__)\n"
+    "#define KF_KERNEL __kernel void\n"
+    "#define KF_IN __global const float *restrict\n"
+    "#define KF_OUT __global float *restrict\n"
+    "#define KF_GID ((int)get_global_id(0))\n"
+    "#define KF_LOAD4(p) vload4(0, (p))\n"
+    "#define KF_STORE4(p, v) vstore4((v), 0, (p))\n"
+    "#elif defined(__CUDACC__)\n"
+    "#define KF_KERNEL extern \"C\" __global__ void\n"
+    "#define KF_IN const float *__restrict__\n"
+    "#define KF_OUT float *__restrict__\n"
+    "#define KF_GID ((int)(blockIdx.x * blockDim.x + threadIdx.x))\n"
+    "#define KF_LOAD4(p) (*(const float4 *)(p))\n"
+    "#define KF_STORE4(p, v) (*(float4 *)(p) = (v))\n"
+    "#else\n"
+    "#error \"kforge's calibration probes have no spelling for this kernel language\"\n"
+    "#endif\n";
+
 static const char *COPY_BODY =
-    "int i = $gid(0);\n"
-    "$vstore(4, $vload(4, src, i * 4), dst, i * 4);\n";
+    "int i = KF_GID;\n"
+    "KF_STORE4(dst + (i * 4), KF_LOAD4(src + (i * 4)));\n";
 
 /* an empty launch: one group whose only store never happens */
 static const char *EMPTY_BODY =
-    "int i = $gid(0);\n"
+    "int i = KF_GID;\n"
     "if (i < 0) dst[0] = 0.0f;\n";
 
 static const char *FILL_BODY =
-    "int i = $gid(0);\n"
-    "$vec(float, 4) v;\n"
+    "int i = KF_GID;\n"
+    "float4 v;\n"
     "v.x = 1.0f; v.y = 2.0f; v.z = 3.0f; v.w = (float)i;\n"
-    "$vstore(4, v, dst, i * 4);\n";
+    "KF_STORE4(dst + (i * 4), v);\n";
 
 /* 8 chains of x = x * a + b; the result depends on every step so nothing is dropped */
 static const char *FMA_BODY =
-    "int i = $gid(0);\n"
+    "int i = KF_GID;\n"
     "float a = src[0], b = src[1];\n"
     "float x0 = (float)i, x1 = x0 + 1.0f, x2 = x0 + 2.0f, x3 = x0 + 3.0f;\n"
     "float x4 = x0 + 4.0f, x5 = x0 + 5.0f, x6 = x0 + 6.0f, x7 = x0 + 7.0f;\n"
@@ -56,27 +80,21 @@ typedef struct calib_kernel {
     int has_src;
 } calib_kernel;
 
-/* Render kernel k for language L with a launch line of `items` work-items in groups of
- * wg, compile, load and time it (best of reps). */
-static kf_status time_kernel(kf_backend *b, const kf_lang *L, const calib_kernel *k,
-                             int64_t items, int wg, void *src, void *dst, int reps,
-                             const char *workdir, double *best, kf_error *err) {
-    kf_gkernel gk;
-    memset(&gk, 0, sizeof gk);
-    snprintf(gk.name, sizeof gk.name, "%s", k->name);
-    if (k->has_src) kf_gkernel_param(&gk, "src", "float", KF_GP_IN);
-    kf_gkernel_param(&gk, "dst", "float", KF_GP_OUT);
-    char body[2048];
-    snprintf(body, sizeof body, k->body, FMA_ITERS);
-    gk.body = body;
+/* Write probe k with a launch line of `items` work-items in groups of wg, compile, load
+ * and time it (best of reps; run 0 warms up). */
+static kf_status time_kernel(kf_backend *b, const calib_kernel *k, int64_t items, int wg,
+                             void *src, void *dst, int reps, const char *workdir, double *best,
+                             kf_error *err) {
     kf_buf text = {0};
     kf_buf_printf(&text, "// kforge:launch %s global=%lld local=%d args=%s\n", k->name,
                   (long long)items, wg, k->has_src ? "0,1" : "0");
-    kf_render_prelude(L, &text);
-    kf_status st = kf_render_kernel(L, &gk, &text, err);
+    kf_buf_puts(&text, PROBE_HEADER);
+    kf_buf_printf(&text, "KF_KERNEL %s(%sKF_OUT dst) {\n", k->name, k->has_src ? "KF_IN src, " : "");
+    kf_buf_printf(&text, k->body, FMA_ITERS);
+    kf_buf_puts(&text, "}\n");
     char art[1024];
     void *mod = NULL;
-    if (st == KF_OK) st = kf_backend_compile(b, text.data, NULL, workdir, art, sizeof art, NULL, err);
+    kf_status st = kf_backend_compile(b, text.data, NULL, workdir, art, sizeof art, NULL, err);
     if (st == KF_OK) st = b->iface->load(b->ctx, art, k->name, &mod, err);
     void *args[2] = {k->has_src ? src : dst, dst};
     *best = 0;
@@ -97,12 +115,9 @@ static kf_status time_kernel(kf_backend *b, const kf_lang *L, const calib_kernel
     return st;
 }
 
-static kf_status measure(kf_backend *b, kf_ceilings *c, kf_error *err) {
+/* See calib_int.h. */
+kf_status kf_calib_measure_device(kf_backend *b, kf_ceilings *c, kf_error *err) {
     const kf_device_info *d = &b->info;
-    const kf_lang *L = kf_lang_by_name(d->platform);
-    if (!L)
-        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
-                            "no kernel language for platform '%s' to calibrate it", d->platform);
     int64_t llc = d->l3_bytes > d->l2_bytes ? d->l3_bytes : d->l2_bytes;
     int64_t bytes = 4 * llc;
     if (bytes < (256ll << 20)) bytes = 256ll << 20;
@@ -140,18 +155,18 @@ static kf_status measure(kf_backend *b, kf_ceilings *c, kf_error *err) {
     kw.body = FILL_BODY;
     kq.body = FMA_BODY;
     double tc, tw, tf;
-    st = time_kernel(b, L, &kc, quads, wg, src, dst, 8, workdir, &tc, err);
-    if (st == KF_OK) st = time_kernel(b, L, &kw, quads, wg, src, dst, 8, workdir, &tw, err);
+    st = time_kernel(b, &kc, quads, wg, src, dst, 8, workdir, &tc, err);
+    if (st == KF_OK) st = time_kernel(b, &kw, quads, wg, src, dst, 8, workdir, &tw, err);
     /* enough FMA work-items to fill every unit many times over */
     int64_t fitems = (int64_t)(d->compute_units > 0 ? d->compute_units : 16) * 2048;
     fitems = fitems / wg * wg;
     if (fitems > bytes / 4) fitems = bytes / 4 / wg * wg;
-    if (st == KF_OK) st = time_kernel(b, L, &kq, fitems, wg, src, dst, 6, workdir, &tf, err);
+    if (st == KF_OK) st = time_kernel(b, &kq, fitems, wg, src, dst, 6, workdir, &tf, err);
     static const calib_kernel empty = {"kf_calib_empty", NULL, 0};
     calib_kernel ke = empty;
     ke.body = EMPTY_BODY;
     double te = 0;
-    if (st == KF_OK) st = time_kernel(b, L, &ke, wg, wg, src, dst, 21, workdir, &te, err);
+    if (st == KF_OK) st = time_kernel(b, &ke, wg, wg, src, dst, 21, workdir, &te, err);
     if (st == KF_OK && (tc <= 0 || tw <= 0 || tf <= 0))
         st = kf_error_set(err, KF_ERR_RUNTIME, NULL, 0, 0, "calibration: a timing came back zero");
     if (st == KF_OK) {
@@ -176,20 +191,4 @@ out:
     if (system(cmd) != 0) { /* a leftover temp directory is harmless */
     }
     return st;
-}
-
-/* See perf.h. */
-kf_status kf_perf_device_ceilings(kf_backend *b, const char *key, int force, kf_ceilings *out,
-                                  kf_error *err) {
-    memset(out, 0, sizeof *out);
-    if (!force && kf_arch_load(key, out, NULL) == KF_OK) return KF_OK;
-    kf_ceilings c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.device_key, sizeof c.device_key, "%s", key);
-    kf_status st = measure(b, &c, err);
-    if (st != KF_OK) return st;
-    *out = c;
-    kf_error e2 = {0};
-    if (kf_arch_save(&c, &e2) != KF_OK) kf_log(1, "warning: cannot cache the ceilings: %s", e2.msg);
-    return KF_OK;
 }
