@@ -296,6 +296,10 @@ static const char *const strided_tasks[] = {
     "task nc_matmul\ninput a: f32[19, 13]\ninput b: f32[19, 9]\ninput c: f32[2, 9, 13]\ninput d: f32[9, 13]\n"
     "output p = matmul(transpose(a), b)\noutput q = matmul(c, permute(c, dims=[0, 2, 1]))\n"
     "output r = matmul(slice(a, dim=0, step=2), flip(transpose(d), dims=[0]))\n",
+    /* batch dims through maps that move whole matrices: folded into the batch strides */
+    "task nc_batch\ninput e: f32[1, 5, 6]\ninput f: f32[4, 3, 6, 7]\ninput h: f32[4, 9, 13]\ninput d: f32[9, 13]\n"
+    "output s = matmul(expand(e, shape=[4, -1, -1]), permute(f, dims=[1, 0, 2, 3]))\n"
+    "output u = matmul(slice(h, dim=0, step=2), transpose(d))\noutput v = matmul(slice(h, dim=0, start=1), transpose(d))\n",
 };
 
 static void check_strided(kf_backend *be) {

@@ -165,7 +165,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
             reads[0] = kf_value_imap(g, n->out, &m);
         } else if (kf_op_get(n->op)->kind == KF_KIND_MATMUL) {
             int t;
-            for (int a = 0; a < 2; a++) reads[a] = kf_synth_mm_operand(g, n, a, &t);
+            for (int a = 0; a < 2; a++) reads[a] = kf_synth_mm_operand(g, n, a, &t, NULL);
         }
         for (int a = 0; a < nr; a++) {
             int v = reads[a];
@@ -549,17 +549,20 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
 
 void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d) {
     memset(d, 0, sizeof *d);
-    /* a transpose view of the last two dims is the operand's transposed layout */
-    d->a_val = kf_synth_mm_operand(g, n, 0, &d->ta);
-    d->b_val = kf_synth_mm_operand(g, n, 1, &d->tb);
-    const kf_shape *as = &g->values[d->a_val].shape, *bs = &g->values[d->b_val].shape;
+    /* a view that reads whole matrices (a transpose of the last two dims, a permutation or
+     * broadcast of batch dims) is the operand's layout and batch strides on its source */
+    int64_t bstr[2][KF_MAX_DIMS];
+    d->a_val = kf_synth_mm_operand(g, n, 0, &d->ta, bstr[0]);
+    d->b_val = kf_synth_mm_operand(g, n, 1, &d->tb, bstr[1]);
+    const kf_shape *as = &g->values[d->a_val].shape;
     const kf_shape *os = &g->values[n->out].shape;
     d->M = os->d[os->rank - 2];
     d->N = os->d[os->rank - 1];
     d->K = d->ta ? as->d[as->rank - 2] : as->d[as->rank - 1];
     d->nbdims = os->rank - 2;
     d->batch = 1;
-    const kf_shape *ops[2] = {as, bs};
+    /* the operands' own shapes (the views'), aligned right with the output's batch dims */
+    const kf_shape *ops[2] = {&g->values[n->in[0]].shape, &g->values[n->in[1]].shape};
     int64_t *strides[2] = {d->a_bstride, d->b_bstride};
     for (int j = 0; j < d->nbdims; j++) {
         d->bdim[j] = os->d[j];
@@ -567,15 +570,9 @@ void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d
     }
     for (int k = 0; k < 2; k++) {
         int nb = ops[k]->rank - 2;
-        int64_t run = 1;
         for (int j = d->nbdims - 1; j >= 0; j--) {
             int oj = j - (d->nbdims - nb);
-            if (oj < 0 || ops[k]->d[oj] == 1) {
-                strides[k][j] = 0;
-            } else {
-                strides[k][j] = run;
-            }
-            if (oj >= 0) run *= ops[k]->d[oj];
+            strides[k][j] = oj < 0 || ops[k]->d[oj] == 1 ? 0 : bstr[k][oj];
         }
     }
 }

@@ -143,9 +143,10 @@ void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *
 /* 1 when value v is a view node's result. */
 int kf_synth_is_view(const kf_graph *g, int v);
 /* The value matmul node n reads as operand k (0: A, 1: B): the source of a view whose map
- * is the source with its last two dims swapped (*transposed = 1) or as it is, else the
- * operand itself (*transposed = 0). */
-int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed);
+ * reads whole matrices of it, with its last two dims swapped (*transposed = 1) or as they
+ * are, else the operand itself (*transposed = 0). bstr (may be NULL) gets the operand's
+ * batch strides in the read value's matrices, one per batch dim of the operand. */
+int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed, int64_t *bstr);
 /* Per node of g (caller frees): 1 for a view node whose result no reader needs itself
  * (each reads through it), so that it is not planned. */
 int *kf_synth_view_skips(const kf_graph *g);

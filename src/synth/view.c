@@ -8,9 +8,10 @@
  *     guards (affine expressions of the domain index that must lie in [0, n), else the
  *     pad value is read). The templates fold these into their addressing
  *     (kf_synth_ewise_layout, tpl_ewise.c, gpu_ewise.c).
- *   - A matmul reads a view whose map is its source with the last two dims swapped (and
- *     the batch dims as they are) as its transposed layout (ta/tb) on the source: a
- *     transpose feeding a matmul is an index map, not a flag.
+ *   - A matmul reads a view whose map reads whole matrices of its source, as they are or
+ *     with the last two dims swapped, as its layout (ta/tb) on the source, with the map's
+ *     batch strides (a permutation or broadcast of batch dims): a transpose feeding a
+ *     matmul is an index map, not a flag.
  *   - Every other stage (reductions, softmax, norms, a matmul operand of any other map)
  *     reads a view materialised by the elementwise stage that computes it (a copy through
  *     the map), which is correct on every platform.
@@ -30,33 +31,57 @@ int kf_synth_is_view(const kf_graph *g, int v) {
     return p >= 0 && kf_op_get(g->nodes[p].op)->cls == KF_CLASS_VIEW;
 }
 
-/* 1 when m (rank r onto a source of the same rank) keeps the batch dims and swaps the
- * last two, 0 when it keeps them too (the identity), -1 for any other map. */
-static int matrix_layout(const kf_imap *m) {
-    int r = m->out_rank;
-    if (m->nguards || m->in_rank != r || r < 2) return -1;
-    for (int d = 0; d < r; d++) {
-        if (m->in[d].off) return -1;
-        for (int j = 0; j < r; j++) {
-            int batch_entry = d < r - 2 || j < r - 2;
-            if (batch_entry && m->in[d].coef[j] != (d == j)) return -1;
-        }
+/* How a matmul reads the map m as an operand: 1 when the source's last two dims are read
+ * whole and swapped, 0 when whole as they are, -1 when the map is anything else. The batch
+ * dims may be any map that moves whole matrices (a permutation or broadcast of batch dims,
+ * a strided batch slice from the start): their strides, in the source's matrices, go to
+ * bstr[j] for the map's output batch dims j. */
+static int matrix_layout(const kf_imap *m, int64_t *bstr) {
+    int r = m->out_rank, ri = m->in_rank;
+    if (m->nguards || r < 2 || ri < 2) return -1;
+    const kf_affine *a = &m->in[ri - 2], *b = &m->in[ri - 1];
+    if (a->off || b->off) return -1;
+    for (int j = 0; j < r - 2; j++)
+        if (a->coef[j] || b->coef[j]) return -1;
+    int t;
+    if (a->coef[r - 2] == 1 && b->coef[r - 1] == 1 && !a->coef[r - 1] && !b->coef[r - 2]) t = 0;
+    else if (a->coef[r - 1] == 1 && b->coef[r - 2] == 1 && !a->coef[r - 2] && !b->coef[r - 1]) t = 1;
+    else return -1;
+    /* whole matrices: the kernels take dense [rows, cols] with no offset inside */
+    if (m->out_dims[r - 2] != m->in_dims[t ? ri - 1 : ri - 2] || m->out_dims[r - 1] != m->in_dims[t ? ri - 2 : ri - 1])
+        return -1;
+    for (int d = 0; d < ri - 2; d++)
+        if (m->in[d].off || m->in[d].coef[r - 2] || m->in[d].coef[r - 1]) return -1;
+    int64_t str[KF_MAX_DIMS], base, mat = m->in_dims[ri - 2] * m->in_dims[ri - 1];
+    kf_imap_strides(m, str, &base);
+    if (base) return -1;
+    for (int j = 0; j < r - 2; j++) {
+        if (str[j] < 0 || str[j] % mat) return -1;
+        if (bstr) bstr[j] = str[j] / mat;
     }
-    const kf_affine *a = &m->in[r - 2], *b = &m->in[r - 1];
-    if (a->coef[r - 2] == 1 && b->coef[r - 1] == 1 && !a->coef[r - 1] && !b->coef[r - 2]) return 0;
-    if (a->coef[r - 1] == 1 && b->coef[r - 2] == 1 && !a->coef[r - 2] && !b->coef[r - 1]) return 1;
-    return -1;
+    return t;
 }
 
-int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed) {
+int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed, int64_t *bstr) {
     int w = n->in[k];
+    const kf_shape *ws = &g->values[w].shape;
     *transposed = 0;
+    if (bstr) { /* a dense operand's batch strides, in matrices */
+        int64_t run = 1;
+        for (int j = ws->rank - 3; j >= 0; j--) {
+            bstr[j] = run;
+            run *= ws->d[j];
+        }
+    }
     if (!kf_synth_is_view(g, w)) return w;
     kf_imap m;
     int src = kf_value_imap(g, w, &m);
-    int t = src != w ? matrix_layout(&m) : -1;
+    int64_t vb[KF_MAX_DIMS];
+    int t = src != w ? matrix_layout(&m, vb) : -1;
     if (t < 0) return w; /* read from the view's materialised result */
     *transposed = t;
+    if (bstr)
+        for (int j = 0; j < ws->rank - 2; j++) bstr[j] = vb[j];
     return src;
 }
 
@@ -73,7 +98,7 @@ int *kf_synth_view_skips(const kf_graph *g) {
             continue;
         }
         for (int a = 0; a < n->nin; a++) {
-            int t, v = d->kind == KF_KIND_MATMUL && a < 2 ? kf_synth_mm_operand(g, n, a, &t) : n->in[a];
+            int t, v = d->kind == KF_KIND_MATMUL && a < 2 ? kf_synth_mm_operand(g, n, a, &t, NULL) : n->in[a];
             needed[v] = 1;
         }
     }
