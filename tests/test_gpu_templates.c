@@ -134,6 +134,12 @@ static const char *const family_tasks[] = {
     "input x: f32[3, 4096]\ninput r: f32[3, 4096]\ninput w: f32[4096]\noutput y = layer_norm(x + r, w)\n",
     "input x: f32[1000003]\ninput y: f32[1000003]\noutput l = mean((x - y) * (x - y))\n",
     "input x: f32[17, 3, 5]\ninput s: f32[3, 1]\noutput y = softmax(x * s, axis=1)\n",
+    /* index maps: strided, flipped and padded (guarded) reads; a window materialised for a
+     * reduction; a transpose folded into a matmul */
+    "input x: f32[17, 9]\ninput y: f32[9, 17]\noutput z = pad(flip(transpose(x), dims=[0]), pads=[1, 2], value=0.5) * 2\n"
+    "output w = slice(y, dim=1, start=1, step=3) + slice(slice(flip(x, dims=[0, 1]), dim=0, end=9), dim=1, start=3)\n",
+    "input x: f32[4, 33]\ninput a: f32[33, 8]\noutput m = max(unfold(x, dim=1, size=3, step=2, dilation=2), axes=[2])\n"
+    "output p = matmul(transpose(a), transpose(x))\n",
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 

@@ -156,9 +156,12 @@ Test(ops, attribute_defaults) {
     cr_assert_float_eq(a.eps, 1e-5, 1e-20);
     a = kf_attrs_default(KF_OP_RMS_NORM, 2);
     cr_assert_float_eq(a.eps, 1e-6, 1e-20);
-    a = kf_attrs_default(KF_OP_MATMUL, 2);
-    cr_assert_eq(a.ta, 0);
-    cr_assert_eq(a.tb, 0);
+    a = kf_attrs_default(KF_OP_TRANSPOSE, 2);
+    cr_assert_eq(a.dim, -2);
+    cr_assert_eq(a.dim1, -1);
+    a = kf_attrs_default(KF_OP_SLICE, 2);
+    cr_assert_eq(a.end, INT64_MAX, "end's default 'max'");
+    cr_assert_eq(a.step, 1);
     a = kf_attrs_default(KF_OP_ARGMAX, 0);
     cr_assert_eq(a.axes, 0u, "a scalar has no axis -1");
     a = kf_attrs_default(KF_OP_RELU, 2);
@@ -424,12 +427,11 @@ Test(rules, matmul) {
     int bb = input(g, "bb", KF_F32, shp(3, 3, 8, 5));
     int c = node(g, KF_OP_MATMUL, a, b, NULL);
     assert_shape(g, c, shp(2, 4, 2));
-    kf_attrs t = kf_attrs_default(KF_OP_MATMUL, 2);
-    t.tb = 1;
-    c = node(g, KF_OP_MATMUL, a, bt, &t);
+    int btt = node(g, KF_OP_TRANSPOSE, bt, -1, NULL); /* matmul's transpose_b: a view */
+    c = node(g, KF_OP_MATMUL, a, btt, NULL);
     assert_shape(g, c, shp(2, 4, 2));
-    t.ta = 1;
-    c = node(g, KF_OP_MATMUL, at_, bt, &t);
+    int att = node(g, KF_OP_TRANSPOSE, at_, -1, NULL);
+    c = node(g, KF_OP_MATMUL, att, btt, NULL);
     assert_shape(g, c, shp(2, 4, 2));
     c = node(g, KF_OP_MATMUL, ba, bb, NULL);
     assert_shape(g, c, shp(4, 2, 3, 4, 5));
@@ -440,9 +442,8 @@ Test(rules, matmul) {
     int bad[2] = {a, w};
     node_fails(g, KF_OP_MATMUL, bad, 2, NULL,
                "matmul: inner dimensions differ: a is [4, 8] (K=8), b is [7, 2] (K=7)");
-    int badt[2] = {a, b};
-    node_fails(g, KF_OP_MATMUL, badt, 2, &t,
-               "a is [4, 8] transposed (K=4), b is [8, 2] transposed (K=2)");
+    int badt[2] = {node(g, KF_OP_TRANSPOSE, a, -1, NULL), b};
+    node_fails(g, KF_OP_MATMUL, badt, 2, NULL, "a is [8, 4] (K=4), b is [8, 2] (K=8)");
     int vec[2] = {a, v};
     node_fails(g, KF_OP_MATMUL, vec, 2, NULL, "both operands need rank >= 2");
     int mixed[2] = {a, h};
@@ -480,13 +481,12 @@ Test(count, flops_and_bytes) {
     g = kf_graph_new("mm");
     int a = input(g, "a", KF_F32, shp(3, 4, 16, 32));
     int b = input(g, "b", KF_F32, shp(2, 24, 32));
-    kf_attrs t = kf_attrs_default(KF_OP_MATMUL, 3);
-    t.tb = 1;
-    int c = node(g, KF_OP_MATMUL, a, b, &t);
+    int c = node(g, KF_OP_MATMUL, a, node(g, KF_OP_TRANSPOSE, b, -1, NULL), NULL);
     assert_shape(g, c, shp(3, 4, 16, 24));
-    cr_assert_float_eq(kf_node_flops(g, &g->nodes[0]), 2.0 * 16 * 24 * 32 * 4, 0);
+    cr_assert_float_eq(kf_node_flops(g, &g->nodes[0]), 0, 0, "a view moves, it computes nothing");
+    cr_assert_float_eq(kf_node_flops(g, &g->nodes[1]), 2.0 * 16 * 24 * 32 * 4, 0);
     int n = node(g, KF_OP_LAYER_NORM, c, -1, NULL);
-    cr_assert_float_eq(kf_node_flops(g, &g->nodes[1]), 8.0 * 4 * 16 * 24, 0);
+    cr_assert_float_eq(kf_node_flops(g, &g->nodes[2]), 8.0 * 4 * 16 * 24, 0);
     cr_assert_eq(kf_graph_mark_output(g, n, &err), KF_OK);
     cr_assert_float_eq(kf_graph_min_bytes(g), 4.0 * (4 * 16 * 32 + 24 * 32 + 4 * 16 * 24), 0);
     kf_graph_free(g);

@@ -135,24 +135,54 @@ Test(import, failures_named_once_and_cycles_refused) {
 }
 
 /* A transpose folds into the matmul that reads it; anywhere else it is refused. */
-Test(import, transposes_fold_into_matmul_only) {
+/* ATen's view ops become the view ops of their records (a transpose feeding a matmul is a
+ * transpose view the planner folds into the matmul's layout; one feeding relu is read
+ * through its map). */
+Test(import, aten_views_become_view_ops) {
     const char *json = HEAD "\"inputs\": [" X_IN ", " W_IN "],"
         "\"nodes\": ["
         " {\"name\": \"t\", \"target\": \"aten.t.default\", \"args\": [{\"ref\": \"p_weight\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]},"
-        " {\"name\": \"mm\", \"target\": \"aten.mm.default\", \"args\": [{\"ref\": \"x\"}, {\"ref\": \"t\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 4]}"
-        "], \"outputs\": [{\"ref\": \"mm\"}]}";
+        " {\"name\": \"mm\", \"target\": \"aten.mm.default\", \"args\": [{\"ref\": \"x\"}, {\"ref\": \"t\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 4]},"
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"t\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]},"
+        " {\"name\": \"tr\", \"target\": \"aten.transpose.int\", \"args\": [{\"ref\": \"x\"}, 0, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 8]},"
+        " {\"name\": \"perm\", \"target\": \"aten.permute.default\", \"args\": [{\"ref\": \"x\"}, [1, 0]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 8]},"
+        " {\"name\": \"sl\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"ref\": \"perm\"}, 1, 1, 9223372036854775807, 2], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]},"
+        " {\"name\": \"fl\", \"target\": \"aten.flip.default\", \"args\": [{\"ref\": \"sl\"}, [0]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]},"
+        " {\"name\": \"pd\", \"target\": \"aten.constant_pad_nd.default\", \"args\": [{\"ref\": \"fl\"}, [1, 2], 0.5], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 7]},"
+        " {\"name\": \"uf\", \"target\": \"aten.unfold.default\", \"args\": [{\"ref\": \"pd\"}, 1, 3, 2], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 3, 3]},"
+        " {\"name\": \"ex\", \"target\": \"aten.expand.default\", \"args\": [{\"ref\": \"x\"}, [2, -1, 16]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [2, 8, 16]},"
+        " {\"name\": \"sum_1\", \"target\": \"aten.sum.dim_IntList\", \"args\": [{\"ref\": \"uf\"}, [2]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 3]}"
+        "], \"outputs\": [{\"ref\": \"mm\"}, {\"ref\": \"relu\"}, {\"ref\": \"tr\"}, {\"ref\": \"sum_1\"}, {\"ref\": \"ex\"}]}";
     char *text = NULL;
+    kf_graph *g = NULL;
     kf_error err = {0};
-    cr_assert_eq(import(json, &text, NULL, &err), KF_OK, "%s", err.msg);
-    cr_assert(strstr(text, "output mm = matmul(x, p_weight, transpose_b=true)\n"), "%s", text);
+    cr_assert_eq(import(json, &text, &g, &err), KF_OK, "%s", err.msg);
+    static const char *const want[] = {
+        "t = transpose(p_weight)\n", "output mm = matmul(x, t)\n", "output relu_v = relu(t)\n",
+        "output tr = transpose(x, dim0=0, dim1=1)\n", "perm = permute(x, dims=[1, 0])\n",
+        "sl = slice(perm, dim=1, start=1, step=2)\n", "fl = flip(sl, dims=[0])\n",
+        "pd = pad(fl, pads=[1, 2], value=0.5)\n", "uf = unfold(pd, dim=1, size=3, step=2)\n",
+        "output ex = expand(x, shape=[2, -1, 16])\n"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) cr_expect(strstr(text, want[i]), "no '%s' in\n%s", want[i], text);
+    cr_assert_eq(g->noutputs, 5, "every output's shape matched what PyTorch recorded");
     free(text);
-    const char *bad = HEAD "\"inputs\": [" W_IN "],"
+    kf_graph_free(g);
+    /* an attribute that is not an integer is named */
+    const char *bad = HEAD "\"inputs\": [" X_IN "],"
         "\"nodes\": ["
-        " {\"name\": \"t\", \"target\": \"aten.t.default\", \"args\": [{\"ref\": \"p_weight\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]},"
-        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"t\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [16, 4]}"
-        "], \"outputs\": [{\"ref\": \"relu\"}]}";
+        " {\"name\": \"sl\", \"target\": \"aten.slice.Tensor\", \"args\": [{\"ref\": \"x\"}, 1, 1.5], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 15]}"
+        "], \"outputs\": [{\"ref\": \"sl\"}]}";
     cr_assert_eq(import(bad, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
-    cr_assert(strstr(err.msg, "a transpose that does not feed a matmul"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "node 'sl' (aten.slice.Tensor): start is not an integer"), "%s", err.msg);
+    /* F.pad: its constant mode is the pad view, the others are named */
+    const char *pad = HEAD "\"inputs\": [" X_IN "],"
+        "\"nodes\": ["
+        " {\"name\": \"p\", \"target\": \"aten.pad.default\", \"args\": [{\"ref\": \"x\"}, [1, 1]], \"kwargs\": {\"value\": 2.0}, \"dtype\": \"f32\", \"shape\": [8, 18]},"
+        " {\"name\": \"q\", \"target\": \"aten.pad.default\", \"args\": [{\"ref\": \"x\"}, [1, 1], \"reflect\"], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 18]}"
+        "], \"outputs\": [{\"ref\": \"p\"}, {\"ref\": \"q\"}]}";
+    cr_assert_eq(import(pad, &text, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "1 node cannot") && strstr(err.msg, "node 'q' (aten.pad.default): a pad mode other than 'constant'"),
+              "%s", err.msg);
 }
 
 /* What PyTorch recorded is checked against the lowered graph: a wrong shape is caught. */

@@ -622,11 +622,10 @@ Test(interp, matmul_2x3_3x2_transposes) {
             kf_graph *g = kf_graph_new("mm");
             int a = input(g, "a", ta ? S(2, 3, 2) : S(2, 2, 3));
             int b = input(g, "b", tb ? S(2, 2, 3) : S(2, 3, 2));
-            kf_attrs at = kf_attrs_default(KF_OP_MATMUL, 2);
-            at.ta = ta;
-            at.tb = tb;
-            int ins2[2] = {a, b};
-            int y = node(g, KF_OP_MATMUL, ins2, 2, &at);
+            int ins2[2] = {a, b}; /* a transposed operand is a transpose view */
+            if (ta) ins2[0] = node(g, KF_OP_TRANSPOSE, &a, 1, NULL);
+            if (tb) ins2[1] = node(g, KF_OP_TRANSPOSE, &b, 1, NULL);
+            int y = node(g, KF_OP_MATMUL, ins2, 2, NULL);
             output(g, y);
             cr_assert_eq(numel_of(g, y), 4);
             double o[4];
@@ -670,10 +669,8 @@ Test(interp, matmul_medium_tb) {
     naive_mm(a, b, want, M, N, K);
     kf_graph *g = kf_graph_new("mmt");
     int va = input(g, "a", S(2, M, K)), vb = input(g, "b", S(2, N, K));
-    kf_attrs at = kf_attrs_default(KF_OP_MATMUL, 2);
-    at.tb = 1;
-    int ins2[2] = {va, vb};
-    output(g, node(g, KF_OP_MATMUL, ins2, 2, &at));
+    int ins2[2] = {va, node(g, KF_OP_TRANSPOSE, &vb, 1, NULL)};
+    output(g, node(g, KF_OP_MATMUL, ins2, 2, NULL));
     const double *ins[2] = {a, bt};
     double *outs[1] = {o};
     run(g, ins, outs);
@@ -763,5 +760,137 @@ Test(interp, bounds_follow_the_contraction) {
     cr_assert_float_eq(bs[0], 4 * u * 606, 1e-17);
     /* no contraction on the path: the rounding of the pointwise result alone */
     for (int i = 0; i < 8; i++) cr_assert_float_eq(bp[i], u * fabs(2 * a[i]), 1e-22);
+    kf_graph_free(g);
+}
+
+/* ---- index maps: view nodes gathered one by one, and the same chain as one composed map ---- */
+
+static int view(kf_graph *g, kf_op op, int x) { return node(g, op, &x, 1, NULL); }
+
+static int view_at(kf_graph *g, kf_op op, int x, kf_attrs a) { return node(g, op, &x, 1, &a); }
+
+/* out[e] of value v gathered through the composed map from source values src */
+static void gather_composed(const kf_graph *g, int v, const double *src, double *out) {
+    kf_imap m;
+    kf_value_imap(g, v, &m);
+    int64_t o[KF_MAX_DIMS] = {0}, i[KF_MAX_DIMS];
+    int64_t cnt = numel_of(g, v);
+    for (int64_t e = 0; e < cnt; e++) {
+        if (kf_imap_apply(&m, o, i)) {
+            int64_t f = 0;
+            for (int d = 0; d < m.in_rank; d++) f = f * m.in_dims[d] + i[d];
+            out[e] = src[f];
+        } else {
+            out[e] = m.pad;
+        }
+        for (int j = m.out_rank - 1; j >= 0; j--) {
+            if (++o[j] < m.out_dims[j]) break;
+            o[j] = 0;
+        }
+    }
+}
+
+Test(interp, views_gather_and_compose) {
+    kf_graph *g = kf_graph_new("views");
+    int x = input(g, "x", S(2, 3, 5));
+    int t = view(g, KF_OP_TRANSPOSE, x);                      /* [5, 3] */
+    kf_attrs a = kf_attrs_default(KF_OP_SLICE, 2);
+    a.dim = 0, a.start = 1, a.end = 5, a.step = 2;
+    int s = view_at(g, KF_OP_SLICE, t, a);                         /* rows 1, 3 of t: [2, 3] */
+    a = kf_attrs_default(KF_OP_PAD, 2);
+    a.ints = (kf_ints){4, {1, 1, 1, 0}};
+    a.alpha = -7;
+    int p = view_at(g, KF_OP_PAD, s, a);                           /* [3, 5] */
+    a = kf_attrs_default(KF_OP_FLIP, 2);
+    a.ints = (kf_ints){1, {1}};
+    int f = view_at(g, KF_OP_FLIP, p, a);                          /* [3, 5] */
+    a = kf_attrs_default(KF_OP_UNFOLD, 2);
+    a.dim = 1, a.size = 2, a.step = 2, a.dilation = 2;
+    int u = view_at(g, KF_OP_UNFOLD, x, a);                        /* [3, 2, 2] */
+    a = kf_attrs_default(KF_OP_SLICE, 2);
+    a.dim = 1, a.end = 1;
+    int c0 = view_at(g, KF_OP_SLICE, x, a);                        /* [3, 1] */
+    a = kf_attrs_default(KF_OP_EXPAND, 2);
+    a.ints = (kf_ints){3, {2, -1, 4}};
+    int e = view_at(g, KF_OP_EXPAND, c0, a);                       /* [2, 3, 4] */
+    output(g, f);
+    output(g, u);
+    output(g, e);
+    cr_assert_eq(numel_of(g, f), 15);
+    cr_assert_eq(numel_of(g, u), 12);
+    cr_assert_eq(numel_of(g, e), 24);
+    double xv[15], of[15], ou[12], oe[24], wf[15], wu[12], we[24], cf[15], cu[12], ce[24];
+    for (int i = 0; i < 15; i++) xv[i] = i + 1;
+    for (int r = 0; r < 3; r++) /* f[r][b] = p[r][4-b]; p[r][c] = s[r-1][c-1] inside, else -7 */
+        for (int b = 0; b < 5; b++) {
+            int c = 4 - b;
+            wf[r * 5 + b] = (r >= 1 && c >= 1 && c <= 3) ? xv[(c - 1) * 5 + 1 + 2 * (r - 1)] : -7;
+        }
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++)
+            for (int k = 0; k < 2; k++) wu[(i * 2 + j) * 2 + k] = xv[i * 5 + 2 * j + 2 * k];
+    for (int q = 0; q < 2; q++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 4; j++) we[(q * 3 + i) * 4 + j] = xv[i * 5];
+    const double *ins[1] = {xv};
+    double *outs[3] = {of, ou, oe};
+    run(g, ins, outs);
+    near("flip(pad(slice(transpose(x))))", of, wf, 15, 0);
+    near("unfold with step and dilation", ou, wu, 12, 0);
+    near("expand(slice(x))", oe, we, 24, 0);
+    /* the chains as one composed map each, from x */
+    kf_imap m;
+    cr_assert_eq(kf_value_imap(g, f, &m), x, "four views compose into one map of x");
+    cr_assert_eq(m.nguards, 2, "the pad's two guarded dims");
+    cr_assert_eq(kf_value_imap(g, e, &m), x);
+    int64_t str[KF_MAX_DIMS], base;
+    kf_imap_strides(&m, str, &base);
+    cr_assert(str[0] == 0 && str[1] == 5 && str[2] == 0 && base == 0, "expand of a column: strides 0, 5, 0");
+    gather_composed(g, f, xv, cf);
+    gather_composed(g, u, xv, cu);
+    gather_composed(g, e, xv, ce);
+    near("composed flip(pad(slice(transpose)))", cf, wf, 15, 0);
+    near("composed unfold", cu, wu, 12, 0);
+    near("composed expand(slice)", ce, we, 24, 0);
+    cr_assert_float_eq(kf_graph_flops(g), 0, 0);
+    kf_graph_free(g);
+}
+
+/* A slice padded back out: the pad's guard is on the slice's extent, not on x's (x has
+ * elements there that the composed map must not read). Two pads of different values do
+ * not compose. */
+Test(interp, views_compose_keeps_inner_bounds) {
+    kf_graph *g = kf_graph_new("pads");
+    int x = input(g, "x", S(1, 6));
+    kf_attrs a = kf_attrs_default(KF_OP_SLICE, 1);
+    a.start = 2, a.end = 4;
+    int s = view_at(g, KF_OP_SLICE, x, a); /* x[2:4] */
+    a = kf_attrs_default(KF_OP_PAD, 1);
+    a.ints = (kf_ints){2, {1, 1}};
+    a.alpha = 9;
+    int p = view_at(g, KF_OP_PAD, s, a);   /* [9, x2, x3, 9] */
+    a.alpha = 5;
+    int q = view_at(g, KF_OP_PAD, p, a);   /* [5, 9, x2, x3, 9, 5] */
+    a.alpha = 9;
+    int r = view_at(g, KF_OP_PAD, p, a);   /* [9, 9, x2, x3, 9, 9] */
+    output(g, p);
+    output(g, q);
+    output(g, r);
+    double xv[6] = {10, 11, 12, 13, 14, 15}, op[4], oq[6], orr[6], cp[4], cr_[6];
+    const double wp[4] = {9, 12, 13, 9}, wq[6] = {5, 9, 12, 13, 9, 5}, wr[6] = {9, 9, 12, 13, 9, 9};
+    const double *ins[1] = {xv};
+    double *outs[3] = {op, oq, orr};
+    run(g, ins, outs);
+    near("pad(slice)", op, wp, 4, 0);
+    near("pad 5 of pad 9", oq, wq, 6, 0);
+    near("pad 9 of pad 9", orr, wr, 6, 0);
+    kf_imap m;
+    cr_assert_eq(kf_value_imap(g, p, &m), x);
+    gather_composed(g, p, xv, cp);
+    near("composed pad(slice)", cp, wp, 4, 0);
+    cr_assert_eq(kf_value_imap(g, q, &m), p, "pads of different values stop the composition");
+    cr_assert_eq(kf_value_imap(g, r, &m), x, "pads of one value compose");
+    gather_composed(g, r, xv, cr_);
+    near("composed pad 9 of pad 9", cr_, wr, 6, 0);
     kf_graph_free(g);
 }

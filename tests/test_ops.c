@@ -67,6 +67,21 @@ Test(ops_registry, attribute_defaults_follow_the_schema) {
                 else cr_expect_eq(__builtin_popcount(m), 1, "%s.%s: one axis", d->name, s->name);
                 break;
             }
+            case KF_ATTR_INT:
+                cr_expect_eq(kf_attr_get_int(&a, s), strcmp(s->dflt, "max") ? strtoll(s->dflt, NULL, 10) : INT64_MAX,
+                             "%s.%s", d->name, s->name);
+                break;
+            case KF_ATTR_INTS: {
+                kf_ints want;
+                cr_assert(kf_ints_parse(s->dflt, &want), "%s.%s", d->name, s->name);
+                const kf_ints *got = kf_attr_get_ints(&a, s);
+                cr_expect(got->n == want.n && !memcmp(got->v, want.v, (size_t)want.n * sizeof want.v[0]), "%s.%s",
+                          d->name, s->name);
+                break;
+            }
+            case KF_ATTR_OPERAND_VIEW:
+                cr_expect_eq(kf_op_get(kf_op_lookup(s->view))->cls, KF_CLASS_VIEW, "%s.%s", d->name, s->name);
+                break;
             }
         }
     }
@@ -186,6 +201,111 @@ static int check_contractions(kf_backend *be, int si) {
     return n;
 }
 
+/* ---- views: attribute values from the schema's types ---- */
+
+/* Shapes a view's input takes: small, odd, one with a size-1 dim. */
+static const char *const view_shapes[] = {"[2, 3, 5]", "[3, 5, 7]", "[5, 1, 17]"};
+/* Values tried per attribute type, in order; the first combination the op's shape rule
+ * accepts whose map is not the identity is the one tested (so every view op gets a
+ * non-trivial map without naming it). */
+static const char *const int_values[] = {"2", "1", "-1", "3", "0"};
+static const char *const ints_values[] = {"[2, 0, 1]", "[1, 2, 0, 1]", "[2, -1, -1, -1]", "[0, 2]"};
+
+static int view_values(const kf_attr_def *a, const char *const **vals) {
+    switch (a->type) {
+    case KF_ATTR_INT: *vals = int_values; return 5;
+    case KF_ATTR_INTS: *vals = ints_values; return 4;
+    case KF_ATTR_FLOAT: {
+        static const char *const f[] = {"-2.5"}; /* e.g. a pad value that is not the default */
+        *vals = f;
+        return 1;
+    }
+    default: *vals = NULL; return 0; /* the default */
+    }
+}
+
+/* "op(x, a=.., b=..)" for view op d on an input of shape sh: the first combination of
+ * attribute values that type-checks and is not the identity map, into call. */
+static void view_call(const kf_op_def *d, const char *sh, char *call, size_t cap) {
+    int na = 0, nv[KF_MAX_OP_ATTRS], idx[KF_MAX_OP_ATTRS] = {0};
+    const char *const *vals[KF_MAX_OP_ATTRS];
+    for (; d->attrs[na].name; na++) nv[na] = view_values(&d->attrs[na], &vals[na]);
+    for (;;) {
+        size_t n = (size_t)snprintf(call, cap, "%s(x", d->name);
+        for (int a = 0; a < na; a++)
+            if (nv[a]) n += (size_t)snprintf(call + n, cap - n, ", %s=%s", d->attrs[a].name, vals[a][idx[a]]);
+        snprintf(call + n, cap - n, ")");
+        char text[512];
+        snprintf(text, sizeof text, "input x: f32%s\noutput y = %s\n", sh, call);
+        kf_graph *g = NULL;
+        kf_error err = {0};
+        int good = 0;
+        if (kf_parse_string(text, "<view>", &g, &err) == KF_OK) {
+            kf_imap m;
+            good = kf_node_imap(g, &g->nodes[g->nnodes - 1], &m, &err) == KF_OK && !kf_imap_is_identity(&m);
+        }
+        kf_graph_free(g);
+        if (good) return;
+        int a = 0; /* the next combination */
+        while (a < na && (!nv[a] || ++idx[a] == nv[a])) idx[a++] = 0;
+        cr_assert(a < na, "%s: no attribute values from the lists give a map other than the identity on %s",
+                  d->name, sh);
+    }
+}
+
+/* Every VIEW op, at most OTHER_BATCH a task, each as its own output. */
+static int check_views(kf_backend *be, int si) {
+    kf_op ops[KF_OP_COUNT];
+    int nops = 0;
+    for (int k = 0; k < KF_OP_COUNT; k++)
+        if (kf_op_get((kf_op)k)->kind == KF_KIND_VIEW) ops[nops++] = (kf_op)k;
+    for (int b0 = 0; b0 < nops; b0 += OTHER_BATCH) {
+        kf_buf t = {0};
+        kf_buf_printf(&t, "task ops_views_%d_%d\ninput x: f32%s\n", b0, si, view_shapes[si]);
+        for (int i = b0; i < nops && i < b0 + OTHER_BATCH; i++) {
+            char call[256];
+            const kf_op_def *d = kf_op_get(ops[i]);
+            view_call(d, view_shapes[si], call, sizeof call);
+            kf_buf_printf(&t, "output o_%s = %s\n", d->name, call);
+        }
+        check_task(be, t.data);
+        kf_buf_free(&t);
+    }
+    return nops;
+}
+
+/* Existing ops reading non-contiguous index maps: a unary, a binary, reductions, softmax
+ * a scan and matmul whose inputs are views (transpose, slice with a step, flip, pad, windows,
+ * broadcasts, and chains of them), through the real pipeline. */
+static const char *const strided_tasks[] = {
+    "task nc_unary\ninput x: f32[37, 19]\noutput y = relu(transpose(x))\n",
+    "task nc_binary\ninput x: f32[37, 19]\ninput y: f32[19, 37]\n"
+    "output z = transpose(x) - flip(y, dims=[0, 1])\noutput w = x * expand(transpose(slice(y, dim=1, start=3, end=4)), shape=[37, -1])\n",
+    "task nc_pad\ninput x: f32[6, 29]\noutput y = pad(slice(x, dim=1, start=1, step=3), pads=[2, 1, 1, 0], value=0.5) * 2\n",
+    "task nc_chain\ninput x: f32[5, 8]\noutput y = sigmoid(flip(transpose(pad(x, pads=[1, 1, 2, 0], value=-1)), dims=[1]))\n"
+    "output t = transpose(x)\n",
+    "task nc_pool\ninput x: f32[4, 33]\noutput m = max(unfold(x, dim=1, size=3, step=2, dilation=2), axes=[2])\n"
+    "output s = sum(transpose(x), axes=[1])\n",
+    /* five padded views of 8 guards each: more guards than one elementwise stage holds */
+    "task nc_guards\ninput x: f32[3, 4, 5, 6]\n"
+    "p = pad(pad(x, pads=[1, 1, 1, 1, 1, 1, 1, 1]), pads=[1, 1, 1, 1, 1, 1, 1, 1])\n"
+    "q = pad(pad(x, pads=[2, 0, 0, 2, 1, 1, 2, 0]), pads=[0, 2, 1, 1, 2, 0, 1, 1])\n"
+    "output y = p + q * 2 + flip(p, dims=[0, 3]) + pad(x, pads=[2, 2, 2, 2, 2, 2, 2, 2], value=0.5) "
+    "+ pad(x, pads=[0, 4, 0, 4, 0, 4, 4, 0], value=0.5) - pad(x, pads=[1, 3, 3, 1, 1, 3, 3, 1], value=-1)\n",
+    "task nc_rows\ninput x: f32[7, 45]\noutput y = softmax(flip(x, dims=[1]))\noutput c = cumsum(transpose(x), axis=0)\n",
+    "task nc_matmul\ninput a: f32[19, 13]\ninput b: f32[19, 9]\ninput c: f32[2, 9, 13]\ninput d: f32[9, 13]\n"
+    "output p = matmul(transpose(a), b)\noutput q = matmul(c, permute(c, dims=[0, 2, 1]))\n"
+    "output r = matmul(slice(a, dim=0, step=2), flip(transpose(d), dims=[0]))\n",
+    /* batch dims through maps that move whole matrices: folded into the batch strides */
+    "task nc_batch\ninput e: f32[1, 5, 6]\ninput f: f32[4, 3, 6, 7]\ninput h: f32[4, 9, 13]\ninput d: f32[9, 13]\n"
+    "output s = matmul(expand(e, shape=[4, -1, -1]), permute(f, dims=[1, 0, 2, 3]))\n"
+    "output u = matmul(slice(h, dim=0, step=2), transpose(d))\noutput v = matmul(slice(h, dim=0, start=1), transpose(d))\n",
+};
+
+static void check_strided(kf_backend *be) {
+    for (size_t i = 0; i < sizeof strided_tasks / sizeof *strided_tasks; i++) check_task(be, strided_tasks[i]);
+}
+
 static void run_platform(const char *platform) {
     kf_error err = {0};
     kf_backend *be = NULL;
@@ -200,11 +320,12 @@ static void run_platform(const char *platform) {
     static const kf_op_kind rows[] = {KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_SCAN};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         int covered = check_kinds(be, pointwise, 2, POINTWISE_BATCH, si) + check_kinds(be, reduce, 1, OTHER_BATCH, si) +
-                      check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si);
+                      check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si) + check_views(be, si);
         /* an op whose shape rule no builder above knows would be skipped silently */
         cr_assert_eq(covered, KF_OP_COUNT, "%s: %d of %d ops have a task builder (a new shape rule needs one)",
                      be->info.platform, covered, KF_OP_COUNT);
     }
+    check_strided(be);
     kf_backend_close(be);
     char cmd[640];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);

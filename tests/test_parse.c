@@ -98,7 +98,7 @@ Test(tasks, every_op_family_is_covered) {
     const char *names[] = {"swish", "gelu", "gelu_tanh_bias", "mish", "activations",
                            "binary_mix", "sum_rows", "mean_cols", "reduce_multi", "argmax",
                            "softmax", "log_softmax", "layer_norm", "rms_norm", "matmul",
-                           "bmm_tb", "unary_misc"};
+                           "bmm_tb", "unary_misc", "pool_window", "cumsum_rows"};
     int seen[KF_OP_COUNT] = {0};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[1024];
@@ -110,16 +110,17 @@ Test(tasks, every_op_family_is_covered) {
         kf_graph_free(g);
     }
     /* every op kind, and every op the brief's task list names, appears somewhere */
-    int kinds[6] = {0};
+    int kinds[KF_KIND_VIEW + 1] = {0};
     for (int op = 0; op < KF_OP_COUNT; op++)
         if (seen[op]) kinds[kf_op_get((kf_op)op)->kind] = 1;
-    for (int k = 0; k < 6; k++) cr_assert(kinds[k], "no task uses a %s op", kf_op_kind_name(k));
+    for (int k = 0; k <= KF_KIND_VIEW; k++) cr_assert(kinds[k], "no task uses a %s op", kf_op_kind_name(k));
     const kf_op want[] = {KF_OP_SELU, KF_OP_ELU, KF_OP_HARDTANH, KF_OP_HARDSIGMOID,
                           KF_OP_SOFTSIGN, KF_OP_LEAKY_RELU, KF_OP_MAXIMUM, KF_OP_MINIMUM,
                           KF_OP_DIV, KF_OP_POW, KF_OP_SUB, KF_OP_PROD, KF_OP_MAX, KF_OP_MEAN,
                           KF_OP_ARGMAX, KF_OP_LOG_SOFTMAX, KF_OP_RMS_NORM, KF_OP_LAYER_NORM,
                           KF_OP_EXP, KF_OP_LOG, KF_OP_SQRT, KF_OP_RSQRT, KF_OP_ABS,
-                          KF_OP_SQUARE, KF_OP_NEG, KF_OP_GELU, KF_OP_GELU_TANH, KF_OP_SOFTPLUS};
+                          KF_OP_SQUARE, KF_OP_NEG, KF_OP_GELU, KF_OP_GELU_TANH, KF_OP_SOFTPLUS,
+                          KF_OP_UNFOLD, KF_OP_PAD, KF_OP_FLIP, KF_OP_SLICE};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         cr_assert(seen[want[i]], "no task uses %s", kf_op_get(want[i])->name);
 }
@@ -312,12 +313,18 @@ Test(parse, matmul_and_outputs) {
                            "output m = matmul(r, p, transpose_a=true, transpose_b=true)\n"
                            "output mid\n"
                            "output z = relu(mid)\n");
+    /* transpose_a/b are sugar: the operand is read through a transpose view node */
     const kf_node *n = producer(g, "mid");
-    cr_assert_eq(n->attr.tb, 1);
-    cr_assert_eq(n->attr.ta, 0);
+    cr_assert_eq(n->in[0], val(g, "p"));
+    const kf_node *tv = &g->nodes[g->values[n->in[1]].producer];
+    cr_assert_eq(tv->op, KF_OP_TRANSPOSE);
+    cr_assert_eq(tv->in[0], val(g, "q"));
+    cr_assert_eq(tv->line, 4);
+    cr_assert_eq(tv->col, 20, "the view is placed at its attribute");
     shape_is(g, val(g, "mid"), "[8, 32]");
     n = producer(g, "m");
-    cr_assert_eq(n->attr.ta, 1);
+    cr_assert_eq(g->nodes[g->values[n->in[0]].producer].op, KF_OP_TRANSPOSE);
+    cr_assert_eq(g->nodes[g->values[n->in[1]].producer].op, KF_OP_TRANSPOSE);
     shape_is(g, val(g, "m"), "[4, 8, 8]");
     cr_assert_eq(g->noutputs, 3);
     cr_assert_eq(g->outputs[0], val(g, "m"));
@@ -413,7 +420,7 @@ Test(errors, unknown_attribute) {
     parse_bad("input x: f32[4, 4]\noutput y = sum(x, keepdim=2)\n", KF_ERR_PARSE, 2, 27,
               "expected true or false for 'keepdim', found '2'");
     parse_bad("input x: f32[4, 4]\noutput y = sum(x, axes=[0.5])\n", KF_ERR_PARSE, 2, 25,
-              "expected an integer axis, found '0.5'");
+              "expected an integer, found '0.5'");
 }
 
 Test(errors, arity) {
@@ -473,7 +480,9 @@ Test(errors, shapes_and_types) {
     parse_bad("input a: f32[4, 8]\ninput b: f32[7, 2]\noutput c = matmul(a, b)\n", KF_ERR_TYPE, 3,
               12, "matmul: inner dimensions differ: a is [4, 8] (K=8), b is [7, 2] (K=7)");
     parse_bad("input a: f32[4, 8]\ninput b: f32[4, 2]\noutput c = matmul(a, b, transpose_b=true)\n",
-              KF_ERR_TYPE, 3, 12, "b is [4, 2] transposed (K=2)");
+              KF_ERR_TYPE, 3, 12, "b is [2, 4] (K=2)");
+    parse_bad("input a: f32[4, 8]\ninput b: f32[4, 2]\noutput c = matmul(a, b, transpose_b=2)\n",
+              KF_ERR_PARSE, 3, 37, "expected true or false for 'transpose_b'");
     parse_bad("input x: f32[4, 8]\noutput y = sum(x, axes=[0, 2])\n", KF_ERR_TYPE, 2, 28,
               "sum: axis 2 is out of range for a rank-2 input (expected -2 to 1)");
     parse_bad("input x: f32[4, 8]\noutput y = softmax(x, axis=-3)\n", KF_ERR_TYPE, 2, 28,
@@ -514,4 +523,70 @@ Test(errors, formatted) {
     char buf[1400];
     kf_error_format(&err, buf, sizeof buf);
     cr_assert_str_eq(buf, "tasks/t.kf:2:12: error: unknown op 'sigmod' (did you mean 'sigmoid'?)");
+}
+
+/* ---- index maps: the view ops and their attribute types ---- */
+
+Test(parse, view_ops) {
+    kf_graph *g = parse_ok("input x: f32[4, 6, 8]\ninput v: f32[1, 8]\n"
+                           "t = transpose(x, dim0=0, dim1=2)\n"
+                           "p = permute(x, dims=[2, 0, 1])\n"
+                           "r = permute(x)\n"
+                           "s = slice(x, dim=-1, start=1, end=-1, step=2)\n"
+                           "e = slice(x, dim=1, start=-2)\n"
+                           "q = pad(x, pads=[1, 2, 0, 3], value=-1.5)\n"
+                           "f = flip(x, dims=[0, -1])\n"
+                           "b = expand(v, shape=[3, -1, 8])\n"
+                           "u = unfold(x, dim=2, size=3, step=2, dilation=2)\n"
+                           "output y = t + 0\noutput z = relu(u)\n");
+    shape_is(g, val(g, "t"), "[8, 6, 4]");
+    shape_is(g, val(g, "p"), "[8, 4, 6]");
+    shape_is(g, val(g, "r"), "[8, 6, 4]");
+    shape_is(g, val(g, "s"), "[4, 6, 3]");
+    shape_is(g, val(g, "e"), "[4, 2, 8]");
+    shape_is(g, val(g, "q"), "[4, 9, 11]");
+    shape_is(g, val(g, "f"), "[4, 6, 8]");
+    shape_is(g, val(g, "b"), "[3, 1, 8]");
+    shape_is(g, val(g, "u"), "[4, 6, 2, 3]");
+    const kf_node *n = producer(g, "p");
+    cr_assert_eq(n->attr.ints.n, 3);
+    cr_assert_eq(n->attr.ints.v[0], 2);
+    n = producer(g, "s");
+    cr_assert_eq(n->attr.dim, -1, "dims are kept as written; the view resolves them");
+    cr_assert_eq(n->attr.end, -1);
+    cr_assert_float_eq(producer(g, "q")->attr.alpha, -1.5, 0);
+    /* t + 0 and relu(u); the views cost nothing */
+    cr_assert_float_eq(kf_graph_flops(g), 1.0 * 8 * 6 * 4 + 1.0 * 4 * 6 * 2 * 3, 0, "views cost nothing");
+    kf_graph_free(g);
+}
+
+Test(errors, view_ops) {
+    parse_bad("input x: f32[4, 8]\noutput y = slice(x, dim=1, start=9) + 0\n", KF_ERR_TYPE, 2, 12,
+              "slice: [9:8] of dimension 1 (size 8) is out of range or empty");
+    parse_bad("input x: f32[4, 8]\noutput y = slice(x, dim=2)\n", KF_ERR_TYPE, 2, 12,
+              "slice: dim 2 is out of range for a rank-2 input (expected -2 to 1)");
+    parse_bad("input x: f32[4, 8]\noutput y = slice(x, step=0)\n", KF_ERR_TYPE, 2, 12,
+              "slice: step 0, expected a positive step");
+    parse_bad("input x: f32[4, 8, 2]\noutput y = permute(x, dims=[0, 0, 1])\n", KF_ERR_TYPE, 2, 12,
+              "permute: dims is not a permutation of 0..2 (dim 0 appears twice)");
+    parse_bad("input x: f32[4, 8, 2]\noutput y = permute(x, dims=[1, 0])\n", KF_ERR_TYPE, 2, 12,
+              "permute: dims has 2 entries, the input has rank 3");
+    parse_bad("input x: f32[4, 8]\noutput y = pad(x, pads=[1])\n", KF_ERR_TYPE, 2, 12,
+              "pad: pads has 1 entries, expected (before, after) pairs");
+    parse_bad("input x: f32[4, 8]\noutput y = pad(x, pads=[-4, -4])\n", KF_ERR_TYPE, 2, 12,
+              "leave dimension 1 of size 8 empty");
+    parse_bad("input x: f32[4, 8]\noutput y = expand(x, shape=[4, 9])\n", KF_ERR_TYPE, 2, 12,
+              "expand: dimension 1 of size 8 cannot expand to 9");
+    parse_bad("input x: f32[4, 8]\noutput y = unfold(x, dim=1, size=5, dilation=2)\n", KF_ERR_TYPE, 2, 12,
+              "unfold: a window spans 9 elements (size 5, dilation 2), dimension 1 has 8");
+    parse_bad("input x: f32[4, 8]\noutput y = flip(x, dims=[1, -1])\n", KF_ERR_TYPE, 2, 12,
+              "flip: dim 1 given twice");
+    parse_bad("input x: f32[4]\noutput y = transpose(x)\n", KF_ERR_TYPE, 2, 12,
+              "transpose: needs rank >= 2");
+    parse_bad("input x: f32[4, 8]\noutput y = slice(x, start=1.5)\n", KF_ERR_PARSE, 2, 27,
+              "expected an integer for 'start', found '1.5'");
+    parse_bad("input x: f32[4, 8]\noutput y = permute(x, dims=true)\n", KF_ERR_PARSE, 2, 28,
+              "expected an [integer list] for 'dims'");
+    parse_bad("input x: f32[4, 8]\noutput y = pad(x, pads=[1, 2.5])\n", KF_ERR_PARSE, 2, 28,
+              "expected an integer, found '2.5'");
 }

@@ -26,8 +26,6 @@ const char *kf_dtype_name(kf_dtype t);          /* "f32", ... */
 int kf_dtype_size(kf_dtype t);                  /* bytes per element */
 int kf_dtype_parse(const char *s, kf_dtype *out); /* 1 if s names a dtype */
 
-#define KF_MAX_DIMS 8
-
 typedef struct kf_shape {
     int rank;
     int64_t d[KF_MAX_DIMS];
@@ -157,6 +155,30 @@ kf_status kf_import_torch_graph(const char *json_path, char **kf_text, kf_graph 
  * one). pos and mag have g->ninputs entries (mag may be NULL). A range the task gives an
  * input is not consulted: this is what the ops need. */
 void kf_graph_input_domains(const kf_graph *g, int *pos, double *mag);
+/* ---- index maps (kforge/imap.h; src/ir/imap.c) ---- */
+
+/* The identity map of a tensor of shape s. */
+void kf_imap_identity(kf_imap *m, const kf_shape *s);
+/* r = inner after outer: the map of a view (outer) of a view (inner) as one map from
+ * outer's output to inner's input (outer->in_dims must be inner->out_dims). 1, or 0 when
+ * they have no single map (both pad, with different values; too many guards). r may
+ * alias either. */
+int kf_imap_compose(const kf_imap *outer, const kf_imap *inner, kf_imap *r);
+/* The input index of output index out_idx into in_idx; 1, or 0 where a guard fails (the
+ * element is m->pad and in_idx is not written). */
+int kf_imap_apply(const kf_imap *m, const int64_t *out_idx, int64_t *in_idx);
+/* The map on a dense row-major input: element stride per output dim (str[out_rank]) and
+ * the element offset of output index 0 (negative where a pad comes first; read only where
+ * the guards hold). */
+void kf_imap_strides(const kf_imap *m, int64_t *str, int64_t *base);
+/* 1 when m reads its input as it is (no guards, same shape, identity). */
+int kf_imap_is_identity(const kf_imap *m);
+/* The map of view node n (its record's builder on its input's shape). */
+kf_status kf_node_imap(const kf_graph *g, const kf_node *n, kf_imap *m, kf_error *err);
+/* Follows the view nodes that produce value v back to the first value that is not a view
+ * (or whose map does not compose), composing their maps into *m (from v's index to that
+ * value's). Returns that value's id (v itself, with the identity, when v is no view). */
+int kf_value_imap(const kf_graph *g, int v, kf_imap *m);
 
 /* Reference interpreter in float64. inputs[i] holds numel(graph input i) doubles (i64
  * inputs as their integer values); outputs[j] must hold numel(graph output j) doubles and

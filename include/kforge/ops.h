@@ -23,6 +23,11 @@
  *              (src/ir/interp.c, OpenBLAS dgemm on doubles).
  *   SCAN       a prefix combiner (sum, product) along one axis, in either direction,
  *              inclusive or exclusive; its float64 reference is a row function (f64_row).
+ *   VIEW       an index map (kforge/imap.h): `view` builds it from the input's shape and
+ *              the node's attributes and so gives the shape rule too; no arithmetic, zero
+ *              FLOPs. The interpreter gathers through the map; the planner folds it into
+ *              the addressing of the stage that reads it (docs/design-notes.md, "Index
+ *              maps").
  *
  * The records live in src/ops/ (one file per class). include/kforge/ops.def is the list
  * of their identifiers (the kf_op enum); the registry checks at start-up, and test_ops at
@@ -35,6 +40,7 @@
 #include <stdint.h>
 
 #include "kforge/core.h"
+#include "kforge/imap.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,16 +56,16 @@ typedef enum kf_op {
 /* The loop nest an op is (../shared/DESIGN.md §8). */
 typedef enum kf_op_class {
     KF_CLASS_POINTWISE, KF_CLASS_REDUCE, KF_CLASS_CONTRACT, KF_CLASS_SCAN, KF_CLASS_COMPOSITE,
-    KF_CLASS_COUNT
+    KF_CLASS_VIEW, KF_CLASS_COUNT
 } kf_op_class;
 
 /* The shape rule: UNARY (same shape), BINARY (numpy broadcast), REDUCE (axes removed or
  * kept as 1), SOFTMAX (same shape, one axis), NORM (same shape, trailing axes, optional
  * affine inputs shaped like them), MATMUL (batched, broadcast batch dims), SCAN (same
- * shape, one axis). */
+ * shape, one axis), VIEW (the shape the record's index map gives). */
 typedef enum kf_op_kind {
     KF_KIND_UNARY, KF_KIND_BINARY, KF_KIND_REDUCE, KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_MATMUL,
-    KF_KIND_SCAN
+    KF_KIND_SCAN, KF_KIND_VIEW
 } kf_op_kind;
 
 /* The inputs the reference needs: ANY, or POS (strictly positive, e.g. log). */
@@ -70,31 +76,47 @@ typedef enum kf_domain { KF_DOMAIN_ANY, KF_DOMAIN_POS } kf_domain;
  * without care overflows, small enough that a careful float32 form of every op with no
  * limit of its own (x^2 summed over a long row, a product of two such values) stays finite. */
 #define KF_MAG_DEFAULT 1e4
+/* An int tuple attribute (dims, pads, a shape): n values, as written (negative dims are
+ * resolved by the op that reads them). */
+#define KF_MAX_INTS 16
+typedef struct kf_ints {
+    int n;
+    int64_t v[KF_MAX_INTS];
+} kf_ints;
 
 /* Attribute values of one node. Each op's schema (kf_op_def.attrs) says which of these it
  * uses, under which .kf name, with which type and default. axes is a bitmask of
- * non-negative axes of the op's first input after resolution. */
+ * non-negative axes of the op's first input after resolution. The int fields are the
+ * view ops' (dim, start, end, step, size, dilation, dim1 as written; ints a tuple). */
 typedef struct kf_attrs {
     double alpha, beta, eps;
     uint32_t axes;
     int keepdim;
-    int ta, tb;
     int reverse, exclusive; /* SCAN: from the end of the axis; without the element itself */
+    int64_t dim, dim1, start, end, step, size, dilation;
+    kf_ints ints;
 } kf_attrs;
 
 typedef enum kf_attr_type {
     KF_ATTR_FLOAT, /* a number (double) */
     KF_ATTR_BOOL,  /* true/false (int 0/1) */
     KF_ATTR_AXES,  /* one axis or a list of axes (uint32_t mask); default "all" or an axis */
-    KF_ATTR_AXIS   /* exactly one axis (uint32_t mask with one bit) */
+    KF_ATTR_AXIS,  /* exactly one axis (uint32_t mask with one bit) */
+    KF_ATTR_INT,   /* an integer (int64_t); default a number or "max" (INT64_MAX) */
+    KF_ATTR_INTS,  /* a list of integers (kf_ints); default "[]" or "[a, b, ...]" */
+    /* a bool that is sugar for a view of one operand: true reads operand `offset` through
+     * the view op named by `view` (with that op's defaults); the parser inserts the view
+     * node, so the graph never holds the flag (matmul's transpose_a/transpose_b) */
+    KF_ATTR_OPERAND_VIEW
 } kf_attr_type;
 
 typedef struct kf_attr_def {
     const char *name;   /* .kf spelling, e.g. "negative_slope"; NULL ends the schema */
     kf_attr_type type;
-    size_t offset;      /* where the value lives in kf_attrs */
-    const char *dflt;   /* default as .kf text: "0.01", "false", "all", "-1" */
+    size_t offset;      /* where the value lives in kf_attrs (OPERAND_VIEW: the operand) */
+    const char *dflt;   /* default as .kf text: "0.01", "false", "all", "-1", "[]", "max" */
     const char *aten;   /* the ATen argument it comes from: "2" (position) or "name" */
+    const char *view;   /* OPERAND_VIEW: the view op's .kf name */
 } kf_attr_def;
 
 #define KF_MAX_OP_ATTRS 4
@@ -177,6 +199,11 @@ typedef struct kf_op_def {
     int log_out;                /* softmax family: the result in log space (log_softmax) */
     int centered;               /* norms: subtract the mean and scale by the deviation
                                    (layer_norm), else by the root mean square (rms_norm) */
+    /* VIEW: the index map of this view of an input of rank in_rank and dims in_dims with
+     * attributes A, into *m (m->out_rank and out_dims are the result's shape). 0, or -1
+     * with the reason in why ("slice: start 9 is out of range for dimension 1 of size 4") */
+    int (*view)(int in_rank, const int64_t *in_dims, const kf_attrs *A, kf_imap *m, char *why,
+                size_t cap);
 } kf_op_def;
 
 /* The record of op; asserts op is a real op. */
@@ -190,7 +217,7 @@ kf_op kf_op_lookup_aten(const char *target);
 const char *kf_op_kind_name(kf_op_kind k);
 /* "pointwise", "reduce", "contract", "scan", "composite" */
 const char *kf_op_class_name(kf_op_class c);
-/* "float", "bool", "axes", "axis" */
+/* "float", "bool", "axes", "axis", "int", "ints", "operand_view" */
 const char *kf_attr_type_name(kf_attr_type t);
 /* 1 for a REDUCE op whose result is an index (i64): arg max, arg min. */
 static inline int kf_op_is_arg(const kf_op_def *d) {
@@ -211,6 +238,12 @@ int kf_attr_get_bool(const kf_attrs *a, const kf_attr_def *d);
 void kf_attr_set_bool(kf_attrs *a, const kf_attr_def *d, int v);
 uint32_t kf_attr_get_axes(const kf_attrs *a, const kf_attr_def *d);
 void kf_attr_set_axes(kf_attrs *a, const kf_attr_def *d, uint32_t mask);
+int64_t kf_attr_get_int(const kf_attrs *a, const kf_attr_def *d);
+void kf_attr_set_int(kf_attrs *a, const kf_attr_def *d, int64_t v);
+const kf_ints *kf_attr_get_ints(const kf_attrs *a, const kf_attr_def *d);
+void kf_attr_set_ints(kf_attrs *a, const kf_attr_def *d, const kf_ints *v);
+/* Reads a default or .kf text "[a, b, ...]" (or "[]") into *v; 0 when it does not read. */
+int kf_ints_parse(const char *text, kf_ints *v);
 
 /* Evaluate a POINTWISE op on doubles (binary ops use both; unary ops ignore b). attr may
  * be NULL for the op's defaults. */

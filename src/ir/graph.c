@@ -492,7 +492,7 @@ static int rule_norm(const node_ctx *c, const int *in, int nin, const kf_attrs *
     return 0;
 }
 
-static int rule_matmul(const node_ctx *c, const int *in, const kf_attrs *at, kf_value *res) {
+static int rule_matmul(const node_ctx *c, const int *in, kf_value *res) {
     const kf_value *a = &c->g->values[in[0]], *b = &c->g->values[in[1]];
     if (require_float(c, in[0], "operand") < 0 || require_float(c, in[1], "operand") < 0)
         return -1;
@@ -506,14 +506,11 @@ static int rule_matmul(const node_ctx *c, const int *in, const kf_attrs *at, kf_
         return type_error(c, "operand dtypes differ: '%s' is %s and '%s' is %s", a->name,
                           kf_dtype_name(a->dtype), b->name, kf_dtype_name(b->dtype));
     int ra = a->shape.rank, rb = b->shape.rank;
-    int64_t M = at->ta ? a->shape.d[ra - 1] : a->shape.d[ra - 2];
-    int64_t Ka = at->ta ? a->shape.d[ra - 2] : a->shape.d[ra - 1];
-    int64_t Kb = at->tb ? b->shape.d[rb - 1] : b->shape.d[rb - 2];
-    int64_t N = at->tb ? b->shape.d[rb - 2] : b->shape.d[rb - 1];
+    int64_t M = a->shape.d[ra - 2], Ka = a->shape.d[ra - 1];
+    int64_t Kb = b->shape.d[rb - 2], N = b->shape.d[rb - 1];
     if (Ka != Kb)
-        return type_error(c, "inner dimensions differ: a is %s%s (K=%lld), b is %s%s (K=%lld)",
-                          sa, at->ta ? " transposed" : "", (long long)Ka, sb,
-                          at->tb ? " transposed" : "", (long long)Kb);
+        return type_error(c, "inner dimensions differ: a is %s (K=%lld), b is %s (K=%lld)", sa,
+                          (long long)Ka, sb, (long long)Kb);
     kf_shape ba = a->shape, bb = b->shape, bo;
     ba.rank -= 2;
     bb.rank -= 2;
@@ -527,6 +524,23 @@ static int rule_matmul(const node_ctx *c, const int *in, const kf_attrs *at, kf_
     res->shape.d[res->shape.rank++] = M;
     res->shape.d[res->shape.rank++] = N;
     res->dtype = a->dtype;
+    return 0;
+}
+
+/* A view's shape is its index map's output; the record's builder says why a map does not
+ * fit the input. Views move any dtype. */
+static int rule_view(const node_ctx *c, const int *in, const kf_attrs *at, kf_value *res) {
+    const kf_value *x = &c->g->values[in[0]];
+    if (x->is_const) return type_error(c, "a view of a constant (views read tensors)");
+    kf_imap m;
+    char why[300];
+    if (c->info->view(x->shape.rank, x->shape.d, at, &m, why, sizeof why) < 0) {
+        kf_error_set(c->err, KF_ERR_TYPE, c->g->path, c->line, c->col, "%s", why);
+        return -1;
+    }
+    res->shape.rank = m.out_rank;
+    for (int j = 0; j < m.out_rank; j++) res->shape.d[j] = m.out_dims[j];
+    res->dtype = x->dtype;
     return 0;
 }
 
@@ -567,7 +581,8 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
         res.dtype = x->dtype;
         break;
     case KF_KIND_NORM: rc = rule_norm(&c, ins, nin, &at, &res); break;
-    case KF_KIND_MATMUL: rc = rule_matmul(&c, ins, &at, &res); break;
+    case KF_KIND_MATMUL: rc = rule_matmul(&c, ins, &res); break;
+    case KF_KIND_VIEW: rc = rule_view(&c, ins, &at, &res); break;
     }
     if (rc < 0) return -1;
     uint64_t bytes;
@@ -634,10 +649,10 @@ double kf_node_flops(const kf_graph *g, const kf_node *n) {
     case KF_KIND_MATMUL: {
         /* flops is 2 per multiply-add: 2*M*N*K per output matrix. */
         const kf_value *a = &g->values[n->in[0]];
-        int ra = a->shape.rank;
-        double K = (double)(n->attr.ta ? a->shape.d[ra - 2] : a->shape.d[ra - 1]);
+        double K = (double)a->shape.d[a->shape.rank - 1];
         return info->flops * numel_of(g, n->out) * K;
     }
+    case KF_KIND_VIEW: return 0;
     }
     return 0;
 }

@@ -6,8 +6,10 @@
  * Lowering goes by ATen op, never by model: each supported target has one rule that writes
  * the .kf expression with the same meaning (attribute defaults as PyTorch's schema gives
  * them). Ops that only relabel data (detach, clone, alias, eval-mode dropout) pass their
- * operand through; transposes of the last two dimensions are kept as views and folded into
- * the matmul that reads them. Only nodes the outputs depend on are lowered, so a tuple's
+ * operand through; views (permute, transpose, t, slice, flip, expand, constant_pad_nd,
+ * unfold) become the view ops of their records, which the planner folds into the reads of
+ * the stage that uses them (a transpose feeding a matmul is its transposed layout). Only
+ * nodes the outputs depend on are lowered, so a tuple's
  * unused half (max.dim's indices) costs nothing. Every node that has no rule is named in
  * the error, with its op, so that a user sees all of them at once.
  *
@@ -26,7 +28,6 @@
 typedef struct lval {
     char name[64];   /* FX node name */
     char kf[64];     /* .kf value name ("" until lowered) */
-    int transposed;  /* a view: kf's last two dimensions swapped (folded into matmul) */
     int rank;
     int is_tuple;
     json_t *node;    /* the graph.json node (borrowed), NULL for inputs */
@@ -133,8 +134,7 @@ static lval *operand(lower *L, json_t *a, const char **why) {
     return v;
 }
 
-/* An operand as .kf text: a tensor's name, or a number literal. A transposed view is not
- * an ordinary operand. */
+/* An operand as .kf text: a tensor's name, or a number literal. */
 static int term(lower *L, json_t *a, char *out, size_t cap, const char **why) {
     double d;
     if (num(a, &d)) {
@@ -144,7 +144,6 @@ static int term(lower *L, json_t *a, char *out, size_t cap, const char **why) {
     }
     lval *v = operand(L, a, why);
     if (!v) return 0;
-    if (v->transposed) { *why = "a transpose that does not feed a matmul"; return 0; }
     snprintf(out, cap, "%s", v->kf);
     return 1;
 }
@@ -201,7 +200,6 @@ static int lower_node(lower *L, lval *v) {
             lval *s = operand(L, arg(n, 0, "input"), &why);
             NEED(s);
             snprintf(v->kf, sizeof v->kf, "%s", s->kf);
-            v->transposed = s->transposed;
             return 1;
         }
     if (strcmp(t, "aten.dropout.default") == 0) BAD("dropout in training mode (export the model in eval mode)");
@@ -435,42 +433,85 @@ static int lower_node(lower *L, lval *v) {
         if (target_is(t, "aten.native_layer_norm")) v->is_tuple = 1;
         return 1;
     }
-    /* transposes: a view that a matmul folds in */
-    if (strcmp(t, "aten.t.default") == 0 || target_is(t, "aten.transpose") || target_is(t, "aten.permute")) {
-        lval *s = operand(L, arg(n, 0, "self"), &why);
-        NEED(s);
-        int r = rank_of(n);
-        if (target_is(t, "aten.transpose")) {
-            json_t *d0 = arg(n, 1, "dim0"), *d1j = arg(n, 2, "dim1");
-            if (!json_is_integer(d0) || !json_is_integer(d1j)) BAD("dims are not integers");
-            long long x0 = json_integer_value(d0), x1 = json_integer_value(d1j);
-            if (x0 < 0) x0 += r;
-            if (x1 < 0) x1 += r;
-            if (!((x0 == r - 2 && x1 == r - 1) || (x0 == r - 1 && x1 == r - 2)))
-                BAD("a transpose of other than the last two dimensions");
-        } else if (target_is(t, "aten.permute")) {
-            json_t *p = arg(n, 1, "dims");
-            if (!json_is_array(p) || (int)json_array_size(p) != r) BAD("permutation is not a list");
-            for (int i = 0; i < r; i++) {
-                long long d = json_integer_value(json_array_get(p, (size_t)i));
-                if (d < 0) d += r;
-                long long want = i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2);
-                if (d != want) BAD("a permutation other than swapping the last two dimensions");
+    /* F.pad: aten.pad(self, pad, mode, value); only the constant mode is an index map */
+    if (strcmp(t, "aten.pad.default") == 0) {
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        json_t *mode = arg(n, 2, "mode"), *pj = arg(n, 1, "pad"), *vj = arg(n, 3, "value");
+        if (!is_null(mode) && (!json_is_string(mode) || strcmp(json_string_value(mode), "constant") != 0))
+            BAD("a pad mode other than 'constant' (reflect, replicate and circular are not index maps kforge has)");
+        d1 = 0;
+        if (!is_null(vj) && (!num(vj, &d1) || !isfinite(d1))) BAD("value is not a finite number");
+        if (!axes_text(pj, ax, sizeof ax) || !ax[0]) BAD("pad is not a list of integers");
+        snprintf(e, sizeof e, "pad(%s, pads=%s, value=%s)", a, ax, numtxt(d1, n1, sizeof n1));
+        emit(L, v, e);
+        return 1;
+    }
+    /* views (every VIEW record): the tensor operand, then its int, int-list and float
+     * attributes from the ATen arguments its schema names; PyTorch's defaults where absent */
+    kf_op vw = kf_op_lookup_aten(t);
+    if (vw != KF_OP_COUNT && kf_op_get(vw)->cls == KF_CLASS_VIEW) {
+        const kf_op_def *d = kf_op_get(vw);
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        if (target_is(t, "aten.t") && rank_of(n) < 2) { /* t() of a vector is the vector */
+            snprintf(v->kf, sizeof v->kf, "%s", a);
+            return 1;
+        }
+        size_t used = (size_t)snprintf(e, sizeof e, "%s(%s", d->name, a);
+        for (int k = 0; d->attrs[k].name; k++) {
+            const kf_attr_def *ad = &d->attrs[k];
+            json_t *val = ad->aten ? arg(n, (size_t)atoi(ad->aten), ad->name) : NULL;
+            if (is_null(val)) continue;
+            char txt[200];
+            if (ad->type == KF_ATTR_INT) {
+                if (!json_is_integer(val)) {
+                    snprintf(msg, sizeof msg, "%s is not an integer", ad->name);
+                    BAD(msg);
+                }
+                long long x = json_integer_value(val);
+                if (x > (1ll << 53) || x < -(1ll << 53)) { /* slice's end=INT64_MAX: "to the end" */
+                    if (!strcmp(ad->dflt, "max") && x > 0) continue;
+                    snprintf(msg, sizeof msg, "%s %lld is out of range", ad->name, x);
+                    BAD(msg);
+                }
+                snprintf(txt, sizeof txt, "%lld", x);
+            } else if (ad->type == KF_ATTR_INTS) {
+                if (json_is_integer(val)) {
+                    snprintf(txt, sizeof txt, "[%lld]", (long long)json_integer_value(val));
+                } else {
+                    if (!json_is_array(val) || json_array_size(val) > KF_MAX_INTS) {
+                        snprintf(msg, sizeof msg, "%s is not a list of integers", ad->name);
+                        BAD(msg);
+                    }
+                    size_t m = (size_t)snprintf(txt, sizeof txt, "[");
+                    for (size_t i = 0; i < json_array_size(val) && m < sizeof txt; i++) {
+                        json_t *x = json_array_get(val, i);
+                        if (!json_is_integer(x)) {
+                            snprintf(msg, sizeof msg, "%s is not a list of integers", ad->name);
+                            BAD(msg);
+                        }
+                        m += (size_t)snprintf(txt + m, sizeof txt - m, "%s%lld", i ? ", " : "",
+                                              (long long)json_integer_value(x));
+                    }
+                    if (m < sizeof txt) snprintf(txt + m, sizeof txt - m, "]");
+                }
+            } else if (ad->type == KF_ATTR_FLOAT && num(val, &d1) && isfinite(d1)) {
+                numtxt(d1, txt, sizeof txt);
+            } else {
+                snprintf(msg, sizeof msg, "%s is not a finite number", ad->name);
+                BAD(msg);
             }
-        } else if (r != 2) BAD("t() of a tensor that is not 2-D");
-        snprintf(v->kf, sizeof v->kf, "%s", s->kf);
-        v->transposed = !s->transposed;
+            used += (size_t)snprintf(e + used, used < sizeof e ? sizeof e - used : 0, ", %s=%s", ad->name, txt);
+        }
+        if (used < sizeof e) snprintf(e + used, sizeof e - used, ")");
+        emit(L, v, e);
         return 1;
     }
     /* matmul family */
     if (target_is(t, "aten.mm") || target_is(t, "aten.bmm") || target_is(t, "aten.matmul") ||
         target_is(t, "aten.linear") || target_is(t, "aten.addmm")) {
         int addmm = target_is(t, "aten.addmm"), lin = target_is(t, "aten.linear");
-        lval *x = operand(L, arg(n, addmm ? 1 : 0, addmm ? "mat1" : "input"), &why);
-        NEED(x);
-        lval *w = operand(L, arg(n, addmm ? 2 : 1, addmm ? "mat2" : "weight"), &why);
-        NEED(w);
-        int ta = x->transposed, tb = w->transposed ^ lin; /* linear: x @ weight^T */
+        NEED(term(L, arg(n, addmm ? 1 : 0, addmm ? "mat1" : "input"), a, sizeof a, &why));
+        NEED(term(L, arg(n, addmm ? 2 : 1, addmm ? "mat2" : "weight"), b, sizeof b, &why));
         char bias[160] = "";
         json_t *bj = addmm ? arg(n, 0, "self") : (lin ? arg(n, 2, "bias") : NULL);
         if (!is_null(bj)) NEED(term(L, bj, bias, sizeof bias, &why));
@@ -481,8 +522,9 @@ static int lower_node(lower *L, lval *v) {
             if (!is_null(json_object_get(kw, "alpha")) && !num(json_object_get(kw, "alpha"), &alpha)) BAD("alpha is not a number");
             if (beta != 1 || alpha != 1) BAD("addmm with alpha or beta other than 1");
         }
-        snprintf(e, sizeof e, "matmul(%s, %s%s%s)%s%s", x->kf, w->kf, ta ? ", transpose_a=true" : "",
-                 tb ? ", transpose_b=true" : "", bias[0] ? " + " : "", bias);
+        /* linear is x @ weight^T: its weight read through a transpose view */
+        snprintf(e, sizeof e, "matmul(%s, %s%s)%s%s", a, b, lin ? ", transpose_b=true" : "",
+                 bias[0] ? " + " : "", bias);
         emit(L, v, e);
         return 1;
     }
@@ -664,11 +706,6 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
             goto done;
         }
         if (!lower_value(&L, v)) continue;
-        if (v->transposed) {
-            kf_buf_printf(&L.unsupported, "%s  output %zu ('%s') is a transposed view", L.nunsupported ? "\n" : "", i, ref);
-            L.nunsupported++;
-            continue;
-        }
         /* an output is the statement that computes it, declared with "output"; a
          * passthrough (clone, detach) resolves to the value it relabels */
         lval *w = NULL;

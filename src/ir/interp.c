@@ -570,7 +570,7 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
 static kf_status ip_matmul(const kf_graph *g, const kf_node *n, const double *A,
                            const double *B, double *C, kf_error *err) {
     const kf_shape *as = &g->values[n->in[0]].shape, *bs = &g->values[n->in[1]].shape;
-    int ta = n->attr.ta && as->rank >= 2, tb = n->attr.tb && bs->rank >= 2;
+    const int ta = 0, tb = 0; /* a transposed operand is a transpose view before it */
     int64_t M, K, Kb, N;
     if (as->rank < 1 || bs->rank < 1)
         return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
@@ -670,6 +670,9 @@ static const double *ip_shifted(const double *v, const double *e, double sign, i
  * operands in[] and their bounds eb[] (NULL: exact), its f64 result out. Returns a new
  * array, or NULL when the result carries no bound (exact operands of a non-CONTRACT node,
  * or an op without a rule). */
+static kf_status ip_gather(const kf_graph *g, const kf_node *n, const double *x, double *out, double pad,
+                           int own_pad, kf_error *err);
+
 static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const *in,
                         const double *const *eb, const double *out, kf_status *st,
                         kf_error *err) {
@@ -681,8 +684,8 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
     double *res = NULL;
     if (d->kind == KF_KIND_MATMUL) {
         const kf_shape *as = &g->values[n->in[0]].shape;
-        int64_t K = as->rank == 1 ? as->d[0]
-                    : (n->attr.ta ? as->d[as->rank - 2] : as->d[as->rank - 1]);
+        /* a transposed operand is a transpose view before the matmul */
+        int64_t K = as->rank == 1 ? as->d[0] : as->d[as->rank - 1];
         int64_t na = ip_numel(as), nb = ip_numel(&g->values[n->in[1]].shape);
         double *aa = kf_malloc((size_t)(na > 0 ? na : 1) * sizeof *aa);
         double *ab = kf_malloc((size_t)(nb > 0 ? nb : 1) * sizeof *ab);
@@ -756,6 +759,12 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         *st = ip_reduce_rows(g, n, in[0], eb[0], res, err);
         return res;
     }
+    /* a view moves its operand's bounds with its elements (a pad's constant is exact) */
+    if (eb[0] && d->cls == KF_CLASS_VIEW) {
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_gather(g, n, eb[0], res, 0.0, 0, err);
+        return res;
+    }
     /* a running sum carries the running sum of its terms' bounds */
     if (eb[0] && d->cls == KF_CLASS_SCAN && d->combiner == KF_COMB_SUM) {
         const double *ein[1] = {eb[0]};
@@ -769,6 +778,40 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         return res;
     }
     return NULL;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Views                                                                                 */
+
+/* A view node as a direct gather through its own map: out[o] = x[map(o)], or the map's
+ * pad value where a guard fails. Independent of the planner's folding and composition. */
+static kf_status ip_gather(const kf_graph *g, const kf_node *n, const double *x, double *out, double pad,
+                           int own_pad, kf_error *err) {
+    kf_imap m;
+    kf_status st = kf_node_imap(g, n, &m, err);
+    if (st != KF_OK) return st;
+    int64_t cnt = ip_numel(&g->values[n->out].shape), o[KF_MAX_DIMS] = {0}, i[KF_MAX_DIMS];
+    for (int64_t e = 0; e < cnt; e++) {
+        if (kf_imap_apply(&m, o, i)) {
+            int64_t f = 0;
+            for (int d = 0; d < m.in_rank; d++) {
+                assert(i[d] >= 0 && i[d] < m.in_dims[d]);
+                f = f * m.in_dims[d] + i[d];
+            }
+            out[e] = x[f];
+        } else {
+            out[e] = own_pad ? m.pad : pad;
+        }
+        for (int j = m.out_rank - 1; j >= 0; j--) { /* the next output index, row-major */
+            if (++o[j] < m.out_dims[j]) break;
+            o[j] = 0;
+        }
+    }
+    return KF_OK;
+}
+
+static kf_status ip_view(const kf_graph *g, const kf_node *n, const double *x, double *out, kf_error *err) {
+    return ip_gather(g, n, x, out, 0, 1, err);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -802,6 +845,7 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
     case KF_KIND_SCAN:
     case KF_KIND_NORM: return ip_rowwise(g, n, in, NULL, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
+    case KF_KIND_VIEW: return ip_view(g, n, in[0], out, err);
     }
     return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col,
                         "op %s is not supported by the interpreter", info->name);

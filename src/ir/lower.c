@@ -29,6 +29,15 @@ static void attr_text(const kf_attrs *a, const kf_attr_def *d, kf_buf *o) {
         kf_buf_puts(o, "]");
         break;
     }
+    case KF_ATTR_INT: kf_buf_printf(o, "%lld", (long long)kf_attr_get_int(a, d)); break;
+    case KF_ATTR_INTS: {
+        const kf_ints *v = kf_attr_get_ints(a, d);
+        kf_buf_puts(o, "[");
+        for (int i = 0; i < v->n; i++) kf_buf_printf(o, "%s%lld", i ? ", " : "", (long long)v->v[i]);
+        kf_buf_puts(o, "]");
+        break;
+    }
+    case KF_ATTR_OPERAND_VIEW: kf_buf_puts(o, "false"); break; /* never stored */
     }
 }
 

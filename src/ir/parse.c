@@ -325,8 +325,8 @@ typedef struct kwarg {
     double num;
     int is_int;
     int nitems;                /* KW_LIST */
-    int64_t items[KF_MAX_DIMS];
-    const token *item_tok[KF_MAX_DIMS];
+    int64_t items[KF_MAX_INTS];
+    const token *item_tok[KF_MAX_INTS];
 } kwarg;
 
 static int parse_kwarg_value(parser *p, kwarg *kw) {
@@ -344,14 +344,14 @@ static int parse_kwarg_value(parser *p, kwarg *kw) {
         for (;;) {
             const token *at;
             double v;
-            if (signed_number(p, "an integer axis", &v, &at) < 0) return -1;
+            if (signed_number(p, "an integer", &v, &at) < 0) return -1;
             if (!p->t[p->pos - 1].is_int)
                 return fail_at(p, KF_ERR_PARSE, at->line, at->col,
-                               "expected an integer axis, found '%.*s'", p->t[p->pos - 1].len,
+                               "expected an integer, found '%.*s'", p->t[p->pos - 1].len,
                                p->t[p->pos - 1].s);
-            if (kw->nitems == KF_MAX_DIMS)
+            if (kw->nitems == KF_MAX_INTS)
                 return fail_at(p, KF_ERR_PARSE, at->line, at->col,
-                               "too many axes (a tensor has at most %d)", KF_MAX_DIMS);
+                               "too many list items (at most %d)", KF_MAX_INTS);
             kw->item_tok[kw->nitems] = at;
             kw->items[kw->nitems++] = (int64_t)v;
             if (accept(p, T_RBRACK)) return 0;
@@ -364,7 +364,7 @@ static int parse_kwarg_value(parser *p, kwarg *kw) {
         kw->is_int = p->t[p->pos - 1].is_int;
         return 0;
     }
-    return expected(p, "a number, true, false or an [axis list]");
+    return expected(p, "a number, true, false or a [list]");
 }
 
 /* "negative_slope, ..." : the .kf names of op's attributes. */
@@ -400,7 +400,26 @@ static int apply_kwargs(parser *p, const kf_op_def *info, const kwarg *kws, int 
                            list);
         }
         const token *v = kw->val;
-        if (ad->type == KF_ATTR_FLOAT) {
+        if (ad->type == KF_ATTR_OPERAND_VIEW) continue; /* parse_call inserted the view */
+        if (ad->type == KF_ATTR_INT) {
+            if (kw->kind != KW_NUM || !kw->is_int)
+                return fail_at(p, KF_ERR_PARSE, v->line, v->col,
+                               "expected an integer for '%s', found '%.*s'", name, v->len, v->s);
+            kf_attr_set_int(at, ad, (int64_t)kw->num);
+        } else if (ad->type == KF_ATTR_INTS) {
+            kf_ints iv = {0};
+            if (kw->kind == KW_LIST) {
+                iv.n = kw->nitems;
+                memcpy(iv.v, kw->items, (size_t)kw->nitems * sizeof iv.v[0]);
+            } else if (kw->kind == KW_NUM && kw->is_int) {
+                iv.n = 1;
+                iv.v[0] = (int64_t)kw->num;
+            } else {
+                return fail_at(p, KF_ERR_PARSE, v->line, v->col,
+                               "expected an [integer list] for '%s', found '%.*s'", name, v->len, v->s);
+            }
+            kf_attr_set_ints(at, ad, &iv);
+        } else if (ad->type == KF_ATTR_FLOAT) {
             if (kw->kind != KW_NUM)
                 return fail_at(p, KF_ERR_PARSE, v->line, v->col,
                                "expected a number for '%s', found '%.*s'", name, v->len, v->s);
@@ -484,6 +503,25 @@ static int parse_call(parser *p) {
             if (accept(p, T_RPAREN)) break;
             if (expect(p, T_COMMA, "',' or ')'") < 0) return -1;
         }
+    }
+    /* sugar for a view of an operand (matmul's transpose_b=true): the view node, placed at
+     * the attribute, replaces the operand */
+    for (int i = 0; i < nkw; i++) {
+        char name[64];
+        tok_text(kws[i].name, name, sizeof name);
+        const kf_attr_def *ad = kf_op_attr(info, name);
+        if (!ad || ad->type != KF_ATTR_OPERAND_VIEW) continue;
+        const token *v = kws[i].val;
+        int ok = kws[i].kind == KW_BOOL || (kws[i].kind == KW_NUM && kws[i].is_int &&
+                                            (kws[i].num == 0 || kws[i].num == 1));
+        if (!ok)
+            return fail_at(p, KF_ERR_PARSE, v->line, v->col, "expected true or false for '%s', found '%.*s'",
+                           name, v->len, v->s);
+        if (kws[i].num == 0 || (int)ad->offset >= nin) continue; /* a missing operand: arity error */
+        int k = (int)ad->offset;
+        kf_op vop = kf_op_lookup(ad->view);
+        ins[k] = emit(p, vop, &ins[k], 1, NULL, kws[i].name);
+        if (ins[k] < 0) return -1;
     }
     int rank = nin > 0 ? p->g->values[ins[0]].shape.rank : -1;
     kf_attrs at = kf_attrs_default(op, rank > 0 ? rank : 0);

@@ -13,8 +13,8 @@
 #include <math.h>
 #include <stddef.h>
 
-#define AXIS_LAST {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1"}
-#define NORM_AXES {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "-1", NULL}
+#define AXIS_LAST {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1", NULL}
+#define NORM_AXES {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "-1", NULL, NULL}
 
 /* log(sum(exp(x))) of one row, shifted by its maximum (torch: NaN if any is NaN, -inf for
  * an empty row or all -inf, +inf if any is +inf). */
@@ -143,8 +143,8 @@ static void row_rms_norm_bound(const double *x, const double *e, double *yb, int
     for (int64_t r = 0; r < n; r++) yb[r] = E * (1.0 + fabs(x[r]) / q) / q * (w ? fabs(w[r]) : 1.0);
 }
 
-#define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1"}
-#define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2"}
+#define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1", NULL}
+#define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2", NULL}
 
 const kf_op_def kf_ops_composite[] = {
     {.op = KF_OP_SOFTMAX, .name = "softmax", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_SOFTMAX,
@@ -160,13 +160,13 @@ const kf_op_def kf_ops_composite[] = {
     {.op = KF_OP_LAYER_NORM, .name = "layer_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
      .min_in = 1, .max_in = 3, .flops = 8, .centered = 1, .f64_row = row_layer_norm, .f64_row_bound = row_layer_norm_bound,
      .doc = "(x - mean) / sqrt(var + eps) over trailing axes (biased variance), then * weight + bias",
-     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-5", NULL}},
+     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-5", NULL, NULL}},
      .aten = {"aten.layer_norm", "aten.native_layer_norm"},
      .torch = "lambda x, w=None, b=None, axes=-1, eps=1e-5: F.layer_norm(x, _norm_shape(x, axes), w, b, eps)"},
     {.op = KF_OP_RMS_NORM, .name = "rms_norm", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_NORM,
      .min_in = 1, .max_in = 2, .flops = 6, .doc = "x / sqrt(mean(x^2) + eps) over trailing axes, then * weight",
      .f64_row = row_rms_norm, .f64_row_bound = row_rms_norm_bound,
-     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-6", NULL}},
+     .attrs = {NORM_AXES, {"eps", KF_ATTR_FLOAT, offsetof(kf_attrs, eps), "1e-6", NULL, NULL}},
      .aten = {"aten.rms_norm"},
      .torch = "lambda x, w=None, axes=-1, eps=1e-6: F.rms_norm(x, _norm_shape(x, axes), w, eps)"},
     {.op = KF_OP_LOGSUMEXP, .name = "logsumexp", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_REDUCE,
@@ -178,9 +178,10 @@ const kf_op_def kf_ops_composite[] = {
               " + max(_0, axes=${axes}, keepdim=${keepdim})"},
     {.op = KF_OP_MATMUL, .name = "matmul", .cls = KF_CLASS_CONTRACT, .kind = KF_KIND_MATMUL,
      .min_in = 2, .max_in = 2, .flops = 2,
-     .doc = "batched matrix product, batch dims broadcast; transpose_a/b read an operand transposed",
-     .attrs = {{"transpose_a", KF_ATTR_BOOL, offsetof(kf_attrs, ta), "false", NULL},
-               {"transpose_b", KF_ATTR_BOOL, offsetof(kf_attrs, tb), "false", NULL}},
+     .doc = "batched matrix product, batch dims broadcast; transpose_a/b: sugar for a transpose view of "
+            "the operand",
+     .attrs = {{"transpose_a", KF_ATTR_OPERAND_VIEW, 0, "false", NULL, "transpose"},
+               {"transpose_b", KF_ATTR_OPERAND_VIEW, 1, "false", NULL, "transpose"}},
      .aten = {"aten.mm", "aten.bmm", "aten.matmul", "aten.linear", "aten.addmm"},
      .torch = "lambda a, b, transpose_a=False, transpose_b=False: torch.matmul("
               "a.transpose(-1, -2) if transpose_a else a, b.transpose(-1, -2) if transpose_b else b)"},

@@ -170,7 +170,7 @@ static int f32_pow(const kf_pw_emit *e, kf_buf *o) {
 
 /* ---------------------------------------------------------------- records */
 
-#define FLT(nm, field, dflt, aten) {nm, KF_ATTR_FLOAT, offsetof(kf_attrs, field), dflt, aten}
+#define FLT(nm, field, dflt, aten) {nm, KF_ATTR_FLOAT, offsetof(kf_attrs, field), dflt, aten, NULL}
 #define UNARY .cls = KF_CLASS_POINTWISE, .kind = KF_KIND_UNARY, .min_in = 1, .max_in = 1
 #define BINARY .cls = KF_CLASS_POINTWISE, .kind = KF_KIND_BINARY, .min_in = 2, .max_in = 2
 

@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 
-#define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1"}
-#define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2"}
-#define AXIS_LAST {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1"}
+#define AXES_ALL {"axes", KF_ATTR_AXES, offsetof(kf_attrs, axes), "all", "1", NULL}
+#define KEEPDIM {"keepdim", KF_ATTR_BOOL, offsetof(kf_attrs, keepdim), "false", "2", NULL}
+#define AXIS_LAST {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1", NULL}
 #define REDUCE .cls = KF_CLASS_REDUCE, .kind = KF_KIND_REDUCE, .min_in = 1, .max_in = 1, .flops = 1
 
 const kf_op_def kf_ops_reduce[] = {

@@ -22,6 +22,8 @@ static const kf_op_def *table[KF_OP_COUNT];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static char table_defect[256];
 
+static kf_op kf_op_lookup_unchecked(const char *name);
+
 static void index_class(const kf_op_def *defs, int n) {
     for (int i = 0; i < n; i++) {
         const kf_op_def *d = &defs[i];
@@ -38,9 +40,39 @@ static void index_class(const kf_op_def *defs, int n) {
     }
 }
 
+int kf_ints_parse(const char *text, kf_ints *v) {
+    const char *p = text;
+    v->n = 0;
+    while (*p == ' ') p++;
+    if (*p++ != '[') return 0;
+    while (*p == ' ') p++;
+    if (*p == ']') return !p[1];
+    for (;;) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || v->n == KF_MAX_INTS) return 0;
+        v->v[v->n++] = x;
+        p = end;
+        while (*p == ' ') p++;
+        if (*p == ']') return !p[1];
+        if (*p++ != ',') return 0;
+        while (*p == ' ') p++;
+    }
+}
+
 static int default_ok(const kf_attr_def *a) {
     char *end;
+    kf_ints iv;
     switch (a->type) {
+    case KF_ATTR_INT:
+        if (!strcmp(a->dflt, "max")) return 1;
+        strtoll(a->dflt, &end, 10);
+        return end != a->dflt && !*end;
+    case KF_ATTR_INTS: return kf_ints_parse(a->dflt, &iv);
+    case KF_ATTR_OPERAND_VIEW: {
+        kf_op v = a->view ? kf_op_lookup_unchecked(a->view) : KF_OP_COUNT;
+        return !strcmp(a->dflt, "false") && v != KF_OP_COUNT && table[v]->cls == KF_CLASS_VIEW;
+    }
     case KF_ATTR_FLOAT: strtod(a->dflt, &end); return end != a->dflt && !*end;
     case KF_ATTR_BOOL: return !strcmp(a->dflt, "true") || !strcmp(a->dflt, "false");
     case KF_ATTR_AXES:
@@ -59,8 +91,13 @@ static const char *record_defect(const kf_op_def *d, char *buf, size_t cap) {
         snprintf(buf, cap, "%s: arity %d to %d", d->name, d->min_in, d->max_in);
         return buf;
     }
-    if (!d->doc || !d->torch || !(d->flops > 0)) {
-        snprintf(buf, cap, "%s: doc, torch peer and flops are required", d->name);
+    if (!d->doc || !d->torch || !(d->flops > 0 || (d->cls == KF_CLASS_VIEW && d->flops == 0))) {
+        snprintf(buf, cap, "%s: doc, torch peer and flops are required (zero for a VIEW)", d->name);
+        return buf;
+    }
+    if ((d->cls == KF_CLASS_VIEW) != (d->kind == KF_KIND_VIEW) || (d->cls == KF_CLASS_VIEW) != !!d->view) {
+        snprintf(buf, cap, "%s: a VIEW record has the view shape rule and its index map builder, "
+                 "and only a VIEW record does", d->name);
         return buf;
     }
     if (d->cls == KF_CLASS_POINTWISE && (!d->f64 || !d->f32)) {
@@ -129,6 +166,7 @@ static void build_table(void) {
     index_class(kf_ops_reduce, kf_ops_reduce_count);
     index_class(kf_ops_composite, kf_ops_composite_count);
     index_class(kf_ops_scan, kf_ops_scan_count);
+    index_class(kf_ops_view, kf_ops_view_count);
     char buf[200];
     for (int i = 0; i < KF_OP_COUNT && !table_defect[0]; i++) {
         if (!table[i]) {
@@ -161,11 +199,16 @@ const kf_op_def *kf_op_get(kf_op op) {
     return table[op];
 }
 
+/* By name before the table is checked (its records may be missing). */
+static kf_op kf_op_lookup_unchecked(const char *name) {
+    for (int i = 0; i < KF_OP_COUNT; i++)
+        if (table[i] && strcmp(table[i]->name, name) == 0) return (kf_op)i;
+    return KF_OP_COUNT;
+}
+
 kf_op kf_op_lookup(const char *name) {
     ensure_table();
-    for (int i = 0; i < KF_OP_COUNT; i++)
-        if (strcmp(table[i]->name, name) == 0) return (kf_op)i;
-    return KF_OP_COUNT;
+    return kf_op_lookup_unchecked(name);
 }
 
 /* "aten.relu" matches "aten.relu" and every overload "aten.relu.<x>". */
@@ -191,6 +234,7 @@ const char *kf_op_kind_name(kf_op_kind k) {
     case KF_KIND_NORM: return "norm";
     case KF_KIND_MATMUL: return "matmul";
     case KF_KIND_SCAN: return "scan";
+    case KF_KIND_VIEW: return "view";
     }
     return "?";
 }
@@ -202,6 +246,7 @@ const char *kf_op_class_name(kf_op_class c) {
     case KF_CLASS_CONTRACT: return "contract";
     case KF_CLASS_SCAN: return "scan";
     case KF_CLASS_COMPOSITE: return "composite";
+    case KF_CLASS_VIEW: return "view";
     case KF_CLASS_COUNT: break;
     }
     return "?";
@@ -213,6 +258,9 @@ const char *kf_attr_type_name(kf_attr_type t) {
     case KF_ATTR_BOOL: return "bool";
     case KF_ATTR_AXES: return "axes";
     case KF_ATTR_AXIS: return "axis";
+    case KF_ATTR_INT: return "int";
+    case KF_ATTR_INTS: return "ints";
+    case KF_ATTR_OPERAND_VIEW: return "operand_view";
     }
     return "?";
 }
@@ -252,6 +300,23 @@ void kf_attr_set_axes(kf_attrs *a, const kf_attr_def *d, uint32_t mask) {
     *(uint32_t *)((char *)a + d->offset) = mask;
 }
 
+int64_t kf_attr_get_int(const kf_attrs *a, const kf_attr_def *d) {
+    assert(d->type == KF_ATTR_INT);
+    return *(const int64_t *)((const char *)a + d->offset);
+}
+void kf_attr_set_int(kf_attrs *a, const kf_attr_def *d, int64_t v) {
+    assert(d->type == KF_ATTR_INT);
+    *(int64_t *)((char *)a + d->offset) = v;
+}
+const kf_ints *kf_attr_get_ints(const kf_attrs *a, const kf_attr_def *d) {
+    assert(d->type == KF_ATTR_INTS);
+    return (const kf_ints *)((const char *)a + d->offset);
+}
+void kf_attr_set_ints(kf_attrs *a, const kf_attr_def *d, const kf_ints *v) {
+    assert(d->type == KF_ATTR_INTS);
+    *(kf_ints *)((char *)a + d->offset) = *v;
+}
+
 kf_attrs kf_attrs_default(kf_op op, int input_rank) {
     assert(input_rank >= 0 && input_rank <= 31);
     const kf_op_def *d = kf_op_get(op);
@@ -272,6 +337,16 @@ kf_attrs kf_attrs_default(kf_op op, int input_rank) {
                 kf_attr_set_axes(&a, s, ax >= 0 && ax < input_rank ? 1u << ax : 0u);
             }
             break;
+        case KF_ATTR_INT:
+            kf_attr_set_int(&a, s, !strcmp(s->dflt, "max") ? INT64_MAX : strtoll(s->dflt, NULL, 10));
+            break;
+        case KF_ATTR_INTS: {
+            kf_ints v;
+            kf_ints_parse(s->dflt, &v);
+            kf_attr_set_ints(&a, s, &v);
+            break;
+        }
+        case KF_ATTR_OPERAND_VIEW: break; /* never stored: the parser inserts the view */
         }
     }
     return a;

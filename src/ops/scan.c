@@ -8,9 +8,9 @@
 
 #include <stddef.h>
 
-#define AXIS {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1"}
-#define REVERSE {"reverse", KF_ATTR_BOOL, offsetof(kf_attrs, reverse), "false", NULL}
-#define EXCLUSIVE {"exclusive", KF_ATTR_BOOL, offsetof(kf_attrs, exclusive), "false", NULL}
+#define AXIS {"axis", KF_ATTR_AXIS, offsetof(kf_attrs, axes), "-1", "1", NULL}
+#define REVERSE {"reverse", KF_ATTR_BOOL, offsetof(kf_attrs, reverse), "false", NULL, NULL}
+#define EXCLUSIVE {"exclusive", KF_ATTR_BOOL, offsetof(kf_attrs, exclusive), "false", NULL, NULL}
 #define SCAN .cls = KF_CLASS_SCAN, .kind = KF_KIND_SCAN, .min_in = 1, .max_in = 1, .flops = 1, \
              .attrs = {AXIS, REVERSE, EXCLUSIVE}
 

@@ -31,6 +31,8 @@
 static int vw_legal(const kf_synth *s, const kf_ew_layout *L, int vw) {
     if (vw == 1) return 1;
     if (L->q == 0 || L->dim[L->q - 1] % vw != 0) return 0;
+    for (int r = 0; r < L->nreads; r++) /* reads through index maps load scalars */
+        if (L->buf[r] != L->v[r]) return 0;
     for (int r = 0; r < L->nops; r++) {
         if (s->g->values[L->v[r]].dtype != KF_F32) return 0;
         if (L->str[r][L->q - 1] == 0) continue; /* broadcast: scalar reads */
@@ -100,8 +102,8 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     char name[32];
     snprintf(name, sizeof name, "kf_s%d", (int)(st - s->st));
     kf_gk_begin(&k, name);
-    for (int r = 0; r < lay.nops; r++)
-        kf_gk_value(gp, &k, lay.v[r], r < lay.nreads ? KF_GP_IN : KF_GP_OUT);
+    for (int b = 0; b < lay.nbufs; b++) kf_gk_value(gp, &k, lay.bufs[b], KF_GP_IN);
+    for (int r = lay.nreads; r < lay.nops; r++) kf_gk_value(gp, &k, lay.v[r], KF_GP_OUT);
     kf_buf *o = &k.body;
     kf_buf_printf(o, "    /* %lld units of %d (domain coalesced to %d dims, inner %lld); %lld items, %lld unit(s) each%s */\n",
                   (long long)units, vw, q, (long long)inner, (long long)global, (long long)ept,
@@ -128,39 +130,51 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         }
         kf_buf_printf(o, "%sconst %s i0 = rem;\n", ind, ix);
     }
-    /* per-operand offsets */
-    for (int r = 0; r < lay.nops; r++) {
-        int v = lay.v[r];
-        kf_buf_printf(o, "%sconst %s f%d = ", ind, ix, v);
-        if (q == 0) {
-            kf_buf_puts(o, "0;\n");
-            continue;
-        }
-        if (q == 1) {
-            kf_buf_puts(o, lay.str[r][0] ? "e;\n" : "0;\n");
-            continue;
-        }
+    /* per-operand offsets, and the guards of padded index maps: base + sum(index * stride) */
+    for (int r = 0; r < lay.nops + lay.ng; r++) {
+        const int64_t *sv = r < lay.nops ? lay.str[r] : lay.gstr[r - lay.nops];
+        int64_t c0 = r < lay.nops ? (r < lay.nreads ? lay.base[r] : 0) : lay.goff[r - lay.nops];
+        if (r < lay.nops) /* a view read is "fv": its value may be written too */
+            kf_buf_printf(o, "%sconst %s f%s%d = ", ind, ix, r < lay.nreads && lay.buf[r] != lay.v[r] ? "v" : "",
+                          lay.v[r]);
+        else kf_buf_printf(o, "%sconst %s g%d = ", ind, ix, r - lay.nops);
         int terms = 0;
-        for (int jd = 0; jd + 1 < q; jd++) {
-            if (!lay.str[r][jd]) continue;
-            kf_buf_printf(o, "%si%d * %s", terms++ ? " + " : "", jd, kf_gpu_lit(gp, lay.str[r][jd], b3, sizeof b3));
+        if (c0) kf_buf_printf(o, "%s", kf_gpu_lit(gp, c0, b3, sizeof b3)), terms++;
+        for (int jd = 0; jd < q; jd++) {
+            if (!sv[jd]) continue;
+            const char *iv = q == 1 ? "e" : jd == q - 1 ? "j" : NULL;
+            char nm[16];
+            if (!iv) snprintf(nm, sizeof nm, "i%d", jd), iv = nm;
+            if (sv[jd] == 1) kf_buf_printf(o, "%s%s", terms++ ? " + " : "", iv);
+            else kf_buf_printf(o, "%s%s * %s", terms++ ? " + " : "", iv, kf_gpu_lit(gp, sv[jd], b3, sizeof b3));
         }
-        if (lay.str[r][q - 1]) kf_buf_printf(o, "%sj", terms++ ? " + " : "");
         kf_buf_puts(o, terms ? ";\n" : "0;\n");
     }
-    /* reads: broadcast operands and (vw = 1) streaming operands as scalars */
+    /* reads: broadcast operands and (vw = 1) streaming operands as scalars; a padded
+     * map's read under its guards */
     for (int r = 0; r < lay.nreads; r++) {
-        int v = lay.v[r];
+        int v = lay.v[r], bv = lay.buf[r];
         int streams = q > 0 && lay.str[r][q - 1] != 0;
-        const char *cast = g->values[v].dtype == KF_F32 ? "" : "(float)";
-        if (streams && vw > 1)
-            kf_buf_printf(o, "%sconst $vec(float, %d) v%d = $vload(%d, b%d, f%d);\n", ind, vw, v, vw, v, v);
-        else
-            kf_buf_printf(o, "%sconst float r%d = %sb%d[f%d];\n", ind, v, cast, v, v);
+        const char *cast = g->values[bv].dtype == KF_F32 ? "" : "(float)";
+        if (kf_synth_ewise_guarded(&lay, r)) {
+            char pad[64];
+            kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
+            kf_buf_printf(o, "%sconst float r%d = (", ind, v);
+            for (int gk = 0, n = 0; gk < lay.ng; gk++)
+                if (lay.gop[gk] == r)
+                    kf_buf_printf(o, "%sg%d >= 0 && g%d < %s", n++ ? " && " : "", gk, gk,
+                                  kf_gpu_lit(gp, lay.gn[gk], b3, sizeof b3));
+            kf_buf_printf(o, ") ? %sb%d[f%s%d] : %s;\n", cast, bv, bv != v ? "v" : "", v, pad);
+        } else if (streams && vw > 1) {
+            kf_buf_printf(o, "%sconst $vec(float, %d) v%d = $vload(%d, b%d, f%d);\n", ind, vw, v, vw, bv, v);
+        } else {
+            kf_buf_printf(o, "%sconst float r%d = %sb%d[f%s%d];\n", ind, v, cast, bv, bv != v ? "v" : "", v);
+        }
     }
     if (vw == 1) {
         for (int i = 0; i < st->nnodes; i++) {
             const kf_node *n = &g->nodes[st->nodes[i]];
+            if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) continue; /* loaded as a read */
             kf_buf_printf(o, "%sconst float r%d = ", ind, n->out);
             kf_synth_node_expr(s, n, o);
             kf_buf_puts(o, ";\n");
@@ -179,6 +193,7 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
             }
             for (int i = 0; i < st->nnodes; i++) {
                 const kf_node *n = &g->nodes[st->nodes[i]];
+                if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) continue; /* vw > 1: none */
                 kf_buf_printf(o, "%s    const float r%d = ", ind, n->out);
                 kf_synth_node_expr(s, n, o);
                 kf_buf_puts(o, ";\n");

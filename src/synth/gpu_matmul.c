@@ -334,7 +334,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     char name[32];
     snprintf(name, sizeof name, "kf_s%d", (int)(st - s->st));
     kf_gk_begin(&k, name);
-    int A = n->in[0], B = n->in[1], C = n->out;
+    int A = d->a_val, B = d->b_val, C = n->out; /* a folded transpose view: its source */
     kf_gk_value(gp, &k, A, KF_GP_IN);
     if (B != A) kf_gk_value(gp, &k, B, KF_GP_IN);
     kf_gk_value(gp, &k, C, KF_GP_OUT);

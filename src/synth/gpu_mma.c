@@ -281,7 +281,7 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const int64_t KT = (K + bk - 1) / bk;
     const char *ix = gp->ix;
 
-    int A = n->in[0], B = n->in[1], C = n->out;
+    int A = d->a_val, B = d->b_val, C = n->out; /* a folded transpose view: its source */
     char abuf[16], bbuf[16];
     snprintf(abuf, sizeof abuf, "b%d", A);
     snprintf(bbuf, sizeof bbuf, "b%d", B);

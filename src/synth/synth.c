@@ -32,28 +32,29 @@ void kf_tpl_prelude_c(kf_buf *out) { kf_buf_puts(out, kf_cpu_prelude_text); }
 /* A 16-bit float value the builtin generator handles: an operand or result of matmul
  * nodes only (a graph input read only by matmuls, or a matmul's result read only by
  * matmuls or the caller), on a device with the tensor-core template. */
-static int value16_ok(const kf_graph *g, int v) {
+static int value16_ok(const kf_graph *g, const int *skip, int v) {
     const kf_value *val = &g->values[v];
     if (val->producer >= 0 && kf_op_get(g->nodes[val->producer].op)->kind != KF_KIND_MATMUL) return 0;
     for (int ni = 0; ni < g->nnodes; ni++) {
         const kf_node *n = &g->nodes[ni];
+        if (skip[ni]) continue; /* a transpose folded into the matmul that reads it */
         for (int a = 0; a < n->nin; a++)
             if (n->in[a] == v && kf_op_get(n->op)->kind != KF_KIND_MATMUL) return 0;
     }
     return 1;
 }
 
-static int graph_dtype_ok(const kf_graph *g, const char *platform, const kf_device_info *dev,
-                          kf_error *err) {
+static int graph_dtype_ok(const kf_graph *g, const int *skip, const char *platform,
+                          const kf_device_info *dev, kf_error *err) {
     for (int i = 0; i < g->nvalues; i++) {
         const kf_value *v = &g->values[i];
-        if (v->is_const) continue;
+        if (v->is_const || (v->producer >= 0 && skip[v->producer])) continue;
         if (v->dtype == KF_F32) continue;
         if (v->dtype == KF_I64 && v->producer >= 0) {
             if (kf_op_is_arg(kf_op_get(g->nodes[v->producer].op))) continue;
         }
         if (v->dtype == KF_F16 || v->dtype == KF_BF16) {
-            if (!value16_ok(g, i))
+            if (!value16_ok(g, skip, i))
                 return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
                                     "the builtin generator handles %s tensors only as operands and "
                                     "results of matmul (tensor cores); '%s' is %s and is used by "
@@ -103,7 +104,14 @@ static int cluster(kf_synth *s, int allow_bcast) {
         const kf_node *n = &g->nodes[ni];
         const kf_value *ov = &g->values[n->out];
         int target = -1;
-        if (kf_op_is_elementwise(n->op)) {
+        if (s->skip[ni]) continue; /* a view its readers read through */
+        int is_view = kf_op_get(n->op)->cls == KF_CLASS_VIEW, src = -1, ng = 0;
+        if (is_view) { /* read through its map from where the map starts */
+            kf_imap m;
+            src = kf_value_imap(g, n->out, &m);
+            ng = m.nguards;
+        }
+        if (kf_op_is_elementwise(n->op) || is_view) {
             for (int k = s->nst - 1; k >= 0; k--) {
                 kf_stage *st = &s->st[k];
                 if (st->kind != KF_STAGE_EWISE) continue;
@@ -114,8 +122,10 @@ static int cluster(kf_synth *s, int allow_bcast) {
                             kf_shape_equal(&bc, &st->dom));
                 if (!fits) continue;
                 int ok = 1;
-                for (int a = 0; a < n->nin; a++)
+                for (int a = 0; a < n->nin && !is_view; a++)
                     if (stage_of_value(s, n->in[a]) > k) ok = 0;
+                if (is_view && stage_of_value(s, src) >= k) ok = 0; /* its source from memory */
+                if (st->nguards + ng > KF_EW_MAX_GUARDS) ok = 0;
                 if (ok) target = k;
                 break; /* only the latest elementwise cluster of that domain */
             }
@@ -132,12 +142,14 @@ static int cluster(kf_synth *s, int allow_bcast) {
             case KF_KIND_NORM: st->kind = KF_STAGE_NORM; break;
             case KF_KIND_MATMUL: st->kind = KF_STAGE_MATMUL; break;
             case KF_KIND_SCAN: st->kind = KF_STAGE_SCAN; break;
+            case KF_KIND_VIEW: st->kind = KF_STAGE_EWISE; break; /* a copy through the map */
             }
             st->dom = ov->shape;
             target = s->nst++;
         }
         kf_stage *st = &s->st[target];
         st->nodes[st->nnodes++] = ni;
+        st->nguards += ng;
         s->val_stage[n->out] = target;
     }
     /* materialise graph outputs and values read by another stage */
@@ -145,8 +157,18 @@ static int cluster(kf_synth *s, int allow_bcast) {
     for (int ni = 0; ni < g->nnodes; ni++) {
         const kf_node *n = &g->nodes[ni];
         int k = s->val_stage[n->out];
-        for (int a = 0; a < n->nin; a++) {
-            int v = n->in[a];
+        if (s->skip[ni]) continue;
+        int reads[KF_MAX_NODE_IN], nr = n->nin;
+        for (int a = 0; a < n->nin; a++) reads[a] = n->in[a];
+        if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) {
+            kf_imap m;
+            reads[0] = kf_value_imap(g, n->out, &m);
+        } else if (kf_op_get(n->op)->kind == KF_KIND_MATMUL) {
+            int t;
+            for (int a = 0; a < 2; a++) reads[a] = kf_synth_mm_operand(g, n, a, &t, NULL);
+        }
+        for (int a = 0; a < nr; a++) {
+            int v = reads[a];
             if (s->val_stage[v] >= 0 && s->val_stage[v] != k) s->materialize[v] = 1;
             /* non-elementwise stages read whole tensors from memory */
             if (s->val_stage[v] >= 0 && s->st[k].kind != KF_STAGE_EWISE) s->materialize[v] = 1;
@@ -190,6 +212,7 @@ static void fuse_prologues(kf_synth *s) {
         int rn = r->nodes[0], x = g->nodes[rn].in[0];
         int e = s->val_stage[x];
         if (e < 0 || s->st[e].kind != KF_STAGE_EWISE || s->st[e].fused) continue;
+        if (kf_synth_stage_has_views(s, &s->st[e])) continue; /* reads through maps: kept apart */
         if (!kf_shape_equal(&g->values[x].shape, &s->st[e].dom)) continue;
         if (!only_feeds(s, e, x, rn) || !r->tpl->prologue_ok(s, r)) continue;
         r->prologue = e + 1;
@@ -210,16 +233,23 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     if (g->nnodes == 0)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
                             "task has no operations (outputs must be computed)");
-    if (!graph_dtype_ok(g, platform, dev, err)) return err ? err->code : KF_ERR_UNSUPPORTED;
+    int *skip = kf_synth_view_skips(g);
+    if (!graph_dtype_ok(g, skip, platform, dev, err)) {
+        free(skip);
+        return err ? err->code : KF_ERR_UNSUPPORTED;
+    }
     for (int j = 0; j < g->noutputs; j++) {
         const kf_value *v = &g->values[g->outputs[j]];
-        if (v->producer < 0)
+        if (v->producer < 0) {
+            free(skip);
             return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
                                 "output '%s' is a graph input; nothing to compute", v->name);
+        }
     }
 
     kf_synth *s = kf_calloc(1, sizeof *s);
     s->g = g;
+    s->skip = skip;
     s->dev = *dev;
     snprintf(s->platform, sizeof s->platform, "%s", platform);
     s->st = kf_calloc((size_t)g->nnodes, sizeof *s->st);
@@ -308,6 +338,7 @@ void kf_synth_free(kf_synth *s) {
     free(s->st);
     free(s->val_stage);
     free(s->materialize);
+    free(s->skip);
     free(s);
 }
 
@@ -396,7 +427,14 @@ static void stage_buffers(const kf_synth *s, int k, int *reads, int *nr, int *wr
     if (st->prologue) { /* the fused producer's operands instead of its result */
         kf_ew_layout lay;
         kf_synth_ewise_layout(s, &s->st[st->prologue - 1], &lay);
-        for (int r = 0; r < lay.nreads; r++) reads[(*nr)++] = lay.v[r];
+        for (int r = 0; r < lay.nbufs; r++) reads[(*nr)++] = lay.bufs[r];
+    }
+    if (st->kind == KF_STAGE_EWISE) { /* the buffers its reads load (a view: its source) */
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, st, &lay);
+        for (int r = 0; r < lay.nbufs; r++) reads[(*nr)++] = lay.bufs[r];
+        for (int r = lay.nreads; r < lay.nops; r++) writes[(*nw)++] = lay.v[r];
+        return;
     }
     for (int i = 0; i < st->nnodes; i++) {
         const kf_node *n = &g->nodes[st->nodes[i]];
@@ -482,7 +520,7 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         stage_buffers(s, k, reads, &nr, writes, &nw);
         if (s->st[k].tpl->cpu_emit_fn) { /* NAME(A, B, C) */
             const kf_node *n = &g->nodes[s->st[k].nodes[0]];
-            kf_buf_printf(&src, "    kf_stage%d(b%d, b%d, b%d);\n", k, n->in[0], n->in[1], n->out);
+            kf_buf_printf(&src, "    kf_stage%d(b%d, b%d, b%d);\n", k, s->st[k].mm.a_val, s->st[k].mm.b_val, n->out);
             continue;
         }
         kf_buf_printf(&src, "    kf_stage%d(", k);
@@ -510,17 +548,21 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
 }
 
 void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d) {
-    const kf_shape *as = &g->values[n->in[0]].shape, *bs = &g->values[n->in[1]].shape;
-    const kf_shape *os = &g->values[n->out].shape;
     memset(d, 0, sizeof *d);
-    d->ta = n->attr.ta;
-    d->tb = n->attr.tb;
+    /* a view that reads whole matrices (a transpose of the last two dims, a permutation or
+     * broadcast of batch dims) is the operand's layout and batch strides on its source */
+    int64_t bstr[2][KF_MAX_DIMS];
+    d->a_val = kf_synth_mm_operand(g, n, 0, &d->ta, bstr[0]);
+    d->b_val = kf_synth_mm_operand(g, n, 1, &d->tb, bstr[1]);
+    const kf_shape *as = &g->values[d->a_val].shape;
+    const kf_shape *os = &g->values[n->out].shape;
     d->M = os->d[os->rank - 2];
     d->N = os->d[os->rank - 1];
     d->K = d->ta ? as->d[as->rank - 2] : as->d[as->rank - 1];
     d->nbdims = os->rank - 2;
     d->batch = 1;
-    const kf_shape *ops[2] = {as, bs};
+    /* the operands' own shapes (the views'), aligned right with the output's batch dims */
+    const kf_shape *ops[2] = {&g->values[n->in[0]].shape, &g->values[n->in[1]].shape};
     int64_t *strides[2] = {d->a_bstride, d->b_bstride};
     for (int j = 0; j < d->nbdims; j++) {
         d->bdim[j] = os->d[j];
@@ -528,15 +570,9 @@ void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d
     }
     for (int k = 0; k < 2; k++) {
         int nb = ops[k]->rank - 2;
-        int64_t run = 1;
         for (int j = d->nbdims - 1; j >= 0; j--) {
             int oj = j - (d->nbdims - nb);
-            if (oj < 0 || ops[k]->d[oj] == 1) {
-                strides[k][j] = 0;
-            } else {
-                strides[k][j] = run;
-            }
-            if (oj >= 0) run *= ops[k]->d[oj];
+            strides[k][j] = oj < 0 || ops[k]->d[oj] == 1 ? 0 : bstr[k][oj];
         }
     }
 }

@@ -54,6 +54,8 @@ typedef struct kf_stage {
      * only this reduction/softmax/norm stage's input is computed inside it (CPU: a row at
      * a time into a stack buffer; GPU: at each load) instead of through a scratch tensor */
     int prologue;      /* 1 + index of the fused elementwise stage (0 = none) */
+    int nguards;       /* elementwise: the guards of the padded views it reads (at most
+                          KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
     int fused;         /* this elementwise stage is computed inside stage fused_into */
     int fused_into;
     /* GPU path (gpu.c): parameters this stage may still add to the space, and those
@@ -73,6 +75,7 @@ struct kf_synth {
     int nst;
     int *val_stage;    /* stage producing each value, -1 for inputs and constants */
     int *materialize;  /* value is kept in a buffer */
+    int *skip;         /* per node: a view node no reader needs (kf_synth_view_skips) */
     kf_space space;
     char desc[512];
 };
@@ -112,14 +115,48 @@ void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o);
  * with its element stride per coalesced dim (0 = broadcast). Adjacent domain dims merge
  * when every operand walks them alike; size-1 dims are dropped. */
 #define KF_EW_MAX_OPS 128
+#define KF_EW_MAX_GUARDS 32
 typedef struct kf_ew_layout {
     int nops, nreads;
     int v[KF_EW_MAX_OPS];
     int q;                          /* coalesced dims (0 when the domain has one element) */
     int64_t dim[KF_MAX_DIMS];
     int64_t str[KF_EW_MAX_OPS][KF_MAX_DIMS];
+    /* reads through index maps (src/synth/view.c): read r loads register r<v[r]> from
+     * buffer b<buf[r]> (v[r] itself unless v[r] is a view) at base[r] + the strides; where
+     * a guard of the read (gop[k] == r) falls outside [0, gn[k]) it is pad[r] instead */
+    int buf[KF_EW_MAX_OPS];
+    int64_t base[KF_EW_MAX_OPS];
+    double pad[KF_EW_MAX_OPS];
+    int ng;
+    int gop[KF_EW_MAX_GUARDS];
+    int64_t goff[KF_EW_MAX_GUARDS], gn[KF_EW_MAX_GUARDS];
+    int64_t gstr[KF_EW_MAX_GUARDS][KF_MAX_DIMS]; /* per coalesced dim */
+    int64_t graw[KF_EW_MAX_GUARDS][KF_MAX_DIMS]; /* per domain dim (before coalescing) */
+    /* the distinct buffers the reads load from, in order (the stage's inputs) */
+    int nbufs;
+    int bufs[KF_EW_MAX_OPS];
 } kf_ew_layout;
 void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *L);
+
+/* ---- index maps (src/synth/view.c) ---- */
+/* 1 when value v is a view node's result. */
+int kf_synth_is_view(const kf_graph *g, int v);
+/* The value matmul node n reads as operand k (0: A, 1: B): the source of a view whose map
+ * reads whole matrices of it, with its last two dims swapped (*transposed = 1) or as they
+ * are, else the operand itself (*transposed = 0). bstr (may be NULL) gets the operand's
+ * batch strides in the read value's matrices, one per batch dim of the operand. */
+int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed, int64_t *bstr);
+/* Per node of g (caller frees): 1 for a view node whose result no reader needs itself
+ * (each reads through it), so that it is not planned. */
+int *kf_synth_view_skips(const kf_graph *g);
+/* Fill read L->nops (not yet counted) of stage st for view value w: its buffer, base, pad
+ * and guards, and its element stride per domain dim into stride. */
+void kf_synth_view_read(const kf_synth *s, const kf_stage *st, int w, kf_ew_layout *L, int64_t *stride);
+/* 1 when read r of L has guards (a padded map). */
+int kf_synth_ewise_guarded(const kf_ew_layout *L, int r);
+/* 1 when stage st holds a view node. */
+int kf_synth_stage_has_views(const kf_synth *s, const kf_stage *st);
 
 /* Prologue fusion (CPU). Elements a fused stage's function computes per call at most:
  * rows up to this long are staged whole; longer runs are reduced in chunks of it. */

@@ -27,7 +27,7 @@ static const kf_op_def *stage_op(const kf_synth *s, const kf_stage *st) {
 
 static int sup_pointwise(const kf_synth *s, const kf_stage *st, kf_buf *why) {
     (void)s, (void)why;
-    return st->kind == KF_STAGE_EWISE; /* clusters hold POINTWISE nodes only (cluster()) */
+    return st->kind == KF_STAGE_EWISE; /* clusters hold POINTWISE nodes and VIEW reads (cluster()) */
 }
 
 static int sup_reduce(const kf_synth *s, const kf_stage *st, kf_buf *why) {

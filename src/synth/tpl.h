@@ -39,6 +39,9 @@ typedef struct kf_matmul_desc {
     int nbdims;
     int64_t bdim[KF_MAX_DIMS];
     int64_t a_bstride[KF_MAX_DIMS], b_bstride[KF_MAX_DIMS];
+    /* the graph values read as A and B: the operands, or the source of a transpose view
+     * folded into ta/tb (src/synth/view.c) */
+    int a_val, b_val;
 } kf_matmul_desc;
 
 void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,

@@ -52,7 +52,7 @@ void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o) {
     const kf_value *xv = &s->g->values[n->in[0]];
     if (xv->producer >= 0) {
         const kf_node *pn = &s->g->nodes[xv->producer];
-        if (s->val_stage[pn->out] == s->val_stage[n->out]) {
+        if (s->val_stage[pn->out] == s->val_stage[n->out] && kf_op_is_elementwise(pn->op)) {
             operand(s, pn->in[0], x, sizeof x);
             e.producer = pn->op;
             e.producer_attr = &pn->attr;
@@ -64,6 +64,7 @@ void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o) {
 
 /* Emit "const float r<out> = <expr>;" for node n. */
 static void emit_node(const kf_synth *s, const kf_node *n, kf_buf *o) {
+    if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) return; /* loaded as a read */
     kf_buf_printf(o, "            const float r%d = ", n->out);
     kf_synth_node_expr(s, n, o);
     kf_buf_puts(o, ";\n");
@@ -85,45 +86,61 @@ void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *
     int64_t stride[KF_EW_MAX_OPS][KF_MAX_DIMS];
     /* operands: external reads and materialised writes */
     L->nops = 0;
+    L->ng = 0;
     for (int i = 0; i < st->nnodes; i++) {
         const kf_node *n = &g->nodes[st->nodes[i]];
+        if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) { /* a read through its index map */
+            if (L->nops >= KF_EW_MAX_OPS / 2) continue;
+            L->v[L->nops] = n->out;
+            kf_synth_view_read(s, st, n->out, L, stride[L->nops]);
+            L->nops++;
+            continue;
+        }
         for (int a = 0; a < n->nin; a++) {
             int v = n->in[a];
             if (g->values[v].is_const || s->val_stage[v] == s->val_stage[n->out]) continue;
             int dup = 0;
             for (int r = 0; r < L->nops; r++) dup |= L->v[r] == v;
             if (dup || L->nops >= KF_EW_MAX_OPS / 2) continue;
-            L->v[L->nops] = v;
+            L->v[L->nops] = L->buf[L->nops] = v;
+            L->base[L->nops] = 0;
+            L->pad[L->nops] = 0;
             domain_strides(&st->dom, &g->values[v].shape, stride[L->nops]);
             L->nops++;
         }
     }
     L->nreads = L->nops;
+    L->nbufs = 0;
+    for (int r = 0; r < L->nreads; r++) {
+        int dup = 0;
+        for (int k = 0; k < L->nbufs; k++) dup |= L->bufs[k] == L->buf[r];
+        if (!dup) L->bufs[L->nbufs++] = L->buf[r];
+    }
     for (int i = 0; i < st->nnodes; i++) {
         int v = g->nodes[st->nodes[i]].out;
         if (!s->materialize[v] || L->nops >= KF_EW_MAX_OPS) continue;
-        L->v[L->nops] = v;
+        L->v[L->nops] = L->buf[L->nops] = v;
+        L->base[L->nops] = 0;
         domain_strides(&st->dom, &g->values[v].shape, stride[L->nops]);
         L->nops++;
     }
 
-    /* coalesce dims: drop size-1 dims, merge neighbours that every operand walks alike */
+    /* coalesce dims: drop size-1 dims, merge neighbours that every operand (and every
+     * guard, an affine expression of the index like an offset) walks alike */
     int q = 0;
     for (int j = 0; j < st->dom.rank; j++) {
         if (st->dom.d[j] == 1) continue;
         int merge = q > 0;
-        for (int r = 0; r < L->nops && merge; r++) {
-            int64_t prev = L->str[r][q - 1], cur = stride[r][j];
+        for (int r = 0; r < L->nops + L->ng && merge; r++) {
+            int64_t prev = r < L->nops ? L->str[r][q - 1] : L->gstr[r - L->nops][q - 1];
+            int64_t cur = r < L->nops ? stride[r][j] : L->graw[r - L->nops][j];
             if (!((prev == 0 && cur == 0) || (cur != 0 && prev == cur * st->dom.d[j]))) merge = 0;
         }
-        if (merge) {
-            L->dim[q - 1] *= st->dom.d[j];
-            for (int r = 0; r < L->nops; r++) L->str[r][q - 1] = stride[r][j];
-        } else {
-            L->dim[q] = st->dom.d[j];
-            for (int r = 0; r < L->nops; r++) L->str[r][q] = stride[r][j];
-            q++;
-        }
+        int at = merge ? q - 1 : q;
+        if (merge) L->dim[q - 1] *= st->dom.d[j];
+        else L->dim[q++] = st->dom.d[j];
+        for (int r = 0; r < L->nops; r++) L->str[r][at] = stride[r][j];
+        for (int k = 0; k < L->ng; k++) L->gstr[k][at] = L->graw[k][j];
     }
     L->q = q;
 }
@@ -158,8 +175,9 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
                   (long long)inner, block, (long long)inner);
     kf_buf_puts(o, "        (void)o;\n");
     for (int r = 0; r < nops; r++) {
-        kf_buf_printf(o, "        long off%d = 0;\n", r);
+        kf_buf_printf(o, "        long off%d = %lldL;\n", r, (long long)(r < nreads ? lay.base[r] : 0));
     }
+    for (int k = 0; k < lay.ng; k++) kf_buf_printf(o, "        long g%d = %lldL;\n", k, (long long)lay.goff[k]);
     if (q > 1) {
         kf_buf_puts(o, "        { long rem = o, idx;\n");
         for (int j = q - 2; j >= 0; j--) {
@@ -167,6 +185,8 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
                           (long long)dim[j]);
             for (int r = 0; r < nops; r++)
                 if (str[r][j]) kf_buf_printf(o, "          off%d += idx * %lldL;\n", r, (long long)str[r][j]);
+            for (int k = 0; k < lay.ng; k++)
+                if (lay.gstr[k][j]) kf_buf_printf(o, "          g%d += idx * %lldL;\n", k, (long long)lay.gstr[k][j]);
         }
         kf_buf_puts(o, "          (void)rem; }\n");
     }
@@ -174,9 +194,13 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         int v = lay.v[r];
         const char *ct = kf_synth_ctype(g, v);
         int64_t inner_stride = q ? str[r][q - 1] : 0;
-        if (r < nreads) {
-            if (inner_stride) kf_buf_printf(o, "        const %s *restrict p%d = b%d + off%d;\n", ct, v, v, r);
-            else kf_buf_printf(o, "        const %s s%d = b%d[off%d];\n", ct, v, v, r);
+        if (r < nreads && kf_synth_ewise_guarded(&lay, r)) {
+            continue; /* loaded in the loop, under its guards */
+        } else if (r < nreads) { /* a view read is "pv": its value may be written too */
+            if (inner_stride)
+                kf_buf_printf(o, "        const %s *restrict p%s%d = b%d + off%d;\n", ct, lay.buf[r] != v ? "v" : "", v,
+                              lay.buf[r], r);
+            else kf_buf_printf(o, "        const %s s%d = b%d[off%d];\n", ct, v, lay.buf[r], r);
         } else {
             kf_buf_printf(o, "        %s *restrict p%d = b%d + off%d;\n", ct, v, v, r);
         }
@@ -193,8 +217,24 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
     for (int r = 0; r < nreads; r++) {
         int v = lay.v[r];
         int64_t inner_stride = q ? str[r][q - 1] : 0;
-        if (inner_stride) kf_buf_printf(o, "            const float r%d = p%d[j];\n", v, v);
-        else kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
+        char idx[64], pad[64];
+        if (inner_stride == 1) snprintf(idx, sizeof idx, "j");
+        else snprintf(idx, sizeof idx, "j * %lldL", (long long)inner_stride);
+        if (kf_synth_ewise_guarded(&lay, r)) { /* a padded map: the pad value outside */
+            kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
+            kf_buf_printf(o, "            const float r%d = (", v);
+            for (int k = 0, n = 0; k < lay.ng; k++) {
+                if (lay.gop[k] != r) continue;
+                int64_t gs = q ? lay.gstr[k][q - 1] : 0;
+                kf_buf_printf(o, "%s(unsigned long)(g%d + j * %lldL) < %lldUL", n++ ? " && " : "", k, (long long)gs,
+                              (long long)lay.gn[k]);
+            }
+            kf_buf_printf(o, ") ? b%d[off%d + %s] : %s;\n", lay.buf[r], r, idx, pad);
+        } else if (inner_stride) {
+            kf_buf_printf(o, "            const float r%d = p%s%d[%s];\n", v, lay.buf[r] != v ? "v" : "", v, idx);
+        } else {
+            kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
+        }
     }
     for (int i = 0; i < st->nnodes; i++) emit_node(s, &g->nodes[st->nodes[i]], o);
     for (int r = nreads; r < nops; r++) {
@@ -218,7 +258,7 @@ void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const 
     const int q = lay.q;
     const int64_t inner = q ? lay.dim[q - 1] : 1;
     kf_buf_printf(o, "static inline void %s(long f0, long len, float *restrict out", fname);
-    for (int r = 0; r < lay.nreads; r++)
+    for (int r = 0; r < lay.nreads; r++) /* a stage with views is never a prologue */
         kf_buf_printf(o, ", const %s *restrict b%d", kf_synth_ctype(g, lay.v[r]), lay.v[r]);
     kf_buf_puts(o, ") {\n");
     kf_buf_printf(o, "    /* elements of %s over a domain coalesced to rows of %lld */\n",

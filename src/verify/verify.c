@@ -157,11 +157,12 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     double bound_k = 1;
     for (int k = 0; k < g->nnodes; k++) {
         const kf_node *n = &g->nodes[k];
-        if (kf_op_get(n->op)->cls != KF_CLASS_POINTWISE) bounded = 1;
-        if (kf_op_get(n->op)->cls != KF_CLASS_CONTRACT) continue;
+        kf_op_class cls = kf_op_get(n->op)->cls;
+        if (cls != KF_CLASS_POINTWISE && cls != KF_CLASS_VIEW) bounded = 1;
+        if (cls != KF_CLASS_CONTRACT) continue;
+        /* a transposed operand is a transpose view before the matmul */
         const kf_shape *as = &g->values[n->in[0]].shape;
-        double K = (double)(as->rank == 1 ? as->d[0]
-                            : (n->attr.ta ? as->d[as->rank - 2] : as->d[as->rank - 1]));
+        double K = (double)(as->rank == 1 ? as->d[0] : as->d[as->rank - 1]);
         if (K > bound_k) bound_k = K;
     }
     uint64_t need = 0;

@@ -1,0 +1,126 @@
+/*
+ * Index maps (kforge/imap.h): identity, composition, application to one index, and the
+ * strided form a planner folds into its addressing. The maps themselves come from the VIEW
+ * records (src/ops/view.c); this file knows no view by name.
+ *
+ * Design note. Composition keeps every guard: the guards of the outer map stay as they
+ * are (expressions of the output index), the inner map's guards are rewritten through the
+ * outer map's affine part. One pad value per map: composing two padded maps with different
+ * values has no single map and is refused (the planner then reads the inner view from
+ * memory; the interpreter never composes).
+ */
+#include "kforge/ir.h"
+
+#include <assert.h>
+#include <string.h>
+
+void kf_imap_identity(kf_imap *m, const kf_shape *s) {
+    memset(m, 0, sizeof *m);
+    m->in_rank = m->out_rank = s->rank;
+    for (int i = 0; i < s->rank; i++) {
+        m->in_dims[i] = m->out_dims[i] = s->d[i];
+        m->in[i].coef[i] = 1;
+    }
+}
+
+/* e rewritten through outer: e(outer(o)) as an expression of o */
+static kf_affine through(const kf_affine *e, const kf_imap *outer) {
+    kf_affine r;
+    memset(&r, 0, sizeof r);
+    r.off = e->off;
+    for (int k = 0; k < outer->in_rank; k++) {
+        if (!e->coef[k]) continue;
+        r.off += e->coef[k] * outer->in[k].off;
+        for (int j = 0; j < outer->out_rank; j++) r.coef[j] += e->coef[k] * outer->in[k].coef[j];
+    }
+    return r;
+}
+
+int kf_imap_compose(const kf_imap *outer, const kf_imap *inner, kf_imap *r) {
+    assert(outer->in_rank == inner->out_rank);
+    for (int i = 0; i < outer->in_rank; i++) assert(outer->in_dims[i] == inner->out_dims[i]);
+    if (outer->nguards && inner->nguards && outer->pad != inner->pad) return 0;
+    if (outer->nguards + inner->nguards > KF_IMAP_MAX_GUARDS) return 0;
+    kf_imap t;
+    memset(&t, 0, sizeof t);
+    t.in_rank = inner->in_rank;
+    t.out_rank = outer->out_rank;
+    memcpy(t.in_dims, inner->in_dims, sizeof t.in_dims);
+    memcpy(t.out_dims, outer->out_dims, sizeof t.out_dims);
+    for (int d = 0; d < inner->in_rank; d++) t.in[d] = through(&inner->in[d], outer);
+    for (int k = 0; k < outer->nguards; k++) {
+        t.guard[t.nguards] = outer->guard[k];
+        t.guard_n[t.nguards++] = outer->guard_n[k];
+    }
+    for (int k = 0; k < inner->nguards; k++) {
+        t.guard[t.nguards] = through(&inner->guard[k], outer);
+        t.guard_n[t.nguards++] = inner->guard_n[k];
+    }
+    t.pad = outer->nguards ? outer->pad : inner->pad;
+    *r = t;
+    return 1;
+}
+
+static int64_t eval(const kf_affine *e, int rank, const int64_t *o) {
+    int64_t v = e->off;
+    for (int j = 0; j < rank; j++) v += e->coef[j] * o[j];
+    return v;
+}
+
+int kf_imap_apply(const kf_imap *m, const int64_t *out_idx, int64_t *in_idx) {
+    for (int k = 0; k < m->nguards; k++) {
+        int64_t v = eval(&m->guard[k], m->out_rank, out_idx);
+        if (v < 0 || v >= m->guard_n[k]) return 0;
+    }
+    for (int d = 0; d < m->in_rank; d++) in_idx[d] = eval(&m->in[d], m->out_rank, out_idx);
+    return 1;
+}
+
+void kf_imap_strides(const kf_imap *m, int64_t *str, int64_t *base) {
+    int64_t cs[KF_MAX_DIMS], run = 1;
+    for (int d = m->in_rank - 1; d >= 0; d--) {
+        cs[d] = run;
+        run *= m->in_dims[d];
+    }
+    *base = 0;
+    for (int d = 0; d < m->in_rank; d++) *base += m->in[d].off * cs[d];
+    for (int j = 0; j < m->out_rank; j++) {
+        str[j] = 0;
+        for (int d = 0; d < m->in_rank; d++) str[j] += m->in[d].coef[j] * cs[d];
+    }
+}
+
+int kf_imap_is_identity(const kf_imap *m) {
+    if (m->nguards || m->in_rank != m->out_rank) return 0;
+    for (int d = 0; d < m->in_rank; d++) {
+        if (m->in[d].off || m->in_dims[d] != m->out_dims[d]) return 0;
+        for (int j = 0; j < m->out_rank; j++)
+            if (m->in[d].coef[j] != (j == d)) return 0;
+    }
+    return 1;
+}
+
+kf_status kf_node_imap(const kf_graph *g, const kf_node *n, kf_imap *m, kf_error *err) {
+    const kf_op_def *d = kf_op_get(n->op);
+    assert(d->cls == KF_CLASS_VIEW);
+    const kf_shape *s = &g->values[n->in[0]].shape;
+    char why[300];
+    if (d->view(s->rank, s->d, &n->attr, m, why, sizeof why) < 0)
+        return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col, "%s", why);
+    return KF_OK;
+}
+
+int kf_value_imap(const kf_graph *g, int v, kf_imap *m) {
+    kf_imap_identity(m, &g->values[v].shape);
+    for (;;) {
+        const kf_value *val = &g->values[v];
+        if (val->producer < 0) return v;
+        const kf_node *n = &g->nodes[val->producer];
+        if (kf_op_get(n->op)->cls != KF_CLASS_VIEW) return v;
+        kf_imap inner, r;
+        if (kf_node_imap(g, n, &inner, NULL) != KF_OK) return v; /* the graph checked it */
+        if (!kf_imap_compose(m, &inner, &r)) return v;
+        *m = r;
+        v = n->in[0];
+    }
+}

@@ -1,0 +1,269 @@
+/*
+ * The VIEW records: ops that compute nothing and only say where each element of their
+ * result is read from, as an index map (kforge/imap.h). Each record's `view` builds the
+ * map from the input's shape and the node's attributes; the map gives the result's shape
+ * (the shape rule), the interpreter gathers through it, and the planner folds it into the
+ * addressing of the stage that reads it (src/synth/view.c). Nothing outside this file knows
+ * which view is which.
+ *
+ * Dims may be negative (counted from the end, as in PyTorch); the builders resolve them
+ * against the input's rank and give the reason when an attribute does not fit the input.
+ */
+#include "ops_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The identity map of an input of rank r and dims d: out = in. */
+static void identity(kf_imap *m, int r, const int64_t *d) {
+    memset(m, 0, sizeof *m);
+    m->in_rank = m->out_rank = r;
+    for (int i = 0; i < r; i++) {
+        m->in_dims[i] = m->out_dims[i] = d[i];
+        m->in[i].coef[i] = 1;
+    }
+}
+
+/* dim resolved against rank r (negative counts from the end); -1 with why when outside. */
+static int resolve(const char *op, const char *what, int64_t dim, int r, char *why, size_t cap) {
+    if (dim < -r || dim >= r) {
+        snprintf(why, cap, "%s: %s %lld is out of range for a rank-%d input (expected -%d to %d)", op,
+                 what, (long long)dim, r, r, r - 1);
+        return -1;
+    }
+    return (int)(dim < 0 ? dim + r : dim);
+}
+
+/* out dim j reads input dim p[j] (p a permutation of 0..r-1) */
+static void permuted(kf_imap *m, int r, const int64_t *d, const int *p) {
+    identity(m, r, d);
+    for (int i = 0; i < r; i++) memset(m->in[i].coef, 0, sizeof m->in[i].coef);
+    for (int j = 0; j < r; j++) {
+        m->out_dims[j] = d[p[j]];
+        m->in[p[j]].coef[j] = 1;
+    }
+}
+
+static int view_transpose(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    if (r < 2) {
+        snprintf(why, cap, "transpose: needs rank >= 2, found a rank-%d input", r);
+        return -1;
+    }
+    int a = resolve("transpose", "dim0", A->dim, r, why, cap);
+    int b = a < 0 ? -1 : resolve("transpose", "dim1", A->dim1, r, why, cap);
+    if (b < 0) return -1;
+    int p[KF_MAX_DIMS];
+    for (int i = 0; i < r; i++) p[i] = i;
+    p[a] = b;
+    p[b] = a;
+    permuted(m, r, d, p);
+    return 0;
+}
+
+static int view_permute(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    int p[KF_MAX_DIMS], seen[KF_MAX_DIMS] = {0};
+    if (A->ints.n == 0) { /* reverse every dim (numpy's transpose) */
+        for (int i = 0; i < r; i++) p[i] = r - 1 - i;
+    } else {
+        if (A->ints.n != r) {
+            snprintf(why, cap, "permute: dims has %d entries, the input has rank %d (a permutation of "
+                     "0..%d is needed)", A->ints.n, r, r - 1);
+            return -1;
+        }
+        for (int i = 0; i < r; i++) {
+            p[i] = resolve("permute", "dim", A->ints.v[i], r, why, cap);
+            if (p[i] < 0) return -1;
+            if (seen[p[i]]++) {
+                snprintf(why, cap, "permute: dims is not a permutation of 0..%d (dim %d appears twice)",
+                         r - 1, p[i]);
+                return -1;
+            }
+        }
+    }
+    permuted(m, r, d, p);
+    return 0;
+}
+
+static int view_slice(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    int k = resolve("slice", "dim", A->dim, r, why, cap);
+    if (k < 0) return -1;
+    int64_t n = d[k], start = A->start, end = A->end;
+    if (A->step < 1) {
+        snprintf(why, cap, "slice: step %lld, expected a positive step", (long long)A->step);
+        return -1;
+    }
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    if (end > n) end = n; /* PyTorch clamps the end: x[2:100] of 5 elements is x[2:5] */
+    if (start < 0 || start >= n || end <= start) {
+        snprintf(why, cap, "slice: [%lld:%lld] of dimension %d (size %lld) is out of range or empty "
+                 "(kforge's tensors have no empty dimensions)", (long long)A->start,
+                 (long long)(A->end == INT64_MAX ? n : A->end), k, (long long)n);
+        return -1;
+    }
+    identity(m, r, d);
+    m->out_dims[k] = (end - start + A->step - 1) / A->step;
+    m->in[k].off = start;
+    m->in[k].coef[k] = A->step;
+    return 0;
+}
+
+static int view_flip(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    identity(m, r, d);
+    int seen[KF_MAX_DIMS] = {0};
+    for (int i = 0; i < A->ints.n; i++) {
+        int k = resolve("flip", "dim", A->ints.v[i], r, why, cap);
+        if (k < 0) return -1;
+        if (seen[k]++) {
+            snprintf(why, cap, "flip: dim %d given twice", k);
+            return -1;
+        }
+        m->in[k].off = d[k] - 1;
+        m->in[k].coef[k] = -1;
+    }
+    return 0;
+}
+
+/* pads as torch.nn.functional.pad takes them: (before, after) pairs from the last dim
+ * backwards; a negative pad crops. */
+static int view_pad(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    if (A->ints.n % 2 || A->ints.n > 2 * r) {
+        snprintf(why, cap, "pad: pads has %d entries, expected (before, after) pairs for at most the "
+                 "%d dims of the input", A->ints.n, r);
+        return -1;
+    }
+    identity(m, r, d);
+    m->pad = A->alpha;
+    for (int i = 0; i < A->ints.n / 2; i++) {
+        int k = r - 1 - i;
+        int64_t lo = A->ints.v[2 * i], hi = A->ints.v[2 * i + 1], n = d[k] + lo + hi;
+        if (n < 1) {
+            snprintf(why, cap, "pad: pads (%lld, %lld) leave dimension %d of size %lld empty",
+                     (long long)lo, (long long)hi, k, (long long)d[k]);
+            return -1;
+        }
+        m->out_dims[k] = n;
+        m->in[k].off = -lo;
+        if (lo > 0 || hi > 0) { /* reads outside the input: guarded */
+            m->guard[m->nguards] = m->in[k];
+            m->guard_n[m->nguards++] = d[k];
+        }
+    }
+    return 0;
+}
+
+/* torch.Tensor.expand: leading new dims, -1 keeps a dim, a dim of 1 broadcasts. */
+static int view_expand(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    if (A->ints.n == 0) {
+        identity(m, r, d);
+        return 0;
+    }
+    int q = A->ints.n;
+    if (q < r || q > KF_MAX_DIMS) {
+        snprintf(why, cap, "expand: shape has %d entries, expected %d to %d (the input has rank %d)", q, r,
+                 KF_MAX_DIMS, r);
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    m->in_rank = r;
+    m->out_rank = q;
+    for (int i = 0; i < r; i++) m->in_dims[i] = d[i];
+    for (int j = 0; j < q; j++) {
+        int i = j - (q - r); /* the input dim aligned from the right */
+        int64_t want = A->ints.v[j];
+        if (i < 0) {
+            if (want < 1) {
+                snprintf(why, cap, "expand: a new leading dimension %d must have a positive size, found %lld",
+                         j, (long long)want);
+                return -1;
+            }
+            m->out_dims[j] = want;
+            continue;
+        }
+        if (want == -1) want = d[i];
+        if (want != d[i] && d[i] != 1) {
+            snprintf(why, cap, "expand: dimension %d of size %lld cannot expand to %lld (only a dimension "
+                     "of size 1 broadcasts)", i, (long long)d[i], (long long)want);
+            return -1;
+        }
+        if (want < 1) {
+            snprintf(why, cap, "expand: size %lld for dimension %d, expected a positive size", (long long)want, j);
+            return -1;
+        }
+        m->out_dims[j] = want;
+        m->in[i].coef[j] = d[i] == 1 ? 0 : 1; /* broadcast: coefficient 0 */
+    }
+    return 0;
+}
+
+/* torch.Tensor.unfold(dim, size, step) with a dilation: dim becomes the window starts, a
+ * trailing dim of `size` walks one window, `dilation` apart. */
+static int view_unfold(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    int k = resolve("unfold", "dim", A->dim, r, why, cap);
+    if (k < 0) return -1;
+    if (r + 1 > KF_MAX_DIMS) {
+        snprintf(why, cap, "unfold: the result would have rank %d, more than %d", r + 1, KF_MAX_DIMS);
+        return -1;
+    }
+    if (A->size < 1 || A->step < 1 || A->dilation < 1) {
+        snprintf(why, cap, "unfold: size %lld, step %lld, dilation %lld; each must be positive",
+                 (long long)A->size, (long long)A->step, (long long)A->dilation);
+        return -1;
+    }
+    int64_t extent = A->dilation * (A->size - 1) + 1;
+    if (extent > d[k]) {
+        snprintf(why, cap, "unfold: a window spans %lld elements (size %lld, dilation %lld), dimension %d "
+                 "has %lld", (long long)extent, (long long)A->size, (long long)A->dilation, k, (long long)d[k]);
+        return -1;
+    }
+    identity(m, r, d);
+    m->out_rank = r + 1;
+    m->out_dims[k] = (d[k] - extent) / A->step + 1;
+    m->out_dims[r] = A->size;
+    m->in[k].coef[k] = A->step;
+    m->in[k].coef[r] = A->dilation;
+    return 0;
+}
+
+#define VIEW .cls = KF_CLASS_VIEW, .kind = KF_KIND_VIEW, .min_in = 1, .max_in = 1, .flops = 0
+#define INT(nm, field, dflt, aten) {nm, KF_ATTR_INT, offsetof(kf_attrs, field), dflt, aten, NULL}
+#define INTS(nm, dflt, aten) {nm, KF_ATTR_INTS, offsetof(kf_attrs, ints), dflt, aten, NULL}
+
+const kf_op_def kf_ops_view[] = {
+    {.op = KF_OP_TRANSPOSE, .name = "transpose", VIEW, .view = view_transpose,
+     .doc = "swap two dims (default the last two)",
+     .attrs = {INT("dim0", dim, "-2", "1"), INT("dim1", dim1, "-1", "2")},
+     .aten = {"aten.transpose", "aten.t", "aten.swapaxes"},
+     .torch = "lambda x, dim0=-2, dim1=-1: x.transpose(dim0, dim1)"},
+    {.op = KF_OP_PERMUTE, .name = "permute", VIEW, .view = view_permute,
+     .doc = "reorder dims: result dim i is input dim dims[i] (default: all reversed)",
+     .attrs = {INTS("dims", "[]", "1")}, .aten = {"aten.permute"},
+     .torch = "lambda x, dims=(): x.permute(*(dims or range(x.dim() - 1, -1, -1)))"},
+    {.op = KF_OP_SLICE, .name = "slice", VIEW, .view = view_slice,
+     .doc = "x[start:end:step] along one dim (end clamped to the size, negative values from the end)",
+     .attrs = {INT("dim", dim, "0", "1"), INT("start", start, "0", "2"), INT("end", end, "max", "3"),
+               INT("step", step, "1", "4")},
+     .aten = {"aten.slice"},
+     .torch = "lambda x, dim=0, start=0, end=None, step=1: torch.ops.aten.slice(x, dim, start, end, step)"},
+    {.op = KF_OP_PAD, .name = "pad", VIEW, .view = view_pad,
+     .doc = "constant pad: pads as F.pad's (before, after) pairs from the last dim back; negative crops",
+     .attrs = {INTS("pads", "[]", "1"), {"value", KF_ATTR_FLOAT, offsetof(kf_attrs, alpha), "0", "2", NULL}},
+     .aten = {"aten.constant_pad_nd"},
+     .torch = "lambda x, pads=(), value=0.0: F.pad(x, list(pads), value=value)"},
+    {.op = KF_OP_FLIP, .name = "flip", VIEW, .view = view_flip, .doc = "reverse the order along dims",
+     .attrs = {INTS("dims", "[-1]", "1")}, .aten = {"aten.flip"},
+     .torch = "lambda x, dims=(-1,): torch.flip(x, list(dims))"},
+    {.op = KF_OP_EXPAND, .name = "expand", VIEW, .view = view_expand,
+     .doc = "broadcast to shape (new leading dims; -1 keeps a dim; a dim of 1 repeats)",
+     .attrs = {INTS("shape", "[]", "1")}, .aten = {"aten.expand", "aten.broadcast_to"},
+     .torch = "lambda x, shape=(): x.expand(*(shape or x.shape))"},
+    {.op = KF_OP_UNFOLD, .name = "unfold", VIEW, .view = view_unfold,
+     .doc = "sliding windows along dim (torch unfold plus dilation): window starts, then a trailing window dim",
+     .attrs = {INT("dim", dim, "-1", "1"), INT("size", size, "1", "2"), INT("step", step, "1", "3"),
+               INT("dilation", dilation, "1", NULL)},
+     .aten = {"aten.unfold"},
+     .torch = "lambda x, dim=-1, size=1, step=1, dilation=1: "
+              "x.unfold(dim, dilation * (size - 1) + 1, step)[..., ::dilation]"},
+};
+const int kf_ops_view_count = sizeof kf_ops_view / sizeof kf_ops_view[0];

@@ -1,0 +1,152 @@
+/*
+ * Index maps in the builtin generator: how the planner reads a VIEW node's result
+ * without copying it (docs/design-notes.md, "Index maps").
+ *
+ *   - An elementwise stage reads a view through its map: the chain of views is composed
+ *     into one map of the buffer it starts from (kf_value_imap), which becomes that read's
+ *     element strides over the stage's domain, a base offset and, where the map pads,
+ *     guards (affine expressions of the domain index that must lie in [0, n), else the
+ *     pad value is read). The templates fold these into their addressing
+ *     (kf_synth_ewise_layout, tpl_ewise.c, gpu_ewise.c).
+ *   - A matmul reads a view whose map reads whole matrices of its source, as they are or
+ *     with the last two dims swapped, as its layout (ta/tb) on the source, with the map's
+ *     batch strides (a permutation or broadcast of batch dims): a transpose feeding a
+ *     matmul is an index map, not a flag.
+ *   - Every other stage (reductions, softmax, norms, a matmul operand of any other map)
+ *     reads a view materialised by the elementwise stage that computes it (a copy through
+ *     the map), which is correct on every platform.
+ *   - A view node none of whose readers needs its own result (every reader is a view that
+ *     composes through it, or a matmul that folds it) is not planned at all.
+ *
+ * Nothing here knows which view op is which: only their maps.
+ */
+#include "synth_int.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+int kf_synth_is_view(const kf_graph *g, int v) {
+    int p = g->values[v].producer;
+    return p >= 0 && kf_op_get(g->nodes[p].op)->cls == KF_CLASS_VIEW;
+}
+
+/* How a matmul reads the map m as an operand: 1 when the source's last two dims are read
+ * whole and swapped, 0 when whole as they are, -1 when the map is anything else. The batch
+ * dims may be any map that moves whole matrices (a permutation or broadcast of batch dims,
+ * a strided batch slice from the start): their strides, in the source's matrices, go to
+ * bstr[j] for the map's output batch dims j. */
+static int matrix_layout(const kf_imap *m, int64_t *bstr) {
+    int r = m->out_rank, ri = m->in_rank;
+    if (m->nguards || r < 2 || ri < 2) return -1;
+    const kf_affine *a = &m->in[ri - 2], *b = &m->in[ri - 1];
+    if (a->off || b->off) return -1;
+    for (int j = 0; j < r - 2; j++)
+        if (a->coef[j] || b->coef[j]) return -1;
+    int t;
+    if (a->coef[r - 2] == 1 && b->coef[r - 1] == 1 && !a->coef[r - 1] && !b->coef[r - 2]) t = 0;
+    else if (a->coef[r - 1] == 1 && b->coef[r - 2] == 1 && !a->coef[r - 2] && !b->coef[r - 1]) t = 1;
+    else return -1;
+    /* whole matrices: the kernels take dense [rows, cols] with no offset inside */
+    if (m->out_dims[r - 2] != m->in_dims[t ? ri - 1 : ri - 2] || m->out_dims[r - 1] != m->in_dims[t ? ri - 2 : ri - 1])
+        return -1;
+    for (int d = 0; d < ri - 2; d++)
+        if (m->in[d].off || m->in[d].coef[r - 2] || m->in[d].coef[r - 1]) return -1;
+    int64_t str[KF_MAX_DIMS], base, mat = m->in_dims[ri - 2] * m->in_dims[ri - 1];
+    kf_imap_strides(m, str, &base);
+    if (base) return -1;
+    for (int j = 0; j < r - 2; j++) {
+        if (str[j] < 0 || str[j] % mat) return -1;
+        if (bstr) bstr[j] = str[j] / mat;
+    }
+    return t;
+}
+
+int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed, int64_t *bstr) {
+    int w = n->in[k];
+    const kf_shape *ws = &g->values[w].shape;
+    *transposed = 0;
+    if (bstr) { /* a dense operand's batch strides, in matrices */
+        int64_t run = 1;
+        for (int j = ws->rank - 3; j >= 0; j--) {
+            bstr[j] = run;
+            run *= ws->d[j];
+        }
+    }
+    if (!kf_synth_is_view(g, w)) return w;
+    kf_imap m;
+    int src = kf_value_imap(g, w, &m);
+    int64_t vb[KF_MAX_DIMS];
+    int t = src != w ? matrix_layout(&m, vb) : -1;
+    if (t < 0) return w; /* read from the view's materialised result */
+    *transposed = t;
+    if (bstr)
+        for (int j = 0; j < ws->rank - 2; j++) bstr[j] = vb[j];
+    return src;
+}
+
+int *kf_synth_view_skips(const kf_graph *g) {
+    int *skip = kf_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *skip);
+    int *needed = kf_calloc((size_t)g->nvalues, sizeof *needed);
+    /* a value is needed when a reader reads it itself, not through it */
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        const kf_op_def *d = kf_op_get(n->op);
+        if (d->cls == KF_CLASS_VIEW) { /* reads where its composed map starts */
+            kf_imap m;
+            needed[kf_value_imap(g, n->out, &m)] = 1;
+            continue;
+        }
+        for (int a = 0; a < n->nin; a++) {
+            int t, v = d->kind == KF_KIND_MATMUL && a < 2 ? kf_synth_mm_operand(g, n, a, &t, NULL) : n->in[a];
+            needed[v] = 1;
+        }
+    }
+    for (int j = 0; j < g->noutputs; j++) needed[g->outputs[j]] = 1;
+    for (int ni = 0; ni < g->nnodes; ni++)
+        skip[ni] = kf_op_get(g->nodes[ni].op)->cls == KF_CLASS_VIEW && !needed[g->nodes[ni].out];
+    free(needed);
+    return skip;
+}
+
+void kf_synth_view_read(const kf_synth *s, const kf_stage *st, int w, kf_ew_layout *L,
+                        int64_t *stride) {
+    const kf_graph *g = s->g;
+    const kf_shape *dom = &st->dom, *ws = &g->values[w].shape;
+    int r = L->nops;
+    kf_imap m;
+    int src = kf_value_imap(g, w, &m);
+    int64_t wstr[KF_MAX_DIMS], base;
+    kf_imap_strides(&m, wstr, &base);
+    L->buf[r] = src;
+    L->base[r] = base;
+    L->pad[r] = m.pad;
+    /* w's dims right-aligned in the domain; a dim of 1 (or a missing one) broadcasts */
+    for (int j = 0; j < dom->rank; j++) {
+        int wj = j - (dom->rank - ws->rank);
+        stride[j] = wj < 0 || ws->d[wj] == 1 ? 0 : wstr[wj];
+    }
+    assert(L->ng + m.nguards <= KF_EW_MAX_GUARDS); /* cluster() keeps a stage's guards within */
+    for (int k = 0; k < m.nguards; k++) {
+        int gi = L->ng++;
+        L->gop[gi] = r;
+        L->goff[gi] = m.guard[k].off;
+        L->gn[gi] = m.guard_n[k];
+        for (int j = 0; j < dom->rank; j++) {
+            int wj = j - (dom->rank - ws->rank);
+            L->graw[gi][j] = wj < 0 || ws->d[wj] == 1 ? 0 : m.guard[k].coef[wj];
+        }
+    }
+}
+
+int kf_synth_ewise_guarded(const kf_ew_layout *L, int r) {
+    for (int k = 0; k < L->ng; k++)
+        if (L->gop[k] == r) return 1;
+    return 0;
+}
+
+int kf_synth_stage_has_views(const kf_synth *s, const kf_stage *st) {
+    for (int i = 0; i < st->nnodes; i++)
+        if (kf_op_get(s->g->nodes[st->nodes[i]].op)->cls == KF_CLASS_VIEW) return 1;
+    return 0;
+}
