@@ -763,6 +763,49 @@ Test(interp, bounds_follow_the_contraction) {
     kf_graph_free(g);
 }
 
+/* A view moves its operand's error bounds with its elements; a pad's constant is exact;
+ * a running sum carries the running sum of the bounds. */
+Test(interp, bounds_follow_views_and_scans) {
+    const char *task = "task b\ninput a: f32[2, 4]\ninput w: f32[4, 3]\n"
+                       "m = matmul(a, w)\n"
+                       "output t = transpose(m, dim0=0, dim1=1)\n"
+                       "output p = pad(m, pads=[1, 0], value=5)\n"
+                       "output c = cumsum(m, axis=1)\n";
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_parse_string(task, "<t>", &g, &err), KF_OK, "%s", err.msg);
+    double a[8] = {1, -1, 2, -2, 0.25, 0.5, 0.25, 0.5};
+    double w[12] = {1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3};
+    double t[6], p[8], c[6], bt[6], bp[8], bc[6];
+    const double *in[2] = {a, w};
+    double *out[3] = {t, p, c}, *bnd[3] = {bt, bp, bc};
+    cr_assert_eq(kf_interp_run_bounds(g, in, out, bnd, &err), KF_OK, "%s", err.msg);
+    /* m's own bounds: K * u * sum_k |a_ik||w_kj|, read back through each view */
+    double u = 0x1p-24, bm[2][3];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) {
+            double s = 0, v = 0;
+            for (int k = 0; k < 4; k++) s += fabs(a[i * 4 + k]) * fabs(w[k * 3 + j]), v += a[i * 4 + k] * w[k * 3 + j];
+            bm[i][j] = 4 * u * s;
+            (void)v;
+        }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) cr_assert_float_eq(bt[j * 2 + i], bm[i][j], 1e-18, "transpose [%d][%d]", j, i);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(p[i * 4], 5.0);
+        cr_assert_eq(bp[i * 4], 0.0, "the pad value is exact");
+        for (int j = 0; j < 3; j++) cr_assert_float_eq(bp[i * 4 + 1 + j], bm[i][j], 1e-18);
+    }
+    for (int i = 0; i < 2; i++) {
+        double run = 0;
+        for (int j = 0; j < 3; j++) {
+            run += bm[i][j];
+            cr_assert_geq(bc[i * 3 + j], run * (1 - 1e-12), "cumsum [%d][%d]: %g < %g", i, j, bc[i * 3 + j], run);
+        }
+    }
+    kf_graph_free(g);
+}
+
 /* ---- index maps: view nodes gathered one by one, and the same chain as one composed map ---- */
 
 static int view(kf_graph *g, kf_op op, int x) { return node(g, op, &x, 1, NULL); }
