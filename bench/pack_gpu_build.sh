@@ -8,14 +8,20 @@
 # usage: bench/pack_gpu_build.sh [BUILD]   (default build-h200, inside this checkout)
 # then:  carry BUILD to the GPU machine and run bench/cuda_h200.sh --build BUILD
 # KF_PACK_SRC names the link to configure through (default /tmp/kfsrc): two checkouts
-# packed for one call (a before/after comparison) need two links.
+# packed for one call (a before/after comparison) need two links. KF_PACK_TARGETS builds only
+# the named targets, KF_PACK_JOBS sets the parallel jobs (default: every core).
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-h200}
 LINK=${KF_PACK_SRC:-/tmp/kfsrc}
 ln -sfn "$PWD" "$LINK"
 cmake -S "$LINK" -B "$LINK/$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$LINK/$BUILD" -j "$(nproc)"
+# KF_PACK_TARGETS: only these targets (e.g. "kforge-bin kforge-runner test_ops"), else all
+if [ -n "${KF_PACK_TARGETS:-}" ]; then
+  cmake --build "$LINK/$BUILD" -j "${KF_PACK_JOBS:-$(nproc)}" --target $KF_PACK_TARGETS
+else
+  cmake --build "$LINK/$BUILD" -j "${KF_PACK_JOBS:-$(nproc)}"
+fi
 rm -rf "$BUILD/devlibs" "$BUILD/test-work"
 mkdir -p "$BUILD/devlibs"
 # libcurl is on the GPU machine: use its own, with its own TLS and compression libraries

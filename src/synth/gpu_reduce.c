@@ -75,14 +75,7 @@ static void geometry(const kf_synth *s, const kf_stage *st, rgeom *G) {
         return;
     }
     if (st->kind == KF_STAGE_SOFTMAX) {
-        int ax = 0;
-        while (ax < sh->rank && !((n->attr.axes >> ax) & 1u)) ax++;
-        G->O = G->N = G->I = 1;
-        for (int j = 0; j < sh->rank; j++) {
-            if (j < ax) G->O *= sh->d[j];
-            else if (j == ax) G->N = sh->d[j];
-            else G->I *= sh->d[j];
-        }
+        kf_synth_axis_split(sh, n->attr.axes, &G->O, &G->N, &G->I);
         G->col = G->I > 1;
         G->nrows = G->col ? G->O * G->I : G->O;
         G->R = G->N;

@@ -23,15 +23,7 @@ typedef struct sgeom {
 
 static void geometry(const kf_synth *s, const kf_stage *st, sgeom *G) {
     const kf_node *n = &s->g->nodes[st->nodes[0]];
-    const kf_shape *sh = &s->g->values[n->in[0]].shape;
-    int ax = 0;
-    while (ax < sh->rank && !((n->attr.axes >> ax) & 1u)) ax++;
-    G->O = G->N = G->I = 1;
-    for (int j = 0; j < sh->rank; j++) {
-        if (j < ax) G->O *= sh->d[j];
-        else if (j == ax) G->N = sh->d[j];
-        else G->I *= sh->d[j];
-    }
+    kf_synth_axis_split(&s->g->values[n->in[0]].shape, n->attr.axes, &G->O, &G->N, &G->I);
 }
 
 void kf_gpu_scan_params(kf_synth *s, kf_stage *st, int allow_split) {

@@ -415,6 +415,17 @@ void kf_synth_default_point(const kf_synth *s, kf_point *p) {
     for (int i = 0; i < s->space.nparams; i++) p->idx[i] = s->space.p[i].dflt;
 }
 
+void kf_synth_axis_split(const kf_shape *sh, uint32_t mask, int64_t *O, int64_t *N, int64_t *I) {
+    int ax = 0;
+    while (ax < sh->rank && !((mask >> ax) & 1u)) ax++;
+    *O = *N = *I = 1;
+    for (int j = 0; j < sh->rank; j++) {
+        if (j < ax) *O *= sh->d[j];
+        else if (j == ax) *N = sh->d[j];
+        else *I *= sh->d[j];
+    }
+}
+
 const char *kf_synth_ctype(const kf_graph *g, int v) {
     return g->values[v].dtype == KF_I64 ? "int64_t" : "float";
 }

@@ -178,5 +178,8 @@ typedef struct rgroup {
     int reduced;
 } rgroup;
 int kf_synth_canon(const kf_shape *sh, uint32_t mask, rgroup *gr);
+/* A tensor of shape sh seen as [O, N, I] around its first axis in mask (N along it): the
+ * softmax family's and the scans' layout. */
+void kf_synth_axis_split(const kf_shape *sh, uint32_t mask, int64_t *O, int64_t *N, int64_t *I);
 
 #endif

@@ -52,12 +52,8 @@ static int is_col_layout(const kf_synth *s, const kf_stage *st) {
 }
 
 static int64_t softmax_inner(const kf_graph *g, const kf_node *n, int64_t *N) {
-    const kf_shape *sh = &g->values[n->in[0]].shape;
-    int ax = 0;
-    while (ax < sh->rank && !((n->attr.axes >> ax) & 1u)) ax++;
-    int64_t I = 1;
-    for (int j = ax + 1; j < sh->rank; j++) I *= sh->d[j];
-    *N = sh->d[ax];
+    int64_t O, I;
+    kf_synth_axis_split(&g->values[n->in[0]].shape, n->attr.axes, &O, N, &I);
     return I;
 }
 
@@ -399,22 +395,14 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
     kf_buf_puts(o, "        }\n    }\n");
 }
 
-static int axis_of(uint32_t mask) {
-    for (int j = 0; j < 32; j++)
-        if ((mask >> j) & 1u) return j;
-    return 0;
-}
-
 static void emit_softmax(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
     const kf_graph *g = s->g;
     const kf_node *n = &g->nodes[st->nodes[0]];
     int x = n->in[0], y = n->out;
     long threads = kf_tpl_get(&s->space, p, st->prefix, "threads");
     const kf_shape *sh = &g->values[x].shape;
-    int ax = axis_of(n->attr.axes);
-    int64_t O = 1, N = sh->d[ax], I = 1;
-    for (int j = 0; j < ax; j++) O *= sh->d[j];
-    for (int j = ax + 1; j < sh->rank; j++) I *= sh->d[j];
+    int64_t O, N, I;
+    kf_synth_axis_split(sh, n->attr.axes, &O, &N, &I);
     int logsm = kf_op_get(n->op)->log_out;
     if (I == 1) {
         kf_buf_printf(o, "    /* row layout: %lld rows of %lld */\n", (long long)O, (long long)N);
