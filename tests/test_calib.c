@@ -135,3 +135,23 @@ Test(calib, device_probes_measure_an_opencl_device, .init = private_cache, .fini
 Test(calib, device_probes_measure_a_cuda_device, .init = private_cache, .fini = drop_cache) {
     probes_measure("cuda");
 }
+
+/* The 16-bit matmul ceiling comes from the architecture database's datasheet rate (the
+ * same for synth's floor and verify's); a device no entry matches has none, and says why. */
+Test(calib, mm16_rate_from_the_architecture_database) {
+    kf_device_info dev;
+    memset(&dev, 0, sizeof dev);
+    snprintf(dev.platform, sizeof dev.platform, "cuda");
+    snprintf(dev.device_type, sizeof dev.device_type, "gpu");
+    snprintf(dev.name, sizeof dev.name, "NVIDIA H200");
+    kf_ceilings c;
+    memset(&c, 0, sizeof c);
+    char said[512];
+    cr_assert_eq(kf_calib_mm16(&dev, &c, said, sizeof said), 1, "%s", said);
+    cr_assert_gt(c.peak_gflops_mm16, 100e3, "H200 dense 16-bit rate: %g GFLOP/s", c.peak_gflops_mm16);
+    cr_assert(strstr(said, "H200") && strstr(said, "not measured"), "%s", said);
+    snprintf(dev.name, sizeof dev.name, "Imaginary GPU 9000");
+    cr_assert_eq(kf_calib_mm16(&dev, &c, said, sizeof said), 0);
+    cr_assert_eq(c.peak_gflops_mm16, 0.0);
+    cr_assert(strstr(said, "Imaginary GPU 9000") && strstr(said, "memory floor alone"), "%s", said);
+}

@@ -42,6 +42,14 @@ kf_status kf_calib_key(kf_backend *be, int threads, char *key, size_t cap, kf_er
 kf_status kf_calib_ceilings(kf_backend *be, int threads, kf_calib_mode mode, kf_ceilings *out,
                             kf_error *err);
 
+/* Contract: the 16-bit matmul compute ceiling of device dev into out->peak_gflops_mm16:
+ * the datasheet's dense f16/bf16 matrix rate of dev's architecture-database entry (no kforge
+ * kernel measures tensor cores), 0 when no entry matches or it gives none (the floor of a
+ * 16-bit matmul is then the memory floor alone). said (cap bytes, may be NULL) gets one line
+ * for the user: the rate and its source, or why there is none. Returns 1 when a rate was
+ * set. */
+int kf_calib_mm16(const kf_device_info *dev, kf_ceilings *out, char *said, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

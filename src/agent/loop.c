@@ -477,26 +477,12 @@ static kf_status device_ceilings(kf_backend *be, const kf_loop_opts *o, kf_ceili
                              c, err);
 }
 
-/* A 16-bit matmul's compute floor: the datasheet's dense f16/bf16 matrix rate of the
- * device's architecture-database entry (no kforge kernel measures tensor cores), said in
- * the table; none when no entry matches (then the floor is the memory floor alone). */
+/* A 16-bit matmul's compute floor (the calibration room's datasheet rate), said in the
+ * table. */
 static void mm16_peak(kf_run_result *r, const kf_loop_opts *o) {
-    kf_arch_db *db = NULL;
-    kf_error e = {0};
-    const kf_arch_entry *a = NULL;
-    if (kf_arch_db_load(NULL, &db, &e) == KF_OK)
-        a = kf_arch_db_match(db, r->dev.name, kf_device_is_gpu(&r->dev) ? KF_ARCH_GPU : KF_ARCH_CPU);
-    double t = a ? (a->peak_tflops_bf16 > a->peak_tflops_f16 ? a->peak_tflops_bf16 : a->peak_tflops_f16) : 0;
-    r->ceil.peak_gflops_mm16 = t * 1e3;
-    if (o->table) {
-        if (t > 0)
-            fprintf(o->table, "floor: f16/bf16 matmul FLOPs against %s's datasheet dense matrix rate, "
-                              "%.1f TFLOP/s (not measured)\n", a->name, t);
-        else
-            fprintf(o->table, "floor: no 16-bit matrix rate for \"%s\" (%s): the floor is the memory floor alone\n",
-                    r->dev.name, a ? "its entry gives none" : db ? "no architecture entry matches" : e.msg);
-    }
-    kf_arch_db_free(db);
+    char said[512];
+    kf_calib_mm16(&r->dev, &r->ceil, said, sizeof said);
+    if (o->table) fprintf(o->table, "floor: %s\n", said);
 }
 
 /* The architecture database's entry for the run's device, loaded into *db (freed by the

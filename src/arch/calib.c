@@ -63,3 +63,23 @@ kf_status kf_calib_ceilings(kf_backend *be, int threads, kf_calib_mode mode, kf_
     if (kf_arch_save(&c, &e2) != KF_OK) kf_log(1, "warning: cannot cache the ceilings: %s", e2.msg);
     return KF_OK;
 }
+
+int kf_calib_mm16(const kf_device_info *dev, kf_ceilings *out, char *said, size_t cap) {
+    kf_arch_db *db = NULL;
+    kf_error e = {0};
+    const kf_arch_entry *a = NULL;
+    if (kf_arch_db_load(NULL, &db, &e) == KF_OK)
+        a = kf_arch_db_match(db, dev->name, kf_device_is_gpu(dev) ? KF_ARCH_GPU : KF_ARCH_CPU);
+    double t = a ? (a->peak_tflops_bf16 > a->peak_tflops_f16 ? a->peak_tflops_bf16 : a->peak_tflops_f16) : 0;
+    out->peak_gflops_mm16 = t * 1e3;
+    if (said && cap) {
+        if (t > 0)
+            snprintf(said, cap, "f16/bf16 matmul FLOPs against %s's datasheet dense matrix rate, "
+                                "%.1f TFLOP/s (not measured)", a->name, t);
+        else
+            snprintf(said, cap, "no 16-bit matrix rate for \"%s\" (%s): the floor is the memory floor alone",
+                     dev->name, a ? "its entry gives none" : db ? "no architecture entry matches" : e.msg);
+    }
+    kf_arch_db_free(db);
+    return t > 0;
+}

@@ -638,6 +638,11 @@ static int cmd_verify(int argc, char **argv) {
         kf_ceilings ceil;
         kf_error cerr = {0};
         if (kf_calib_ceilings(be, vo.threads, KF_CALIB_CACHED_OR_MEASURE, &ceil, &cerr) == KF_OK) {
+            if (kf_graph_has_mm16(g)) {
+                char said[512];
+                kf_calib_mm16(&be->info, &ceil, said, sizeof said);
+                fprintf(stderr, "kforge verify: floor: %s\n", said);
+            }
             kf_roofline roof;
             kf_roofline_of(g, &ceil, &roof);
             vo.floor_s = roof.floor_s;
