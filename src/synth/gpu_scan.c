@@ -17,34 +17,31 @@
 
 #include <stdio.h>
 
-typedef struct sgeom {
-    int64_t O, N, I;
-} sgeom;
-
-static void geometry(const kf_synth *s, const kf_stage *st, sgeom *G) {
+/* the stage's input as [O, N, I] around the axis */
+static void geometry(const kf_synth *s, const kf_stage *st, int64_t *O, int64_t *N, int64_t *I) {
     const kf_node *n = &s->g->nodes[st->nodes[0]];
-    kf_synth_axis_split(&s->g->values[n->in[0]].shape, n->attr.axes, &G->O, &G->N, &G->I);
+    kf_synth_axis_split(&s->g->values[n->in[0]].shape, n->attr.axes, O, N, I);
 }
 
 void kf_gpu_scan_params(kf_synth *s, kf_stage *st, int allow_split) {
     (void)allow_split;
     kf_gdev d;
     kf_gpu_dev(s, &d);
-    sgeom G;
-    geometry(s, st, &G);
+    int64_t O, N, I;
+    geometry(s, st, &O, &N, &I);
     long wgs[KF_MAX_PARAM_VALUES];
     long wgmax = d.max_wg < 1024 ? d.max_wg : 1024;
     int nwg = kf_gpu_pow2_values(wgmax < 32 ? wgmax : 32, wgmax, wgs);
-    if (G.I > 1) {
+    if (I > 1) {
         kf_gpu_param(s, st, "wg", KF_ROLE_GROUP, wgs, nwg, kf_gpu_nearest(wgs, nwg, d.is_cpu ? 1024 : 256));
         return;
     }
     /* a line shorter than a group needs only a group of its length */
     int64_t want = d.is_cpu ? 64 : 256;
-    while (want > 32 && want / 2 >= G.N) want /= 2;
+    while (want > 32 && want / 2 >= N) want /= 2;
     kf_gpu_param(s, st, "wg", KF_ROLE_GROUP, wgs, nwg, kf_gpu_nearest(wgs, nwg, want));
     static const long epts[] = {1, 2, 4, 8};
-    kf_gpu_param(s, st, "ept", KF_ROLE_PER_ITEM, epts, 4, G.N >= 4096 && !d.is_cpu ? 2 : 0);
+    kf_gpu_param(s, st, "ept", KF_ROLE_PER_ITEM, epts, 4, N >= 4096 && !d.is_cpu ? 2 : 0);
 }
 
 void kf_gpu_scan_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p) {
@@ -53,9 +50,9 @@ void kf_gpu_scan_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p
     const kf_op_def *d = kf_op_get(n->op);
     int prod = d->combiner == KF_COMB_PROD, excl = n->attr.exclusive, rev = n->attr.reverse;
     const char *id = prod ? "1.0f" : "0.0f";
-    sgeom G;
-    geometry(s, st, &G);
-    const long long O = G.O, N = G.N, I = G.I;
+    int64_t o64, n64, i64;
+    geometry(s, st, &o64, &n64, &i64);
+    const long long O = o64, N = n64, I = i64;
     int64_t wg = kf_gpu_get(s, st, p, "wg", 256);
     char name[32], lit[32];
     snprintf(name, sizeof name, "kf_s%d", k);
@@ -68,14 +65,14 @@ void kf_gpu_scan_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p
     if (I > 1) {
         kf_buf_printf(o, "    /* columns: %lld x %lld, down %lld, one item a column, %s%s %s */\n", O, I, N,
                       excl ? "exclusive " : "", rev ? "reverse" : "forward", d->name);
+        kf_buf_printf(o, "    const %s N_ = %s;\n", ix, kf_gpu_lit(gp, N, lit, sizeof lit));
         kf_buf_printf(o, "    const %s t = %s;\n", ix, kf_gpu_gid0(gp));
         kf_buf_printf(o, "    if (t < %s) {\n", kf_gpu_lit(gp, O * I, lit, sizeof lit));
         kf_buf_printf(o, "        const %s l = t / %s, c = t %% %s;\n", ix, kf_gpu_lit(gp, I, lit, sizeof lit), lit);
         kf_buf_printf(o, "        float acc = %s, comp = 0.0f;\n", id);
-        kf_buf_printf(o, "        for (%s j = 0; j < %s; j++) {\n", ix, kf_gpu_lit(gp, N, lit, sizeof lit));
+        kf_buf_printf(o, "        for (%s j = 0; j < N_; j++) {\n", ix);
         kf_buf_printf(o, "            const %s r = %s;\n", ix, rev ? "N_ - 1 - j" : "j");
-        kf_buf_printf(o, "            const %s at = (l * %s + r) * ", ix, kf_gpu_lit(gp, N, lit, sizeof lit));
-        kf_buf_printf(o, "%s + c;\n", kf_gpu_lit(gp, I, lit, sizeof lit));
+        kf_buf_printf(o, "            const %s at = (l * N_ + r) * %s + c;\n", ix, kf_gpu_lit(gp, I, lit, sizeof lit));
         if (excl) kf_buf_printf(o, "            b%d[at] = acc;\n", n->out);
         if (prod) {
             kf_buf_printf(o, "            acc = acc * b%d[at];\n", n->in[0]);
@@ -87,13 +84,6 @@ void kf_gpu_scan_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p
         }
         if (!excl) kf_buf_printf(o, "            b%d[at] = acc;\n", n->out);
         kf_buf_puts(o, "        }\n    }\n");
-        if (rev) { /* N_ names the axis' length in the reverse index */
-            kf_buf b = {0};
-            kf_buf_printf(&b, "    const %s N_ = %s;\n", ix, kf_gpu_lit(gp, N, lit, sizeof lit));
-            kf_buf_puts(&b, kk.body.data);
-            kf_buf_free(&kk.body);
-            kk.body = b;
-        }
         if (wg > kf_gpu_pow2_ceil(O * I)) wg = kf_gpu_pow2_ceil(O * I);
         int64_t gl[1] = {(O * I + wg - 1) / wg * wg}, lo[1] = {wg};
         kf_gk_launch(gp, &kk, 1, gl, lo);

@@ -14,24 +14,21 @@
 
 #include <stdio.h>
 
-typedef struct sgeom {
-    int64_t O, N, I;
-} sgeom;
-
-static void geometry(const kf_synth *s, const kf_stage *st, sgeom *G) {
+/* the stage's input as [O, N, I] around the axis */
+static void geometry(const kf_synth *s, const kf_stage *st, int64_t *O, int64_t *N, int64_t *I) {
     const kf_node *n = &s->g->nodes[st->nodes[0]];
-    kf_synth_axis_split(&s->g->values[n->in[0]].shape, n->attr.axes, &G->O, &G->N, &G->I);
+    kf_synth_axis_split(&s->g->values[n->in[0]].shape, n->attr.axes, O, N, I);
 }
 
 void kf_synth_scan_params(kf_synth *s, kf_stage *st) {
-    sgeom G;
-    geometry(s, st, &G);
-    if (G.I == 1) return;
+    int64_t O, N, I;
+    geometry(s, st, &O, &N, &I);
+    if (I == 1) return;
     long vals[KF_MAX_PARAM_VALUES];
     int n = 0;
     for (long b = 8; b <= 512 && n < KF_MAX_PARAM_VALUES; b *= 4) {
         vals[n++] = b;
-        if (b >= G.I) break;
+        if (b >= I) break;
     }
     int dflt = n - 1 < 2 ? n - 1 : 2; /* 128 columns when there are that many */
     kf_tpl_add_param(&s->space, st->prefix, "ib", KF_ROLE_BLOCK, vals, n, dflt);
@@ -45,9 +42,9 @@ void kf_synth_scan_emit(const kf_synth *s, const kf_stage *st, const kf_point *p
     int prod = d->combiner == KF_COMB_PROD;
     const char *id = prod ? "1.0" : "0.0", *op = prod ? "*" : "+";
     long threads = kf_tpl_get(&s->space, p, st->prefix, "threads");
-    sgeom G;
-    geometry(s, st, &G);
-    const long long O = G.O, N = G.N, I = G.I;
+    int64_t o64, n64, i64;
+    geometry(s, st, &o64, &n64, &i64);
+    const long long O = o64, N = n64, I = i64;
     const char *pos = n->attr.reverse ? "N_ - 1 - k" : "k";
     if (I == 1) {
         kf_buf_printf(o, "    /* lines: %lld of %lld, %s%s %s */\n", O, N, n->attr.exclusive ? "exclusive " : "",

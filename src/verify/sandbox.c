@@ -596,6 +596,24 @@ static void hs_read(hs_run *h, kf_sbx *sb) {
     h->have -= at;
 }
 
+/* What kf_sbx_run has set up before the child exists, released when it cannot be started
+ * (the handshake pipes, the argument and environment arrays, the output file, /dev/null,
+ * the confinement and the scratch directory). */
+static void start_failed(const int *gp, const int *dp, char **envp, char **argv, int outfd,
+                         const char *outpath, int devnull, kf_confine *cf, const char *scratch) {
+    for (int i = 0; i < 2; i++) {
+        if (gp[i] >= 0) close(gp[i]);
+        if (dp[i] >= 0) close(dp[i]);
+    }
+    free(envp);
+    free(argv);
+    close(outfd);
+    unlink(outpath);
+    if (devnull >= 0) close(devnull);
+    kf_confine_release(cf);
+    kf_sbx_remove_tree(scratch);
+}
+
 /* Run the runner once; see verify_int.h for the contract. */
 kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char *detail,
                      size_t cap, double *wall_s, kf_error *err) {
@@ -780,17 +798,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         if (pipe2(gp, O_CLOEXEC) != 0 || pipe2(dp, O_CLOEXEC) != 0) use_hs = 0;
         if (!use_hs) {
             int e = errno;
-            for (int i = 0; i < 2; i++) {
-                if (gp[i] >= 0) close(gp[i]);
-                if (dp[i] >= 0) close(dp[i]);
-            }
-            free(envp);
-            free(argv);
-            close(outfd);
-            unlink(outpath);
-            if (devnull >= 0) close(devnull);
-            kf_confine_release(&cf);
-            kf_sbx_remove_tree(scratch);
+            start_failed(gp, dp, envp, argv, outfd, outpath, devnull, &cf, scratch);
             return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "pipe: %s", strerror(e));
         }
     }
@@ -801,17 +809,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
-        for (int i = 0; i < 2; i++) {
-            if (gp[i] >= 0) close(gp[i]);
-            if (dp[i] >= 0) close(dp[i]);
-        }
-        free(envp);
-        free(argv);
-        close(outfd);
-        unlink(outpath);
-        if (devnull >= 0) close(devnull);
-        kf_confine_release(&cf);
-        kf_sbx_remove_tree(scratch);
+        start_failed(gp, dp, envp, argv, outfd, outpath, devnull, &cf, scratch);
         return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "fork: %s", strerror(e));
     }
     if (pid == 0) {
