@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""A KernelBench checkout's problems through kforge: the import sweep and `kforge bench`.
+
+usage: bench/kernelbench.py KERNELBENCH_DIR [--level 1] [--cap N] [--only A,B] [--work DIR]
+                            [--json FILE] [--bench [kforge bench options ...]]
+
+KernelBench is public and is not copied into this repository: fetch it (git clone
+https://github.com/ScalingIntelligence/KernelBench) and point this script at the checkout.
+
+Its problems are sized for a datacenter GPU. With --cap N (default 4,000,000; 0 keeps the
+official shapes) each problem is copied into the work folder (default
+kforge-out/kernelbench/levelL) with its module-level integer constants (batch_size, dim, N,
+in_channels, ...) halved, the larger ones first, until its inputs hold at most N elements
+(counted on the meta device, nothing allocated); constants up to 16 (kernel sizes, strides,
+padding, dilation, groups) are never changed. Each copy's header says what was shrunk. The
+copies are the user's problems at smaller shapes, not kforge's own suite.
+
+Without --bench: `kforge import` on every copy; prints one row per problem (imported, or the
+ops that stopped it) and the count, and writes --json. With --bench: `kforge bench` on the
+work folder, with the options that follow --bench.
+
+Exit status: 0 when it ran (whatever imported), 2 on a usage error.
+"""
+import argparse
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KEEP_BELOW = 17  # constants up to 16 are kernel sizes, strides, paddings, groups: kept
+
+
+def module_ints(tree):
+    """The module-level `NAME = <int>` assignments: {name: (node, value)}."""
+    out = {}
+    for st in tree.body:
+        if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and isinstance(st.value, ast.Constant) and type(st.value.value) is int):
+            out[st.targets[0].id] = st.value.value
+    return out
+
+
+def input_numel(src, consts):
+    """Elements in get_inputs() and in the module's parameters with these constants, on the
+    meta device."""
+    import torch
+    ns = {}
+    lines = [f"{k} = {v}" for k, v in consts.items()]
+    code = src + "\n" + "\n".join(lines) + "\n"
+    with torch.device("meta"):
+        exec(compile(code, "<kernelbench>", "exec"), ns)
+        ins = ns["get_inputs"]()
+        try:
+            model = ns["Model"](*ns["get_init_inputs"]())
+            params = sum(p.numel() for p in model.parameters())
+        except Exception:
+            params = 0
+    n = sum(x.numel() for x in ins if hasattr(x, "numel"))
+    return n + params
+
+
+def shrink(path, dst, cap):
+    """Copies the problem to dst with its large constants halved until its inputs fit cap.
+    Returns a note of what changed."""
+    src = open(path).read()
+    if cap <= 0:
+        open(dst, "w").write(src)
+        return "official shapes"
+    consts = module_ints(ast.parse(src))
+    cur = dict(consts)
+    try:
+        n = input_numel(src, cur)
+        while n > cap:
+            big = [k for k, v in cur.items() if v >= KEEP_BELOW]
+            if not big:
+                break
+            k = max(big, key=lambda k: cur[k])
+            cur[k] = max(KEEP_BELOW - 1, cur[k] // 2)
+            n = input_numel(src, cur)
+    except Exception as e:  # the problem itself fails at these shapes: leave it as it is
+        open(dst, "w").write(src)
+        return f"not shrunk ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
+    changed = {k: (consts[k], v) for k, v in cur.items() if consts[k] != v}
+    note = ", ".join(f"{k} {a}->{b}" for k, (a, b) in changed.items()) or "unchanged"
+    lines = [f"{k} = {v}  # kernelbench.py: was {consts[k]}" for k, v in cur.items() if k in changed]
+    header = (f"# {os.path.basename(path)} from KernelBench, shapes shrunk by bench/kernelbench.py "
+              f"to at most {cap} input elements: {note}\n")
+    # the overrides go after the last module-level constant, before get_inputs reads them
+    tree = ast.parse(src)
+    last = max((st.end_lineno for st in tree.body if isinstance(st, ast.Assign)), default=0)
+    body = src.splitlines()
+    body[last:last] = lines
+    open(dst, "w").write(header + "\n".join(body) + "\n")
+    return f"{note} ({n} elements)"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    bench_args = None
+    if "--bench" in argv:
+        i = argv.index("--bench")
+        argv, bench_args = argv[:i], argv[i + 1:]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernelbench")
+    ap.add_argument("--level", type=int, default=1)
+    ap.add_argument("--cap", type=int, default=4_000_000)
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--kforge", default=os.path.join(ROOT, "build", "kforge"))
+    a = ap.parse_args(argv)
+    d = os.path.join(a.kernelbench, "KernelBench", f"level{a.level}")
+    if not os.path.isdir(d):
+        d = os.path.join(a.kernelbench, f"level{a.level}")
+    if not os.path.isdir(d):
+        print(f"kernelbench.py: no level{a.level} folder under {a.kernelbench}", file=sys.stderr)
+        return 2
+    work = a.work or os.path.join(ROOT, "kforge-out", "kernelbench", f"level{a.level}")
+    os.makedirs(work, exist_ok=True)
+    files = sorted((f for f in os.listdir(d) if f.endswith(".py")), key=lambda f: (int(f.split("_")[0]) if f.split("_")[0].isdigit() else 1 << 30, f))
+    if a.only:
+        keys = a.only.split(",")
+        files = [f for f in files if any(k in f for k in keys)]
+    notes = {}
+    for f in files:
+        notes[f] = shrink(os.path.join(d, f), os.path.join(work, f), a.cap)
+    if bench_args is not None:
+        cmd = [a.kforge, "bench", work] + bench_args
+        print("+ " + " ".join(cmd), flush=True)
+        return subprocess.call(cmd)
+    rows, ok = [], 0
+    for f in files:
+        t0 = time.time()
+        out = os.path.join(work, "import", f[:-3])
+        p = subprocess.run([a.kforge, "import", os.path.join(work, f), "--out", out],
+                           capture_output=True, text=True)
+        msg = (p.stderr or p.stdout).strip()
+        blockers = sorted(set(re.findall(r"\((aten\.[\w.]+|[\w.]+)\):", msg)))
+        row = {"problem": f, "imported": p.returncode == 0, "exit": p.returncode, "shapes": notes[f],
+               "blockers": blockers, "message": msg[-2000:] if p.returncode else "", "seconds": round(time.time() - t0, 1)}
+        ok += row["imported"]
+        rows.append(row)
+        why = "" if row["imported"] else (", ".join(blockers) or msg.splitlines()[-1][:150] if msg else "?")
+        print(f"{'ok  ' if row['imported'] else 'FAIL'} {f:70s} {why}", flush=True)
+    print(f"\n{ok} of {len(rows)} level-{a.level} problems imported")
+    if a.json:
+        json.dump({"level": a.level, "cap": a.cap, "imported": ok, "total": len(rows), "rows": rows},
+                  open(a.json, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
