@@ -10,7 +10,7 @@ https://github.com/ScalingIntelligence/KernelBench) and point this script at the
 Its problems are sized for a datacenter GPU. With --cap N (default 4,000,000; 0 keeps the
 official shapes) each problem is copied into the work folder (default
 kforge-out/kernelbench/levelL) with its module-level integer constants (batch_size, dim, N,
-in_channels, ...) halved, the larger ones first, until its inputs hold at most N elements
+in_channels, ...) halved, the largest ones first (equal ones together), until its inputs hold at most N elements
 (counted on the meta device, nothing allocated); constants up to 16 (kernel sizes, strides,
 padding, dilation, groups) are never changed. Each copy's header says what was shrunk. The
 copies are the user's problems at smaller shapes, not kforge's own suite.
@@ -36,13 +36,38 @@ KEEP_BELOW = 17  # constants up to 16 are kernel sizes, strides, paddings, group
 
 
 def module_ints(tree):
-    """The module-level `NAME = <int>` assignments: {name: (node, value)}."""
-    out = {}
+    """The module-level `NAME = <int expression>` assignments (4096, 256 * 8, 2 ** 10, a
+    previous name times a number), evaluated: {name: value}; and tuples of ints as NAME__i."""
+    out, env = {}, {}
     for st in tree.body:
-        if (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                and isinstance(st.value, ast.Constant) and type(st.value.value) is int):
-            out[st.targets[0].id] = st.value.value
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+            continue
+        try:
+            val = eval(compile(ast.Expression(st.value), "<const>", "eval"), {"__builtins__": {}}, dict(env))
+        except Exception:
+            continue
+        name = st.targets[0].id
+        if type(val) is int:
+            out[name] = env[name] = val
+        elif isinstance(val, tuple) and val and all(type(x) is int for x in val):
+            env[name] = val
+            for i, x in enumerate(val):
+                out[f"{name}__{i}"] = x
     return out
+
+
+def assignments(consts):
+    """Python lines that set the constants (tuples put back together)."""
+    lines, tuples = [], {}
+    for k, v in consts.items():
+        if "__" in k and k.rsplit("__", 1)[1].isdigit():
+            base, i = k.rsplit("__", 1)
+            tuples.setdefault(base, {})[int(i)] = v
+        else:
+            lines.append(f"{k} = {v}")
+    for base, parts in tuples.items():
+        lines.append(f"{base} = ({', '.join(str(parts[i]) for i in sorted(parts))},)")
+    return lines
 
 
 def input_numel(src, consts):
@@ -50,8 +75,7 @@ def input_numel(src, consts):
     meta device."""
     import torch
     ns = {}
-    lines = [f"{k} = {v}" for k, v in consts.items()]
-    code = src + "\n" + "\n".join(lines) + "\n"
+    code = src + "\n" + "\n".join(assignments(consts)) + "\n"
     with torch.device("meta"):
         exec(compile(code, "<kernelbench>", "exec"), ns)
         ins = ns["get_inputs"]()
@@ -79,15 +103,17 @@ def shrink(path, dst, cap):
             big = [k for k, v in cur.items() if v >= KEEP_BELOW]
             if not big:
                 break
-            k = max(big, key=lambda k: cur[k])
-            cur[k] = max(KEEP_BELOW - 1, cur[k] // 2)
+            top = max(cur[k] for k in big)  # equal sizes shrink together (they may have to match)
+            for k in big:
+                if cur[k] == top:
+                    cur[k] = max(KEEP_BELOW - 1, cur[k] // 2)
             n = input_numel(src, cur)
     except Exception as e:  # the problem itself fails at these shapes: leave it as it is
         open(dst, "w").write(src)
         return f"not shrunk ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
     changed = {k: (consts[k], v) for k, v in cur.items() if consts[k] != v}
     note = ", ".join(f"{k} {a}->{b}" for k, (a, b) in changed.items()) or "unchanged"
-    lines = [f"{k} = {v}  # kernelbench.py: was {consts[k]}" for k, v in cur.items() if k in changed]
+    lines = [line + "  # set by kernelbench.py" for line in assignments(cur)]
     header = (f"# {os.path.basename(path)} from KernelBench, shapes shrunk by bench/kernelbench.py "
               f"to at most {cap} input elements: {note}\n")
     # the overrides go after the last module-level constant, before get_inputs reads them
@@ -124,8 +150,8 @@ def main(argv=None):
     os.makedirs(work, exist_ok=True)
     files = sorted((f for f in os.listdir(d) if f.endswith(".py")), key=lambda f: (int(f.split("_")[0]) if f.split("_")[0].isdigit() else 1 << 30, f))
     if a.only:
-        keys = a.only.split(",")
-        files = [f for f in files if any(k in f for k in keys)]
+        keys = a.only.split(",")  # problem numbers ("4,12") or parts of names ("conv")
+        files = [f for f in files if any(f.split("_")[0] == k if k.isdigit() else k in f for k in keys)]
     notes = {}
     for f in files:
         notes[f] = shrink(os.path.join(d, f), os.path.join(work, f), a.cap)

@@ -209,12 +209,12 @@ static const char *const view_shapes[] = {"[2, 3, 5]", "[3, 5, 7]", "[5, 1, 17]"
  * accepts whose map is not the identity is the one tested (so every view op gets a
  * non-trivial map without naming it). */
 static const char *const int_values[] = {"2", "1", "-1", "3", "0"};
-static const char *const ints_values[] = {"[2, 0, 1]", "[1, 2, 0, 1]", "[2, -1, -1, -1]", "[0, 2]"};
+static const char *const ints_values[] = {"[2, 0, 1]", "[1, 2, 0, 1]", "[2, -1, -1, -1]", "[0, 2]", "[-1, 5]"};
 
 static int view_values(const kf_attr_def *a, const char *const **vals) {
     switch (a->type) {
     case KF_ATTR_INT: *vals = int_values; return 5;
-    case KF_ATTR_INTS: *vals = ints_values; return 4;
+    case KF_ATTR_INTS: *vals = ints_values; return 5;
     case KF_ATTR_FLOAT: {
         static const char *const f[] = {"-2.5"}; /* e.g. a pad value that is not the default */
         *vals = f;
@@ -300,6 +300,16 @@ static const char *const strided_tasks[] = {
     "task nc_batch\ninput e: f32[1, 5, 6]\ninput f: f32[4, 3, 6, 7]\ninput h: f32[4, 9, 13]\ninput d: f32[9, 13]\n"
     "output s = matmul(expand(e, shape=[4, -1, -1]), permute(f, dims=[1, 0, 2, 3]))\n"
     "output u = matmul(slice(h, dim=0, step=2), transpose(d))\noutput v = matmul(slice(h, dim=0, start=1), transpose(d))\n",
+    /* reshapes: merged dims (a flat map) over a transposed view (read from its copy) and
+     * under one, split dims (affine) into a reduction, a relabelling as a matmul operand,
+     * selects, and a chain of them */
+    "task nc_reshape\ninput x: f32[6, 10]\ninput w: f32[5, 7]\n"
+    "output a = reshape(transpose(x), shape=[-1]) + 1\noutput b = transpose(reshape(x, shape=[3, 20])) * 3\n"
+    "output c = sum(reshape(x, shape=[2, 3, 10]), axes=[1])\noutput d = matmul(reshape(x, shape=[12, 5]), w)\n",
+    "task nc_select\ninput x: f32[6, 10]\n"
+    "output e = select(x, dim=1, index=-2) * 2\n"
+    "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"
+    "output g = softmax(reshape(flip(x, dims=[1]), shape=[4, 15]))\n",
 };
 
 static void check_strided(kf_backend *be) {

@@ -42,6 +42,7 @@ typedef struct kf_imap {
     kf_affine guard[KF_IMAP_MAX_GUARDS];
     int64_t guard_n[KF_IMAP_MAX_GUARDS];
     double pad;                    /* the value where a guard fails */
+    int flat;                      /* in[0] is the source's row-major flat index (above) */
 } kf_imap;
 
 #ifdef __cplusplus

@@ -171,6 +171,9 @@ int kf_imap_apply(const kf_imap *m, const int64_t *out_idx, int64_t *in_idx);
  * the element offset of output index 0 (negative where a pad comes first; read only where
  * the guards hold). */
 void kf_imap_strides(const kf_imap *m, int64_t *str, int64_t *base);
+/* 1 when m reads its input in its row-major order: output element e (counted row-major)
+ * is input element e, and the counts agree (identity, reshape, unsqueeze: a relabelling). */
+int kf_imap_is_linear(const kf_imap *m);
 /* 1 when m reads its input as it is (no guards, same shape, identity). */
 int kf_imap_is_identity(const kf_imap *m);
 /* The map of view node n (its record's builder on its input's shape). */

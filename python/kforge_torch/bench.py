@@ -162,14 +162,15 @@ def peers_for_module(path, bundle, seed, device="cpu"):
     and the inputs moved to `device`."""
     mod = importer.load_module(path)
     torch.manual_seed(seed)
-    model = mod.Model(*mod.get_init_inputs()).eval()
+    model = mod.Model(*mod.get_init_inputs())
+    with open(os.path.join(bundle, "graph.json")) as f:
+        graph = json.load(f)
+    model.train(graph.get("mode", "eval") == "train")  # as it was imported (bundles before "mode": eval)
     torch.manual_seed(seed)
     inputs = list(mod.get_inputs())
     if device != "cpu":
         model = model.to(device)
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
-    with open(os.path.join(bundle, "graph.json")) as f:
-        graph = json.load(f)
     state = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
     kin = []
@@ -205,7 +206,7 @@ def bench_task(path, a, i, n):
         # ~3 s of first export per task on a 2-core VM), then the C lowering of the bundle
         bundle = os.path.join(work, "bundle")
         try:
-            importer.write_bundle(path, bundle, a.seed)
+            importer.write_bundle(path, bundle, a.seed, eval_mode=a.eval)
         except importer.ImportFailure as e:  # what `kforge import` reports with exit status 2
             p = subprocess.CompletedProcess([], 2, "", f"kforge import: {e}")
         except Exception as e:  # an importer failure of its own (`kforge import` would exit 1)
@@ -438,6 +439,9 @@ def main(argv=None):
     ap.add_argument("--prealloc", action="store_true",
                     help="time the kernel writing into outputs allocated once (default: it allocates "
                          "them on every call, as the module and the exported op do)")
+    ap.add_argument("--eval", action="store_true",
+                    help="import the modules in inference mode (model.eval()); default: the mode "
+                         "they have after construction, as KernelBench runs them")
     ap.add_argument("--only", default=None,
                     help="only files whose name contains this (several: comma-separated)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")

@@ -269,6 +269,7 @@ KFORGE = %(meta)r  # where the kernel comes from
 
 _IMPORTED_MODEL = '''MODEL_PATH = %(model)r
 GRAPH = %(graph)r
+MODE = %(mode)r  # the module's mode at import: "train" (BatchNorm's batch statistics) or "eval"
 CONSTANTS = %(constants)r  # lifted tensor constants recorded by `kforge import`
 
 %(runtime)s
@@ -374,6 +375,7 @@ def _imported_part(graph_path, task_path, ins, outs):
              for g in chosen]
     return _IMPORTED_MODEL % dict(
         model=str(model_path.resolve()), graph=str(graph_path.resolve()), constants=embedded,
+        mode=graph.get("mode", "eval"),
         runtime=_IMPORTED_RUNTIME, stem=model_path.stem, exprs="\n".join(exprs))
 
 
@@ -544,8 +546,8 @@ def check(file, model=None, seed=0, compile_=True, out=sys.stdout):
     ref = ref_mod.Model(*init)
     torch.manual_seed(seed)
     new = gen.ModelNew(*init)
-    ref.eval()
-    new.eval()
+    ref.train(getattr(gen, "MODE", "eval") == "train")  # the semantics the kernel was imported with
+    new.train(getattr(gen, "MODE", "eval") == "train")
     torch.manual_seed(seed)
     inputs = list(inputs_fn())
     ok = True

@@ -1,9 +1,11 @@
 """KernelBench-format module -> kforge task bundle (graph.json, params/ref .safetensors).
 
-usage: python3 -m kforge_torch.importer MODEL.py DIR [--seed N] [--name NAME]
+usage: python3 -m kforge_torch.importer MODEL.py DIR [--seed N] [--name NAME] [--eval]
 
 The module is run as KernelBench runs it: `Model(*get_init_inputs())`, inputs from
-`get_inputs()`, both under torch.manual_seed(seed). Its forward is exported with
+`get_inputs()`, both under torch.manual_seed(seed), in the mode it has after construction
+(training mode: BatchNorm uses the batch's statistics; a live dropout is refused), or in
+inference mode with --eval. Its forward is exported with
 torch.export.export, without decompositions, so the graph holds the ATen ops the module
 calls (aten.softmax.int rather than its exp/sum/div pieces): the C core lowers those to its
 own ops (src/ir/import.c) and names every one it cannot. The format is in docs/pytorch.md.
@@ -148,11 +150,13 @@ def target_name(t):
     return s
 
 
-def export_graph(mod, seed, path="the module"):
+def export_graph(mod, seed, path="the module", eval_mode=False):
     """Runs the module as KernelBench does and exports its forward: (model, the inputs as
     drawn (before forward ran: it may write them), the outputs, the ExportedProgram). A
     forward that writes in place (x.relu_()) is exported functional, its writes to inputs
-    left out of the outputs."""
+    left out of the outputs. The module stays in the mode it has after construction
+    (training: BatchNorm normalizes by the batch's statistics, dropout is live), as
+    KernelBench runs it; eval_mode switches it to inference semantics first."""
     torch.manual_seed(seed)
     init = user_step(path, "get_init_inputs()", mod.get_init_inputs)
     if not isinstance(init, (list, tuple)):
@@ -161,21 +165,26 @@ def export_graph(mod, seed, path="the module"):
     model = user_step(path, "Model(*get_init_inputs())", mod.Model, *init)
     if not isinstance(model, torch.nn.Module):
         raise ImportFailure(f"{path}: Model(*get_init_inputs()) is {describe(model)}, not a torch.nn.Module")
-    model.eval()
+    if eval_mode:
+        model.eval()
     torch.manual_seed(seed)
     inputs = user_step(path, "get_inputs()", mod.get_inputs)
     if not isinstance(inputs, (list, tuple)):
         raise ImportFailure(f"{path}: get_inputs() returned {describe(inputs)}, not a list of tensors")
     inputs = list(inputs)
     for i, x in enumerate(inputs):
-        if not isinstance(x, torch.Tensor):
-            raise ImportFailure(f"{path}: get_inputs()[{i}] is {describe(x)}, not a tensor "
-                                "(kforge takes tensor arguments only)")
-    drawn = [x.detach().clone() for x in inputs]
+        # a Python number is specialised by torch.export: the task holds the value drawn
+        if not isinstance(x, (torch.Tensor, int, float)) or isinstance(x, bool):
+            raise ImportFailure(f"{path}: get_inputs()[{i}] is {describe(x)}, not a tensor or a number "
+                                "(kforge takes tensors, and numbers that it bakes into the task)")
+    drawn = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def fresh():
+        return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in drawn)
 
     def forward():
         with torch.no_grad():
-            return model(*[x.clone() for x in drawn])
+            return model(*fresh())
     outs = user_step(path, "forward", forward)
     out_list = outs if isinstance(outs, (tuple, list)) else [outs]
     if not isinstance(outs, (torch.Tensor, tuple, list)) or not out_list:
@@ -185,8 +194,7 @@ def export_graph(mod, seed, path="the module"):
         if not isinstance(o, torch.Tensor):
             raise ImportFailure(f"{path}: forward's output {i} is {describe(o)}, not a tensor "
                                 "(kforge takes a tensor or a tuple of tensors)")
-    ep = user_step(path, "torch.export of forward", torch.export.export, model,
-                   tuple(x.clone() for x in drawn))
+    ep = user_step(path, "torch.export of forward", torch.export.export, model, fresh())
     if any(n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
            for n in ep.graph.nodes):
         # in-place ops: their functional forms, with no op decomposed
@@ -194,7 +202,7 @@ def export_graph(mod, seed, path="the module"):
     return model, drawn, outs, ep
 
 
-def build_graph(name, model_path, seed, model, inputs, ep):
+def build_graph(name, model_path, seed, model, inputs, ep, eval_mode=False):
     sig = ep.graph_signature
     kinds = {}
     for spec in sig.input_specs:
@@ -206,10 +214,28 @@ def build_graph(name, model_path, seed, model, inputs, ep):
     state.update({k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)})
     g_inputs, nodes, outputs, tensors = [], [], [], {}
     user_index = 0
+    # what the module's outputs depend on (a training-mode BatchNorm also counts its
+    # batches in a 0-d buffer, an update no output reads)
+    out_node = next(n for n in ep.graph.nodes if n.op == "output")
+    outs = out_node.args[0] if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
+    specs = list(sig.output_specs)
+    if len(specs) == len(outs):
+        outs = [o for o, sp in zip(outs, specs) if sp.kind.name == "USER_OUTPUT"]
+    needed, todo = set(), [o for o in outs if isinstance(o, torch.fx.Node)]
+    while todo:
+        n = todo.pop()
+        if n not in needed:
+            needed.add(n)
+            todo.extend(n.all_input_nodes)
     for node in ep.graph.nodes:
         if node.op == "placeholder":
             kind, target = kinds.get(node.name, ("input", None))
             val = node.meta.get("val")
+            if kind == "input" and not isinstance(val, torch.Tensor) and not node.users:
+                user_index += 1  # a number forward argument, baked into the graph by export
+                continue
+            if kind != "input" and node not in needed:
+                continue  # a parameter or buffer no output reads (BatchNorm's num_batches_tracked)
             if not isinstance(val, torch.Tensor):
                 raise ImportFailure(f"graph input '{node.name}' is not a tensor")
             dt, shape = meta_of(val)
@@ -234,6 +260,8 @@ def build_graph(name, model_path, seed, model, inputs, ep):
                 tensors[target] = state[target].detach().contiguous()
             g_inputs.append(entry)
         elif node.op == "call_function":
+            if node not in needed:
+                continue  # state updates (running statistics) and other unused work
             dt, shape = meta_of(node.meta.get("val"))
             nodes.append({"name": node.name, "target": target_name(node.target),
                           "args": [encode_arg(a) for a in node.args],
@@ -253,16 +281,17 @@ def build_graph(name, model_path, seed, model, inputs, ep):
                                 "import")
     graph = {"format": "kforge-graph", "version": FORMAT_VERSION, "name": name,
              "model": os.path.abspath(model_path), "seed": seed, "torch": torch.__version__,
+             "mode": "eval" if eval_mode else "train",
              "inputs": g_inputs, "nodes": nodes, "outputs": outputs}
     return graph, tensors
 
 
-def write_bundle(model_path, out_dir, seed=0, name=None):
+def write_bundle(model_path, out_dir, seed=0, name=None, eval_mode=False):
     """Writes DIR/graph.json, DIR/params.safetensors, DIR/ref.safetensors; returns graph."""
     from safetensors.torch import save_file
     mod = load_module(model_path)
-    model, inputs, outs, ep = export_graph(mod, seed, model_path)
-    graph, tensors = build_graph(name or task_name(model_path), model_path, seed, model, inputs, ep)
+    model, inputs, outs, ep = export_graph(mod, seed, model_path, eval_mode)
+    graph, tensors = build_graph(name or task_name(model_path), model_path, seed, model, inputs, ep, eval_mode)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "graph.json"), "w") as f:
         json.dump(graph, f, indent=1)
@@ -271,7 +300,8 @@ def write_bundle(model_path, out_dir, seed=0, name=None):
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     # each its own copy: a forward that returns an input, or one tensor twice, gives
     # tensors that share memory, which safetensors refuses
-    ref = {f"in.{i}": x.detach().clone().contiguous() for i, x in enumerate(inputs)}
+    ref = {f"in.{i}": x.detach().clone().contiguous() for i, x in enumerate(inputs)
+           if isinstance(x, torch.Tensor)}  # numbers are baked into the graph
     ref.update({f"out.{i}": o.detach().clone().contiguous() for i, o in enumerate(outs)})
     save_file(ref, os.path.join(out_dir, "ref.safetensors"))
     return graph
@@ -302,6 +332,8 @@ def main(argv=None):
     ap.add_argument("out", help="bundle directory to write")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default=None, help="task name (default: from the file name)")
+    ap.add_argument("--eval", action="store_true",
+                    help="export in inference mode (model.eval()); default: the mode after construction")
     ap.add_argument("--verbose", action="store_true",
                     help="on failure, the traceback and what torch printed as well")
     a = ap.parse_args(argv)
@@ -309,7 +341,7 @@ def main(argv=None):
     err = None
     try:
         with stderr_kept(printed.append):
-            g = write_bundle(a.model, a.out, a.seed, a.name)
+            g = write_bundle(a.model, a.out, a.seed, a.name, a.eval)
     except ImportFailure as e:
         err, line, code = e, f"kforge import: {e}", 2
     except Exception as e:  # the importer's own failure, not the module's

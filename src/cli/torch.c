@@ -70,7 +70,7 @@ static int lower_bundle(const char *what, const char *out);
 
 static void usage_import(FILE *f) {
     fprintf(f,
-            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME] [--verbose]\n"
+            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME] [--eval] [--verbose]\n"
             "       kforge import --lower DIR\n\n"
             "Imports a KernelBench-format PyTorch module (class Model, get_inputs(),\n"
             "get_init_inputs()): exports its forward with torch.export, writes the task bundle\n"
@@ -81,6 +81,9 @@ static void usage_import(FILE *f) {
             "  --out DIR     bundle directory (default kforge-out/import/<model file name>)\n"
             "  --seed N      seed for Model(*get_init_inputs()) and get_inputs() (default 0)\n"
             "  --name NAME   task name, an identifier (default: from the file name)\n"
+            "  --eval        import in inference mode (model.eval(): BatchNorm's running\n"
+            "                statistics, dropout off); default: the mode after construction, as\n"
+            "                KernelBench runs it (training: batch statistics, live dropout refused)\n"
             "  --verbose     when the module fails: the traceback and torch's output too\n"
             "  --lower DIR   only lower an existing bundle's DIR/graph.json to DIR/task.kf (no\n"
             "                Python: for a bundle written by kforge_torch.importer.write_bundle,\n"
@@ -137,10 +140,14 @@ static int check_import_args(const char *model, const char *out, const char *see
 
 int kf_cli_import(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *seed = NULL, *name = NULL, *lower = NULL;
-    int verbose = 0;
+    int verbose = 0, eval = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_import(stdout); return 0; }
+        if (!strcmp(a, "--eval")) {
+            eval = 1;
+            continue;
+        }
         if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             verbose = 1;
             continue;
@@ -159,7 +166,7 @@ int kf_cli_import(int argc, char **argv) {
         } else if (!model) model = a;
         else { fprintf(stderr, "kforge import: one MODEL.py at a time ('%s')\n", a); return KF_EXIT_USAGE; }
     }
-    if (lower && (model || seed || name || out)) {
+    if (lower && (model || seed || name || out || eval)) {
         fprintf(stderr, "kforge import: --lower DIR takes no MODEL.py, --out, --seed or --name\n");
         return KF_EXIT_USAGE;
     }
@@ -174,13 +181,14 @@ int kf_cli_import(int argc, char **argv) {
         snprintf(dflt, sizeof dflt, "kforge-out/import/%.*s", (int)n, base);
         out = dflt;
     }
-    char *args[8];
+    char *args[10];
     int na = 0;
     args[na++] = (char *)model;
     args[na++] = (char *)out;
     if (seed) { args[na++] = "--seed"; args[na++] = (char *)seed; }
     if (name) { args[na++] = "--name"; args[na++] = (char *)name; }
     if (verbose) args[na++] = "--verbose";
+    if (eval) args[na++] = "--eval";
     int rc = run_python_module("kforge_torch.importer", args, na);
     if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
     return lower_bundle(model, out);

@@ -7,7 +7,9 @@
  * are (expressions of the output index), the inner map's guards are rewritten through the
  * outer map's affine part. One pad value per map: composing two padded maps with different
  * values has no single map and is refused (the planner then reads the inner view from
- * memory; the interpreter never composes).
+ * memory; the interpreter never composes). A flat map (a reshape that merges dims)
+ * composes only onto a map that keeps the row-major order (kf_imap_is_linear): then the
+ * flat index of the inner view's result is the flat index of its source.
  */
 #include "kforge/ir.h"
 
@@ -36,7 +38,26 @@ static kf_affine through(const kf_affine *e, const kf_imap *outer) {
     return r;
 }
 
+int kf_imap_is_linear(const kf_imap *m) {
+    if (m->nguards) return 0;
+    int64_t str[KF_MAX_DIMS], base, run = 1;
+    kf_imap_strides(m, str, &base);
+    if (base) return 0;
+    for (int j = m->out_rank - 1; j >= 0; j--) {
+        if (m->out_dims[j] != 1 && str[j] != run) return 0;
+        run *= m->out_dims[j];
+    }
+    int64_t n = 1;
+    for (int d = 0; d < m->in_rank; d++) n *= m->in_dims[d];
+    return n == run;
+}
+
 int kf_imap_compose(const kf_imap *outer, const kf_imap *inner, kf_imap *r) {
+    if (outer->flat) { /* a flat index of inner's result: inner must keep the flat order */
+        if (!kf_imap_is_linear(inner)) return 0;
+        if (r != outer) *r = *outer; /* the same flat index of inner's source */
+        return 1;
+    }
     assert(outer->in_rank == inner->out_rank);
     for (int i = 0; i < outer->in_rank; i++) assert(outer->in_dims[i] == inner->out_dims[i]);
     if (outer->nguards && inner->nguards && outer->pad != inner->pad) return 0;
@@ -57,6 +78,7 @@ int kf_imap_compose(const kf_imap *outer, const kf_imap *inner, kf_imap *r) {
         t.guard_n[t.nguards++] = inner->guard_n[k];
     }
     t.pad = outer->nguards ? outer->pad : inner->pad;
+    t.flat = inner->flat;
     *r = t;
     return 1;
 }
@@ -91,7 +113,7 @@ void kf_imap_strides(const kf_imap *m, int64_t *str, int64_t *base) {
 }
 
 int kf_imap_is_identity(const kf_imap *m) {
-    if (m->nguards || m->in_rank != m->out_rank) return 0;
+    if (m->nguards || m->flat || m->in_rank != m->out_rank) return 0;
     for (int d = 0; d < m->in_rank; d++) {
         if (m->in[d].off || m->in_dims[d] != m->out_dims[d]) return 0;
         for (int j = 0; j < m->out_rank; j++)

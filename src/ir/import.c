@@ -33,6 +33,7 @@ typedef struct lval {
     json_t *node;    /* the graph.json node (borrowed), NULL for inputs */
     json_t *meta;    /* an input's graph.json entry (dtype, shape; borrowed) */
     char *expr;      /* its .kf expression, when it has a statement (owned) */
+    char *pre;       /* statements of its own temporaries, written before it (owned) */
     int order;       /* position among the statements */
     int is_output;
     int visiting;    /* being lowered: a reference back to it is a cycle */
@@ -166,6 +167,13 @@ static int axes_text(json_t *a, char *out, size_t cap) {
     return 1;
 }
 
+static void shape_text(json_t *shape, char *out, size_t cap) {
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (size_t i = 0; i < json_array_size(shape) && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? ", " : "", (long long)json_integer_value(json_array_get(shape, i)));
+    if (n < cap) snprintf(out + n, cap - n, "]");
+}
+
 static int rank_of(json_t *n) { return (int)json_array_size(json_object_get(n, "shape")); }
 
 /* Writes "NAME = EXPR" for v; the output prefix is added later by the caller. */
@@ -173,6 +181,19 @@ static void emit(lower *L, lval *v, const char *expr) {
     kf_name(v->name, v->kf, sizeof v->kf);
     v->expr = kf_strdup(expr);
     v->order = L->nstmt++;
+}
+
+/* A temporary of v's rule: "KF_suffix = expr", written before v's statement; its name
+ * into out. */
+static void emit_tmp(lval *v, const char *suffix, const char *expr, char *out, size_t cap) {
+    char base[64];
+    kf_name(v->name, base, sizeof base);
+    snprintf(out, cap, "%.40s_%s", base, suffix);
+    kf_buf b = {0};
+    if (v->pre) kf_buf_puts(&b, v->pre);
+    kf_buf_printf(&b, "%s = %s\n", out, expr);
+    free(v->pre);
+    v->pre = kf_buf_take(&b);
 }
 
 /* Whether the ATen target is one of names (a NULL-terminated list of "op" prefixes such as
@@ -202,7 +223,16 @@ static int lower_node(lower *L, lval *v) {
             snprintf(v->kf, sizeof v->kf, "%s", s->kf);
             return 1;
         }
-    if (strcmp(t, "aten.dropout.default") == 0) BAD("dropout in training mode (export the model in eval mode)");
+    if (strcmp(t, "aten.dropout.default") == 0) {
+        if (num(arg(n, 1, "p"), &d1) && d1 == 0) { /* p = 0 keeps every element, unscaled */
+            lval *s = operand(L, arg(n, 0, "input"), &why);
+            NEED(s);
+            snprintf(v->kf, sizeof v->kf, "%s", s->kf);
+            return 1;
+        }
+        BAD("dropout in training mode (a random mask: no kernel can match it; import with --eval for "
+            "inference semantics)");
+    }
     if (target_is(t, "aten.gelu")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
         json_t *ap = arg(n, 1, "approximate");
@@ -382,7 +412,8 @@ static int lower_node(lower *L, lval *v) {
             emit(L, v, e);
             return 1;
         }
-        if (st && (strcmp(st, "aten.native_layer_norm.default") == 0) && k == 0) {
+        if (st && (strcmp(st, "aten.native_layer_norm.default") == 0 || strstr(st, "aten._native_batch_norm_legit") == st ||
+                   strcmp(st, "aten.native_group_norm.default") == 0) && k == 0) {
             snprintf(v->kf, sizeof v->kf, "%s", s->kf); /* the tuple node wrote the result */
             return 1;
         }
@@ -433,6 +464,93 @@ static int lower_node(lower *L, lval *v) {
         if (target_is(t, "aten.native_layer_norm")) v->is_tuple = 1;
         return 1;
     }
+    /* batch norm: per channel (dim 1), over every other dim; training mode normalizes by
+     * the batch's mean and biased variance, inference mode by the running statistics */
+    if (target_is(t, "aten._native_batch_norm_legit_functional") || target_is(t, "aten._native_batch_norm_legit") ||
+        target_is(t, "aten._native_batch_norm_legit_no_training") || target_is(t, "aten.batch_norm")) {
+        lval *x = operand(L, arg(n, 0, "input"), &why);
+        NEED(x);
+        int r = x->node ? rank_of(x->node) : (int)json_array_size(json_object_get(x->meta, "shape"));
+        int no_stats = strcmp(t, "aten._native_batch_norm_legit.no_stats") == 0;
+        int notrain = target_is(t, "aten._native_batch_norm_legit_no_training");
+        int train_at = target_is(t, "aten.batch_norm") ? 5 : no_stats ? 3 : 5;
+        int eps_at = notrain ? 6 : target_is(t, "aten.batch_norm") ? 7 : no_stats ? 5 : 7;
+        int training = !notrain && json_is_true(arg(n, (size_t)train_at, "training"));
+        double eps = 1e-5;
+        if (!num(arg(n, (size_t)eps_at, "eps"), &eps)) BAD("eps is not a number");
+        if (r < 2) BAD("batch norm of an input of rank < 2 (no channel dim)");
+        /* the per-channel vectors as [C, 1, ...] against dims 1.. of x */
+        char ones[40] = "";
+        for (int k = 2; k < r && k < 10; k++) strcat(ones, ", 1");
+        char wv[200] = "", bv[200] = "", red[64] = "[0";
+        for (int k = 2; k < r; k++) snprintf(red + strlen(red), sizeof red - strlen(red), ", %d", k);
+        strcat(red, "]");
+        json_t *w = arg(n, 1, "weight"), *bj = arg(n, 2, "bias");
+        if (!is_null(w)) {
+            NEED(term(L, w, b, sizeof b, &why));
+            snprintf(wv, sizeof wv, " * reshape(%s, shape=[-1%s])", b, ones);
+        }
+        if (!is_null(bj)) {
+            NEED(term(L, bj, b, sizeof b, &why));
+            snprintf(bv, sizeof bv, " + reshape(%s, shape=[-1%s])", b, ones);
+        }
+        char mu[96], var[96], d[96];
+        if (training || no_stats) {
+            snprintf(e, sizeof e, "mean(%s, axes=%s, keepdim=true)", x->kf, red);
+            emit_tmp(v, "mean", e, mu, sizeof mu);
+            snprintf(e, sizeof e, "%s - %s", x->kf, mu);
+            emit_tmp(v, "centered", e, d, sizeof d);
+            snprintf(e, sizeof e, "mean(square(%s), axes=%s, keepdim=true)", d, red);
+            emit_tmp(v, "var", e, var, sizeof var);
+        } else {
+            char rm[160], rv[160];
+            NEED(term(L, arg(n, 3, "running_mean"), rm, sizeof rm, &why));
+            NEED(term(L, arg(n, 4, "running_var"), rv, sizeof rv, &why));
+            snprintf(e, sizeof e, "%s - reshape(%s, shape=[-1%s])", x->kf, rm, ones);
+            emit_tmp(v, "centered", e, d, sizeof d);
+            snprintf(var, sizeof var, "reshape(%.60s, shape=[-1%s])", rv, ones);
+        }
+        snprintf(e, sizeof e, "%s * rsqrt(%s + %s)%s%s", d, var, numtxt(eps, n1, sizeof n1), wv, bv);
+        emit(L, v, e);
+        if (!target_is(t, "aten.batch_norm")) v->is_tuple = 1;
+        return 1;
+    }
+    /* group norm: x [N, C, ...] as [N, G, rest] normalized over its last dim, then the
+     * per-channel affine */
+    if (target_is(t, "aten.group_norm") || target_is(t, "aten.native_group_norm")) {
+        lval *x = operand(L, arg(n, 0, "input"), &why);
+        NEED(x);
+        json_t *xs = json_object_get(x->node ? x->node : x->meta, "shape");
+        int r = (int)json_array_size(xs), native = target_is(t, "aten.native_group_norm");
+        json_t *gj = arg(n, native ? 6 : 1, "group");
+        if (!json_is_integer(gj)) BAD("num_groups is not an integer");
+        long long G = json_integer_value(gj);
+        double eps = 1e-5;
+        if (!num(arg(n, native ? 7 : 4, "eps"), &eps)) BAD("eps is not a number");
+        if (r < 2 || G < 1 || json_integer_value(json_array_get(xs, 1)) % G) BAD("channels not divisible into the groups");
+        char ones[40] = "", sh[200];
+        for (int k = 2; k < r && k < 10; k++) strcat(ones, ", 1");
+        shape_text(xs, sh, sizeof sh);
+        char g3[96], nrm[96];
+        snprintf(e, sizeof e, "reshape(%s, shape=[%lld, %lld, -1])", x->kf,
+                 (long long)json_integer_value(json_array_get(xs, 0)), G);
+        emit_tmp(v, "groups", e, g3, sizeof g3);
+        snprintf(e, sizeof e, "reshape(layer_norm(%s, axes=[-1], eps=%s), shape=%s)", g3, numtxt(eps, n1, sizeof n1), sh);
+        emit_tmp(v, "normed", e, nrm, sizeof nrm);
+        size_t used = (size_t)snprintf(e, sizeof e, "%s", nrm);
+        json_t *w = arg(n, native ? 1 : 2, "weight"), *bj = arg(n, native ? 2 : 3, "bias");
+        if (!is_null(w)) {
+            NEED(term(L, w, b, sizeof b, &why));
+            used += (size_t)snprintf(e + used, sizeof e - used, " * reshape(%s, shape=[-1%s])", b, ones);
+        }
+        if (!is_null(bj)) {
+            NEED(term(L, bj, b, sizeof b, &why));
+            snprintf(e + used, sizeof e - used, " + reshape(%s, shape=[-1%s])", b, ones);
+        }
+        emit(L, v, e);
+        if (native) v->is_tuple = 1;
+        return 1;
+    }
     /* F.pad: aten.pad(self, pad, mode, value); only the constant mode is an index map */
     if (strcmp(t, "aten.pad.default") == 0) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
@@ -446,6 +564,20 @@ static int lower_node(lower *L, lval *v) {
         emit(L, v, e);
         return 1;
     }
+    /* reshapes, however PyTorch spells them (view, reshape, flatten, squeeze, unsqueeze,
+     * unflatten): the shape PyTorch recorded for the result */
+    static const char *const reshapes[] = {"aten.view", "aten.reshape", "aten._unsafe_view", "aten.flatten",
+                                           "aten.squeeze", "aten.unsqueeze", "aten.unflatten"};
+    for (size_t i = 0; i < sizeof reshapes / sizeof *reshapes; i++)
+        if (target_is(t, reshapes[i])) {
+            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+            json_t *shape = json_object_get(n, "shape");
+            if (!json_is_array(shape)) BAD("no recorded shape for the result");
+            shape_text(shape, ax, sizeof ax);
+            snprintf(e, sizeof e, "reshape(%s, shape=%s)", a, ax);
+            emit(L, v, e);
+            return 1;
+        }
     /* views (every VIEW record): the tensor operand, then its int, int-list and float
      * attributes from the ATen arguments its schema names; PyTorch's defaults where absent */
     kf_op vw = kf_op_lookup_aten(t);
@@ -565,12 +697,6 @@ static int lower_value(lower *L, lval *v) {
     return ok;
 }
 
-static void shape_text(json_t *shape, char *out, size_t cap) {
-    size_t n = (size_t)snprintf(out, cap, "[");
-    for (size_t i = 0; i < json_array_size(shape) && n < cap; i++)
-        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? ", " : "", (long long)json_integer_value(json_array_get(shape, i)));
-    if (n < cap) snprintf(out + n, cap - n, "]");
-}
 
 /* The range a module's get_inputs drew an input from (torch.rand: [0, 1)) is one sample's,
  * not the input's domain: kept only where an op on a path from the input needs it (an op
@@ -739,7 +865,8 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
     for (int k = 0; k < L.nstmt; k++)
         for (int j = 0; j < L.nv; j++)
             if (L.v[j].expr && L.v[j].order == k)
-                kf_buf_printf(&head, "%s%s = %s\n", L.v[j].is_output ? "output " : "", L.v[j].kf, L.v[j].expr);
+                kf_buf_printf(&head, "%s%s%s = %s\n", L.v[j].pre ? L.v[j].pre : "", L.v[j].is_output ? "output " : "",
+                              L.v[j].kf, L.v[j].expr);
     kf_graph *g = NULL;
     st = kf_parse_string(head.data, path, &g, err);
     if (st == KF_OK && drop_unneeded_ranges(g, &head)) {
@@ -761,7 +888,7 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
 done:
     kf_buf_free(&head);
     kf_buf_free(&L.unsupported);
-    for (int k = 0; L.v && k < L.nv; k++) free(L.v[k].expr);
+    for (int k = 0; L.v && k < L.nv; k++) free(L.v[k].expr), free(L.v[k].pre);
     free(L.v);
     json_decref(root);
     return st;

@@ -226,6 +226,83 @@ static int view_unfold(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, c
     return 0;
 }
 
+/* torch reshape/view/flatten/squeeze/unsqueeze: the same elements in row-major order under
+ * another shape (one -1 is inferred). Where every input dim maps onto consecutive result
+ * dims (splits, and dims of 1 added or dropped) the map is affine in the input's dims, and
+ * composes with any view below; where dims merge it is flat (kforge/imap.h). */
+static int view_reshape(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    int q = A->ints.n, infer = -1;
+    int64_t n = 1, known = 1, s[KF_MAX_DIMS];
+    for (int i = 0; i < r; i++) n *= d[i];
+    if (q > KF_MAX_DIMS) {
+        snprintf(why, cap, "reshape: shape has %d entries, at most %d", q, KF_MAX_DIMS);
+        return -1;
+    }
+    for (int j = 0; j < q; j++) {
+        s[j] = A->ints.v[j];
+        if (s[j] == -1 && infer < 0) infer = j;
+        else if (s[j] < 1) {
+            snprintf(why, cap, "reshape: size %lld for dimension %d (sizes are positive; one may be -1)",
+                     (long long)s[j], j);
+            return -1;
+        } else known *= s[j];
+    }
+    if (infer >= 0) s[infer] = known && n % known == 0 ? n / known : -1;
+    if ((infer >= 0 && s[infer] < 1) || (infer < 0 && known != n)) {
+        snprintf(why, cap, "reshape: %lld elements do not fit the shape given (%d entries, %lld elements "
+                 "without the -1)", (long long)n, q, (long long)known);
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    m->out_rank = q;
+    for (int j = 0; j < q; j++) m->out_dims[j] = s[j];
+    /* affine: each input dim of more than 1 is a run of result dims whose product it is */
+    m->in_rank = r;
+    for (int i = 0; i < r; i++) m->in_dims[i] = d[i];
+    int j = 0, ok = 1;
+    for (int i = 0; i < r && ok; i++) {
+        if (d[i] == 1) continue;
+        while (j < q && s[j] == 1) j++;
+        int64_t p = 1;
+        int j0 = j;
+        while (j < q && p < d[i]) p *= s[j++];
+        if (p != d[i]) ok = 0;
+        for (int k = j - 1, run = 1; ok && k >= j0; run *= (int)s[k], k--) m->in[i].coef[k] = run;
+    }
+    if (ok) return 0;
+    memset(m->in, 0, sizeof m->in); /* flat: in[0] = the row-major index of the result */
+    m->in_rank = 1;
+    m->in_dims[0] = n;
+    m->flat = 1;
+    for (int k = q - 1, run = 1; k >= 0; run *= (int)s[k], k--) m->in[0].coef[k] = run;
+    return 0;
+}
+
+/* torch select(dim, index): one index of a dim, which goes away. */
+static int view_select(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    int k = resolve("select", "dim", A->dim, r, why, cap);
+    if (k < 0) return -1;
+    int64_t at = A->start < 0 ? A->start + d[k] : A->start;
+    if (at < 0 || at >= d[k]) {
+        snprintf(why, cap, "select: index %lld is out of range for dimension %d of size %lld",
+                 (long long)A->start, k, (long long)d[k]);
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    m->in_rank = r;
+    m->out_rank = r - 1;
+    for (int i = 0, j = 0; i < r; i++) {
+        m->in_dims[i] = d[i];
+        if (i == k) {
+            m->in[i].off = at;
+            continue;
+        }
+        m->out_dims[j] = d[i];
+        m->in[i].coef[j++] = 1;
+    }
+    return 0;
+}
+
 #define VIEW .cls = KF_CLASS_VIEW, .kind = KF_KIND_VIEW, .min_in = 1, .max_in = 1, .flops = 0
 #define INT(nm, field, dflt, aten) {nm, KF_ATTR_INT, offsetof(kf_attrs, field), dflt, aten, NULL}
 #define INTS(nm, dflt, aten) {nm, KF_ATTR_INTS, offsetof(kf_attrs, ints), dflt, aten, NULL}
@@ -238,7 +315,7 @@ const kf_op_def kf_ops_view[] = {
      .torch = "lambda x, dim0=-2, dim1=-1: x.transpose(dim0, dim1)"},
     {.op = KF_OP_PERMUTE, .name = "permute", VIEW, .view = view_permute,
      .doc = "reorder dims: result dim i is input dim dims[i] (default: all reversed)",
-     .attrs = {INTS("dims", "[]", "1")}, .aten = {"aten.permute"},
+     .attrs = {INTS("dims", "[]", "1")}, .aten = {"aten.permute", "aten.numpy_T"},
      .torch = "lambda x, dims=(): x.permute(*(dims or range(x.dim() - 1, -1, -1)))"},
     {.op = KF_OP_SLICE, .name = "slice", VIEW, .view = view_slice,
      .doc = "x[start:end:step] along one dim (end clamped to the size, negative values from the end)",
@@ -265,5 +342,16 @@ const kf_op_def kf_ops_view[] = {
      .aten = {"aten.unfold"},
      .torch = "lambda x, dim=-1, size=1, step=1, dilation=1: "
               "x.unfold(dim, dilation * (size - 1) + 1, step)[..., ::dilation]"},
+    {.op = KF_OP_RESHAPE, .name = "reshape", VIEW, .view = view_reshape,
+     .doc = "the same elements, row-major, under another shape (one -1 inferred)",
+     .attrs = {INTS("shape", "[]", "1")},
+     .aten = {"aten.view", "aten.reshape", "aten._unsafe_view", "aten.flatten", "aten.squeeze",
+              "aten.unsqueeze"},
+     .torch = "lambda x, shape=(): x.reshape(*shape)"},
+    {.op = KF_OP_SELECT, .name = "select", VIEW, .view = view_select,
+     .doc = "one index along dim (the dim goes away; a negative index counts from the end)",
+     .attrs = {INT("dim", dim, "0", "1"), INT("index", start, "0", "2")},
+     .aten = {"aten.select"},
+     .torch = "lambda x, dim=0, index=0: x.select(dim, index)"},
 };
 const int kf_ops_view_count = sizeof kf_ops_view / sizeof kf_ops_view[0];
