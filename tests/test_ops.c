@@ -274,6 +274,22 @@ static int check_views(kf_backend *be, int si) {
     return nops;
 }
 
+/* Every OWN-shaped op (convolutions) by the task its record gives. */
+static int check_own(kf_backend *be, int si) {
+    int n = 0;
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_def *d = kf_op_get((kf_op)k);
+        if (d->kind != KF_KIND_OWN) continue;
+        n++;
+        if (si) continue; /* its task has its own shapes: once per platform */
+        kf_buf t = {0};
+        kf_buf_printf(&t, "task ops_own_%s\n%s", d->name, d->example);
+        check_task(be, t.data);
+        kf_buf_free(&t);
+    }
+    return n;
+}
+
 /* Existing ops reading non-contiguous index maps: a unary, a binary, reductions, softmax
  * a scan and matmul whose inputs are views (transpose, slice with a step, flip, pad, windows,
  * broadcasts, and chains of them), through the real pipeline. */
@@ -330,7 +346,8 @@ static void run_platform(const char *platform) {
     static const kf_op_kind rows[] = {KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_SCAN};
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         int covered = check_kinds(be, pointwise, 2, POINTWISE_BATCH, si) + check_kinds(be, reduce, 1, OTHER_BATCH, si) +
-                      check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si) + check_views(be, si);
+                      check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si) + check_views(be, si) +
+                      check_own(be, si);
         /* an op whose shape rule no builder above knows would be skipped silently */
         cr_assert_eq(covered, KF_OP_COUNT, "%s: %d of %d ops have a task builder (a new shape rule needs one)",
                      be->info.platform, covered, KF_OP_COUNT);

@@ -155,6 +155,9 @@ kf_status kf_import_torch_graph(const char *json_path, char **kf_text, kf_graph 
  * one). pos and mag have g->ninputs entries (mag may be NULL). A range the task gives an
  * input is not consulted: this is what the ops need. */
 void kf_graph_input_domains(const kf_graph *g, int *pos, double *mag);
+/* The operands and result of node n as an OWN-shaped record's functions take them (the
+ * dims point into g's values: valid while g is not changed). */
+kf_op_dims kf_node_dims(const kf_graph *g, const kf_node *n);
 /* ---- index maps (kforge/imap.h; src/ir/imap.c) ---- */
 
 /* The identity map of a tensor of shape s. */

@@ -18,7 +18,10 @@
  *   COMPOSITE  its own float64 reference (f64_rows for reduce-shaped ones, f64_row for
  *              row-wise ones: the softmax family, the norms), never its lowering; for the
  *              kernels a lowering onto the other classes (.kf text, kf_graph_lower) or a
- *              fast-path template of its shape rule (row softmax, norms).
+ *              fast-path template of its shape rule (row softmax, norms). A composite
+ *              of the OWN shape rule (convolutions) has functions of its operands'
+ *              shapes for the shape, the whole-tensor reference, the FLOPs and the
+ *              lowering (own_*).
  *   CONTRACT   matmul; its float64 reference is the interpreter's sum of products
  *              (src/ir/interp.c, OpenBLAS dgemm on doubles).
  *   SCAN       a prefix combiner (sum, product) along one axis, in either direction,
@@ -62,10 +65,12 @@ typedef enum kf_op_class {
 /* The shape rule: UNARY (same shape), BINARY (numpy broadcast), REDUCE (axes removed or
  * kept as 1), SOFTMAX (same shape, one axis), NORM (same shape, trailing axes, optional
  * affine inputs shaped like them), MATMUL (batched, broadcast batch dims), SCAN (same
- * shape, one axis), VIEW (the shape the record's index map gives). */
+ * shape, one axis), VIEW (the shape the record's index map gives), OWN (the record's own
+ * functions of its operands' shapes give the shape, the reference, the FLOPs and the
+ * lowering: convolutions). */
 typedef enum kf_op_kind {
     KF_KIND_UNARY, KF_KIND_BINARY, KF_KIND_REDUCE, KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_MATMUL,
-    KF_KIND_SCAN, KF_KIND_VIEW
+    KF_KIND_SCAN, KF_KIND_VIEW, KF_KIND_OWN
 } kf_op_kind;
 
 /* The inputs the reference needs: ANY, or POS (strictly positive, e.g. log). */
@@ -87,14 +92,15 @@ typedef struct kf_ints {
 /* Attribute values of one node. Each op's schema (kf_op_def.attrs) says which of these it
  * uses, under which .kf name, with which type and default. axes is a bitmask of
  * non-negative axes of the op's first input after resolution. The int fields are the
- * view ops' (dim, start, end, step, size, dilation, dim1 as written; ints a tuple). */
+ * view ops' (dim, start, end, step, size, dilation, dim1 as written; ints a tuple) and the
+ * convolutions' (groups; stride, padding, dilation, output_padding in ints..ints4). */
 typedef struct kf_attrs {
     double alpha, beta, eps;
     uint32_t axes;
     int keepdim;
     int reverse, exclusive; /* SCAN: from the end of the axis; without the element itself */
-    int64_t dim, dim1, start, end, step, size, dilation;
-    kf_ints ints;
+    int64_t dim, dim1, start, end, step, size, dilation, groups;
+    kf_ints ints, ints2, ints3, ints4;
 } kf_attrs;
 
 typedef enum kf_attr_type {
@@ -119,8 +125,17 @@ typedef struct kf_attr_def {
     const char *view;   /* OPERAND_VIEW: the view op's .kf name */
 } kf_attr_def;
 
-#define KF_MAX_OP_ATTRS 4
+#define KF_MAX_OP_ATTRS 6
 #define KF_MAX_OP_ATEN 6
+
+/* An OWN-shaped op's operands (and result) as ranks and dims, for its record's functions. */
+typedef struct kf_op_dims {
+    int nin;
+    int rank[4];
+    const int64_t *d[4];
+    int out_rank;        /* the result (0 and NULL while the shape function computes it) */
+    const int64_t *out;
+} kf_op_dims;
 
 /* Reduction combiners (REDUCE class; SCAN uses SUM and PROD). */
 typedef enum kf_combiner {
@@ -204,6 +219,18 @@ typedef struct kf_op_def {
      * with the reason in why ("slice: start 9 is out of range for dimension 1 of size 4") */
     int (*view)(int in_rank, const int64_t *in_dims, const kf_attrs *A, kf_imap *m, char *why,
                 size_t cap);
+    /* OWN shape rule (a COMPOSITE such as a convolution, whose every part depends on the
+     * operands' shapes): the result's shape into out_rank/out (0, or -1 with the reason);
+     * its own float64 reference over whole tensors (in[k] dense row-major, s->out set); its
+     * FLOPs; its lowering onto the other classes as .kf text over _0, _1, ... (0, or -1
+     * with the reason); and a task that exercises it (inputs and one output `y`), which
+     * the generated op test runs on every platform */
+    int (*own_shape)(const kf_op_dims *s, const kf_attrs *A, int *out_rank, int64_t *out, char *why,
+                     size_t cap);
+    void (*own_f64)(const kf_op_dims *s, const kf_attrs *A, const double *const *in, double *out);
+    double (*own_flops)(const kf_op_dims *s, const kf_attrs *A);
+    int (*own_lower)(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *why, size_t cap);
+    const char *example;
 } kf_op_def;
 
 /* The record of op; asserts op is a real op. */

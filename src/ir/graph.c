@@ -544,6 +544,41 @@ static int rule_view(const node_ctx *c, const int *in, const kf_attrs *at, kf_va
     return 0;
 }
 
+/* An OWN-shaped op: its record's shape function. */
+static int rule_own(const node_ctx *c, const int *in, int nin, const kf_attrs *at, kf_value *res) {
+    kf_op_dims s = {.nin = nin};
+    for (int k = 0; k < nin; k++) {
+        const kf_value *x = &c->g->values[in[k]];
+        if (x->is_const) return type_error(c, "operand %d is a constant (this op reads tensors)", k + 1);
+        if (require_float(c, in[k], k == 0 ? "input" : "operand") < 0) return -1;
+        s.rank[k] = x->shape.rank;
+        s.d[k] = x->shape.d;
+    }
+    char why[300];
+    int r = 0;
+    int64_t d[KF_MAX_DIMS];
+    if (c->info->own_shape(&s, at, &r, d, why, sizeof why) < 0) {
+        kf_error_set(c->err, KF_ERR_TYPE, c->g->path, c->line, c->col, "%s", why);
+        return -1;
+    }
+    res->shape.rank = r;
+    for (int j = 0; j < r; j++) res->shape.d[j] = d[j];
+    res->dtype = c->g->values[in[0]].dtype;
+    return 0;
+}
+
+/* The operands and result of node n as an OWN record's functions take them. */
+kf_op_dims kf_node_dims(const kf_graph *g, const kf_node *n) {
+    kf_op_dims s = {.nin = n->nin};
+    for (int k = 0; k < n->nin && k < 4; k++) {
+        s.rank[k] = g->values[n->in[k]].shape.rank;
+        s.d[k] = g->values[n->in[k]].shape.d;
+    }
+    s.out_rank = g->values[n->out].shape.rank;
+    s.out = g->values[n->out].shape.d;
+    return s;
+}
+
 /* Applies op; see ir.h. Operand ids must exist (asserted). Errors are KF_ERR_TYPE at
  * (line, col): wrong arity, non-float operands, shapes that do not fit the op's rule; and
  * KF_ERR_ARG for a name that is taken or too long. */
@@ -583,6 +618,7 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
     case KF_KIND_NORM: rc = rule_norm(&c, ins, nin, &at, &res); break;
     case KF_KIND_MATMUL: rc = rule_matmul(&c, ins, &res); break;
     case KF_KIND_VIEW: rc = rule_view(&c, ins, &at, &res); break;
+    case KF_KIND_OWN: rc = rule_own(&c, ins, nin, &at, &res); break;
     }
     if (rc < 0) return -1;
     uint64_t bytes;
@@ -653,6 +689,10 @@ double kf_node_flops(const kf_graph *g, const kf_node *n) {
         return info->flops * numel_of(g, n->out) * K;
     }
     case KF_KIND_VIEW: return 0;
+    case KF_KIND_OWN: {
+        kf_op_dims s = kf_node_dims(g, n);
+        return info->own_flops(&s, &n->attr);
+    }
     }
     return 0;
 }

@@ -206,6 +206,64 @@ static int target_is(const char *t, const char *op) {
 static const char *const passthrough[] = {"aten.detach", "aten.clone", "aten.contiguous", "aten.alias",
                                           "aten.lift_fresh_copy"};
 
+/* A record's attributes from the ATen arguments its schema names (ints, int lists, finite
+ * numbers; PyTorch's defaults where absent), appended to e as ", name=value". 0, or -1 with
+ * the reason in msg. */
+static int record_attrs(json_t *n, const kf_op_def *d, char *e, size_t cap, size_t *used, char *msg, size_t mcap) {
+    double d1;
+    for (int k = 0; d->attrs[k].name; k++) {
+        const kf_attr_def *ad = &d->attrs[k];
+        json_t *val = ad->aten ? arg(n, (size_t)atoi(ad->aten), ad->name) : NULL;
+        if (is_null(val)) continue;
+        char txt[200];
+        if (ad->type == KF_ATTR_INT) {
+            if (!json_is_integer(val)) {
+                snprintf(msg, mcap, "%s is not an integer", ad->name);
+                return -1;
+            }
+            long long x = json_integer_value(val);
+            if (x > (1ll << 53) || x < -(1ll << 53)) { /* slice's end=INT64_MAX: "to the end" */
+                if (!strcmp(ad->dflt, "max") && x > 0) continue;
+                snprintf(msg, mcap, "%s %lld is out of range", ad->name, x);
+                return -1;
+            }
+            snprintf(txt, sizeof txt, "%lld", x);
+        } else if (ad->type == KF_ATTR_INTS) {
+            if (json_is_integer(val)) {
+                snprintf(txt, sizeof txt, "[%lld]", (long long)json_integer_value(val));
+            } else {
+                if (!json_is_array(val) || json_array_size(val) > KF_MAX_INTS) {
+                    snprintf(msg, mcap, "%s is not a list of integers", ad->name);
+                    return -1;
+                }
+                size_t m = (size_t)snprintf(txt, sizeof txt, "[");
+                for (size_t i = 0; i < json_array_size(val) && m < sizeof txt; i++) {
+                    json_t *x = json_array_get(val, i);
+                    if (!json_is_integer(x)) {
+                        snprintf(msg, mcap, "%s is not a list of integers", ad->name);
+                        return -1;
+                    }
+                    m += (size_t)snprintf(txt + m, sizeof txt - m, "%s%lld", i ? ", " : "",
+                                          (long long)json_integer_value(x));
+                }
+                if (m < sizeof txt) snprintf(txt + m, sizeof txt - m, "]");
+            }
+        } else if (ad->type == KF_ATTR_FLOAT && num(val, &d1) && isfinite(d1)) {
+            numtxt(d1, txt, sizeof txt);
+        } else if (ad->type == KF_ATTR_BOOL && json_is_boolean(val)) {
+            snprintf(txt, sizeof txt, "%s", json_is_true(val) ? "true" : "false");
+        } else if (ad->type == KF_ATTR_INTS && json_is_string(val)) {
+            snprintf(msg, mcap, "%s '%s' (kforge takes it as integers)", ad->name, json_string_value(val));
+            return -1;
+        } else {
+            snprintf(msg, mcap, "%s is not a finite number", ad->name);
+            return -1;
+        }
+        *used += (size_t)snprintf(e + *used, *used < cap ? cap - *used : 0, ", %s=%s", ad->name, txt);
+    }
+    return 0;
+}
+
 /* One node's rule. Returns 1 lowered (v->kf set, or a view/tuple), 0 not lowerable (noted). */
 static int lower_node(lower *L, lval *v) {
     json_t *n = v->node;
@@ -589,51 +647,24 @@ static int lower_node(lower *L, lval *v) {
             return 1;
         }
         size_t used = (size_t)snprintf(e, sizeof e, "%s(%s", d->name, a);
-        for (int k = 0; d->attrs[k].name; k++) {
-            const kf_attr_def *ad = &d->attrs[k];
-            json_t *val = ad->aten ? arg(n, (size_t)atoi(ad->aten), ad->name) : NULL;
-            if (is_null(val)) continue;
-            char txt[200];
-            if (ad->type == KF_ATTR_INT) {
-                if (!json_is_integer(val)) {
-                    snprintf(msg, sizeof msg, "%s is not an integer", ad->name);
-                    BAD(msg);
-                }
-                long long x = json_integer_value(val);
-                if (x > (1ll << 53) || x < -(1ll << 53)) { /* slice's end=INT64_MAX: "to the end" */
-                    if (!strcmp(ad->dflt, "max") && x > 0) continue;
-                    snprintf(msg, sizeof msg, "%s %lld is out of range", ad->name, x);
-                    BAD(msg);
-                }
-                snprintf(txt, sizeof txt, "%lld", x);
-            } else if (ad->type == KF_ATTR_INTS) {
-                if (json_is_integer(val)) {
-                    snprintf(txt, sizeof txt, "[%lld]", (long long)json_integer_value(val));
-                } else {
-                    if (!json_is_array(val) || json_array_size(val) > KF_MAX_INTS) {
-                        snprintf(msg, sizeof msg, "%s is not a list of integers", ad->name);
-                        BAD(msg);
-                    }
-                    size_t m = (size_t)snprintf(txt, sizeof txt, "[");
-                    for (size_t i = 0; i < json_array_size(val) && m < sizeof txt; i++) {
-                        json_t *x = json_array_get(val, i);
-                        if (!json_is_integer(x)) {
-                            snprintf(msg, sizeof msg, "%s is not a list of integers", ad->name);
-                            BAD(msg);
-                        }
-                        m += (size_t)snprintf(txt + m, sizeof txt - m, "%s%lld", i ? ", " : "",
-                                              (long long)json_integer_value(x));
-                    }
-                    if (m < sizeof txt) snprintf(txt + m, sizeof txt - m, "]");
-                }
-            } else if (ad->type == KF_ATTR_FLOAT && num(val, &d1) && isfinite(d1)) {
-                numtxt(d1, txt, sizeof txt);
-            } else {
-                snprintf(msg, sizeof msg, "%s is not a finite number", ad->name);
-                BAD(msg);
-            }
-            used += (size_t)snprintf(e + used, used < sizeof e ? sizeof e - used : 0, ", %s=%s", ad->name, txt);
+        if (record_attrs(n, d, e, sizeof e, &used, msg, sizeof msg) < 0) BAD(msg);
+        if (used < sizeof e) snprintf(e + used, sizeof e - used, ")");
+        emit(L, v, e);
+        return 1;
+    }
+    /* the composites of their own shape rule (convolutions): the tensor operands in order
+     * (an optional one given as None ends them), then the attributes */
+    kf_op ow = kf_op_lookup_aten(t);
+    if (ow != KF_OP_COUNT && kf_op_get(ow)->kind == KF_KIND_OWN) {
+        const kf_op_def *d = kf_op_get(ow);
+        size_t used = (size_t)snprintf(e, sizeof e, "%s(", d->name);
+        int k = 0;
+        for (; k < d->max_in && !is_null(arg(n, (size_t)k, NULL)); k++) {
+            NEED(term(L, arg(n, (size_t)k, NULL), a, sizeof a, &why));
+            used += (size_t)snprintf(e + used, sizeof e - used, "%s%s", k ? ", " : "", a);
         }
+        if (k < d->min_in) BAD("an operand is missing");
+        if (record_attrs(n, d, e, sizeof e, &used, msg, sizeof msg) < 0) BAD(msg);
         if (used < sizeof e) snprintf(e + used, sizeof e - used, ")");
         emit(L, v, e);
         return 1;

@@ -63,7 +63,7 @@ static char *lowering_text(const kf_op_def *d, const kf_attrs *a) {
 
 int kf_graph_has_lowering(const kf_graph *g) {
     for (int i = 0; i < g->nnodes; i++)
-        if (kf_op_get(g->nodes[i].op)->lower) return 1;
+        if (kf_op_get(g->nodes[i].op)->lower || kf_op_get(g->nodes[i].op)->own_lower) return 1;
     return 0;
 }
 
@@ -99,8 +99,21 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
         }
         const kf_value *ov = &g->values[n->out];
         int id;
-        if (d->lower) {
-            char *text = lowering_text(d, &n->attr);
+        if (d->lower || d->own_lower) {
+            char *text = NULL;
+            if (d->own_lower) { /* a function of the operands' shapes */
+                kf_op_dims s = kf_node_dims(g, n);
+                kf_buf o = {0};
+                char why[300];
+                if (d->own_lower(&s, &n->attr, &o, why, sizeof why) < 0) {
+                    kf_buf_free(&o);
+                    st = kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, n->line, n->col, "%s: %s", d->name, why);
+                    break;
+                }
+                text = kf_buf_take(&o);
+            } else {
+                text = lowering_text(d, &n->attr);
+            }
             kf_error why = {0}; /* the parser's message, quoted into err's */
             st = kf_parse_expr_into(h, text, ins, n->nin, n->line, n->col, &id, &why);
             if (st != KF_OK) {

@@ -16,5 +16,7 @@ extern const kf_op_def kf_ops_scan[];
 extern const int kf_ops_scan_count;
 extern const kf_op_def kf_ops_view[];
 extern const int kf_ops_view_count;
+extern const kf_op_def kf_ops_conv[];
+extern const int kf_ops_conv_count;
 
 #endif

@@ -126,7 +126,14 @@ static const char *record_defect(const kf_op_def *d, char *buf, size_t cap) {
         snprintf(buf, cap, "%s: a row-wise composite needs its f64_row reference", d->name);
         return buf;
     }
-    if (d->lower && d->cls != KF_CLASS_COMPOSITE) {
+    if ((d->kind == KF_KIND_OWN) != (d->own_shape != NULL) ||
+        (d->kind == KF_KIND_OWN && (d->cls != KF_CLASS_COMPOSITE || !d->own_f64 || !d->own_flops ||
+                                    !d->own_lower || !d->example))) {
+        snprintf(buf, cap, "%s: the OWN shape rule goes with a COMPOSITE record's own shape, reference, "
+                 "FLOPs, lowering and example, and only with them", d->name);
+        return buf;
+    }
+    if ((d->lower || d->own_lower) && d->cls != KF_CLASS_COMPOSITE) {
         snprintf(buf, cap, "%s: only a COMPOSITE record has a lowering", d->name);
         return buf;
     }
@@ -167,6 +174,7 @@ static void build_table(void) {
     index_class(kf_ops_composite, kf_ops_composite_count);
     index_class(kf_ops_scan, kf_ops_scan_count);
     index_class(kf_ops_view, kf_ops_view_count);
+    index_class(kf_ops_conv, kf_ops_conv_count);
     char buf[200];
     for (int i = 0; i < KF_OP_COUNT && !table_defect[0]; i++) {
         if (!table[i]) {
@@ -235,6 +243,7 @@ const char *kf_op_kind_name(kf_op_kind k) {
     case KF_KIND_MATMUL: return "matmul";
     case KF_KIND_SCAN: return "scan";
     case KF_KIND_VIEW: return "view";
+    case KF_KIND_OWN: return "own";
     }
     return "?";
 }

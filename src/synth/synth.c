@@ -143,6 +143,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
             case KF_KIND_MATMUL: st->kind = KF_STAGE_MATMUL; break;
             case KF_KIND_SCAN: st->kind = KF_STAGE_SCAN; break;
             case KF_KIND_VIEW: st->kind = KF_STAGE_EWISE; break; /* a copy through the map */
+            case KF_KIND_OWN: assert(!"an OWN-shaped op reaches the planner lowered (kf_graph_lower)"); break;
             }
             st->dom = ov->shape;
             target = s->nst++;
@@ -565,11 +566,11 @@ void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d
     int64_t bstr[2][KF_MAX_DIMS];
     d->a_val = kf_synth_mm_operand(g, n, 0, &d->ta, bstr[0]);
     d->b_val = kf_synth_mm_operand(g, n, 1, &d->tb, bstr[1]);
-    const kf_shape *as = &g->values[d->a_val].shape;
+    const kf_shape *as = &g->values[n->in[0]].shape; /* the operand as the product reads it */
     const kf_shape *os = &g->values[n->out].shape;
     d->M = os->d[os->rank - 2];
     d->N = os->d[os->rank - 1];
-    d->K = d->ta ? as->d[as->rank - 2] : as->d[as->rank - 1];
+    d->K = as->d[as->rank - 1];
     d->nbdims = os->rank - 2;
     d->batch = 1;
     /* the operands' own shapes (the views'), aligned right with the output's batch dims */

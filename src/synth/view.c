@@ -11,7 +11,8 @@
  *   - A matmul reads a view whose map reads whole matrices of its source, as they are or
  *     with the last two dims swapped, as its layout (ta/tb) on the source, with the map's
  *     batch strides (a permutation or broadcast of batch dims): a transpose feeding a
- *     matmul is an index map, not a flag.
+ *     matmul is an index map, not a flag. A reshape of a dense buffer (a map that keeps
+ *     the row-major order) is read as that buffer.
  *   - Every other stage (reductions, softmax, norms, a matmul operand of any other map)
  *     reads a view materialised by the elementwise stage that computes it (a copy through
  *     the map), which is correct on every platform.
@@ -76,6 +77,7 @@ int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transpo
     if (!kf_synth_is_view(g, w)) return w;
     kf_imap m;
     int src = kf_value_imap(g, w, &m);
+    if (src != w && kf_imap_is_linear(&m)) return src; /* a relabelling (reshape): dense as it is */
     int64_t vb[KF_MAX_DIMS];
     int t = src != w ? matrix_layout(&m, vb) : -1;
     if (t < 0) return w; /* read from the view's materialised result */

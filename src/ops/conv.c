@@ -1,0 +1,421 @@
+/*
+ * The convolutions: COMPOSITE records of the OWN shape rule (kforge/ops.h). x is
+ * [N, C, S1..Sd] (d = 1, 2 or 3 spatial dims), the weight [O, C/groups, K1..Kd] for conv and
+ * [C, O/groups, K1..Kd] for conv_transpose (PyTorch's layouts), an optional bias [O].
+ * stride, padding, dilation (and output_padding) are per spatial dim; one value stands for
+ * every dim and an empty list for the default (1, 0, 1, 0).
+ *
+ * The float64 references are the definitions as loops (conv: a gather over the window;
+ * conv_transpose: a scatter of every input element through the kernel), independent of the
+ * lowerings. The lowerings are window maps into a CONTRACT, as one .kf expression:
+ *
+ *   conv:  x (its channels split into groups) padded, an unfold per spatial dim, the window
+ *          dims moved beside the channels and merged into a [N, g, C/g*K, P] column matrix
+ *          (the planner copies it: im2col), and the weight as [g, O/g, C/g*K] times it;
+ *   conv_transpose: the same conv with stride 1 over x with stride-1 zeros between its
+ *          elements (a pad of a unit dim after each spatial dim, then a merge), padded by
+ *          dilation*(K-1) - padding (negative crops), with the weight's channel dims swapped
+ *          per group and its taps flipped.
+ *
+ * Both are correct on every platform through the existing templates; the copies they make
+ * (im2col, the zero-stuffed input) are where a dedicated implicit-GEMM template would win.
+ */
+#include "ops_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { MAXSP = 3 };
+
+/* One convolution's geometry, from the operands and the attributes. */
+typedef struct conv_geom {
+    int d, transposed;
+    int64_t N, C, O, g, Cg, Og;
+    int64_t S[MAXSP], K[MAXSP], st[MAXSP], pd[MAXSP], dl[MAXSP], op[MAXSP], L[MAXSP];
+} conv_geom;
+
+/* The attribute tuple's value for spatial dim i (one value for all, empty for dflt). */
+static int per_dim(const kf_ints *v, int d, int i, int64_t dflt, int64_t *out) {
+    if (v->n == 0) *out = dflt;
+    else if (v->n == 1) *out = v->v[0];
+    else if (v->n == d) *out = v->v[i];
+    else return -1;
+    return 0;
+}
+
+static int geom(const kf_op_dims *s, const kf_attrs *A, int transposed, conv_geom *G, char *why, size_t cap) {
+    const char *nm = transposed ? "conv_transpose" : "conv";
+    memset(G, 0, sizeof *G);
+    G->transposed = transposed;
+    int r = s->rank[0];
+    if (r < 3 || r > 2 + MAXSP) {
+        snprintf(why, cap, "%s: the input has rank %d; expected [N, C, spatial...] with 1 to 3 spatial dims",
+                 nm, r);
+        return -1;
+    }
+    if (s->rank[1] != r) {
+        snprintf(why, cap, "%s: the weight has rank %d, the input %d (they must agree)", nm, s->rank[1], r);
+        return -1;
+    }
+    G->d = r - 2;
+    G->N = s->d[0][0];
+    G->C = s->d[0][1];
+    G->g = A->groups;
+    if (G->g < 1 || G->C % G->g) {
+        snprintf(why, cap, "%s: groups %lld does not divide the %lld input channels", nm, (long long)G->g,
+                 (long long)G->C);
+        return -1;
+    }
+    G->Cg = G->C / G->g;
+    if (!transposed) {
+        G->O = s->d[1][0];
+        if (s->d[1][1] != G->Cg || G->O % G->g) {
+            snprintf(why, cap, "conv: a weight [%lld, %lld, ...] for %lld input channels in %lld groups "
+                     "(expected [O, %lld, ...] with O divisible by the groups)", (long long)s->d[1][0],
+                     (long long)s->d[1][1], (long long)G->C, (long long)G->g, (long long)G->Cg);
+            return -1;
+        }
+        G->Og = G->O / G->g;
+    } else {
+        if (s->d[1][0] != G->C) {
+            snprintf(why, cap, "conv_transpose: a weight [%lld, ...] for %lld input channels (expected [C, "
+                     "O/groups, ...])", (long long)s->d[1][0], (long long)G->C);
+            return -1;
+        }
+        G->Og = s->d[1][1];
+        G->O = G->Og * G->g;
+    }
+    const kf_ints *tup[4] = {&A->ints, &A->ints2, &A->ints3, &A->ints4};
+    static const char *const tname[4] = {"stride", "padding", "dilation", "output_padding"};
+    for (int i = 0; i < G->d; i++) {
+        int64_t *dst[4] = {&G->st[i], &G->pd[i], &G->dl[i], &G->op[i]};
+        static const int64_t dflt[4] = {1, 0, 1, 0};
+        for (int t = 0; t < 4; t++)
+            if (per_dim(tup[t], G->d, i, dflt[t], dst[t]) < 0) {
+                snprintf(why, cap, "%s: %s has %d values for %d spatial dims (give 1 or %d)", nm, tname[t],
+                         tup[t]->n, G->d, G->d);
+                return -1;
+            }
+        G->S[i] = s->d[0][2 + i];
+        G->K[i] = s->d[1][2 + i];
+        if (G->st[i] < 1 || G->dl[i] < 1 || G->pd[i] < 0 || G->op[i] < 0 || G->K[i] < 1) {
+            snprintf(why, cap, "%s: stride and dilation must be positive, padding and output_padding not "
+                     "negative (spatial dim %d)", nm, i);
+            return -1;
+        }
+        if (!transposed && G->op[i]) {
+            snprintf(why, cap, "conv: output_padding belongs to conv_transpose");
+            return -1;
+        }
+        if (transposed && G->op[i] >= G->st[i] && G->op[i] >= G->dl[i]) {
+            snprintf(why, cap, "conv_transpose: output_padding %lld must be smaller than the stride or the "
+                     "dilation (spatial dim %d)", (long long)G->op[i], i);
+            return -1;
+        }
+        int64_t span = G->dl[i] * (G->K[i] - 1);
+        G->L[i] = transposed ? (G->S[i] - 1) * G->st[i] - 2 * G->pd[i] + span + G->op[i] + 1
+                             : (G->S[i] + 2 * G->pd[i] - span - 1) / G->st[i] + 1;
+        if ((!transposed && G->S[i] + 2 * G->pd[i] < span + 1) || G->L[i] < 1) {
+            snprintf(why, cap, "%s: spatial dim %d of size %lld gives no output (kernel %lld, dilation %lld, "
+                     "padding %lld)", nm, i, (long long)G->S[i], (long long)G->K[i], (long long)G->dl[i],
+                     (long long)G->pd[i]);
+            return -1;
+        }
+    }
+    if (s->nin > 2 && (s->rank[2] != 1 || s->d[2][0] != G->O)) {
+        snprintf(why, cap, "%s: the bias must be a vector of the %lld output channels", nm, (long long)G->O);
+        return -1;
+    }
+    return 0;
+}
+
+static int shape_of(const kf_op_dims *s, const kf_attrs *A, int transposed, int *out_rank, int64_t *out,
+                    char *why, size_t cap) {
+    conv_geom G;
+    if (geom(s, A, transposed, &G, why, cap) < 0) return -1;
+    *out_rank = G.d + 2;
+    out[0] = G.N;
+    out[1] = G.O;
+    for (int i = 0; i < G.d; i++) out[2 + i] = G.L[i];
+    return 0;
+}
+
+static int conv_shape(const kf_op_dims *s, const kf_attrs *A, int *r, int64_t *out, char *why, size_t cap) {
+    return shape_of(s, A, 0, r, out, why, cap);
+}
+
+static int convt_shape(const kf_op_dims *s, const kf_attrs *A, int *r, int64_t *out, char *why, size_t cap) {
+    return shape_of(s, A, 1, r, out, why, cap);
+}
+
+/* the geometry of a node that type-checked */
+static conv_geom geom_ok(const kf_op_dims *s, const kf_attrs *A, int transposed) {
+    conv_geom G;
+    char why[200];
+    int rc = geom(s, A, transposed, &G, why, sizeof why);
+    (void)rc;
+    return G;
+}
+
+static int64_t prod(const int64_t *v, int n) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) p *= v[i];
+    return p;
+}
+
+/* the multi-index of flat index f over dims[n] (row-major) */
+static void unravel(int64_t f, const int64_t *dims, int n, int64_t *idx) {
+    for (int i = n - 1; i >= 0; i--) {
+        idx[i] = f % dims[i];
+        f /= dims[i];
+    }
+}
+
+/* conv by its definition: each output element the sum over its group's channels and the
+ * kernel's taps of x at stride*o - padding + dilation*k (nothing outside x), plus the bias */
+static void conv_f64(const kf_op_dims *s, const kf_attrs *A, const double *const *in, double *out) {
+    conv_geom G = geom_ok(s, A, 0);
+    int64_t P = prod(G.L, G.d), KK = prod(G.K, G.d), SS = prod(G.S, G.d);
+    for (int64_t n = 0; n < G.N; n++)
+        for (int64_t o = 0; o < G.O; o++) {
+            int64_t grp = o / G.Og;
+            for (int64_t p = 0; p < P; p++) {
+                int64_t op[MAXSP], k[MAXSP];
+                unravel(p, G.L, G.d, op);
+                double acc = s->nin > 2 ? in[2][o] : 0;
+                for (int64_t c = 0; c < G.Cg; c++)
+                    for (int64_t t = 0; t < KK; t++) {
+                        unravel(t, G.K, G.d, k);
+                        int64_t f = 0, ok = 1;
+                        for (int i = 0; i < G.d && ok; i++) {
+                            int64_t at = op[i] * G.st[i] - G.pd[i] + k[i] * G.dl[i];
+                            ok = at >= 0 && at < G.S[i];
+                            f = f * G.S[i] + at;
+                        }
+                        if (!ok) continue;
+                        acc += in[0][(n * G.C + grp * G.Cg + c) * SS + f] * in[1][(o * G.Cg + c) * KK + t];
+                    }
+                out[(n * G.O + o) * P + p] = acc;
+            }
+        }
+}
+
+/* conv_transpose by its definition: every input element, times each tap of its group's
+ * weights, added at stride*i - padding + dilation*k of the output, plus the bias */
+static void convt_f64(const kf_op_dims *s, const kf_attrs *A, const double *const *in, double *out) {
+    conv_geom G = geom_ok(s, A, 1);
+    int64_t P = prod(G.L, G.d), KK = prod(G.K, G.d), SS = prod(G.S, G.d);
+    for (int64_t n = 0; n < G.N; n++)
+        for (int64_t o = 0; o < G.O; o++)
+            for (int64_t p = 0; p < P; p++) out[(n * G.O + o) * P + p] = s->nin > 2 ? in[2][o] : 0;
+    for (int64_t n = 0; n < G.N; n++)
+        for (int64_t c = 0; c < G.C; c++) {
+            int64_t grp = c / G.Cg;
+            for (int64_t q = 0; q < SS; q++) {
+                int64_t ip[MAXSP], k[MAXSP];
+                unravel(q, G.S, G.d, ip);
+                double x = in[0][(n * G.C + c) * SS + q];
+                for (int64_t t = 0; t < KK; t++) {
+                    unravel(t, G.K, G.d, k);
+                    int64_t f = 0, ok = 1;
+                    for (int i = 0; i < G.d && ok; i++) {
+                        int64_t at = ip[i] * G.st[i] - G.pd[i] + k[i] * G.dl[i];
+                        ok = at >= 0 && at < G.L[i];
+                        f = f * G.L[i] + at;
+                    }
+                    if (!ok) continue;
+                    for (int64_t o = 0; o < G.Og; o++)
+                        out[(n * G.O + grp * G.Og + o) * P + f] += x * in[1][(c * G.Og + o) * KK + t];
+                }
+            }
+        }
+}
+
+static double conv_flops(const kf_op_dims *s, const kf_attrs *A) {
+    conv_geom G = geom_ok(s, A, 0);
+    return 2.0 * (double)G.N * (double)G.O * (double)prod(G.L, G.d) * (double)G.Cg * (double)prod(G.K, G.d);
+}
+
+static double convt_flops(const kf_op_dims *s, const kf_attrs *A) {
+    conv_geom G = geom_ok(s, A, 1);
+    return 2.0 * (double)G.N * (double)G.C * (double)prod(G.S, G.d) * (double)G.Og * (double)prod(G.K, G.d);
+}
+
+/* "[a, b, c]" */
+static void list(kf_buf *o, const int64_t *v, int n) {
+    kf_buf_puts(o, "[");
+    for (int i = 0; i < n; i++) kf_buf_printf(o, "%s%lld", i ? ", " : "", (long long)v[i]);
+    kf_buf_puts(o, "]");
+}
+
+/* The stride-1-or-not conv of `src` (.kf text of a [N, C, S'...] tensor, S' in G.S) with the
+ * weight matrix `wm` ([g, O/g, C/g*K]) and the pads lo/hi per spatial dim (negative crops),
+ * as the column-matrix product; the result [N, O, L...] plus the bias operand if any. */
+static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char *wm, const int64_t *lo,
+                      const int64_t *hi, const int64_t *stride, int bias) {
+    int d = G->d;
+    int64_t sh[2 + MAXSP];
+    kf_buf x = {0};
+    kf_buf_puts(&x, src);
+    if (G->g > 1) { /* the groups beside the batch: [N*g, C/g, S...] */
+        kf_buf t = {0};
+        sh[0] = G->N * G->g, sh[1] = G->Cg;
+        for (int i = 0; i < d; i++) sh[2 + i] = G->S[i];
+        kf_buf_printf(&t, "reshape(%s, shape=", x.data);
+        list(&t, sh, d + 2);
+        kf_buf_puts(&t, ")");
+        kf_buf_free(&x);
+        x = t;
+    }
+    int any = 0;
+    for (int i = 0; i < d; i++) any |= lo[i] || hi[i];
+    if (any) { /* F.pad's order: the last dim first */
+        kf_buf t = {0};
+        int64_t pads[2 * MAXSP];
+        for (int i = 0; i < d; i++) pads[2 * i] = lo[d - 1 - i], pads[2 * i + 1] = hi[d - 1 - i];
+        kf_buf_printf(&t, "pad(%s, pads=", x.data);
+        list(&t, pads, 2 * d);
+        kf_buf_puts(&t, ")");
+        kf_buf_free(&x);
+        x = t;
+    }
+    for (int i = 0; i < d; i++) { /* windows: [N*g, C/g, L..., K...] */
+        kf_buf t = {0};
+        kf_buf_printf(&t, "unfold(%s, dim=%d, size=%lld, step=%lld, dilation=%lld)", x.data, 2 + i,
+                      (long long)G->K[i], (long long)stride[i], (long long)G->dl[i]);
+        kf_buf_free(&x);
+        x = t;
+    }
+    /* [N*g, C/g, K..., L...] merged into columns [N, g, C/g*K, P] */
+    int64_t perm[2 + 2 * MAXSP];
+    int np = 0;
+    perm[np++] = 0, perm[np++] = 1;
+    for (int i = 0; i < d; i++) perm[np++] = 2 + d + i;
+    for (int i = 0; i < d; i++) perm[np++] = 2 + i;
+    int64_t cols[4] = {G->N, G->g, G->Cg * prod(G->K, d), prod(G->L, d)};
+    kf_buf_printf(o, "reshape(matmul(%s, reshape(permute(%s, dims=", wm, x.data);
+    list(o, perm, np);
+    kf_buf_puts(o, "), shape=");
+    list(o, cols, 4);
+    kf_buf_puts(o, ")), shape=");
+    sh[0] = G->N, sh[1] = G->O;
+    for (int i = 0; i < d; i++) sh[2 + i] = G->L[i];
+    list(o, sh, d + 2);
+    kf_buf_puts(o, ")");
+    if (bias) {
+        int64_t bs[1 + MAXSP];
+        bs[0] = G->O;
+        for (int i = 0; i < d; i++) bs[1 + i] = 1;
+        kf_buf_puts(o, " + reshape(_2, shape=");
+        list(o, bs, d + 1);
+        kf_buf_puts(o, ")");
+    }
+    kf_buf_free(&x);
+}
+
+static int conv_lower(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *why, size_t cap) {
+    (void)why, (void)cap;
+    conv_geom G = geom_ok(s, A, 0);
+    kf_buf wm = {0};
+    int64_t w3[3] = {G.g, G.Og, G.Cg * prod(G.K, G.d)};
+    kf_buf_puts(&wm, "reshape(_1, shape=");
+    list(&wm, w3, 3);
+    kf_buf_puts(&wm, ")");
+    conv_text(o, &G, "_0", wm.data, G.pd, G.pd, G.st, s->nin > 2);
+    kf_buf_free(&wm);
+    return 0;
+}
+
+static int convt_lower(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *why, size_t cap) {
+    (void)why, (void)cap;
+    conv_geom G = geom_ok(s, A, 1);
+    int d = G.d;
+    /* x with stride-1 zeros after each element along each spatial dim: [N, C, S1, 1, ...]
+     * padded to [N, C, S1, s1, ...] and merged; G2 is the stride-1 conv over it */
+    conv_geom G2 = G;
+    kf_buf z = {0};
+    int strided = 0;
+    for (int i = 0; i < d; i++) strided |= G.st[i] > 1;
+    if (strided) {
+        int64_t sh[2 + 2 * MAXSP], pads[4 * MAXSP], mg[2 + MAXSP];
+        int n = 0, np = 0;
+        sh[n++] = G.N, sh[n++] = G.C;
+        for (int i = 0; i < d; i++) sh[n++] = G.S[i], sh[n++] = 1;
+        for (int i = d - 1; i >= 0; i--) { /* last dim first: the unit dim, then S_i */
+            pads[np++] = 0, pads[np++] = G.st[i] - 1;
+            if (i > 0) pads[np++] = 0, pads[np++] = 0;
+        }
+        mg[0] = G.N, mg[1] = G.C;
+        for (int i = 0; i < d; i++) mg[2 + i] = G.S[i] * G.st[i], G2.S[i] = mg[2 + i];
+        kf_buf_puts(&z, "reshape(pad(reshape(_0, shape=");
+        list(&z, sh, n);
+        kf_buf_puts(&z, "), pads=");
+        list(&z, pads, np);
+        kf_buf_puts(&z, "), shape=");
+        list(&z, mg, d + 2);
+        kf_buf_puts(&z, ")");
+    } else {
+        kf_buf_puts(&z, "_0");
+    }
+    /* pads: dilation*(K-1) - padding before; after, that plus output_padding, less the
+     * stride-1 zeros the merge put after the last element */
+    int64_t lo[MAXSP], hi[MAXSP], one[MAXSP];
+    for (int i = 0; i < d; i++) {
+        int64_t span = G.dl[i] * (G.K[i] - 1);
+        lo[i] = span - G.pd[i];
+        hi[i] = span - G.pd[i] + G.op[i] - (G.st[i] - 1);
+        one[i] = 1;
+    }
+    /* the weight [C, O/g, K...] as [g, O/g, C/g*K], taps flipped */
+    kf_buf wm = {0};
+    int64_t w4[3 + MAXSP], perm[3 + MAXSP], flip[MAXSP], w3[3] = {G.g, G.Og, G.Cg * prod(G.K, d)};
+    w4[0] = G.g, w4[1] = G.Cg, w4[2] = G.Og;
+    perm[0] = 0, perm[1] = 2, perm[2] = 1;
+    for (int i = 0; i < d; i++) w4[3 + i] = G.K[i], perm[3 + i] = 3 + i, flip[i] = 3 + i;
+    kf_buf_puts(&wm, "reshape(flip(permute(reshape(_1, shape=");
+    list(&wm, w4, d + 3);
+    kf_buf_puts(&wm, "), dims=");
+    list(&wm, perm, d + 3);
+    kf_buf_puts(&wm, "), dims=");
+    list(&wm, flip, d);
+    kf_buf_puts(&wm, "), shape=");
+    list(&wm, w3, 3);
+    kf_buf_puts(&wm, ")");
+    conv_text(o, &G2, z.data, wm.data, lo, hi, one, s->nin > 2);
+    kf_buf_free(&z);
+    kf_buf_free(&wm);
+    return 0;
+}
+
+#define TUPLE(nm, field, aten) {nm, KF_ATTR_INTS, offsetof(kf_attrs, field), "[]", aten, NULL}
+#define GROUPS(aten) {"groups", KF_ATTR_INT, offsetof(kf_attrs, groups), "1", aten, NULL}
+#define CONV .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_OWN, .min_in = 2, .max_in = 3, .flops = 2
+
+const kf_op_def kf_ops_conv[] = {
+    {.op = KF_OP_CONV, .name = "conv", CONV, .own_shape = conv_shape, .own_f64 = conv_f64,
+     .own_flops = conv_flops, .own_lower = conv_lower,
+     .doc = "convolution (1-3 spatial dims) of x [N, C, S...] with w [O, C/groups, K...], optional bias [O]",
+     .attrs = {TUPLE("stride", ints, "3"), TUPLE("padding", ints2, "4"), TUPLE("dilation", ints3, "5"),
+               GROUPS("6")},
+     .aten = {"aten.conv1d", "aten.conv2d", "aten.conv3d"},
+     .torch = "lambda x, w, b=None, stride=(), padding=(), dilation=(), groups=1: "
+              "(F.conv1d, F.conv2d, F.conv3d)[x.dim() - 3](x, w, b, list(stride) or 1, list(padding) or 0, "
+              "list(dilation) or 1, groups)",
+     .example = "input x: f32[2, 6, 9, 8]\ninput w: f32[4, 3, 3, 2]\ninput b: f32[4]\n"
+                "output y = conv(x, w, b, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)\n"},
+    {.op = KF_OP_CONV_TRANSPOSE, .name = "conv_transpose", CONV, .own_shape = convt_shape, .own_f64 = convt_f64,
+     .own_flops = convt_flops, .own_lower = convt_lower,
+     .doc = "transposed convolution (1-3 spatial dims) of x [N, C, S...] with w [C, O/groups, K...], "
+            "optional bias [O]",
+     .attrs = {TUPLE("stride", ints, "3"), TUPLE("padding", ints2, "4"), TUPLE("output_padding", ints4, "5"),
+               GROUPS("6"), TUPLE("dilation", ints3, "7")},
+     .aten = {"aten.conv_transpose1d", "aten.conv_transpose2d", "aten.conv_transpose3d"},
+     .torch = "lambda x, w, b=None, stride=(), padding=(), output_padding=(), groups=1, dilation=(): "
+              "(F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[x.dim() - 3](x, w, b, "
+              "list(stride) or 1, list(padding) or 0, list(output_padding) or 0, groups, list(dilation) or 1)",
+     .example = "input x: f32[2, 4, 5, 6]\ninput w: f32[4, 3, 3, 2]\ninput b: f32[6]\n"
+                "output y = conv_transpose(x, w, b, stride=[2, 3], padding=[1, 0], output_padding=[1, 1], "
+                "dilation=[1, 2], groups=2)\n"},
+};
+const int kf_ops_conv_count = sizeof kf_ops_conv / sizeof kf_ops_conv[0];
