@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -558,6 +559,31 @@ Test(parse, view_ops) {
     /* t + 0 and relu(u); the views cost nothing */
     cr_assert_float_eq(kf_graph_flops(g), 1.0 * 8 * 6 * 4 + 1.0 * 4 * 6 * 2 * 3, 0, "views cost nothing");
     kf_graph_free(g);
+}
+
+/* the triangles, diagonals and an inf attribute value (an attention mask's pad) */
+Test(parse, triangle_and_diagonal_views) {
+    kf_graph *g = parse_ok("input x: f32[2, 4, 6]\ninput v: f32[3, 5]\n"
+                           "a = triu(x, diagonal=-1)\n"
+                           "b = tril(x, value=-inf)\n"
+                           "c = diag_embed(v, offset=2)\n"
+                           "d = diagonal(x, offset=-1, dim1=1, dim2=2)\n"
+                           "e = diag_embed(v, dim1=0, dim2=2)\n"
+                           "output y = a + b\noutput z = c * 2\noutput w = d + 1\noutput u = e + 1\n");
+    shape_is(g, val(g, "a"), "[2, 4, 6]");
+    shape_is(g, val(g, "c"), "[3, 7, 7]");
+    shape_is(g, val(g, "d"), "[2, 3]");
+    shape_is(g, val(g, "e"), "[5, 3, 5]");
+    cr_assert(isinf(producer(g, "b")->attr.alpha) && producer(g, "b")->attr.alpha < 0);
+    cr_assert_eq(producer(g, "a")->attr.start, -1);
+    kf_graph_free(g);
+    parse_bad("input x: f32[4]\noutput y = triu(x)\n", KF_ERR_TYPE, 2, 12, "triu: needs rank >= 2");
+    parse_bad("input x: f32[4, 3]\noutput y = diagonal(x, offset=3)\n", KF_ERR_TYPE, 2, 12,
+              "diagonal: offset 3 leaves no element of the 4 x 3 matrices");
+    parse_bad("input x: f32[4, 3]\noutput y = diag_embed(x, dim1=1, dim2=-2)\n", KF_ERR_TYPE, 2, 12,
+              "diag_embed: dim1 and dim2 are both dimension 1 of the result");
+    parse_bad("input x: f32[4, 3]\noutput y = triu(x, diagonal=inf)\n", KF_ERR_PARSE, 2, 29,
+              "expected an integer for 'diagonal', found 'inf'");
 }
 
 Test(errors, view_ops) {

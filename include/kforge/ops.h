@@ -184,6 +184,9 @@ typedef struct kf_op_def {
     const char *aten[KF_MAX_OP_ATEN]; /* ATen targets it is imported from ("aten.relu") */
     const char *torch;          /* the PyTorch peer: a Python callable expression */
     /* POINTWISE */
+    /* the operands may be i64 (class indices), read as floats (exact below 2^24); the
+     * result is the float operand's dtype, f32 when both are i64 */
+    int int_operands;
     kf_f64_run f64;
     const char *f32;            /* "($0 < 0.0f ? 0.0f : $0)" */
     /* optional: a cheaper f32 form for some operands (returns 1 when it wrote one) */

@@ -251,6 +251,9 @@ def build_graph(name, model_path, seed, model, inputs, ep, eval_mode=False):
                     lo, hi = x.min().item(), x.max().item()
                     if 0 < lo < hi and math.isfinite(hi):
                         entry["range"] = [lo, hi]
+                elif x.dtype == torch.int64 and x.numel():
+                    # integers (class indices): verified on values of the sample's span
+                    entry["range"] = [x.min().item(), x.max().item()]
                 user_index += 1
             else:
                 entry["target"] = target

@@ -5,7 +5,7 @@ The translation is by operator, never by task: each .kf operator maps to the PyT
 with the same meaning, as its record in kforge's op registry gives it (`kforge ops --json`,
 field `torch`; attribute names and defaults as the record lists them), and a task's
 statements are evaluated in order with those functions in scope. A .kf expression is
-already Python syntax apart from the literals `true` / `false`.
+already Python syntax apart from the literals `true` / `false` (and `inf`, a name here).
 
 scale_task() rewrites a task's input shapes for the GPU: every dimension of 1024 or more is
 multiplied by the factor, so a 4096x4096 example becomes 8192x8192 and the 2048^3 matmul
@@ -169,6 +169,7 @@ def torch_fn(task, kforge=None):
     outs = ", ".join(task.outputs)
     src = f"def kf_task_{task.name}({args}):\n" + "\n".join(body) + f"\n    return ({outs},)\n"
     env = dict(ops(kforge))
+    env["inf"] = math.inf  # an attribute value: tril(s, value=-inf)
     exec(compile(src, f"<kforge task {task.name}>", "exec"), env)
     fn = env["kf_task_" + task.name]
     fn.source = src

@@ -16,41 +16,12 @@
  * After parsing, each output's dtype and shape are compared with what PyTorch recorded: a
  * rule that got an attribute wrong shows up here rather than as a wrong kernel.
  */
-#include "kforge/ir.h"
+#include "import_int.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A lowered value: the .kf expression text that names it, or a view of one. */
-typedef struct lval {
-    char name[64];   /* FX node name */
-    char kf[64];     /* .kf value name ("" until lowered) */
-    int rank;
-    int is_tuple;
-    json_t *node;    /* the graph.json node (borrowed), NULL for inputs */
-    json_t *meta;    /* an input's graph.json entry (dtype, shape; borrowed) */
-    char *expr;      /* its .kf expression, when it has a statement (owned) */
-    char *pre;       /* statements of its own temporaries, written before it (owned) */
-    int order;       /* position among the statements */
-    int is_output;
-    int visiting;    /* being lowered: a reference back to it is a cycle */
-    int failed;      /* could not be lowered (noted once) */
-} lval;
-
-typedef struct lower {
-    const char *path;
-    json_t *root;
-    lval *v;
-    int nv;
-    int nstmt;       /* statements so far */
-    kf_buf unsupported;
-    int nunsupported;
-    int tmp;
-    kf_error *err;
-} lower;
 
 static const char *const kf_words[] = {"task", "input", "output", "tolerance", "range", "true", "false"};
 
@@ -183,24 +154,53 @@ static void emit(lower *L, lval *v, const char *expr) {
     v->order = L->nstmt++;
 }
 
-/* A temporary of v's rule: "KF_suffix = expr", written before v's statement; its name
- * into out. */
-static void emit_tmp(lval *v, const char *suffix, const char *expr, char *out, size_t cap) {
-    char base[64];
-    kf_name(v->name, base, sizeof base);
-    snprintf(out, cap, "%.40s_%s", base, suffix);
-    kf_buf b = {0};
-    if (v->pre) kf_buf_puts(&b, v->pre);
-    kf_buf_printf(&b, "%s = %s\n", out, expr);
-    free(v->pre);
-    v->pre = kf_buf_take(&b);
-}
-
 /* Whether the ATen target is one of names (a NULL-terminated list of "op" prefixes such as
  * "aten.relu." matching every overload). */
 static int target_is(const char *t, const char *op) {
     size_t n = strlen(op);
     return strncmp(t, op, n) == 0 && (t[n] == '.' || t[n] == 0);
+}
+
+/* The helpers import_nn.c's rules share (import_int.h). */
+void kf_imp_unsupported(lower *L, json_t *n, const char *why) { note_unsupported(L, n, why); }
+json_t *kf_imp_arg(json_t *n, size_t i, const char *kw) { return arg(n, i, kw); }
+int kf_imp_is_null(json_t *a) { return is_null(a); }
+int kf_imp_num(json_t *a, double *d) { return num(a, d); }
+const char *kf_imp_numtxt(double d, char *buf, size_t cap) { return numtxt(d, buf, cap); }
+lval *kf_imp_operand(lower *L, json_t *a, const char **why) { return operand(L, a, why); }
+int kf_imp_term(lower *L, json_t *a, char *out, size_t cap, const char **why) { return term(L, a, out, cap, why); }
+int kf_imp_axes_text(json_t *a, char *out, size_t cap) { return axes_text(a, out, cap); }
+void kf_imp_emit(lower *L, lval *v, const char *expr) { emit(L, v, expr); }
+int kf_imp_target_is(const char *t, const char *op) { return target_is(t, op); }
+const char *kf_imp_node_target(json_t *n) { return node_target(n); }
+
+void kf_imp_tmp(lower *L, const lval *v, const char *expr, char *name, size_t cap) {
+    if (L->nt == L->tcap) {
+        L->tcap = L->tcap ? 2 * L->tcap : 16;
+        L->t = kf_realloc(L->t, (size_t)L->tcap * sizeof *L->t);
+    }
+    ltmp *t = &L->t[L->nt];
+    char base[64];
+    kf_name(v->name, base, sizeof base);
+    snprintf(t->kf, sizeof t->kf, "%s__%d", base, L->nt); /* FX names have no double '_' before a number */
+    t->expr = kf_strdup(expr);
+    t->order = L->nstmt++;
+    L->nt++;
+    snprintf(name, cap, "%s", t->kf);
+}
+
+int kf_imp_rank(const lval *v) {
+    json_t *m = v->node ? v->node : v->meta;
+    json_t *s = json_object_get(m, "shape");
+    return json_is_array(s) ? (int)json_array_size(s) : -1;
+}
+
+int64_t kf_imp_dim(const lval *v, int k) {
+    json_t *s = json_object_get(v->node ? v->node : v->meta, "shape");
+    int r = json_is_array(s) ? (int)json_array_size(s) : -1;
+    if (k < 0) k += r;
+    if (r < 0 || k < 0 || k >= r || !json_is_integer(json_array_get(s, (size_t)k))) return -1;
+    return json_integer_value(json_array_get(s, (size_t)k));
 }
 
 static const char *const passthrough[] = {"aten.detach", "aten.clone", "aten.contiguous", "aten.alias",
@@ -475,6 +475,8 @@ static int lower_node(lower *L, lval *v) {
             snprintf(v->kf, sizeof v->kf, "%s", s->kf); /* the tuple node wrote the result */
             return 1;
         }
+        int nn = kf_imp_getitem_nn(L, v, s, k);
+        if (nn >= 0) return nn;
         BAD("getitem of a tuple whose other parts kforge does not compute");
     }
     /* softmax family */
@@ -555,17 +557,17 @@ static int lower_node(lower *L, lval *v) {
         char mu[96], var[96], d[96];
         if (training || no_stats) {
             snprintf(e, sizeof e, "mean(%s, axes=%s, keepdim=true)", x->kf, red);
-            emit_tmp(v, "mean", e, mu, sizeof mu);
+            kf_imp_tmp(L, v, e, mu, sizeof mu);
             snprintf(e, sizeof e, "%s - %s", x->kf, mu);
-            emit_tmp(v, "centered", e, d, sizeof d);
+            kf_imp_tmp(L, v, e, d, sizeof d);
             snprintf(e, sizeof e, "mean(square(%s), axes=%s, keepdim=true)", d, red);
-            emit_tmp(v, "var", e, var, sizeof var);
+            kf_imp_tmp(L, v, e, var, sizeof var);
         } else {
             char rm[160], rv[160];
             NEED(term(L, arg(n, 3, "running_mean"), rm, sizeof rm, &why));
             NEED(term(L, arg(n, 4, "running_var"), rv, sizeof rv, &why));
             snprintf(e, sizeof e, "%s - reshape(%s, shape=[-1%s])", x->kf, rm, ones);
-            emit_tmp(v, "centered", e, d, sizeof d);
+            kf_imp_tmp(L, v, e, d, sizeof d);
             snprintf(var, sizeof var, "reshape(%.60s, shape=[-1%s])", rv, ones);
         }
         snprintf(e, sizeof e, "%s * rsqrt(%s + %s)%s%s", d, var, numtxt(eps, n1, sizeof n1), wv, bv);
@@ -592,9 +594,9 @@ static int lower_node(lower *L, lval *v) {
         char g3[96], nrm[96];
         snprintf(e, sizeof e, "reshape(%s, shape=[%lld, %lld, -1])", x->kf,
                  (long long)json_integer_value(json_array_get(xs, 0)), G);
-        emit_tmp(v, "groups", e, g3, sizeof g3);
+        kf_imp_tmp(L, v, e, g3, sizeof g3);
         snprintf(e, sizeof e, "reshape(layer_norm(%s, axes=[-1], eps=%s), shape=%s)", g3, numtxt(eps, n1, sizeof n1), sh);
-        emit_tmp(v, "normed", e, nrm, sizeof nrm);
+        kf_imp_tmp(L, v, e, nrm, sizeof nrm);
         size_t used = (size_t)snprintf(e, sizeof e, "%s", nrm);
         json_t *w = arg(n, native ? 1 : 2, "weight"), *bj = arg(n, native ? 2 : 3, "bias");
         if (!is_null(w)) {
@@ -691,6 +693,8 @@ static int lower_node(lower *L, lval *v) {
         emit(L, v, e);
         return 1;
     }
+    int nn = kf_imp_lower_nn(L, v, t);
+    if (nn >= 0) return nn;
     BAD("no lowering to kforge's ops (see `kforge ops`)");
 #undef NEED
 #undef BAD
@@ -740,7 +744,7 @@ static int drop_unneeded_ranges(const kf_graph *g, kf_buf *head) {
     int changed = 0;
     for (int i = 0; i < g->ninputs; i++) {
         const kf_value *v = &g->values[g->inputs[i]];
-        if (!v->has_range || pos[i]) continue;
+        if (!v->has_range || pos[i] || v->dtype == KF_I64) continue; /* class indices keep theirs */
         char key[160];
         snprintf(key, sizeof key, "\ninput %s: ", v->name);
         char *line = strstr(head->data, key);
@@ -893,11 +897,13 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
         goto done;
     }
     kf_buf_free(&tail);
-    for (int k = 0; k < L.nstmt; k++)
+    for (int k = 0; k < L.nstmt; k++) {
         for (int j = 0; j < L.nv; j++)
             if (L.v[j].expr && L.v[j].order == k)
-                kf_buf_printf(&head, "%s%s%s = %s\n", L.v[j].pre ? L.v[j].pre : "", L.v[j].is_output ? "output " : "",
-                              L.v[j].kf, L.v[j].expr);
+                kf_buf_printf(&head, "%s%s = %s\n", L.v[j].is_output ? "output " : "", L.v[j].kf, L.v[j].expr);
+        for (int j = 0; j < L.nt; j++)
+            if (L.t[j].order == k) kf_buf_printf(&head, "%s = %s\n", L.t[j].kf, L.t[j].expr);
+    }
     kf_graph *g = NULL;
     st = kf_parse_string(head.data, path, &g, err);
     if (st == KF_OK && drop_unneeded_ranges(g, &head)) {
@@ -919,8 +925,10 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
 done:
     kf_buf_free(&head);
     kf_buf_free(&L.unsupported);
-    for (int k = 0; L.v && k < L.nv; k++) free(L.v[k].expr), free(L.v[k].pre);
+    for (int k = 0; L.v && k < L.nv; k++) free(L.v[k].expr);
     free(L.v);
+    for (int k = 0; k < L.nt; k++) free(L.t[k].expr);
+    free(L.t);
     json_decref(root);
     return st;
 }

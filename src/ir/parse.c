@@ -19,6 +19,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,6 +358,15 @@ static int parse_kwarg_value(parser *p, kwarg *kw) {
             if (accept(p, T_RBRACK)) return 0;
             if (expect(p, T_COMMA, "',' or ']'") < 0) return -1;
         }
+    }
+    /* inf and -inf: a pad value that no element may win against (an attention mask) */
+    int neg_inf = cur(p)->k == T_MINUS && tok_is(&p->t[p->pos + 1], "inf");
+    if (tok_is(cur(p), "inf") || neg_inf) {
+        kw->kind = KW_NUM;
+        kw->num = neg_inf ? -INFINITY : INFINITY;
+        kw->is_int = 0;
+        p->pos += neg_inf ? 2 : 1;
+        return 0;
     }
     if (cur(p)->k == T_NUM || cur(p)->k == T_MINUS) {
         kw->kind = KW_NUM;

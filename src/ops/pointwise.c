@@ -129,6 +129,7 @@ BINARY_F64(f64_div, a / b)
 BINARY_F64(f64_maximum, b_maximum(a, b))
 BINARY_F64(f64_minimum, b_minimum(a, b))
 BINARY_F64(f64_pow, pow(a, b))
+BINARY_F64(f64_eq, a == b ? 1.0 : 0.0)
 
 /* ------------------------------------------------------ f32 special forms */
 
@@ -269,5 +270,10 @@ const kf_op_def kf_ops_pointwise[] = {
     {.op = KF_OP_POW, .name = "pow", BINARY, .flops = 2, .domain = KF_DOMAIN_POS, .mag = 20,
      .doc = "a ^ b", .torch = "torch.pow", .f64 = f64_pow, .f32 = "kf_powf($0, $1)",
      .f32_special = f32_pow},
+    /* a one-hot mask from class indices: eq(iota, targets) (the importer's cross entropy) */
+    {.op = KF_OP_EQ, .name = "eq", BINARY, .flops = 1, .int_operands = 1,
+     .doc = "1 where a == b, else 0, as floats (operands may be i64, e.g. class indices)",
+     .torch = "lambda a, b: (torch.eq(a, b) if torch.is_tensor(a) else torch.eq(b, a)).float()",
+     .f64 = f64_eq, .f32 = "(($0 == $1) ? 1.0f : 0.0f)"},
 };
 const int kf_ops_pointwise_count = sizeof kf_ops_pointwise / sizeof kf_ops_pointwise[0];

@@ -303,6 +303,117 @@ static int view_select(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, c
     return 0;
 }
 
+/* The last two dims of a rank >= 2 input as (row, col) for the triangle views. */
+static int rowcol(const char *op, int r, char *why, size_t cap) {
+    if (r >= 2) return 0;
+    snprintf(why, cap, "%s: needs rank >= 2 (matrices in the last two dims), found a rank-%d input", op, r);
+    return -1;
+}
+
+/* torch.triu / torch.tril over the last two dims, with the elements outside the triangle
+ * `value` instead of 0 (an attention mask's -inf): the identity map with one guard,
+ * col - row - diagonal >= 0 (triu) or diagonal + row - col >= 0 (tril), bounded above by
+ * more than the expression reaches. */
+static int view_triangle(int upper, int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why,
+                         size_t cap) {
+    if (rowcol(upper ? "triu" : "tril", r, why, cap) < 0) return -1;
+    int64_t k = A->start, s = upper ? 1 : -1;
+    identity(m, r, d);
+    m->pad = A->alpha;
+    kf_affine *g = &m->guard[m->nguards];
+    g->off = -s * k;
+    g->coef[r - 1] = s;
+    g->coef[r - 2] = -s;
+    m->guard_n[m->nguards++] = d[r - 1] + d[r - 2] + (k < 0 ? -k : k) + 1;
+    return 0;
+}
+
+static int view_triu(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    return view_triangle(1, r, d, A, m, why, cap);
+}
+
+static int view_tril(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    return view_triangle(0, r, d, A, m, why, cap);
+}
+
+/* torch.diag_embed(x, offset, dim1, dim2): the last dim of x on the offset diagonal of new
+ * square matrices in output dims (dim1, dim2) (counted in the result's rank), zero
+ * elsewhere; the other dims of x keep their order. The element (i, j) of a matrix reads
+ * x[..., i] (offset >= 0) or x[..., j] (offset < 0) when j - i == offset. */
+static int view_diag_embed(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    int q = r + 1;
+    if (q > KF_MAX_DIMS) {
+        snprintf(why, cap, "diag_embed: the result would have rank %d, more than %d", q, KF_MAX_DIMS);
+        return -1;
+    }
+    int a = resolve("diag_embed", "dim1", A->dim, q, why, cap);
+    int b = a < 0 ? -1 : resolve("diag_embed", "dim2", A->dim1, q, why, cap);
+    if (b < 0) return -1;
+    if (a == b) {
+        snprintf(why, cap, "diag_embed: dim1 and dim2 are both dimension %d of the result", a);
+        return -1;
+    }
+    int64_t k = A->start, n = d[r - 1] + (k < 0 ? -k : k);
+    memset(m, 0, sizeof *m);
+    m->in_rank = r;
+    m->out_rank = q;
+    for (int i = 0; i < r; i++) m->in_dims[i] = d[i];
+    for (int j = 0, i = 0; j < q; j++) {
+        if (j == a || j == b) {
+            m->out_dims[j] = n;
+            continue;
+        }
+        m->out_dims[j] = d[i];
+        m->in[i++].coef[j] = 1;
+    }
+    m->in[r - 1].coef[k >= 0 ? a : b] = 1;
+    kf_affine *g = &m->guard[m->nguards];
+    g->off = -k;
+    g->coef[b] = 1;
+    g->coef[a] = -1;
+    m->guard_n[m->nguards++] = 1;
+    return 0;
+}
+
+/* torch.diagonal(x, offset, dim1, dim2): dims dim1 and dim2 removed, their offset diagonal
+ * (x[..., i, i + offset] for offset >= 0, x[..., i - offset, i] below) as a new last dim. */
+static int view_diagonal(int r, const int64_t *d, const kf_attrs *A, kf_imap *m, char *why, size_t cap) {
+    if (r < 2) {
+        snprintf(why, cap, "diagonal: needs rank >= 2, found a rank-%d input", r);
+        return -1;
+    }
+    int a = resolve("diagonal", "dim1", A->dim, r, why, cap);
+    int b = a < 0 ? -1 : resolve("diagonal", "dim2", A->dim1, r, why, cap);
+    if (b < 0) return -1;
+    if (a == b) {
+        snprintf(why, cap, "diagonal: dim1 and dim2 are both dimension %d", a);
+        return -1;
+    }
+    int64_t k = A->start, ra = k < 0 ? -k : 0, cb = k > 0 ? k : 0;
+    int64_t n = d[a] - ra < d[b] - cb ? d[a] - ra : d[b] - cb;
+    if (n < 1) {
+        snprintf(why, cap, "diagonal: offset %lld leaves no element of the %lld x %lld matrices (kforge's "
+                 "tensors have no empty dimensions)", (long long)k, (long long)d[a], (long long)d[b]);
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    m->in_rank = r;
+    m->out_rank = r - 1;
+    for (int i = 0; i < r; i++) m->in_dims[i] = d[i];
+    int j = 0;
+    for (int i = 0; i < r; i++) {
+        if (i == a || i == b) continue;
+        m->out_dims[j] = d[i];
+        m->in[i].coef[j++] = 1;
+    }
+    m->out_dims[j] = n;
+    m->in[a].off = ra;
+    m->in[a].coef[j] = 1;
+    m->in[b].off = cb;
+    m->in[b].coef[j] = 1;
+    return 0;
+}
+
 #define VIEW .cls = KF_CLASS_VIEW, .kind = KF_KIND_VIEW, .min_in = 1, .max_in = 1, .flops = 0
 #define INT(nm, field, dflt, aten) {nm, KF_ATTR_INT, offsetof(kf_attrs, field), dflt, aten, NULL}
 #define INTS(nm, dflt, aten) {nm, KF_ATTR_INTS, offsetof(kf_attrs, ints), dflt, aten, NULL}
@@ -353,5 +464,27 @@ const kf_op_def kf_ops_view[] = {
      .attrs = {INT("dim", dim, "0", "1"), INT("index", start, "0", "2")},
      .aten = {"aten.select"},
      .torch = "lambda x, dim=0, index=0: x.select(dim, index)"},
+    {.op = KF_OP_TRIU, .name = "triu", VIEW, .view = view_triu,
+     .doc = "upper triangle of the last two dims (col - row >= diagonal), `value` elsewhere",
+     .attrs = {INT("diagonal", start, "0", "1"), {"value", KF_ATTR_FLOAT, offsetof(kf_attrs, alpha), "0", NULL, NULL}},
+     .aten = {"aten.triu"},
+     .torch = "lambda x, diagonal=0, value=0.0: torch.where(torch.ones(x.shape[-2:], dtype=torch.bool, "
+              "device=x.device).triu(diagonal), x, torch.tensor(value, dtype=x.dtype, device=x.device))"},
+    {.op = KF_OP_TRIL, .name = "tril", VIEW, .view = view_tril,
+     .doc = "lower triangle of the last two dims (col - row <= diagonal), `value` elsewhere",
+     .attrs = {INT("diagonal", start, "0", "1"), {"value", KF_ATTR_FLOAT, offsetof(kf_attrs, alpha), "0", NULL, NULL}},
+     .aten = {"aten.tril"},
+     .torch = "lambda x, diagonal=0, value=0.0: torch.where(torch.ones(x.shape[-2:], dtype=torch.bool, "
+              "device=x.device).tril(diagonal), x, torch.tensor(value, dtype=x.dtype, device=x.device))"},
+    {.op = KF_OP_DIAG_EMBED, .name = "diag_embed", VIEW, .view = view_diag_embed,
+     .doc = "the last dim on the offset diagonal of new square matrices in dims (dim1, dim2), 0 elsewhere",
+     .attrs = {INT("offset", start, "0", "1"), INT("dim1", dim, "-2", "2"), INT("dim2", dim1, "-1", "3")},
+     .aten = {"aten.diag_embed"},
+     .torch = "lambda x, offset=0, dim1=-2, dim2=-1: torch.diag_embed(x, offset, dim1, dim2)"},
+    {.op = KF_OP_DIAGONAL, .name = "diagonal", VIEW, .view = view_diagonal,
+     .doc = "the offset diagonal of dims (dim1, dim2) as a new last dim (those two removed)",
+     .attrs = {INT("offset", start, "0", "1"), INT("dim1", dim, "0", "2"), INT("dim2", dim1, "1", "3")},
+     .aten = {"aten.diagonal"},
+     .torch = "lambda x, offset=0, dim1=0, dim2=1: torch.diagonal(x, offset, dim1, dim2)"},
 };
 const int kf_ops_view_count = sizeof kf_ops_view / sizeof kf_ops_view[0];

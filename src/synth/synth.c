@@ -44,6 +44,21 @@ static int value16_ok(const kf_graph *g, const int *skip, int v) {
     return 1;
 }
 
+/* An i64 value the builtin generator handles as an operand: every reader (through the
+ * views that read it) is a pointwise op that takes integer operands (eq), which reads it as
+ * a float. */
+static int value_int_operand_ok(const kf_graph *g, int v) {
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        const kf_op_def *d = kf_op_get(n->op);
+        for (int a = 0; a < n->nin; a++) {
+            if (n->in[a] != v) continue;
+            if (d->cls == KF_CLASS_VIEW ? !value_int_operand_ok(g, n->out) : !d->int_operands) return 0;
+        }
+    }
+    return 1;
+}
+
 static int graph_dtype_ok(const kf_graph *g, const int *skip, const char *platform,
                           const kf_device_info *dev, kf_error *err) {
     for (int i = 0; i < g->nvalues; i++) {
@@ -53,6 +68,7 @@ static int graph_dtype_ok(const kf_graph *g, const int *skip, const char *platfo
         if (v->dtype == KF_I64 && v->producer >= 0) {
             if (kf_op_is_arg(kf_op_get(g->nodes[v->producer].op))) continue;
         }
+        if (v->dtype == KF_I64 && v->output_index < 0 && value_int_operand_ok(g, i)) continue;
         if (v->dtype == KF_F16 || v->dtype == KF_BF16) {
             if (!value16_ok(g, skip, i))
                 return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
