@@ -19,6 +19,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,13 +359,22 @@ static int parse_kwarg_value(parser *p, kwarg *kw) {
             if (expect(p, T_COMMA, "',' or ']'") < 0) return -1;
         }
     }
+    /* inf and -inf: a float attribute's infinity (pad's value=-inf for max pooling) */
+    int neg = cur(p)->k == T_MINUS && tok_is(peek(p, 1), "inf");
+    if (tok_is(cur(p), "inf") || neg) {
+        kw->kind = KW_NUM;
+        kw->num = neg ? -INFINITY : INFINITY;
+        kw->is_int = 0;
+        p->pos += 1 + neg;
+        return 0;
+    }
     if (cur(p)->k == T_NUM || cur(p)->k == T_MINUS) {
         kw->kind = KW_NUM;
         if (signed_number(p, "a number", &kw->num, NULL) < 0) return -1;
         kw->is_int = p->t[p->pos - 1].is_int;
         return 0;
     }
-    return expected(p, "a number, true, false or a [list]");
+    return expected(p, "a number, inf, true, false or a [list]");
 }
 
 /* "negative_slope, ..." : the .kf names of op's attributes. */
