@@ -169,6 +169,7 @@ def torch_fn(task, kforge=None):
     outs = ", ".join(task.outputs)
     src = f"def kf_task_{task.name}({args}):\n" + "\n".join(body) + f"\n    return ({outs},)\n"
     env = dict(ops(kforge))
+    env["inf"] = math.inf  # pad(x, value=-inf): a float attribute's infinity
     exec(compile(src, f"<kforge task {task.name}>", "exec"), env)
     fn = env["kf_task_" + task.name]
     fn.source = src
