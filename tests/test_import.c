@@ -100,8 +100,8 @@ Test(import, unsupported_nodes_are_all_named) {
     const char *json = HEAD "\"inputs\": [" X_IN "],"
         "\"nodes\": ["
         " {\"name\": \"sort\", \"target\": \"aten.sort.default\", \"args\": [{\"ref\": \"x\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
-        " {\"name\": \"view\", \"target\": \"aten.view.default\", \"args\": [{\"ref\": \"x\"}, [128]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [128]},"
-        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"view\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [128]}"
+        " {\"name\": \"roll\", \"target\": \"aten.roll.default\", \"args\": [{\"ref\": \"x\"}, [1]], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]},"
+        " {\"name\": \"relu\", \"target\": \"aten.relu.default\", \"args\": [{\"ref\": \"roll\"}], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": [8, 16]}"
         "], \"outputs\": [{\"ref\": \"sort\"}, {\"ref\": \"relu\"}]}";
     char *text = NULL;
     kf_graph *g = NULL;
@@ -109,7 +109,7 @@ Test(import, unsupported_nodes_are_all_named) {
     cr_assert_eq(import(json, &text, &g, &err), KF_ERR_UNSUPPORTED);
     cr_assert(strstr(err.msg, "2 nodes cannot be lowered"), "%s", err.msg);
     cr_assert(strstr(err.msg, "node 'sort' (aten.sort.default)"), "%s", err.msg);
-    cr_assert(strstr(err.msg, "node 'view' (aten.view.default)"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "node 'roll' (aten.roll.default)"), "%s", err.msg);
     cr_assert_null(text);
     cr_assert_null(g);
 }
@@ -183,6 +183,67 @@ Test(import, aten_views_become_view_ops) {
     cr_assert_eq(import(pad, &text, NULL, &err), KF_ERR_UNSUPPORTED);
     cr_assert(strstr(err.msg, "1 node cannot") && strstr(err.msg, "node 'q' (aten.pad.default): a pad mode other than 'constant'"),
               "%s", err.msg);
+}
+
+/* Pooling as torch.export writes it: pad + one unfold per spatial dim + a reduction over the
+ * window dims, every attribute honoured (stride default, padding -inf/0, dilation,
+ * ceil_mode's extra windows, count_include_pad's divisor as a window sum of ones,
+ * divisor_override); the output shapes are checked against the recorded ones. */
+Test(import, pooling_lowers_to_windows) {
+#define P_IN "{\"name\": \"x\", \"kind\": \"input\", \"index\": 0, \"dtype\": \"f32\", \"shape\": [2, 3, 13, 12]}," \
+             "{\"name\": \"y\", \"kind\": \"input\", \"index\": 1, \"dtype\": \"f32\", \"shape\": [2, 3, 17]}"
+#define NODE(nm, tg, args, shape) " {\"name\": \"" nm "\", \"target\": \"" tg "\", \"args\": " args ", \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": " shape "}"
+    const char *json = HEAD "\"inputs\": [" P_IN "], \"nodes\": ["
+        NODE("m1", "aten.max_pool1d.default", "[{\"ref\": \"y\"}, [3], [2], [1], [2], true]", "[2, 3, 8]") ","
+        NODE("m2", "aten.max_pool2d.default", "[{\"ref\": \"x\"}, [3, 3]]", "[2, 3, 4, 4]") ","
+        NODE("m3", "aten.max_pool2d.default", "[{\"ref\": \"x\"}, [3, 2], [2, 1], [1, 0], [1, 2], true]", "[2, 3, 7, 10]") ","
+        NODE("a1", "aten.avg_pool1d.default", "[{\"ref\": \"y\"}, [3], [2], [1], true, false]", "[2, 3, 9]") ","
+        NODE("a2", "aten.avg_pool2d.default", "[{\"ref\": \"x\"}, [3, 3], [2, 2], [1, 1], false, true, 5]", "[2, 3, 7, 6]") ","
+        NODE("a3", "aten.avg_pool2d.default", "[{\"ref\": \"x\"}, [2, 2], [], [1, 1]]", "[2, 3, 7, 7]") ","
+        NODE("a4", "aten.avg_pool2d.default", "[{\"ref\": \"x\"}, [2, 3], [2, 2], [0, 1], true]", "[2, 3, 7, 7]") ","
+        NODE("g1", "aten.adaptive_avg_pool2d.default", "[{\"ref\": \"x\"}, [1, 1]]", "[2, 3, 1, 1]") ","
+        NODE("g2", "aten.adaptive_avg_pool2d.default", "[{\"ref\": \"x\"}, [13, 4]]", "[2, 3, 13, 4]") ","
+        " {\"name\": \"mi\", \"target\": \"aten.max_pool2d_with_indices.default\", \"args\": [{\"ref\": \"x\"}, [2, 2]], \"kwargs\": {}, \"dtype\": null,"
+        "  \"shape\": [{\"dtype\": \"f32\", \"shape\": [2, 3, 6, 6]}, {\"dtype\": \"i64\", \"shape\": [2, 3, 6, 6]}]},"
+        NODE("v0", "getitem", "[{\"ref\": \"mi\"}, 0]", "[2, 3, 6, 6]")
+        "], \"outputs\": [{\"ref\": \"m1\"}, {\"ref\": \"m2\"}, {\"ref\": \"m3\"}, {\"ref\": \"a1\"}, {\"ref\": \"a2\"}, {\"ref\": \"a3\"},"
+        " {\"ref\": \"a4\"}, {\"ref\": \"g1\"}, {\"ref\": \"g2\"}, {\"ref\": \"v0\"}]}";
+    char *text = NULL;
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(import(json, &text, &g, &err), KF_OK, "%s", err.msg);
+    static const char *const want[] = {
+        "output m1 = max(unfold(pad(y, pads=[1, 1], value=-inf), dim=2, size=3, step=2, dilation=2), axes=[-1])\n",
+        "output m2 = max(unfold(unfold(x, dim=2, size=3, step=3), dim=3, size=3, step=3), axes=[-2, -1])\n",
+        /* ceil_mode: W 12 -> 10 windows of 2 dilated by 2, the last one past the input */
+        "output m3 = max(unfold(unfold(pad(x, pads=[0, 0, 1, 1], value=-inf), dim=2, size=3, step=2), dim=3, size=2, step=1, dilation=2), axes=[-2, -1])\n",
+        /* count_include_pad=False: divided by the number of input elements in each window */
+        "a1__0 = sum(unfold(pad(full_like(select(select(y, dim=0, index=0), dim=0, index=0), value=1), pads=[1, 1], value=0), dim=0, size=3, step=2), axes=[-1])\n",
+        "output a1 = sum(unfold(pad(y, pads=[1, 1], value=0), dim=2, size=3, step=2), axes=[-1]) / a1__0\n",
+        "output a2 = sum(unfold(unfold(pad(x, pads=[1, 1, 1, 1], value=0), dim=2, size=3, step=2), dim=3, size=3, step=2), axes=[-2, -1]) / 5\n",
+        "output a3 = mean(unfold(unfold(pad(x, pads=[1, 1, 1, 1], value=0), dim=2, size=2, step=2), dim=3, size=2, step=2), axes=[-2, -1])\n",
+        /* ceil_mode with count_include_pad: the window's part inside the padded input (both
+         * dims have a last window past it) */
+        "a4__1 = sum(unfold(unfold(pad(full_like(pad(select(select(x, dim=0, index=0), dim=0, index=0), pads=[1, 1, 0, 0]), value=1), pads=[0, 1, 0, 1], value=0), dim=0, size=2, step=2), dim=1, size=3, step=2), axes=[-2, -1])\n",
+        "output g1 = mean(x, axes=[2, 3], keepdim=true)\n",
+        "output g2 = mean(unfold(x, dim=3, size=3, step=3), axes=[-1])\n",
+        "output v0 = max(unfold(unfold(x, dim=2, size=2, step=2), dim=3, size=2, step=2), axes=[-2, -1])\n"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) cr_expect(strstr(text, want[i]), "no '%s' in\n%s", want[i], text);
+    cr_assert_eq(g->noutputs, 10, "every output's shape matched what PyTorch recorded");
+    free(text);
+    kf_graph_free(g);
+    /* what is not lowered is named */
+    const char *bad = HEAD "\"inputs\": [" P_IN "], \"nodes\": ["
+        NODE("g3", "aten.adaptive_avg_pool1d.default", "[{\"ref\": \"y\"}, [3]]", "[2, 3, 3]") ","
+        " {\"name\": \"mi\", \"target\": \"aten.max_pool2d_with_indices.default\", \"args\": [{\"ref\": \"x\"}, [2, 2]], \"kwargs\": {}, \"dtype\": null,"
+        "  \"shape\": [{\"dtype\": \"f32\", \"shape\": [2, 3, 6, 6]}, {\"dtype\": \"i64\", \"shape\": [2, 3, 6, 6]}]},"
+        " {\"name\": \"ix\", \"target\": \"getitem\", \"args\": [{\"ref\": \"mi\"}, 1], \"kwargs\": {}, \"dtype\": \"i64\", \"shape\": [2, 3, 6, 6]}"
+        "], \"outputs\": [{\"ref\": \"g3\"}, {\"ref\": \"ix\"}]}";
+    cr_assert_eq(import(bad, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "node 'g3' (aten.adaptive_avg_pool1d.default): adaptive pooling of 17 to 3 elements"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "node 'ix' (getitem): the indices of a max pool"), "%s", err.msg);
+#undef NODE
+#undef P_IN
 }
 
 /* What PyTorch recorded is checked against the lowered graph: a wrong shape is caught. */

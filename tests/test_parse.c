@@ -5,6 +5,7 @@
  * says what is wrong.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -584,6 +585,19 @@ Test(parse, triangle_and_diagonal_views) {
               "diag_embed: dim1 and dim2 are both dimension 1 of the result");
     parse_bad("input x: f32[4, 3]\noutput y = triu(x, diagonal=inf)\n", KF_ERR_PARSE, 2, 29,
               "expected an integer for 'diagonal', found 'inf'");
+}
+
+/* inf and -inf are a float attribute's values (max pooling pads with -inf), nothing else */
+Test(parse, infinite_attribute) {
+    kf_graph *g = parse_ok("input x: f32[4, 8]\n"
+                           "q = pad(x, pads=[1, 2], value=-inf)\nr = pad(x, pads=[1, 0], value=inf)\n"
+                           "output y = max(unfold(q, dim=1, size=3), axes=[-1]) + 0\noutput z = r * 1\n");
+    cr_assert(isinf(producer(g, "q")->attr.alpha) && producer(g, "q")->attr.alpha < 0);
+    cr_assert(isinf(producer(g, "r")->attr.alpha) && producer(g, "r")->attr.alpha > 0);
+    kf_graph_free(g);
+    parse_bad("input x: f32[4, 8]\noutput y = slice(x, dim=1, start=inf)\n", KF_ERR_PARSE, 2, 34,
+              "expected an integer for 'start'");
+    parse_bad("input x: f32[4, 8]\noutput y = x + inf\n", KF_ERR_PARSE, 2, 16, "inf");
 }
 
 Test(errors, view_ops) {

@@ -264,6 +264,219 @@ static int record_attrs(json_t *n, const kf_op_def *d, char *e, size_t cap, size
     return 0;
 }
 
+/* ------------------------------------------------------------------ pooling */
+
+/* A pooling argument (kernel_size, stride, padding, dilation, output_size) as nd integers:
+ * an int, or a list of 1 (for every dim) or nd; absent, null or [] gives dflt. 0 when it
+ * is none of these. */
+static int pool_ints(json_t *a, int nd, long long dflt, long long *out) {
+    size_t k = json_is_array(a) ? json_array_size(a) : 0;
+    if (is_null(a) || (json_is_array(a) && k == 0)) {
+        for (int i = 0; i < nd; i++) out[i] = dflt;
+        return 1;
+    }
+    if (json_is_integer(a)) {
+        for (int i = 0; i < nd; i++) out[i] = json_integer_value(a);
+        return 1;
+    }
+    if (k != 1 && k != (size_t)nd) return 0;
+    for (int i = 0; i < nd; i++) {
+        json_t *e = json_array_get(a, k == 1 ? 0 : (size_t)i);
+        if (!json_is_integer(e)) return 0;
+        out[i] = json_integer_value(e);
+    }
+    return 1;
+}
+
+/* "[a0, b0, a1, b1, ...]" for F.pad (last dim first) from per-dim (before, after) pairs;
+ * returns whether any is nonzero. */
+static int pad_list(int nd, const long long *lo, const long long *hi, char *out, size_t cap) {
+    size_t m = (size_t)snprintf(out, cap, "[");
+    int any = 0;
+    for (int i = nd - 1; i >= 0 && m < cap; i--) {
+        m += (size_t)snprintf(out + m, cap - m, "%s%lld, %lld", i == nd - 1 ? "" : ", ", lo[i], hi[i]);
+        any |= lo[i] != 0 || hi[i] != 0;
+    }
+    if (m < cap) snprintf(out + m, cap - m, "]");
+    return any;
+}
+
+/* Whether spatial dim i has windows of more than one element, or strides over some. */
+static int pool_windowed(long long k, long long s) { return k != 1 || s != 1; }
+
+/* src's windows, then ", axes=[...]" (the window dims) into o: pad(src, pads, value) (when
+ * a pad is nonzero), then one unfold per windowed spatial dim (dims r-nd .. r-1), each
+ * adding a trailing window dim; the caller writes the reduction's name and '(' first. */
+static void pool_windows(kf_buf *o, const char *src, int r, int nd, const long long *lo, const long long *hi,
+                         const char *value, const long long *k, const long long *s, const long long *d) {
+    char pads[200];
+    int w = 0;
+    for (int i = 0; i < nd; i++) w += pool_windowed(k[i], s[i]);
+    for (int i = 0; i < w; i++) kf_buf_puts(o, "unfold(");
+    if (pad_list(nd, lo, hi, pads, sizeof pads)) kf_buf_printf(o, "pad(%s, pads=%s, value=%s)", src, pads, value);
+    else kf_buf_puts(o, src);
+    for (int i = 0; i < nd; i++) {
+        if (!pool_windowed(k[i], s[i])) continue;
+        kf_buf_printf(o, ", dim=%d, size=%lld, step=%lld", r - nd + i, k[i], s[i]);
+        if (d[i] != 1) kf_buf_printf(o, ", dilation=%lld", d[i]);
+        kf_buf_puts(o, ")");
+    }
+    kf_buf_puts(o, ", axes=[");
+    for (int i = w; i >= 1; i--) kf_buf_printf(o, "%s%d", i == w ? "" : ", ", -i);
+    kf_buf_puts(o, "])");
+}
+
+static int pool_dims(const char *t) {
+    const char *p = strstr(t, "pool");
+    return p && p[4] >= '1' && p[4] <= '3' && p[5] == 'd' ? p[4] - '0' : 0;
+}
+
+static int is_pool_target(const char *t) {
+    static const char *const ops[] = {"aten.max_pool", "aten.avg_pool", "aten.adaptive_avg_pool",
+                                      "aten._adaptive_avg_pool"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strncmp(t, ops[i], strlen(ops[i])) == 0 && pool_dims(t)) return 1;
+    return 0;
+}
+
+/* max_pool{1,2,3}d (and the values of *_with_indices), avg_pool{1,2,3}d and
+ * adaptive_avg_pool{1,2,3}d of node n, written as v's statement: a pad (max pools pad with
+ * -inf, average pools with 0; ceil_mode's extra windows read further padding on the right),
+ * one unfold per spatial dim and a reduction over the window dims. PyTorch's output size
+ * per dim is floor-or-ceil((L + 2p - d(k-1) - 1) / s) + 1, one less when ceil_mode's last
+ * window would start in the right padding; an average's divisor is the window's size, or
+ * (ceil_mode's windows past the padding, count_include_pad=False) a count per output
+ * position: the window sum of ones, from full_like. Returns 1, or 0 with the reason noted. */
+static int lower_pool(lower *L, lval *v, json_t *n, const char *t) {
+    const char *why = NULL;
+    char msg[200];
+    int nd = pool_dims(t), mx = strncmp(t, "aten.max_pool", 13) == 0;
+    int adaptive = strstr(t, "adaptive") != NULL;
+#define PNOTE(m) do { note_unsupported(L, v->node, m); return 0; } while (0)
+    lval *x = operand(L, arg(n, 0, "self"), &why);
+    if (!x) {
+        if (why) note_unsupported(L, v->node, why);
+        return 0;
+    }
+    json_t *xs = json_object_get(x->node ? x->node : x->meta, "shape");
+    int r = (int)json_array_size(xs);
+    if (r < nd + 1 || r + nd > KF_MAX_DIMS) PNOTE("an input of a rank the pooling does not take");
+    long long len[3], k[3], s[3], p[3], d[3] = {1, 1, 1}, O[3], R[3];
+    for (int i = 0; i < nd; i++) len[i] = json_integer_value(json_array_get(xs, (size_t)(r - nd + i)));
+    kf_buf o = {0};
+    char ax[64], e[64];
+    if (adaptive) {
+        if (!pool_ints(arg(n, 1, "output_size"), nd, -1, O)) PNOTE("output_size is not a list of integers");
+        int all1 = 1, nwin = 0;
+        for (int i = 0; i < nd; i++) {
+            if (O[i] < 0) O[i] = len[i]; /* None keeps the size */
+            if (O[i] < 1 || len[i] % O[i]) {
+                snprintf(msg, sizeof msg, "adaptive pooling of %lld to %lld elements: the windows differ in size "
+                         "(only an output size that divides the input is lowered)", len[i], O[i]);
+                PNOTE(msg);
+            }
+            all1 &= O[i] == 1;
+            k[i] = s[i] = len[i] / O[i];
+            p[i] = R[i] = 0;
+            nwin += pool_windowed(k[i], s[i]);
+        }
+        if (all1) { /* global average pooling */
+            size_t m = (size_t)snprintf(ax, sizeof ax, "[");
+            for (int i = 0; i < nd; i++) m += (size_t)snprintf(ax + m, sizeof ax - m, "%s%d", i ? ", " : "", r - nd + i);
+            snprintf(ax + m, sizeof ax - m, "]");
+            kf_buf_printf(&o, "mean(%s, axes=%s, keepdim=true)", x->kf, ax);
+        } else if (!nwin) { /* every output size is the input's: the input itself */
+            snprintf(v->kf, sizeof v->kf, "%s", x->kf);
+            return 1;
+        } else {
+            kf_buf_puts(&o, "mean(");
+            pool_windows(&o, x->kf, r, nd, p, R, "0", k, s, d);
+        }
+        emit(L, v, o.data);
+        kf_buf_free(&o);
+        return 1;
+    }
+    int ceil_mode = 0, cip = 1;
+    double divisor = 0;
+    json_t *dv = NULL;
+    if (!pool_ints(arg(n, 1, "kernel_size"), nd, -1, k)) PNOTE("kernel_size is not a list of integers");
+    if (!pool_ints(arg(n, 2, "stride"), nd, -1, s)) PNOTE("stride is not a list of integers");
+    if (!pool_ints(arg(n, 3, "padding"), nd, 0, p)) PNOTE("padding is not a list of integers");
+    if (mx && !pool_ints(arg(n, 4, "dilation"), nd, 1, d)) PNOTE("dilation is not a list of integers");
+    ceil_mode = json_is_true(arg(n, mx ? 5 : 4, "ceil_mode"));
+    if (!mx) {
+        cip = !json_is_false(arg(n, 5, "count_include_pad"));
+        dv = nd > 1 ? arg(n, 6, "divisor_override") : NULL;
+        if (!is_null(dv) && (!num(dv, &divisor) || divisor == 0)) PNOTE("divisor_override is not a nonzero number");
+    }
+    int varies = 0; /* an average whose divisor is not the window's size everywhere */
+    for (int i = 0; i < nd; i++) {
+        if (s[i] < 0) s[i] = k[i]; /* stride's default is the kernel size */
+        if (k[i] < 1 || s[i] < 1 || d[i] < 1 || p[i] < 0) PNOTE("a kernel, stride or dilation below 1, or a negative padding");
+        long long span = d[i] * (k[i] - 1) + 1, num_ = len[i] + 2 * p[i] - span + (ceil_mode ? s[i] - 1 : 0);
+        if (num_ < 0) PNOTE("a window larger than the padded input");
+        O[i] = num_ / s[i] + 1;
+        if (ceil_mode && (O[i] - 1) * s[i] >= len[i] + p[i]) O[i]--;
+        R[i] = (O[i] - 1) * s[i] + span - len[i] - p[i]; /* the right padding the last window reads */
+        if (R[i] < p[i]) R[i] = p[i];
+        for (long long w = 0; w < O[i] && !mx && !varies; w++) {
+            long long lo = w * s[i] - p[i], hi = lo + k[i] < len[i] + p[i] ? lo + k[i] : len[i] + p[i];
+            if (!cip) lo = lo < 0 ? 0 : lo, hi = hi > len[i] ? len[i] : hi;
+            varies = hi - lo != k[i];
+        }
+    }
+    int nwin = 0;
+    for (int i = 0; i < nd; i++) nwin += pool_windowed(k[i], s[i]);
+    if (!nwin && !varies && is_null(dv)) { /* 1-element windows at every position: the input */
+        snprintf(v->kf, sizeof v->kf, "%s", x->kf);
+        return 1;
+    }
+    if (mx) {
+        kf_buf_puts(&o, "max(");
+        pool_windows(&o, x->kf, r, nd, p, R, "-inf", k, s, d);
+    } else if (!is_null(dv)) {
+        kf_buf_puts(&o, nwin ? "sum(" : "(");
+        if (nwin) pool_windows(&o, x->kf, r, nd, p, R, "0", k, s, d);
+        else kf_buf_printf(&o, "%s)", x->kf);
+        kf_buf_printf(&o, " / %s", numtxt(divisor, e, sizeof e));
+    } else if (!varies) {
+        kf_buf_puts(&o, "mean(");
+        pool_windows(&o, x->kf, r, nd, p, R, "0", k, s, d);
+    } else {
+        /* the divisor per output position, over the spatial dims alone: the window sum of
+         * ones over the input (count_include_pad=False) or over the input and its padding
+         * (True), zero beyond */
+        kf_buf c = {0}, base = {0};
+        for (int i = 0; i < r - nd; i++) kf_buf_puts(&base, "select(");
+        kf_buf_puts(&base, x->kf);
+        for (int i = 0; i < r - nd; i++) kf_buf_puts(&base, ", dim=0, index=0)");
+        long long z[3] = {0, 0, 0}, rest[3], one[3] = {1, 1, 1};
+        char pads[200], ones[600], cnt[96];
+        if (cip) {
+            for (int i = 0; i < nd; i++) rest[i] = R[i] - p[i];
+            if (pad_list(nd, p, p, pads, sizeof pads))
+                snprintf(ones, sizeof ones, "full_like(pad(%s, pads=%s), value=1)", base.data, pads);
+            else
+                snprintf(ones, sizeof ones, "full_like(%s, value=1)", base.data);
+        } else {
+            for (int i = 0; i < nd; i++) rest[i] = R[i], z[i] = p[i];
+            snprintf(ones, sizeof ones, "full_like(%s, value=1)", base.data);
+        }
+        kf_buf_puts(&c, "sum(");
+        pool_windows(&c, ones, nd, nd, z, rest, "0", k, s, one);
+        kf_imp_tmp(L, v, c.data, cnt, sizeof cnt);
+        kf_buf_free(&c);
+        kf_buf_free(&base);
+        kf_buf_puts(&o, "sum(");
+        pool_windows(&o, x->kf, r, nd, p, R, "0", k, s, d);
+        kf_buf_printf(&o, " / %s", cnt);
+    }
+    emit(L, v, o.data);
+    kf_buf_free(&o);
+    return 1;
+#undef PNOTE
+}
+
 /* One node's rule. Returns 1 lowered (v->kf set, or a view/tuple), 0 not lowerable (noted). */
 static int lower_node(lower *L, lval *v) {
     json_t *n = v->node;
@@ -369,6 +582,13 @@ static int lower_node(lower *L, lval *v) {
         snprintf(e, sizeof e, "1 / %s", a);
         emit(L, v, e);
         return 1;
+    }
+    if (is_pool_target(t)) {
+        if (strstr(t, "_with_indices")) { /* (values, indices): its getitems lower it */
+            v->is_tuple = 1;
+            return 1;
+        }
+        return lower_pool(L, v, n, t);
     }
     /* every other POINTWISE op by its record: tensor operands (self, other), then its
      * float attributes from the ATen arguments the schema names, PyTorch's defaults where
@@ -477,6 +697,10 @@ static int lower_node(lower *L, lval *v) {
         }
         int nn = kf_imp_getitem_nn(L, v, s, k);
         if (nn >= 0) return nn;
+        if (st && strncmp(st, "aten.max_pool", 13) == 0 && strstr(st, "_with_indices")) {
+            if (k == 0) return lower_pool(L, v, s->node, st);
+            BAD("the indices of a max pool (return_indices=True; the argmax positions are not lowered)");
+        }
         BAD("getitem of a tuple whose other parts kforge does not compute");
     }
     /* softmax family */

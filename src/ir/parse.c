@@ -374,7 +374,7 @@ static int parse_kwarg_value(parser *p, kwarg *kw) {
         kw->is_int = p->t[p->pos - 1].is_int;
         return 0;
     }
-    return expected(p, "a number, true, false or a [list]");
+    return expected(p, "a number, inf, true, false or a [list]");
 }
 
 /* "negative_slope, ..." : the .kf names of op's attributes. */

@@ -122,6 +122,7 @@ UNARY_F64(f64_abs, fabs(x))
 UNARY_F64(f64_neg, -x)
 UNARY_F64(f64_square, x * x)
 UNARY_F64(f64_hardswish, x * u_clamp(x + 3.0, 0.0, 6.0) / 6.0)
+UNARY_F64(f64_full_like, ((void)x, A->alpha))
 BINARY_F64(f64_add, a + b)
 BINARY_F64(f64_sub, a - b)
 BINARY_F64(f64_mul, a * b)
@@ -249,6 +250,13 @@ const kf_op_def kf_ops_pointwise[] = {
     {.op = KF_OP_HARDSWISH, .name = "hardswish", UNARY, .flops = 4, .doc = "x * clamp(x + 3, 0, 6) / 6",
      .aten = {"aten.hardswish"}, .torch = "F.hardswish",
      .f64 = f64_hardswish, .f32 = "$0 * kf_clampf($0 + 3.0f, 0.0f, 6.0f) * (1.0f / 6.0f)"},
+    /* the operand gives only the shape: an average pool's divisor is the window sum of
+     * full_like(x, value=1) padded with zeros (x * 0 + 1 would be NaN where x is inf or NaN) */
+    {.op = KF_OP_FULL_LIKE, .name = "full_like", UNARY, .flops = 1, /* a write; counted as 1 */
+     .doc = "value everywhere, in the shape of x (whatever x holds, NaN and inf included)",
+     .attrs = {FLT("value", alpha, "0", NULL)},
+     .torch = "lambda x, value=0.0: torch.full_like(x, value)",
+     .f64 = f64_full_like, .f32 = "${value}"},
     {.op = KF_OP_ADD, .name = "add", BINARY, .flops = 1, .doc = "a + b (also written a + b)",
      .torch = "lambda a, b: a + b", .f64 = f64_add, .f32 = "$0 + $1"},
     {.op = KF_OP_SUB, .name = "sub", BINARY, .flops = 1, .doc = "a - b (also written a - b)",
