@@ -322,6 +322,12 @@ static const char *const strided_tasks[] = {
     "task nc_reshape\ninput x: f32[6, 10]\ninput w: f32[5, 7]\n"
     "output a = reshape(transpose(x), shape=[-1]) + 1\noutput b = transpose(reshape(x, shape=[3, 20])) * 3\n"
     "output c = sum(reshape(x, shape=[2, 3, 10]), axes=[1])\noutput d = matmul(reshape(x, shape=[12, 5]), w)\n",
+    /* reductions over a few elements of a view (unrolled into one elementwise stage) and a
+     * depthwise conv with a small kernel (its taps summed in one elementwise stage) */
+    "task nc_window\ninput x: f32[2, 5, 11, 9]\ninput w: f32[5, 1, 3, 2]\n"
+    "output y = conv(x, w, stride=[2, 1], padding=[1, 1], dilation=[1, 2], groups=5)\n"
+    "output m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], value=-inf), dim=2, size=3, step=2), dim=3, size=3, step=2), axes=[-2, -1])\n"
+    "output a = mean(unfold(x, dim=3, size=4, step=3), axes=[-1], keepdim=true)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

@@ -1,5 +1,6 @@
 /*
- * Lowering of COMPOSITE operators for the kernels: a graph in which every node whose
+ * Lowering of COMPOSITE operators (and of reductions over a few elements of a view,
+ * unrolled: unroll_count) for the kernels: a graph in which every node whose
  * record has a lowering (kf_op_def.lower, a .kf expression over the operands _0, _1, ...
  * and the attributes ${name}) is replaced by the nodes of that expression, and every other
  * node is copied. The reference interpreter never sees the result: it evaluates the
@@ -61,9 +62,68 @@ static char *lowering_text(const kf_op_def *d, const kf_attrs *a) {
     return kf_buf_take(&o);
 }
 
+/* A reduction over a few elements of a view (a pooling window, a short row of a padded
+ * or strided view) is unrolled into elementwise ops on selects of the view: the selects
+ * compose with the view's map, so the whole reduction is one fused elementwise stage that
+ * reads the source in place, instead of a copy of every window followed by a reduction.
+ * The number of elements it takes: 0 when n is not such a reduction. */
+#define KF_UNROLL_MAX 16
+static int64_t unroll_count(const kf_graph *g, const kf_node *n) {
+    const kf_op_def *d = kf_op_get(n->op);
+    if (d->cls != KF_CLASS_REDUCE || kf_op_is_arg(d)) return 0;
+    int p = g->values[n->in[0]].producer;
+    if (p < 0 || kf_op_get(g->nodes[p].op)->cls != KF_CLASS_VIEW) return 0;
+    const kf_shape *xs = &g->values[n->in[0]].shape;
+    int64_t r = 1;
+    for (int a = 0; a < xs->rank; a++)
+        if (n->attr.axes >> a & 1u) r *= xs->d[a];
+    return r >= 2 && r <= KF_UNROLL_MAX ? r : 0;
+}
+
+/* n's unrolled form (unroll_count(g, n) elements) as .kf text over _0: the combiner over a
+ * balanced tree of selects, the mean's division, keepdim's reshape. */
+static void terms(kf_buf *o, const kf_op_def *d, const int *ax, const int64_t *ext, int nax, int64_t lo, int64_t hi) {
+    if (hi - lo == 1) {
+        int64_t idx[KF_MAX_DIMS], f = lo;
+        for (int k = nax - 1; k >= 0; k--) idx[k] = f % ext[k], f /= ext[k];
+        for (int k = 0; k < nax; k++) kf_buf_puts(o, "select(");
+        kf_buf_puts(o, "_0");
+        for (int k = nax - 1; k >= 0; k--) kf_buf_printf(o, ", dim=%d, index=%lld)", ax[k], (long long)idx[k]);
+        return;
+    }
+    int64_t mid = lo + (hi - lo) / 2;
+    const char *fn = d->combiner == KF_COMB_MAX ? "maximum" : d->combiner == KF_COMB_MIN ? "minimum" : NULL;
+    kf_buf_printf(o, "%s(", fn ? fn : "");
+    terms(o, d, ax, ext, nax, lo, mid);
+    kf_buf_puts(o, fn ? ", " : d->combiner == KF_COMB_PROD ? " * " : " + ");
+    terms(o, d, ax, ext, nax, mid, hi);
+    kf_buf_puts(o, ")");
+}
+
+static char *unrolled_text(const kf_graph *g, const kf_node *n, int64_t count) {
+    const kf_op_def *d = kf_op_get(n->op);
+    const kf_shape *xs = &g->values[n->in[0]].shape, *os = &g->values[n->out].shape;
+    int ax[KF_MAX_DIMS], nax = 0;
+    int64_t ext[KF_MAX_DIMS];
+    for (int a = 0; a < xs->rank; a++)
+        if (n->attr.axes >> a & 1u) ax[nax] = a, ext[nax++] = xs->d[a];
+    kf_buf o = {0};
+    if (n->attr.keepdim) kf_buf_puts(&o, "reshape(");
+    if (d->mean) kf_buf_puts(&o, "(");
+    terms(&o, d, ax, ext, nax, 0, count);
+    if (d->mean) kf_buf_printf(&o, ") / %lld", (long long)count);
+    if (n->attr.keepdim) {
+        kf_buf_puts(&o, ", shape=[");
+        for (int j = 0; j < os->rank; j++) kf_buf_printf(&o, "%s%lld", j ? ", " : "", (long long)os->d[j]);
+        kf_buf_puts(&o, "])");
+    }
+    return kf_buf_take(&o);
+}
+
 int kf_graph_has_lowering(const kf_graph *g) {
     for (int i = 0; i < g->nnodes; i++)
-        if (kf_op_get(g->nodes[i].op)->lower || kf_op_get(g->nodes[i].op)->own_lower) return 1;
+        if (kf_op_get(g->nodes[i].op)->lower || kf_op_get(g->nodes[i].op)->own_lower || unroll_count(g, &g->nodes[i]))
+            return 1;
     return 0;
 }
 
@@ -99,9 +159,12 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
         }
         const kf_value *ov = &g->values[n->out];
         int id;
-        if (d->lower || d->own_lower) {
+        int64_t unroll = unroll_count(g, n);
+        if (d->lower || d->own_lower || unroll) {
             char *text = NULL;
-            if (d->own_lower) { /* a function of the operands' shapes */
+            if (unroll) {
+                text = unrolled_text(g, n, unroll);
+            } else if (d->own_lower) { /* a function of the operands' shapes */
                 kf_op_dims s = kf_node_dims(g, n);
                 kf_buf o = {0};
                 char why[300];

@@ -17,6 +17,9 @@
  *          dilation*(K-1) - padding (negative crops), with the weight's channel dims swapped
  *          per group and its taps flipped.
  *
+ * A depthwise conv with a small kernel is instead the sum of its taps' windows times their
+ * weights, one elementwise stage (depthwise_terms).
+ *
  * Both are correct on every platform through the existing templates; the copies they make
  * (im2col, the zero-stuffed input) are where a dedicated implicit-GEMM template would win.
  */
@@ -314,9 +317,66 @@ static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char
     kf_buf_free(&x);
 }
 
+/* A depthwise conv (one input channel per output channel) with a small kernel: the sum
+ * over the taps of the tap's window (a select of the windows view) times the tap's weight
+ * per channel, one fused elementwise stage that reads x in place. */
+#define KF_DEPTHWISE_UNROLL 16
+static void depthwise_terms(kf_buf *o, const conv_geom *G, const char *win, int64_t lo, int64_t hi) {
+    int d = G->d;
+    if (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        kf_buf_puts(o, "(");
+        depthwise_terms(o, G, win, lo, mid);
+        kf_buf_puts(o, " + ");
+        depthwise_terms(o, G, win, mid, hi);
+        kf_buf_puts(o, ")");
+        return;
+    }
+    int64_t k[MAXSP];
+    unravel(lo, G->K, d, k);
+    for (int i = 0; i < d; i++) kf_buf_puts(o, "select(");
+    kf_buf_puts(o, win);
+    for (int i = d - 1; i >= 0; i--) kf_buf_printf(o, ", dim=%d, index=%lld)", 2 + d + i, (long long)k[i]);
+    kf_buf_printf(o, " * reshape(select(reshape(_1, shape=[%lld, %lld]), dim=1, index=%lld), shape=[%lld",
+                  (long long)G->O, (long long)prod(G->K, d), (long long)lo, (long long)G->O);
+    for (int i = 0; i < d; i++) kf_buf_puts(o, ", 1");
+    kf_buf_puts(o, "])");
+}
+
 static int conv_lower(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *why, size_t cap) {
     (void)why, (void)cap;
     conv_geom G = geom_ok(s, A, 0);
+    if (G.Cg == 1 && G.Og == 1 && prod(G.K, G.d) <= KF_DEPTHWISE_UNROLL) {
+        kf_buf win = {0};
+        kf_buf_puts(&win, "_0");
+        int any = 0;
+        for (int i = 0; i < G.d; i++) any |= G.pd[i] != 0;
+        if (any) {
+            int64_t pads[2 * MAXSP];
+            for (int i = 0; i < G.d; i++) pads[2 * i] = pads[2 * i + 1] = G.pd[G.d - 1 - i];
+            kf_buf t = {0};
+            kf_buf_printf(&t, "pad(%s, pads=", win.data);
+            list(&t, pads, 2 * G.d);
+            kf_buf_puts(&t, ")");
+            kf_buf_free(&win);
+            win = t;
+        }
+        for (int i = 0; i < G.d; i++) {
+            kf_buf t = {0};
+            kf_buf_printf(&t, "unfold(%s, dim=%d, size=%lld, step=%lld, dilation=%lld)", win.data, 2 + i,
+                          (long long)G.K[i], (long long)G.st[i], (long long)G.dl[i]);
+            kf_buf_free(&win);
+            win = t;
+        }
+        depthwise_terms(o, &G, win.data, 0, prod(G.K, G.d));
+        if (s->nin > 2) {
+            kf_buf_printf(o, " + reshape(_2, shape=[%lld", (long long)G.O);
+            for (int i = 0; i < G.d; i++) kf_buf_puts(o, ", 1");
+            kf_buf_puts(o, "])");
+        }
+        kf_buf_free(&win);
+        return 0;
+    }
     kf_buf wm = {0};
     int64_t w3[3] = {G.g, G.Og, G.Cg * prod(G.K, G.d)};
     kf_buf_puts(&wm, "reshape(_1, shape=");
