@@ -82,6 +82,11 @@ MODULES = {
         "torch.cumsum(x.narrow(dim=1, start=0, length=x.size(1) - 1), dim=1)), dim=1), "
         "torch.cat([x, y, x], dim=-1), torch.cat([y, y], 0), x.narrow(0, -2, 2)",
         "torch.randn(4, 7), torch.randn(4, 3)"),
+    "einsum": module(
+        "a, b, c, d", "torch.einsum('bijl,lk->bijk', a, b), torch.einsum('bij,bjk->bik', c, d), "
+        "torch.einsum('ij->ji', b), torch.einsum('ik,jk->ij', b, b), torch.einsum('bij,bij->bi', c, c), "
+        "torch.einsum('bij,jk', c, d[0]), torch.einsum('bij->j', c)",
+        "torch.randn(2, 3, 4, 5), torch.randn(5, 6), torch.randn(2, 3, 4), torch.randn(2, 4, 5)"),
 }
 
 # what the lowered text holds, per module (the rule that made it, not only its result)
@@ -96,6 +101,8 @@ LOWERED = {
     "attention": ["tril(", "value=-inf", "transpose_b=true"],
     "cross_entropy": ["eq(", "range(-100, 9)", "exclusive=true"],
     "concatenation": ["pad(cumsum_v, pads=[1, 0])", "slice(x, dim=1, start=0, end=6)"],
+    "einsum": ["matmul(reshape(a, shape=[1, 24, 5]), reshape(b, shape=[1, 5, 6]))", "permute(b, dims=[1, 0])",
+               "sum(c, axes=[0, 1])"],
 }
 
 

@@ -456,6 +456,144 @@ static int lower_diag(lower *L, lval *v) {
     return 1;
 }
 
+
+/* "[a, b, c]" of n integers into out */
+static void ints_text(const int64_t *v, int n, char *out, size_t cap) {
+    size_t u = (size_t)snprintf(out, cap, "[");
+    for (int i = 0; i < n && u < cap; i++) u += (size_t)snprintf(out + u, cap - u, "%s%lld", i ? ", " : "", (long long)v[i]);
+    if (u < cap) snprintf(out + u, cap - u, "]");
+}
+
+/* x's letters (of the equation) reordered to `want` (a permutation of them): x itself or a
+ * permute of it, into out. */
+static void permuted(const char *x, const char *have, const char *want, char *out, size_t cap) {
+    int64_t p[16];
+    int n = (int)strlen(want), ident = 1;
+    for (int i = 0; i < n; i++) {
+        p[i] = strchr(have, want[i]) - have;
+        ident &= p[i] == i;
+    }
+    if (ident) { snprintf(out, cap, "%s", x); return; }
+    char dims[128];
+    ints_text(p, n, dims, sizeof dims);
+    snprintf(out, cap, "permute(%s, dims=%s)", x, dims);
+}
+
+/* torch.einsum of one or two operands without ellipses or repeated letters: letters only one
+ * operand has and the result lacks are summed first; then the batch letters (both operands
+ * and the result), the free letters of each and the contracted ones (both, not the result)
+ * make a batched matrix product [B, M, K] x [B, K, N], reshaped and permuted to the result. */
+static int lower_einsum(lower *L, lval *v) {
+    json_t *n = v->node;
+    const char *why = NULL;
+    json_t *eq = kf_imp_arg(n, 0, "equation"), *ops = kf_imp_arg(n, 1, "tensors");
+    if (!json_is_string(eq) || !json_is_array(ops)) BAD("the equation is not a string with a list of tensors");
+    size_t nops = json_array_size(ops);
+    if (nops < 1 || nops > 2) BAD("einsum of more than two operands");
+    char lhs[2][16] = {"", ""}, out[16] = "";
+    const char *q = json_string_value(eq);
+    int k = 0, m = 0, has_arrow = 0;
+    for (; *q; q++) {
+        if (*q == ' ') continue;
+        if (*q == ',') { k++; m = 0; if (k > 1) BAD("einsum of more than two operands"); continue; }
+        if (q[0] == '-' && q[1] == '>') { has_arrow = 1; q++; break; }
+        if (*q == '.') BAD("an einsum with an ellipsis ('...')");
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')) || m >= 15) BAD("an einsum equation kforge cannot read");
+        lhs[k][m++] = *q, lhs[k][m] = 0;
+    }
+    if (has_arrow)
+        for (q++, m = 0; *q; q++) {
+            if (*q == ' ') continue;
+            if (*q == '.') BAD("an einsum with an ellipsis ('...')");
+            if (m >= 15) BAD("an einsum equation kforge cannot read");
+            out[m++] = *q, out[m] = 0;
+        }
+    else /* implicit: the letters that appear once, in alphabetical order */
+        for (char c = (m = 0, 'A'); c <= 'z'; c++) {
+            int cnt = (strchr(lhs[0], c) && c) + (nops > 1 && strchr(lhs[1], c) && c);
+            if (cnt == 1 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) out[m++] = c, out[m] = 0;
+        }
+    if ((size_t)k + 1 != nops) BAD("the equation's operands and the tensors differ in number");
+    lval *x[2] = {NULL, NULL};
+    int64_t size[128] = {0};
+    for (size_t i = 0; i < nops; i++) {
+        x[i] = kf_imp_operand(L, json_array_get(ops, i), &why);
+        NEED(x[i]);
+        if (kf_imp_rank(x[i]) != (int)strlen(lhs[i])) BAD("an operand's rank differs from its letters");
+        for (int j = 0; lhs[i][j]; j++) {
+            unsigned char c = (unsigned char)lhs[i][j];
+            if (strchr(lhs[i] + j + 1, c)) BAD("a letter repeated in one operand (a diagonal)");
+            int64_t d = kf_imp_dim(x[i], j);
+            if (size[c] && size[c] != d) BAD("a letter with two sizes (broadcasting in einsum)");
+            size[c] = d;
+        }
+    }
+    for (int j = 0; out[j]; j++)
+        if (!size[(unsigned char)out[j]] || strchr(out + j + 1, out[j])) BAD("a result letter that no operand has, or twice");
+    /* sum the letters only one operand has and the result lacks */
+    char term[2][600], have[2][16];
+    for (size_t i = 0; i < nops; i++) {
+        int64_t ax[16];
+        int na = 0, h = 0;
+        for (int j = 0; lhs[i][j]; j++) {
+            char c = lhs[i][j];
+            if (!strchr(out, c) && !(nops > 1 && strchr(lhs[1 - i], c))) ax[na++] = j;
+            else have[i][h++] = c;
+        }
+        have[i][h] = 0;
+        if (na) {
+            char axs[128];
+            ints_text(ax, na, axs, sizeof axs);
+            snprintf(term[i], sizeof term[i], "sum(%s, axes=%s)", x[i]->kf, axs);
+        } else {
+            snprintf(term[i], sizeof term[i], "%s", x[i]->kf);
+        }
+    }
+    char e[1800];
+    if (nops == 1) {
+        permuted(term[0], have[0], out, e, sizeof e);
+        kf_imp_emit(L, v, e);
+        return 1;
+    }
+    char batch[16] = "", fa[16] = "", fb[16] = "", ct[16] = "";
+    int nb = 0, nfa = 0, nfb = 0, nct = 0;
+    for (int j = 0; out[j]; j++)
+        if (strchr(have[0], out[j]) && strchr(have[1], out[j])) batch[nb++] = out[j];
+    for (int j = 0; have[0][j]; j++) {
+        char c = have[0][j];
+        if (!strchr(have[1], c)) fa[nfa++] = c;
+        else if (!strchr(out, c)) ct[nct++] = c;
+    }
+    for (int j = 0; have[1][j]; j++)
+        if (!strchr(have[0], have[1][j])) fb[nfb++] = have[1][j];
+    batch[nb] = fa[nfa] = fb[nfb] = ct[nct] = 0;
+    int64_t B = 1, M = 1, K = 1, N = 1;
+    for (int j = 0; batch[j]; j++) B *= size[(unsigned char)batch[j]];
+    for (int j = 0; fa[j]; j++) M *= size[(unsigned char)fa[j]];
+    for (int j = 0; fb[j]; j++) N *= size[(unsigned char)fb[j]];
+    for (int j = 0; ct[j]; j++) K *= size[(unsigned char)ct[j]];
+    char wa[48], wb[48], pa[700], pb[700], res[64];
+    snprintf(wa, sizeof wa, "%s%s%s", batch, fa, ct);
+    snprintf(wb, sizeof wb, "%s%s%s", batch, ct, fb);
+    permuted(term[0], have[0], wa, pa, sizeof pa);
+    permuted(term[1], have[1], wb, pb, sizeof pb);
+    snprintf(res, sizeof res, "%s%s%s", batch, fa, fb);
+    int64_t rs[16];
+    int nr = 0;
+    for (int j = 0; res[j]; j++) rs[nr++] = size[(unsigned char)res[j]];
+    char rsh[128], prod_name[96];
+    ints_text(rs, nr, rsh, sizeof rsh);
+    snprintf(e, sizeof e, "reshape(matmul(reshape(%s, shape=[%lld, %lld, %lld]), reshape(%s, shape=[%lld, %lld, %lld])), shape=%s)",
+             pa, (long long)B, (long long)M, (long long)K, pb, (long long)B, (long long)K, (long long)N, nr ? rsh : "[1]");
+    if (!nr) BAD("an einsum to a scalar (use sum of a product)");
+    if (strcmp(res, out) != 0) { /* the product, then its permute to the result's order */
+        kf_imp_tmp(L, v, e, prod_name, sizeof prod_name);
+        permuted(prod_name, res, out, e, sizeof e);
+    }
+    kf_imp_emit(L, v, e);
+    return 1;
+}
+
 int kf_imp_lower_nn(lower *L, lval *v, const char *t) {
     json_t *n = v->node;
     if (kf_imp_target_is(t, "aten.smooth_l1_loss") || kf_imp_target_is(t, "aten.huber_loss") ||
@@ -471,6 +609,7 @@ int kf_imp_lower_nn(lower *L, lval *v, const char *t) {
         return lower_cat(L, v);
     if (kf_imp_target_is(t, "aten.narrow")) return lower_narrow(L, v);
     if (kf_imp_target_is(t, "aten.diag")) return lower_diag(L, v);
+    if (kf_imp_target_is(t, "aten.einsum")) return lower_einsum(L, v);
     if (kf_imp_target_is(t, "aten.broadcast_tensors")) {
         if (!json_is_array(kf_imp_arg(n, 0, "tensors"))) BAD("tensors is not a list");
         v->is_tuple = 1; /* its getitems lower it */
