@@ -61,7 +61,7 @@ MALFORMED = [
     ("tuple_int.py", dict(forward="return x * 2, 3"), ["forward's output 1 is an int (3), not a tensor"]),
     ("dict.py", dict(forward="return {'y': x}"), ["forward returned a dict"]),
     ("none_out.py", dict(forward="return None"), ["forward returned None"]),
-    ("int_input.py", dict(inputs="return [torch.randn(4), 3]"), ["get_inputs()[1] is an int (3), not a tensor"]),
+    ("str_input.py", dict(inputs="return [torch.randn(4), 'a']"), ["get_inputs()[1] is a str ('a'), not a tensor or a number"]),
 ]
 
 
