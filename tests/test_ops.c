@@ -328,6 +328,9 @@ static const char *const strided_tasks[] = {
     "output y = conv(x, w, stride=[2, 1], padding=[1, 1], dilation=[1, 2], groups=5)\n"
     "output m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], value=-inf), dim=2, size=3, step=2), dim=3, size=3, step=2), axes=[-2, -1])\n"
     "output a = mean(unfold(x, dim=3, size=4, step=3), axes=[-1], keepdim=true)\n",
+    /* a bool mask input, read as 0/1 by binary ops, directly and through a view */
+    "task nc_mask\ninput x: f32[6, 37]\ninput mask: bool[6, 37]\n"
+    "output y = cumsum(x * mask, axis=1)\noutput z = transpose(mask) - 2 * transpose(x)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

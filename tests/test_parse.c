@@ -436,7 +436,7 @@ Test(errors, arity) {
 
 Test(errors, bad_dtype_and_dims) {
     parse_bad("input x: f33[4]\n", KF_ERR_PARSE, 1, 10,
-              "unknown dtype 'f33'; expected f32, f16, bf16, i64 or f64");
+              "unknown dtype 'f33'; expected f32, f16, bf16, i64, f64 or bool");
     parse_bad("input x: f32[4, 0]\n", KF_ERR_PARSE, 1, 17, "expected a positive integer dimension, found '0'");
     parse_bad("input x: f32[4, -3]\n", KF_ERR_PARSE, 1, 17, "expected a positive integer dimension, found '-'");
     parse_bad("input x: f32[4.5]\n", KF_ERR_PARSE, 1, 14, "expected a positive integer dimension, found '4.5'");

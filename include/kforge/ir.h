@@ -20,7 +20,8 @@
 extern "C" {
 #endif
 
-typedef enum kf_dtype { KF_F32 = 0, KF_F16, KF_BF16, KF_I64, KF_F64, KF_DTYPE_COUNT } kf_dtype;
+/* bool: one byte, 0 or 1 (a mask input; binary pointwise ops read it as 0.0 / 1.0) */
+typedef enum kf_dtype { KF_F32 = 0, KF_F16, KF_BF16, KF_I64, KF_F64, KF_BOOL, KF_DTYPE_COUNT } kf_dtype;
 
 const char *kf_dtype_name(kf_dtype t);          /* "f32", ... */
 int kf_dtype_size(kf_dtype t);                  /* bytes per element */

@@ -54,6 +54,7 @@ DTYPES = {
     "bf16": torch.bfloat16,
     "i64": torch.int64,
     "i32": torch.int32,
+    "bool": torch.bool,
 }
 
 # The kernel contract promises every buffer starts on a 64-byte boundary; torch's CPU

@@ -228,8 +228,10 @@ def _randn_expr(dt, shape, rng, device=None):
 
 def _randn_cpu_expr(dt, shape, rng):
     tdt = {"f32": "torch.float32", "f64": "torch.float64", "f16": "torch.float16",
-           "bf16": "torch.bfloat16", "i64": "torch.int64", "i32": "torch.int32"}[dt]
+           "bf16": "torch.bfloat16", "i64": "torch.int64", "i32": "torch.int32", "bool": "torch.bool"}[dt]
     sh = repr(tuple(shape))
+    if dt == "bool":
+        return "(torch.rand(%s) < 0.5)" % sh
     if dt in ("i64", "i32"):
         lo, hi = (int(rng[0]), int(rng[1]) + 1) if rng else (0, 100)
         return "torch.randint(%d, %d, %s, dtype=%s)" % (lo, hi, sh, tdt)

@@ -177,7 +177,7 @@ def torch_fn(task, kforge=None):
 
 
 _DT = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
-       "i64": torch.int64, "i32": torch.int32}
+       "i64": torch.int64, "i32": torch.int32, "bool": torch.bool}
 
 
 def make_inputs(task, device, gen):
@@ -185,7 +185,9 @@ def make_inputs(task, device, gen):
     out = []
     for _, dt, shape, rng in task.inputs:
         t = torch.empty(shape, dtype=_DT[dt], device=device)
-        if rng:
+        if dt == "bool":  # a mask: 0 and 1 alike
+            t = torch.rand(shape, generator=gen).to(device) < 0.5
+        elif rng:
             t.uniform_(rng[0], rng[1], generator=gen)
         else:
             t.normal_(0.0, 1.0, generator=gen)

@@ -87,6 +87,9 @@ MODULES = {
         "torch.einsum('ij->ji', b), torch.einsum('ik,jk->ij', b, b), torch.einsum('bij,bij->bi', c, c), "
         "torch.einsum('bij,jk', c, d[0]), torch.einsum('bij->j', c)",
         "torch.randn(2, 3, 4, 5), torch.randn(5, 6), torch.randn(2, 3, 4), torch.randn(2, 4, 5)"),
+    "mask": module(
+        "x, m", "torch.cumsum(x * m, dim=1), (m * x).sum(0), x + m.t().t()",
+        "torch.randn(4, 9), torch.rand(4, 9) < 0.5"),
 }
 
 # what the lowered text holds, per module (the rule that made it, not only its result)
@@ -103,6 +106,7 @@ LOWERED = {
     "concatenation": ["pad(cumsum_v, pads=[1, 0])", "slice(x, dim=1, start=0, end=6)"],
     "einsum": ["matmul(reshape(a, shape=[1, 24, 5]), reshape(b, shape=[1, 5, 6]))", "permute(b, dims=[1, 0])",
                "sum(c, axes=[0, 1])"],
+    "mask": ["input m: bool[4, 9]", "x * m", "cumsum("],
 }
 
 

@@ -30,7 +30,7 @@ static const struct {
     int size;
 } dtype_table[KF_DTYPE_COUNT] = {
     [KF_F32] = {"f32", 4}, [KF_F16] = {"f16", 2}, [KF_BF16] = {"bf16", 2},
-    [KF_I64] = {"i64", 8}, [KF_F64] = {"f64", 8},
+    [KF_I64] = {"i64", 8}, [KF_F64] = {"f64", 8}, [KF_BOOL] = {"bool", 1},
 };
 
 /* Name of dtype t ("f32", ...); "?" for an out-of-range value. */
@@ -410,14 +410,16 @@ static int check_axes(const node_ctx *c, const kf_value *x, uint32_t axes, int e
 
 static int rule_binary(const node_ctx *c, const int *in, kf_value *res) {
     const kf_value *a = &c->g->values[in[0]], *b = &c->g->values[in[1]];
-    int ints = c->info->int_operands; /* i64 operands read as floats */
-    if ((!(ints && a->dtype == KF_I64) && require_float(c, in[0], "operand") < 0) ||
-        (!(ints && b->dtype == KF_I64) && require_float(c, in[1], "operand") < 0))
+    /* i64 operands read as floats by the ops that take them; a bool (a mask) by any */
+    int ints = c->info->int_operands || (a->dtype == KF_BOOL) != (b->dtype == KF_BOOL);
+    if ((!(ints && (a->dtype == KF_I64 || a->dtype == KF_BOOL)) && require_float(c, in[0], "operand") < 0) ||
+        (!(ints && (b->dtype == KF_I64 || b->dtype == KF_BOOL)) && require_float(c, in[1], "operand") < 0))
         return -1;
     /* A literal takes the other side's dtype, so `h * 0.5` stays f16. */
     kf_dtype dt = a->is_const ? b->dtype : a->dtype;
     if (ints) dt = is_float(a->dtype) && !a->is_const ? a->dtype : is_float(b->dtype) && !b->is_const ? b->dtype : KF_F32;
-    if (!a->is_const && !b->is_const && a->dtype != b->dtype && !(ints && (a->dtype == KF_I64 || b->dtype == KF_I64))) {
+    if (!a->is_const && !b->is_const && a->dtype != b->dtype &&
+        !(ints && (a->dtype == KF_I64 || b->dtype == KF_I64 || a->dtype == KF_BOOL || b->dtype == KF_BOOL))) {
         char da[256], db[256];
         describe(c->g, in[0], da, sizeof da);
         describe(c->g, in[1], db, sizeof db);

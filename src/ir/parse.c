@@ -670,13 +670,13 @@ static int parse_input(parser *p) {
     p->pos++;
     if (expect(p, T_COLON, "':' after the input's name") < 0) return -1;
     const token *dt_tok = cur(p);
-    if (dt_tok->k != T_IDENT) return expected(p, "a dtype (f32, f16, bf16, i64 or f64)");
+    if (dt_tok->k != T_IDENT) return expected(p, "a dtype (f32, f16, bf16, i64, f64 or bool)");
     char dts[64];
     tok_text(dt_tok, dts, sizeof dts);
     kf_dtype dt;
     if (dt_tok->len >= (int)sizeof dts || !kf_dtype_parse(dts, &dt))
         return fail_at(p, KF_ERR_PARSE, dt_tok->line, dt_tok->col,
-                       "unknown dtype '%.20s'; expected f32, f16, bf16, i64 or f64", dts);
+                       "unknown dtype '%.20s'; expected f32, f16, bf16, i64, f64 or bool", dts);
     p->pos++;
     const token *shape_tok = cur(p);
     if (expect(p, T_LBRACK, "'[' and the input's dimensions") < 0) return -1;

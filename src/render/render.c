@@ -339,9 +339,9 @@ static kf_status check_kernel(const kf_gkernel *k, kf_error *err) {
             return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kernel %s: parameter %d name `%s` is not an identifier",
                                 k->name, i, p->name);
         if (strcmp(p->ctype, "float") && strcmp(p->ctype, "int") && strcmp(p->ctype, "long") &&
-            strcmp(p->ctype, "ushort"))
+            strcmp(p->ctype, "ushort") && strcmp(p->ctype, "uchar"))
             return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
-                                "kernel %s: parameter %s has element type `%s` (float, int, long or ushort)",
+                                "kernel %s: parameter %s has element type `%s` (float, int, long, ushort or uchar)",
                                 k->name, p->name, p->ctype);
         if (p->kind != KF_GP_IN && p->kind != KF_GP_OUT && p->kind != KF_GP_SCRATCH)
             return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kernel %s: parameter %s has kind %d",
@@ -401,7 +401,8 @@ kf_status kf_render_kernel(const kf_lang *L, const kf_gkernel *k, kf_buf *out, k
         kf_buf_printf(out, "%s\n    ", nout++ ? "," : "");
         if (global[0]) kf_buf_printf(out, "%s ", global);
         /* ushort: raw 16-bit words (f16/bf16 bits); CUDA has no such type name */
-        const char *ct = L->id == KF_LANG_CUDA && strcmp(p->ctype, "ushort") == 0 ? "unsigned short" : p->ctype;
+        const char *ct = L->id != KF_LANG_CUDA ? p->ctype : strcmp(p->ctype, "ushort") == 0 ? "unsigned short"
+                         : strcmp(p->ctype, "uchar") == 0 ? "unsigned char" : p->ctype;
         kf_buf_printf(out, "%s%s *", p->kind == KF_GP_IN ? "const " : "", ct);
         if (p->kind != KF_GP_SCRATCH && restr[0]) kf_buf_printf(out, "%s ", restr);
         kf_buf_puts(out, p->name);

@@ -49,7 +49,7 @@ void kf_gpu_dev(const kf_synth *s, kf_gdev *d) {
 
 const char *kf_gpu_ctype(const kf_graph *g, int v) {
     kf_dtype t = g->values[v].dtype;
-    return t == KF_I64 ? "long" : t == KF_F16 || t == KF_BF16 ? "ushort" : "float";
+    return t == KF_I64 ? "long" : t == KF_F16 || t == KF_BF16 ? "ushort" : t == KF_BOOL ? "uchar" : "float";
 }
 
 int64_t kf_gpu_pow2_ceil(int64_t n) {

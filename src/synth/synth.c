@@ -59,6 +59,20 @@ static int value_int_operand_ok(const kf_graph *g, int v) {
     return 1;
 }
 
+/* A bool value (a mask input) the builtin generator handles: every reader (through the
+ * views that read it) is a binary pointwise op, which reads it as 0.0 or 1.0. */
+static int value_bool_operand_ok(const kf_graph *g, int v) {
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        const kf_op_def *d = kf_op_get(n->op);
+        for (int a = 0; a < n->nin; a++) {
+            if (n->in[a] != v) continue;
+            if (d->cls == KF_CLASS_VIEW ? !value_bool_operand_ok(g, n->out) : d->kind != KF_KIND_BINARY) return 0;
+        }
+    }
+    return 1;
+}
+
 static int graph_dtype_ok(const kf_graph *g, const int *skip, const char *platform,
                           const kf_device_info *dev, kf_error *err) {
     for (int i = 0; i < g->nvalues; i++) {
@@ -69,6 +83,7 @@ static int graph_dtype_ok(const kf_graph *g, const int *skip, const char *platfo
             if (kf_op_is_arg(kf_op_get(g->nodes[v->producer].op))) continue;
         }
         if (v->dtype == KF_I64 && v->output_index < 0 && value_int_operand_ok(g, i)) continue;
+        if (v->dtype == KF_BOOL && v->output_index < 0 && value_bool_operand_ok(g, i)) continue;
         if (v->dtype == KF_F16 || v->dtype == KF_BF16) {
             if (!value16_ok(g, skip, i))
                 return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
@@ -444,7 +459,8 @@ void kf_synth_axis_split(const kf_shape *sh, uint32_t mask, int64_t *O, int64_t 
 }
 
 const char *kf_synth_ctype(const kf_graph *g, int v) {
-    return g->values[v].dtype == KF_I64 ? "int64_t" : "float";
+    kf_dtype t = g->values[v].dtype;
+    return t == KF_I64 ? "int64_t" : t == KF_BOOL ? "unsigned char" : "float";
 }
 
 /* Buffers a stage reads (materialised values and graph inputs) and writes. */

@@ -20,6 +20,7 @@
 #define POISON_F16 0x7E5Du
 #define POISON_BF16 0x7FDDu
 #define POISON_I64 ((int64_t)0x8BADF00DDEADBEEFull)
+#define POISON_BOOL 0xA5 /* neither 0 nor 1 */
 
 /* ---- PRNG ---- */
 
@@ -127,7 +128,7 @@ static double small_to_f64(uint32_t h, int mb, int eb) {
 
 /* Whether the verifier can store elements of dt. */
 int kf_verify_dtype_ok(kf_dtype dt) {
-    return dt == KF_F32 || dt == KF_F64 || dt == KF_F16 || dt == KF_BF16 || dt == KF_I64;
+    return dt == KF_F32 || dt == KF_F64 || dt == KF_F16 || dt == KF_BF16 || dt == KF_I64 || dt == KF_BOOL;
 }
 
 /* Element i as a double. */
@@ -138,6 +139,7 @@ double kf_verify_load(kf_dtype dt, const void *data, int64_t i) {
     case KF_F16: return small_to_f64(((const uint16_t *)data)[i], 10, 5);
     case KF_BF16: return small_to_f64(((const uint16_t *)data)[i], 7, 8);
     case KF_I64: return (double)((const int64_t *)data)[i];
+    case KF_BOOL: return ((const unsigned char *)data)[i] != 0;
     default: break;
     }
     return NAN;
@@ -159,6 +161,7 @@ void kf_verify_store(kf_dtype dt, void *data, int64_t i, double v) {
         ((int64_t *)data)[i] = x;
         break;
     }
+    case KF_BOOL: ((unsigned char *)data)[i] = v != 0 && !isnan(v); break;
     default: break;
     }
 }
@@ -179,6 +182,7 @@ int kf_verify_is_poison(kf_dtype dt, const void *data, int64_t i) {
     case KF_F16: return ((const uint16_t *)data)[i] == POISON_F16;
     case KF_BF16: return ((const uint16_t *)data)[i] == POISON_BF16;
     case KF_I64: return ((const int64_t *)data)[i] == POISON_I64;
+    case KF_BOOL: return ((const unsigned char *)data)[i] == POISON_BOOL;
     default: break;
     }
     return 0;
@@ -218,6 +222,12 @@ void kf_verify_poison(kf_dtype dt, void *data, int64_t n) {
         int64_t u = POISON_I64;
         memcpy(data, &u, 8);
         es = 8;
+        break;
+    }
+    case KF_BOOL: {
+        unsigned char u = POISON_BOOL;
+        memcpy(data, &u, 1);
+        es = 1;
         break;
     }
     default: return;
@@ -267,6 +277,10 @@ void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, double mag, int h
                     double lo, double hi, void *data, int64_t n) {
     if (!(mag > 0)) mag = KF_MAG_DEFAULT;
     int integer = dt == KF_I64;
+    if (dt == KF_BOOL) { /* a mask: 0 and 1 alike, whatever the distribution */
+        for (int64_t i = 0; i < n; i++) ((unsigned char *)data)[i] = kf_verify_rng_uniform(r) < 0.5;
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         for (int attempt = 0;; attempt++) {
             double x;
