@@ -125,6 +125,37 @@ def test_unsupported_op_is_named_with_its_node(kforge, tmp_path):
     assert not (tmp_path / "b" / "task.kf").exists()
 
 
+BLOCKERS = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        y = torch.sort(x, dim=1).values
+        z = torch.roll(y * 2, 1, 0)
+        return torch.relu(torch.fliplr(z)) + torch.cummax(x, 1).values
+
+def get_inputs():
+    return [torch.randn(8, 8)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_every_blocker_is_named(kforge, tmp_path):
+    """an op that cannot be lowered does not hide the ones beneath it (sort under roll under
+    fliplr) or beside it (cummax, the other operand of the add)"""
+    model = write(tmp_path / "blockers.py", BLOCKERS)
+    p = run([kforge, "import", model, "--out", str(tmp_path / "b")])
+    assert p.returncode == 2
+    assert "4 nodes cannot be lowered" in p.stderr, p.stderr
+    for op in ("aten.fliplr", "aten.roll", "aten.sort", "aten.cummax"):
+        assert op in p.stderr, (op, p.stderr)
+
+
 def test_lower_an_existing_bundle(kforge, tmp_path):
     """`kforge import --lower DIR`: the C half alone, on a bundle the importer wrote in-process
     (as kforge bench does), gives the task `kforge import` gives; bad uses are refused"""

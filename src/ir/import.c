@@ -941,6 +941,27 @@ static lval *input_copy(lower *L, const lval *in, size_t i) {
 }
 
 /* Lower v and what it depends on; 1 when it has a .kf name (or is a view/tuple). */
+/* Every tensor an argument refers to (inside lists too), lowered for what it reports: a
+ * node that failed still has its operands visited, so that every op on the way that
+ * cannot be lowered is named, not only the first on each path. */
+static void visit_operands(lower *L, json_t *a) {
+    if (json_is_array(a)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(a, i, e) visit_operands(L, e);
+    } else if (json_is_object(a)) {
+        json_t *ref = json_object_get(a, "ref");
+        if (json_is_string(ref)) {
+            lval *w = find(L, json_string_value(ref));
+            if (w) lower_value(L, w);
+            return;
+        }
+        const char *k;
+        json_t *e;
+        json_object_foreach(a, k, e) visit_operands(L, e);
+    }
+}
+
 static int lower_value(lower *L, lval *v) {
     if (v->kf[0] || v->is_tuple) return 1;
     if (!v->node) return 1; /* inputs are named up front */
@@ -951,8 +972,9 @@ static int lower_value(lower *L, lval *v) {
     }
     v->visiting = 1;
     int ok = lower_node(L, v); /* on failure v stays unnamed: its dependants give up too */
-    v->visiting = 0;
     v->failed = !ok;
+    if (!ok) visit_operands(L, json_object_get(v->node, "args")), visit_operands(L, json_object_get(v->node, "kwargs"));
+    v->visiting = 0;
     return ok;
 }
 
