@@ -58,8 +58,8 @@ static void assert_shape(const kf_graph *g, int id, kf_shape want) {
 }
 
 Test(dtype, names_sizes_parse) {
-    const char *names[] = {"f32", "f16", "bf16", "i64", "f64"};
-    int sizes[] = {4, 2, 2, 8, 8};
+    const char *names[] = {"f32", "f16", "bf16", "i64", "f64", "bool"};
+    int sizes[] = {4, 2, 2, 8, 8, 1};
     for (int t = 0; t < KF_DTYPE_COUNT; t++) {
         cr_assert_str_eq(kf_dtype_name((kf_dtype)t), names[t]);
         cr_assert_eq(kf_dtype_size((kf_dtype)t), sizes[t]);

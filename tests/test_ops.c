@@ -302,12 +302,14 @@ static const char *const strided_tasks[] = {
     "output t = transpose(x)\n",
     "task nc_pool\ninput x: f32[4, 33]\noutput m = max(unfold(x, dim=1, size=3, step=2, dilation=2), axes=[2])\n"
     "output s = sum(transpose(x), axes=[1])\n",
-    /* five padded views of 8 guards each: more guards than one elementwise stage holds */
+    /* padded views of 8 and 16 guards, 104 in all: more guards than one elementwise stage
+     * holds (KF_EW_MAX_GUARDS) */
     "task nc_guards\ninput x: f32[3, 4, 5, 6]\n"
     "p = pad(pad(x, pads=[1, 1, 1, 1, 1, 1, 1, 1]), pads=[1, 1, 1, 1, 1, 1, 1, 1])\n"
     "q = pad(pad(x, pads=[2, 0, 0, 2, 1, 1, 2, 0]), pads=[0, 2, 1, 1, 2, 0, 1, 1])\n"
     "output y = p + q * 2 + flip(p, dims=[0, 3]) + pad(x, pads=[2, 2, 2, 2, 2, 2, 2, 2], value=0.5) "
-    "+ pad(x, pads=[0, 4, 0, 4, 0, 4, 4, 0], value=0.5) - pad(x, pads=[1, 3, 3, 1, 1, 3, 3, 1], value=-1)\n",
+    "+ pad(x, pads=[0, 4, 0, 4, 0, 4, 4, 0], value=0.5) - pad(x, pads=[1, 3, 3, 1, 1, 3, 3, 1], value=-1) "
+    "+ flip(q, dims=[1, 2]) - flip(p, dims=[2])\n",
     "task nc_rows\ninput x: f32[7, 45]\noutput y = softmax(flip(x, dims=[1]))\noutput c = cumsum(transpose(x), axis=0)\n",
     "task nc_matmul\ninput a: f32[19, 13]\ninput b: f32[19, 9]\ninput c: f32[2, 9, 13]\ninput d: f32[9, 13]\n"
     "output p = matmul(transpose(a), b)\noutput q = matmul(c, permute(c, dims=[0, 2, 1]))\n"

@@ -157,6 +157,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
                     if (stage_of_value(s, n->in[a]) > k) ok = 0;
                 if (is_view && stage_of_value(s, src) >= k) ok = 0; /* its source from memory */
                 if (st->nguards + ng > KF_EW_MAX_GUARDS) ok = 0;
+                if (is_view && st->nviews >= KF_EW_MAX_VIEWS) ok = 0;
                 if (ok) target = k;
                 break; /* only the latest elementwise cluster of that domain */
             }
@@ -182,6 +183,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
         kf_stage *st = &s->st[target];
         st->nodes[st->nnodes++] = ni;
         st->nguards += ng;
+        st->nviews += is_view;
         s->val_stage[n->out] = target;
     }
     /* materialise graph outputs and values read by another stage */

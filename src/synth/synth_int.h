@@ -56,6 +56,7 @@ typedef struct kf_stage {
     int prologue;      /* 1 + index of the fused elementwise stage (0 = none) */
     int nguards;       /* elementwise: the guards of the padded views it reads (at most
                           KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
+    int nviews;        /* elementwise: the view reads it holds (at most KF_EW_MAX_VIEWS) */
     int fused;         /* this elementwise stage is computed inside stage fused_into */
     int fused_into;
     /* GPU path (gpu.c): parameters this stage may still add to the space, and those
@@ -115,7 +116,10 @@ void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o);
  * with its element stride per coalesced dim (0 = broadcast). Adjacent domain dims merge
  * when every operand walks them alike; size-1 dims are dropped. */
 #define KF_EW_MAX_OPS 128
-#define KF_EW_MAX_GUARDS 32
+#define KF_EW_MAX_GUARDS 96 /* a 3x3x3 window of a padded 3D view reads 27 x 3 */
+/* View reads one elementwise stage takes (each is an operand of its own; a GPU kernel takes
+ * at most KF_GK_MAX_PARAMS buffers): cluster() starts a new stage beyond */
+#define KF_EW_MAX_VIEWS 28
 typedef struct kf_ew_layout {
     int nops, nreads;
     int v[KF_EW_MAX_OPS];
