@@ -124,6 +124,36 @@ static void plan_params(kf_synth *s) {
 
 static int stage_of_value(const kf_synth *s, int v) { return s->val_stage[v]; }
 
+/* On the CPU, a view whose composed map only relabels a buffer's elements (a reshape of an
+ * input or of a computed value, kf_imap_is_linear) and that only non-elementwise ops read
+ * (or views, which compose through it) is not copied: its readers take the source's buffer
+ * under the view's shape (alias; the C entry declares the pointer). GPU launch plans bind
+ * one allocation per buffer, so there the view stays a copy. */
+static void plan_aliases(kf_synth *s) {
+    const kf_graph *g = s->g;
+    if (kf_synth_is_gpu(s->platform)) return;
+    s->alias = kf_malloc((size_t)g->nvalues * sizeof *s->alias);
+    for (int v = 0; v < g->nvalues; v++) s->alias[v] = -1;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        int w = n->out;
+        if (s->skip[ni] || kf_op_get(n->op)->cls != KF_CLASS_VIEW || g->values[w].output_index >= 0) continue;
+        kf_imap m;
+        int src = kf_value_imap(g, w, &m);
+        if (src == w || kf_synth_is_view(g, src) || !kf_imap_is_linear(&m) || g->values[src].dtype != g->values[w].dtype)
+            continue;
+        int ok = 1;
+        for (int ri = 0; ri < g->nnodes && ok; ri++) {
+            const kf_node *r = &g->nodes[ri];
+            for (int a = 0; a < r->nin; a++)
+                if (r->in[a] == w && (kf_op_is_elementwise(r->op) && kf_op_get(r->op)->cls != KF_CLASS_VIEW)) ok = 0;
+        }
+        if (!ok) continue;
+        s->alias[w] = src;
+        s->skip[ni] = 1;
+    }
+}
+
 /* Split g's nodes into stages. With allow_bcast, an elementwise node whose result only
  * broadcasts into a cluster's domain (e.g. a [N, 1] temporary inside an [N, M] cluster) is
  * recomputed inside that cluster. Marks what must be materialised. Returns 0 when a
@@ -203,6 +233,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
         }
         for (int a = 0; a < nr; a++) {
             int v = reads[a];
+            if (s->alias && s->alias[v] >= 0) v = s->alias[v]; /* read as its source's buffer */
             if (s->val_stage[v] >= 0 && s->val_stage[v] != k) s->materialize[v] = 1;
             /* non-elementwise stages read whole tensors from memory */
             if (s->val_stage[v] >= 0 && s->st[k].kind != KF_STAGE_EWISE) s->materialize[v] = 1;
@@ -291,6 +322,7 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     s->materialize = kf_calloc((size_t)g->nvalues, sizeof *s->materialize);
     for (int i = 0; i < g->nvalues; i++) s->val_stage[i] = -1;
 
+    plan_aliases(s);
     if (!cluster(s, 1)) {
         /* a broadcast-shaped temporary would have to be stored from a larger domain */
         for (int k = 0; k < s->nst; k++) free(s->st[k].nodes);
@@ -373,6 +405,7 @@ void kf_synth_free(kf_synth *s) {
     free(s->val_stage);
     free(s->materialize);
     free(s->skip);
+    free(s->alias);
     free(s);
 }
 
@@ -560,6 +593,10 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         kf_buf_printf(&src, "    if (!b%d) return 12; /* ENOMEM */\n", v);
         nscratch++;
     }
+    for (int v = 0; s->alias && v < g->nvalues; v++)
+        if (s->alias[v] >= 0)
+            kf_buf_printf(&src, "    const %s *b%d = b%d; /* %s: a relabelling of %s */\n", kf_synth_ctype(g, v), v,
+                          s->alias[v], g->values[v].name, g->values[s->alias[v]].name);
     for (int k = 0; k < s->nst; k++) {
         int nr, nw;
         if (s->st[k].fused) continue;

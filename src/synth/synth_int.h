@@ -77,6 +77,8 @@ struct kf_synth {
     int *val_stage;    /* stage producing each value, -1 for inputs and constants */
     int *materialize;  /* value is kept in a buffer */
     int *skip;         /* per node: a view node no reader needs (kf_synth_view_skips) */
+    int *alias;        /* CPU, per value: a view that is a relabelling of a buffer (a reshape),
+                          read by reductions, norms or scans as that buffer (its id); -1 */
     kf_space space;
     char desc[512];
 };
