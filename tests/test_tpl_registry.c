@@ -135,3 +135,16 @@ Test(tpl_registry, a_stage_no_template_supports_is_refused_with_every_reason) {
     kf_synth_free(s);
     kf_graph_free(g);
 }
+
+/* `kforge ops`'s matrix: every op of the registry plans on the CPU and for OpenCL (an op
+ * whose record no template or lowering serves would read "no" there). */
+Test(tpl_registry, every_op_is_supported_on_cpu_and_opencl) {
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const char *plats[] = {"cpu", "opencl"};
+        for (int p = 0; p < 2; p++) {
+            kf_error err = {0};
+            cr_expect_eq(kf_synth_op_support((kf_op)k, plats[p], &err), KF_OK, "%s on %s: %s",
+                         kf_op_get((kf_op)k)->name, plats[p], err.msg);
+        }
+    }
+}
