@@ -325,3 +325,32 @@ Test(numerics, gemm_then_layer_norm_verifies) {
     expect_ok(&r);
     fx_close(&f);
 }
+
+/* A reference beyond float32's range: exp(t) * p with t up to 80 and |p| up to 1e4 is
+ * finite in float64 (5.5e38) and no float32 kernel can give it. The large-magnitude set
+ * is drawn again at a smaller magnitude until the reference fits float32, so a plain, correct
+ * kernel verifies on every set (before, it failed set 5 with inf against a finite value). */
+Test(numerics, a_reference_beyond_float32_is_drawn_smaller) {
+    fixture f;
+    fx_open(&f, "task ovf\ninput t: f32[64, 64]\ninput p: f32[64, 64]\noutput y = exp(t) * p\n");
+    kf_vresult r = run_src(&f,
+                           "#include <math.h>\n"
+                           "int kforge_kernel(void *const *args) {\n"
+                           "    const float *t = args[0], *p = args[1];\n"
+                           "    float *y = args[2];\n"
+                           "    for (int i = 0; i < 64 * 64; i++) y[i] = expf(t[i]) * p[i];\n"
+                           "    return 0;\n"
+                           "}\n");
+    expect_ok(&r);
+    /* and a kernel that is wrong on the shrunk set is still caught there */
+    r = run_src(&f,
+                "#include <math.h>\n"
+                "int kforge_kernel(void *const *args) {\n"
+                "    const float *t = args[0], *p = args[1];\n"
+                "    float *y = args[2];\n"
+                "    for (int i = 0; i < 64 * 64; i++) y[i] = fabsf(t[i]) > 20 ? 0.0f : expf(t[i]) * p[i];\n"
+                "    return 0;\n"
+                "}\n");
+    expect_mismatch(&r);
+    fx_close(&f);
+}

@@ -863,7 +863,7 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
  * this interpreter does not evaluate. Nothing is retained; outputs may be partly written
  * on failure. */
 static kf_status ip_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
-                        double *const *bounds, kf_error *err) {
+                        double *const *bounds, int *beyond, kf_error *err) {
     if (!g) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_interp_run: no graph");
     if ((g->ninputs > 0 && !inputs) || (g->noutputs > 0 && !outputs))
         return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
@@ -955,6 +955,14 @@ static kf_status ip_run(const kf_graph *g, const double *const *inputs, double *
         }
         ptr[n->out] = out;
         st = ip_node(g, n, in, out, err);
+        if (beyond && !st && !*beyond && g->values[n->out].dtype == KF_F32) { /* f64 finite, f32 not */
+            int64_t cnt = ip_numel(&ov->shape);
+            for (int64_t e = 0; e < cnt; e++)
+                if (fabs(out[e]) > 0x1.fffffep+127 && isfinite(out[e])) {
+                    *beyond = 1;
+                    break;
+                }
+        }
         if (eb && !st) {
             const double *ein[KF_MAX_NODE_IN] = {0};
             for (int a = 0; a < n->nin; a++) ein[a] = eb[n->in[a]];
@@ -1011,11 +1019,17 @@ done:
 
 kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
                         kf_error *err) {
-    return ip_run(g, inputs, outputs, NULL, err);
+    return ip_run(g, inputs, outputs, NULL, NULL, err);
 }
 
 /* Contract: see ir.h. */
 kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,
                                double *const *outputs, double *const *bounds, kf_error *err) {
-    return ip_run(g, inputs, outputs, bounds, err);
+    return ip_run(g, inputs, outputs, bounds, NULL, err);
+}
+
+kf_status kf_interp_run_checked(const kf_graph *g, const double *const *inputs, double *const *outputs,
+                                double *const *bounds, int *beyond_f32, kf_error *err) {
+    *beyond_f32 = 0;
+    return ip_run(g, inputs, outputs, bounds, beyond_f32, err);
 }
