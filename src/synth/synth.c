@@ -44,30 +44,19 @@ static int value16_ok(const kf_graph *g, const int *skip, int v) {
     return 1;
 }
 
-/* An i64 value the builtin generator handles as an operand: every reader (through the
- * views that read it) is a pointwise op that takes integer operands (eq), which reads it as
- * a float. */
-static int value_int_operand_ok(const kf_graph *g, int v) {
+/* An i64 or bool value the builtin generator handles as an operand: every reader (through
+ * the views that read it) is a pointwise op that reads it as a float: for an i64 (class
+ * indices) one that takes integer operands (eq), for a bool (a mask: 0.0 or 1.0) any binary
+ * op. */
+static int value_read_as_float_ok(const kf_graph *g, int v, int is_bool) {
     for (int ni = 0; ni < g->nnodes; ni++) {
         const kf_node *n = &g->nodes[ni];
         const kf_op_def *d = kf_op_get(n->op);
         for (int a = 0; a < n->nin; a++) {
             if (n->in[a] != v) continue;
-            if (d->cls == KF_CLASS_VIEW ? !value_int_operand_ok(g, n->out) : !d->int_operands) return 0;
-        }
-    }
-    return 1;
-}
-
-/* A bool value (a mask input) the builtin generator handles: every reader (through the
- * views that read it) is a binary pointwise op, which reads it as 0.0 or 1.0. */
-static int value_bool_operand_ok(const kf_graph *g, int v) {
-    for (int ni = 0; ni < g->nnodes; ni++) {
-        const kf_node *n = &g->nodes[ni];
-        const kf_op_def *d = kf_op_get(n->op);
-        for (int a = 0; a < n->nin; a++) {
-            if (n->in[a] != v) continue;
-            if (d->cls == KF_CLASS_VIEW ? !value_bool_operand_ok(g, n->out) : d->kind != KF_KIND_BINARY) return 0;
+            int ok = d->cls == KF_CLASS_VIEW ? value_read_as_float_ok(g, n->out, is_bool)
+                                             : is_bool ? d->kind == KF_KIND_BINARY : d->int_operands;
+            if (!ok) return 0;
         }
     }
     return 1;
@@ -82,8 +71,8 @@ static int graph_dtype_ok(const kf_graph *g, const int *skip, const char *platfo
         if (v->dtype == KF_I64 && v->producer >= 0) {
             if (kf_op_is_arg(kf_op_get(g->nodes[v->producer].op))) continue;
         }
-        if (v->dtype == KF_I64 && v->output_index < 0 && value_int_operand_ok(g, i)) continue;
-        if (v->dtype == KF_BOOL && v->output_index < 0 && value_bool_operand_ok(g, i)) continue;
+        if (v->dtype == KF_I64 && v->output_index < 0 && value_read_as_float_ok(g, i, 0)) continue;
+        if (v->dtype == KF_BOOL && v->output_index < 0 && value_read_as_float_ok(g, i, 1)) continue;
         if (v->dtype == KF_F16 || v->dtype == KF_BF16) {
             if (!value16_ok(g, skip, i))
                 return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
