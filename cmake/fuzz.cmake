@@ -13,8 +13,8 @@ find_package(OpenMP REQUIRED) # clang's: Debian libomp-dev
 set(KF_FUZZ_FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer -g)
 file(GLOB KF_FUZZ_OPS_SOURCES CONFIGURE_DEPENDS src/ops/*.c)
-set(KF_FUZZ_SOURCES src/core/core.c ${KF_FUZZ_OPS_SOURCES} src/ir/graph.c src/ir/imap.c src/ir/parse.c src/ir/interp.c
-    src/ir/import.c src/ir/lower.c)
+file(GLOB KF_FUZZ_IR_SOURCES CONFIGURE_DEPENDS src/ir/*.c)
+set(KF_FUZZ_SOURCES src/core/core.c ${KF_FUZZ_OPS_SOURCES} ${KF_FUZZ_IR_SOURCES})
 enable_testing()
 foreach(h parse graph_json)
   add_executable(fuzz_${h} tests/fuzz/fuzz_${h}.c ${KF_FUZZ_SOURCES})
