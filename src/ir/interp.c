@@ -715,6 +715,23 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         for (int64_t i = 0; i < cnt; i++) res[i] = isfinite(out[i]) ? u * fabs(out[i]) : 0.0;
         return res;
     }
+    if (d->kind == KF_KIND_NORM && d->f64_row_bound) {
+        /* a norm's own rounding: its row mean (or mean square), accumulated in the dtype,
+         * is off by up to about (2 + log2 n) u |x|, which x - mean and the scale carry on;
+         * at an offset (rows of 256 +- 1) that is most of the result's error, so it joins
+         * the operand's bound as an error of each element */
+        const kf_shape *xs = &g->values[n->in[0]].shape;
+        int64_t len = 1, nx = ip_numel(xs);
+        for (int a = 0; a < xs->rank; a++)
+            if (n->attr.axes >> a & 1u) len *= xs->d[a];
+        double k = (2.0 + ceil(log2((double)(len > 1 ? len : 1)))) * ip_unit_roundoff(g->values[n->out].dtype);
+        double *te = kf_malloc((size_t)(nx > 0 ? nx : 1) * sizeof *te);
+        for (int64_t i = 0; i < nx; i++) te[i] = (eb[0] ? eb[0][i] : 0) + k * fabs(in[0][i]);
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        *st = ip_rowwise(g, n, in, te, res, err);
+        free(te);
+        return res;
+    }
     if (!any) return NULL;
     if (d->cls == KF_CLASS_POINTWISE) {
         /* the result's spread over the corners of the operands' intervals, and its rounding */
@@ -772,7 +789,7 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         *st = ip_rowwise(g, n, ein, NULL, res, err);
         return res;
     }
-    if (eb[0] && (d->kind == KF_KIND_SOFTMAX || d->kind == KF_KIND_NORM) && d->f64_row_bound) {
+    if (eb[0] && d->kind == KF_KIND_SOFTMAX && d->f64_row_bound) {
         res = kf_malloc((size_t)cnt * sizeof *res);
         *st = ip_rowwise(g, n, in, eb[0], res, err);
         return res;
