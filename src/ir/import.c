@@ -482,7 +482,7 @@ static int lower_node(lower *L, lval *v) {
     json_t *n = v->node;
     const char *t = node_target(n);
     const char *why = NULL;
-    char a[160], b[160], ax[128], e[700], n1[40], n2[40], msg[120];
+    char a[160], b[160], ax[128], e[1200], n1[40], n2[40], msg[120];
     double d1, d2;
     if (!t) { note_unsupported(L, n, "no target"); return 0; }
 #define NEED(x) do { if (!(x)) { if (why) note_unsupported(L, n, why); return 0; } } while (0)
@@ -778,7 +778,7 @@ static int lower_node(lower *L, lval *v) {
             NEED(term(L, bj, b, sizeof b, &why));
             snprintf(bv, sizeof bv, " + reshape(%s, shape=[-1%s])", b, ones);
         }
-        char mu[96], var[96], d[96];
+        char mu[96], var[240], d[96];
         if (training || no_stats) {
             snprintf(e, sizeof e, "mean(%s, axes=%s, keepdim=true)", x->kf, red);
             kf_imp_tmp(L, v, e, mu, sizeof mu);
@@ -792,7 +792,7 @@ static int lower_node(lower *L, lval *v) {
             NEED(term(L, arg(n, 4, "running_var"), rv, sizeof rv, &why));
             snprintf(e, sizeof e, "%s - reshape(%s, shape=[-1%s])", x->kf, rm, ones);
             kf_imp_tmp(L, v, e, d, sizeof d);
-            snprintf(var, sizeof var, "reshape(%.60s, shape=[-1%s])", rv, ones);
+            snprintf(var, sizeof var, "reshape(%s, shape=[-1%s])", rv, ones);
         }
         snprintf(e, sizeof e, "%s * rsqrt(%s + %s)%s%s", d, var, numtxt(eps, n1, sizeof n1), wv, bv);
         emit(L, v, e);

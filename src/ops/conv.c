@@ -175,6 +175,20 @@ static void unravel(int64_t f, const int64_t *dims, int n, int64_t *idx) {
     }
 }
 
+/* The flat index, in a tensor of spatial dims lim, of position pos * stride - padding + tap *
+ * dilation (tap k of flat index t); -1 where it falls outside. Both references walk
+ * the window this way, conv gathering from the input, conv_transpose scattering to the output. */
+static int64_t window_at(const conv_geom *G, const int64_t *pos, int64_t t, const int64_t *lim) {
+    int64_t k[MAXSP], f = 0;
+    unravel(t, G->K, G->d, k);
+    for (int i = 0; i < G->d; i++) {
+        int64_t at = pos[i] * G->st[i] - G->pd[i] + k[i] * G->dl[i];
+        if (at < 0 || at >= lim[i]) return -1;
+        f = f * lim[i] + at;
+    }
+    return f;
+}
+
 /* conv by its definition: each output element the sum over its group's channels and the
  * kernel's taps of x at stride*o - padding + dilation*k (nothing outside x), plus the bias */
 static void conv_f64(const kf_op_dims *s, const kf_attrs *A, const double *const *in, double *out) {
@@ -184,19 +198,13 @@ static void conv_f64(const kf_op_dims *s, const kf_attrs *A, const double *const
         for (int64_t o = 0; o < G.O; o++) {
             int64_t grp = o / G.Og;
             for (int64_t p = 0; p < P; p++) {
-                int64_t op[MAXSP], k[MAXSP];
+                int64_t op[MAXSP];
                 unravel(p, G.L, G.d, op);
                 double acc = s->nin > 2 ? in[2][o] : 0;
                 for (int64_t c = 0; c < G.Cg; c++)
                     for (int64_t t = 0; t < KK; t++) {
-                        unravel(t, G.K, G.d, k);
-                        int64_t f = 0, ok = 1;
-                        for (int i = 0; i < G.d && ok; i++) {
-                            int64_t at = op[i] * G.st[i] - G.pd[i] + k[i] * G.dl[i];
-                            ok = at >= 0 && at < G.S[i];
-                            f = f * G.S[i] + at;
-                        }
-                        if (!ok) continue;
+                        int64_t f = window_at(&G, op, t, G.S);
+                        if (f < 0) continue;
                         acc += in[0][(n * G.C + grp * G.Cg + c) * SS + f] * in[1][(o * G.Cg + c) * KK + t];
                     }
                 out[(n * G.O + o) * P + p] = acc;
@@ -216,18 +224,12 @@ static void convt_f64(const kf_op_dims *s, const kf_attrs *A, const double *cons
         for (int64_t c = 0; c < G.C; c++) {
             int64_t grp = c / G.Cg;
             for (int64_t q = 0; q < SS; q++) {
-                int64_t ip[MAXSP], k[MAXSP];
+                int64_t ip[MAXSP];
                 unravel(q, G.S, G.d, ip);
                 double x = in[0][(n * G.C + c) * SS + q];
                 for (int64_t t = 0; t < KK; t++) {
-                    unravel(t, G.K, G.d, k);
-                    int64_t f = 0, ok = 1;
-                    for (int i = 0; i < G.d && ok; i++) {
-                        int64_t at = ip[i] * G.st[i] - G.pd[i] + k[i] * G.dl[i];
-                        ok = at >= 0 && at < G.L[i];
-                        f = f * G.L[i] + at;
-                    }
-                    if (!ok) continue;
+                    int64_t f = window_at(&G, ip, t, G.L);
+                    if (f < 0) continue;
                     for (int64_t o = 0; o < G.Og; o++)
                         out[(n * G.O + grp * G.Og + o) * P + f] += x * in[1][(c * G.Og + o) * KK + t];
                 }

@@ -675,32 +675,25 @@ static void nominal_device(const char *platform, kf_device_info *d) {
 
 kf_status kf_synth_op_support(kf_op op, const char *platform, kf_error *err) {
     const kf_op_def *d = kf_op_get(op);
+    kf_graph *g = NULL;
+    kf_status st = KF_OK;
     if (d->kind == KF_KIND_OWN) { /* its own shape rule: the task its record gives */
         kf_buf t = {0};
         kf_buf_printf(&t, "task support\n%s", d->example);
-        kf_graph *g = NULL;
-        kf_status st = kf_parse_string(t.data, "<support>", &g, err);
+        st = kf_parse_string(t.data, "<support>", &g, err);
         kf_buf_free(&t);
-        if (st == KF_OK) {
-            kf_device_info dev;
-            nominal_device(platform, &dev);
-            kf_synth *s = NULL;
-            st = kf_synth_plan(g, platform, &dev, &s, err);
-            kf_synth_free(s);
+    } else { /* the op on [8, 8] operands with its default attributes */
+        g = kf_graph_new("support");
+        kf_shape sh = {.rank = 2, .d = {8, 8}};
+        int ins[KF_MAX_NODE_IN];
+        for (int k = 0; k < d->min_in; k++) {
+            char nm[8];
+            snprintf(nm, sizeof nm, "x%d", k);
+            ins[k] = kf_graph_add_input(g, nm, KF_F32, &sh, err);
         }
-        kf_graph_free(g);
-        return st;
+        int out = kf_graph_add_node(g, op, ins, d->min_in, NULL, "y", 0, 0, err);
+        st = out < 0 ? KF_ERR_INTERNAL : kf_graph_mark_output(g, out, err);
     }
-    kf_graph *g = kf_graph_new("support");
-    kf_shape sh = {.rank = 2, .d = {8, 8}};
-    int ins[KF_MAX_NODE_IN];
-    for (int k = 0; k < d->min_in; k++) {
-        char nm[8];
-        snprintf(nm, sizeof nm, "x%d", k);
-        ins[k] = kf_graph_add_input(g, nm, KF_F32, &sh, err);
-    }
-    int out = kf_graph_add_node(g, op, ins, d->min_in, NULL, "y", 0, 0, err);
-    kf_status st = out < 0 ? KF_ERR_INTERNAL : kf_graph_mark_output(g, out, err);
     if (st == KF_OK) {
         kf_device_info dev;
         nominal_device(platform, &dev);
