@@ -218,7 +218,8 @@ kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,
                                double *const *outputs, double *const *bounds, kf_error *err);
 /* kf_interp_run (bounds NULL) or kf_interp_run_bounds, and *beyond_f32 = 1 when some f32
  * value of the graph (an intermediate or an output) is finite in float64 but beyond
- * float32's range: no float32 kernel can give the reference's result on these inputs. */
+ * 2^124, within 16x of float32's range or past it: no float32 kernel can be held to the
+ * reference's result there (whether a float32 sum overflows depends on its order). */
 kf_status kf_interp_run_checked(const kf_graph *g, const double *const *inputs, double *const *outputs,
                                 double *const *bounds, int *beyond_f32, kf_error *err);
 

@@ -972,10 +972,12 @@ static kf_status ip_run(const kf_graph *g, const double *const *inputs, double *
         }
         ptr[n->out] = out;
         st = ip_node(g, n, in, out, err);
-        if (beyond && !st && !*beyond && g->values[n->out].dtype == KF_F32) { /* f64 finite, f32 not */
+        if (beyond && !st && !*beyond && g->values[n->out].dtype == KF_F32) {
+            /* within 16x of float32's largest value (2^128), the order of a float32 sum
+             * decides whether it overflows: -3.2e38 as a sum of terms near 1e38 */
             int64_t cnt = ip_numel(&ov->shape);
             for (int64_t e = 0; e < cnt; e++)
-                if (fabs(out[e]) > 0x1.fffffep+127 && isfinite(out[e])) {
+                if (fabs(out[e]) > 0x1p124 && isfinite(out[e])) {
                     *beyond = 1;
                     break;
                 }
