@@ -33,6 +33,8 @@ typedef struct mm_case {
     int64_t bdim[4], astr[4], bstr[4]; /* strides in matrices, 0 = broadcast */
     const char *params;                /* "threads=2 mk=616 kc=64 ..." overrides */
     int simd_bits;                     /* device SIMD width for the space (0 = 256) */
+    const kf_mm_gather *gb;            /* B gathered from a source of bsrc floats */
+    int64_t bsrc;
 } mm_case;
 
 static void make_desc(const mm_case *c, kf_matmul_desc *d) {
@@ -50,6 +52,26 @@ static void make_desc(const mm_case *c, kf_matmul_desc *d) {
         d->b_bstride[i] = c->bstr[i];
         d->batch *= c->bdim[i];
     }
+    if (c->gb) d->gb = *c->gb;
+}
+
+/* A gathered B's element (bt, k, j), decoded here independently of the template. */
+static int64_t gather_at(const mm_case *c, int64_t bt, int64_t k, int64_t j) {
+    const kf_mm_gather *g = c->gb;
+    int64_t o = g->base;
+    for (int i = c->nbdims - 1; i >= 0; i--) {
+        o += (bt % c->bdim[i]) * g->bstr[i];
+        bt /= c->bdim[i];
+    }
+    for (int i = g->nrow - 1; i >= 0; i--) {
+        o += (k % g->rdim[i]) * g->rstr[i];
+        k /= g->rdim[i];
+    }
+    for (int i = g->ncol - 1; i >= 0; i--) {
+        o += (j % g->cdim[i]) * g->cstr[i];
+        j /= g->cdim[i];
+    }
+    return o;
 }
 
 static void make_dev(kf_device_info *dev, int simd_bits) {
@@ -188,7 +210,7 @@ static void check_case(void *h, int idx, const mm_case *c) {
     cr_assert(fn != NULL, "missing %s", sym);
 
     int64_t na = operand_count(c, c->astr) * c->M * c->K;
-    int64_t nb = operand_count(c, c->bstr) * c->K * c->N;
+    int64_t nb = c->gb ? c->bsrc : operand_count(c, c->bstr) * c->K * c->N;
     int64_t nc = d.batch * c->M * c->N;
     fenced fa = fenced_alloc(na), fb = fenced_alloc(nb);
     float *A = fa.p, *B = fb.p;
@@ -216,14 +238,14 @@ static void check_case(void *h, int idx, const mm_case *c) {
     double tol = 2e-5 * sqrt((double)(c->K > 0 ? c->K : 1));
     for (int64_t bt = 0; bt < d.batch; bt++) {
         const float *a = A + operand_matrix(c, c->astr, bt) * c->M * c->K;
-        const float *b = B + operand_matrix(c, c->bstr, bt) * c->K * c->N;
+        const float *b = c->gb ? B : B + operand_matrix(c, c->bstr, bt) * c->K * c->N;
         const float *cc = C + bt * c->M * c->N;
         for (int64_t i = 0; i < c->M; i++)
             for (int64_t j = 0; j < c->N; j++) {
                 double s = 0, sa = 0;
                 for (int64_t k = 0; k < c->K; k++) {
                     double x = c->ta ? a[k * c->M + i] : a[i * c->K + k];
-                    double y = c->tb ? b[j * c->K + k] : b[k * c->N + j];
+                    double y = c->gb ? B[gather_at(c, bt, k, j)] : c->tb ? b[j * c->K + k] : b[k * c->N + j];
                     s += x * y;
                     sa += fabs(x * y);
                 }
@@ -385,6 +407,31 @@ Test(tpl_matmul, batched_broadcast) {
         /* a large batch: whole matrices per task, handed out dynamically */
         {.M = 5, .N = 9, .K = 7, .nbdims = 2, .bdim = {6, 7}, .astr = {7, 1}, .bstr = {0, 1},
          .params = "threads=2"},
+    };
+    run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+/* B read through a strided map of a source (kf_mm_gather, an implicit GEMM): rows and
+ * columns each a mixed-radix run of strides, overlapping reads (windows), a flipped
+ * atom, batch strides in elements, slices over several kc and nc blocks. */
+Test(tpl_matmul, gathered_b) {
+    /* a 2-D convolution's columns over x [C=3, H=9, W=8]: k = (c, kh, kw dilated 2),
+     * j = (oh, ow) */
+    static const kf_mm_gather conv = {.on = 1, .nrow = 3, .rdim = {3, 3, 2}, .rstr = {72, 8, 2},
+                                      .ncol = 2, .cdim = {7, 6}, .cstr = {8, 1}};
+    /* the same over a batch [2, 2] of such sources, the columns flipped in w */
+    static const kf_mm_gather batched = {.on = 1, .base = 5, .bstr = {432, 216}, .nrow = 3,
+                                         .rdim = {3, 3, 2}, .rstr = {72, 8, 1}, .ncol = 2,
+                                         .cdim = {7, 6}, .cstr = {8, -1}};
+    /* K = 3 x 64 over strided rows, N over two atoms: several kc slices and nc panels */
+    static const kf_mm_gather big = {.on = 1, .nrow = 2, .rdim = {3, 64}, .rstr = {1, 3}, .ncol = 2,
+                                     .cdim = {20, 29}, .cstr = {192 * 29, 192}};
+    const mm_case cs[] = {
+        {.M = 5, .N = 42, .K = 18, .gb = &conv, .bsrc = 216, .params = "threads=2"},
+        {.M = 5, .N = 42, .K = 18, .gb = &conv, .bsrc = 216, .params = "naive=1"},
+        {.M = 13, .N = 42, .K = 18, .nbdims = 2, .bdim = {2, 2}, .astr = {0, 1}, .gb = &batched,
+         .bsrc = 864, .params = "threads=2 split=2"},
+        {.M = 7, .N = 580, .K = 192, .gb = &big, .bsrc = 192 * 29 * 20, .params = "threads=2 kc=64 nc=256"},
     };
     run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
 }

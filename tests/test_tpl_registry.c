@@ -148,3 +148,49 @@ Test(tpl_registry, every_op_is_supported_on_cpu_and_opencl) {
         }
     }
 }
+
+/* A convolution's column matrix (reshape(permute(unfold(pad(x))))) feeding its matmul:
+ * gathered by the CPU matmul's packing (an implicit GEMM: the padded input is the only
+ * copy, the columns are never a stage), copied by an elementwise stage on GPUs. */
+Test(tpl_registry, conv_columns_are_gathered_on_the_cpu_only) {
+    const char *task = "task conv\ninput x: f32[2, 6, 9, 8]\ninput w: f32[4, 3, 3, 2]\n"
+                       "output y = conv(x, w, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)\n";
+    const char *plats[] = {"cpu", "opencl"};
+    for (int p = 0; p < 2; p++) {
+        kf_error err = {0};
+        kf_graph *t = NULL, *g = NULL;
+        cr_assert_eq(kf_parse_string(task, "conv.kf", &t, &err), KF_OK, "%s", err.msg);
+        cr_assert_eq(kf_graph_lower(t, &g, &err), KF_OK, "%s", err.msg);
+        kf_graph_free(t);
+        kf_device_info dev;
+        device(plats[p], "x86_64 avx2 fma", &dev);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, plats[p], &dev, &s, &err), KF_OK, "%s: %s", plats[p], err.msg);
+        int mm = -1, ewise = 0;
+        for (int k = 0; k < s->nst; k++) {
+            if (s->st[k].kind == KF_STAGE_MATMUL) mm = k;
+            else if (s->st[k].kind == KF_STAGE_EWISE && !s->st[k].fused) ewise++;
+        }
+        cr_assert_geq(mm, 0, "%s: no matmul stage", plats[p]);
+        const kf_matmul_desc *d = &s->st[mm].mm;
+        if (p == 0) {
+            cr_assert(d->gb.on, "cpu: the columns are copied, not gathered");
+            /* k = (c, kh, kw), j = (oh, ow) over the padded input [2*2, 3, 11, 8] */
+            cr_assert_eq(d->gb.nrow, 3);
+            cr_assert_eq(d->gb.ncol, 2);
+            cr_assert_eq(d->gb.rstr[2], 2, "kw dilated by 2");
+            cr_assert_eq(d->gb.cstr[0], 16, "oh strided by 2 rows of 8");
+            cr_assert(kf_synth_is_view(g, d->b_val), "the padded input is the value gathered");
+        } else {
+            cr_assert(!d->gb.on, "%s gathers", plats[p]);
+        }
+        /* one copy before the matmul (the padded input on the CPU, [4, 3, 11, 8]; the
+         * columns on GPUs, [2, 2, 18, 30]) and the output's relabelling after it */
+        cr_assert_eq(ewise, 2, "%s: %d copy stages", plats[p], ewise);
+        int64_t n = 1;
+        for (int i = 0; i < g->values[d->b_val].shape.rank; i++) n *= g->values[d->b_val].shape.d[i];
+        cr_assert_eq(n, p == 0 ? 1056 : 2160, "%s: B read from %lld elements", plats[p], (long long)n);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}

@@ -218,7 +218,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
             reads[0] = kf_value_imap(g, n->out, &m);
         } else if (kf_op_get(n->op)->kind == KF_KIND_MATMUL) {
             int t;
-            for (int a = 0; a < 2; a++) reads[a] = kf_synth_mm_operand(g, n, a, &t, NULL);
+            for (int a = 0; a < 2; a++) reads[a] = kf_synth_mm_operand(g, n, a, !kf_synth_is_gpu(s->platform), &t, NULL, NULL);
         }
         for (int a = 0; a < nr; a++) {
             int v = reads[a];
@@ -287,7 +287,7 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     if (g->nnodes == 0)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
                             "task has no operations (outputs must be computed)");
-    int *skip = kf_synth_view_skips(g);
+    int *skip = kf_synth_view_skips(g, !kf_synth_is_gpu(platform));
     if (!graph_dtype_ok(g, skip, platform, dev, err)) {
         free(skip);
         return err ? err->code : KF_ERR_UNSUPPORTED;
@@ -320,7 +320,7 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     }
     for (int k = 0; k < s->nst; k++) {
         kf_stage *st = &s->st[k];
-        if (st->kind == KF_STAGE_MATMUL) kf_synth_matmul_desc(g, &g->nodes[st->nodes[0]], &st->mm);
+        if (st->kind == KF_STAGE_MATMUL) kf_synth_matmul_desc(g, &g->nodes[st->nodes[0]], !kf_synth_is_gpu(platform), &st->mm);
         kf_status tst = kf_tpl_select(s, st, err);
         if (tst != KF_OK) {
             kf_synth_free(s);
@@ -619,13 +619,13 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
     return KF_OK;
 }
 
-void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d) {
+void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, int gather, kf_matmul_desc *d) {
     memset(d, 0, sizeof *d);
     /* a view that reads whole matrices (a transpose of the last two dims, a permutation or
      * broadcast of batch dims) is the operand's layout and batch strides on its source */
     int64_t bstr[2][KF_MAX_DIMS];
-    d->a_val = kf_synth_mm_operand(g, n, 0, &d->ta, bstr[0]);
-    d->b_val = kf_synth_mm_operand(g, n, 1, &d->tb, bstr[1]);
+    d->a_val = kf_synth_mm_operand(g, n, 0, gather, &d->ta, bstr[0], NULL);
+    d->b_val = kf_synth_mm_operand(g, n, 1, gather, &d->tb, bstr[1], &d->gb);
     const kf_shape *as = &g->values[n->in[0]].shape; /* the operand as the product reads it */
     const kf_shape *os = &g->values[n->out].shape;
     d->M = os->d[os->rank - 2];

@@ -96,7 +96,7 @@ int kf_synth_is_gpu(const char *platform);
 /* C element type of value v ("float" or "int64_t"). */
 const char *kf_synth_ctype(const kf_graph *g, int v);
 /* Fill a matmul description from a matmul node (batch dims merged, broadcast strides). */
-void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, kf_matmul_desc *d);
+void kf_synth_matmul_desc(const kf_graph *g, const kf_node *n, int gather, kf_matmul_desc *d);
 
 void kf_synth_ewise_params(kf_synth *s, kf_stage *st);
 void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *out);
@@ -151,11 +151,21 @@ int kf_synth_is_view(const kf_graph *g, int v);
 /* The value matmul node n reads as operand k (0: A, 1: B): the source of a view whose map
  * reads whole matrices of it, with its last two dims swapped (*transposed = 1) or as they
  * are, else the operand itself (*transposed = 0). bstr (may be NULL) gets the operand's
- * batch strides in the read value's matrices, one per batch dim of the operand. */
-int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed, int64_t *bstr);
+ * batch strides in the read value's matrices, one per batch dim of the operand. With
+ * gather (the CPU), a B operand that would be read from its materialised view is read
+ * through a strided map of the value returned instead, described in *gd (may be NULL;
+ * gd->on = 0 otherwise; kf_synth_mm_gather). */
+int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int gather, int *transposed, int64_t *bstr,
+                        kf_mm_gather *gd);
+/* For operand k of matmul node n, a view that the map can gather (every index of the
+ * operand a mixed-radix sum of strides into one value, after a reshape on top that merges
+ * or splits dims): that value (the first below the operand whose map pads, or that is no
+ * view), and *gd filled (batch strides aligned with the node's output batch dims); -1
+ * when there is none. */
+int kf_synth_mm_gather(const kf_graph *g, const kf_node *n, int k, kf_mm_gather *gd);
 /* Per node of g (caller frees): 1 for a view node whose result no reader needs itself
- * (each reads through it), so that it is not planned. */
-int *kf_synth_view_skips(const kf_graph *g);
+ * (each reads through it), so that it is not planned; gather as in kf_synth_mm_operand. */
+int *kf_synth_view_skips(const kf_graph *g, int gather);
 /* Fill read L->nops (not yet counted) of stage st for view value w: its buffer, base, pad
  * and guards, and its element stride per domain dim into stride. */
 void kf_synth_view_read(const kf_synth *s, const kf_stage *st, int w, kf_ew_layout *L, int64_t *stride);

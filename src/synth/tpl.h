@@ -29,6 +29,21 @@ void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, kf_rol
 void kf_tpl_prelude_c(kf_buf *out);
 
 /* ---- matmul (src/synth/tpl_matmul.c) ---- */
+
+/* A matmul operand read through a strided map of its source instead of as a dense matrix
+ * (an implicit GEMM: a convolution's column matrix is never stored). Each of the operand's
+ * matrix dims is a mixed-radix run of sub-dims ("atoms", outer first), each with its own
+ * stride in the source's elements; the batch dims have one stride each. The CPU template
+ * gathers through it when it packs (src/synth/view.c finds it, docs/design-notes.md). */
+#define KF_MM_MAX_ATOMS (2 * KF_MAX_DIMS)
+typedef struct kf_mm_gather {
+    int on;
+    int64_t base;                      /* element offset of index 0 in the source */
+    int nrow, ncol;                    /* atoms of the matrix's rows and of its columns */
+    int64_t rdim[KF_MM_MAX_ATOMS], rstr[KF_MM_MAX_ATOMS];
+    int64_t cdim[KF_MM_MAX_ATOMS], cstr[KF_MM_MAX_ATOMS];
+    int64_t bstr[KF_MAX_DIMS];         /* per output batch dim, in elements (0: broadcast) */
+} kf_mm_gather;
 typedef struct kf_matmul_desc {
     int64_t batch;           /* number of (M x N) output matrices */
     int64_t M, N, K;
@@ -42,6 +57,8 @@ typedef struct kf_matmul_desc {
     /* the graph values read as A and B: the operands, or the source of a transpose view
      * folded into ta/tb (src/synth/view.c) */
     int a_val, b_val;
+    /* B gathered through a map of b_val (CPU only; tb is 0 then): b_bstride unused */
+    kf_mm_gather gb;
 } kf_matmul_desc;
 
 void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,

@@ -216,6 +216,30 @@ static void emit_batch_offset(kf_buf *out, const mm_plan *pl, const char *which,
     }
 }
 
+/* A gathered B's element offsets (kf_mm_gather): of batch matrix bt (with the base), of
+ * row k and of column j, each a mixed-radix decode over its atoms, inner atom last. */
+static void emit_radix(kf_buf *out, const mm_plan *pl, const char *fn, const char *var, int n,
+                       const int64_t *dim, const int64_t *str, int64_t base) {
+    put(out, pl, "static inline int64_t @_%s(int64_t %s)\n{\n    int64_t o = %lldLL;\n", fn, var, LL(base));
+    for (int i = n - 1; i >= 0; i--) {
+        if (dim[i] == 1) continue;
+        if (i == 0)
+            put(out, pl, "    o += %s * %lldLL;\n", var, LL(str[i]));
+        else
+            put(out, pl, "    o += (%s %% %lldLL) * %lldLL;\n    %s /= %lldLL;\n", var, LL(dim[i]), LL(str[i]), var,
+                LL(dim[i]));
+    }
+    put(out, pl, "    (void)%s;\n    return o;\n}\n\n", var);
+}
+
+static void emit_gather_offsets(kf_buf *out, const mm_plan *pl) {
+    const kf_matmul_desc *d = pl->d;
+    const kf_mm_gather *gb = &d->gb;
+    emit_radix(out, pl, "boff", "bt", d->nbdims, d->bdim, gb->bstr, gb->base);
+    emit_radix(out, pl, "brow", "k", gb->nrow, gb->rdim, gb->rstr, 0);
+    emit_radix(out, pl, "bcol", "j", gb->ncol, gb->cdim, gb->cstr, 0);
+}
+
 /* The plain triple loop: the baseline variant, and the fallback when scratch memory
  * cannot be allocated. */
 static void emit_naive(kf_buf *out, const mm_plan *pl, const char *fname) {
@@ -225,7 +249,9 @@ static void emit_naive(kf_buf *out, const mm_plan *pl, const char *fname) {
         snprintf(aix, sizeof aix, "k * %lldLL + i", LL(d->M));
     else
         snprintf(aix, sizeof aix, "i * %lldLL + k", LL(d->K));
-    if (d->tb)
+    if (d->gb.on)
+        snprintf(bix, sizeof bix, "@_brow(k) + @_bcol(j)");
+    else if (d->tb)
         snprintf(bix, sizeof bix, "j * %lldLL + k", LL(d->K));
     else
         snprintf(bix, sizeof bix, "k * %lldLL + j", LL(d->N));
@@ -314,7 +340,25 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
         "{\n"
         "    const int64_t full = nc / %d * %d;\n",
         nr, nr);
-    if (!d->tb) {
+    if (d->gb.on) {
+        /* B gathered: the panel's column offsets once, then row k of the panel is the
+         * source at row k's offset plus those */
+        put(out, pl,
+            "    int64_t off[%lldLL];\n"
+            "    for (int64_t j = 0; j < nc; j++) off[j] = @_bcol(jc + j);\n"
+            "    for (int64_t k = 0; k < kc; k++) {\n"
+            "        const float *restrict s = b + @_brow(pc + k);\n"
+            "        for (int64_t jr = 0; jr < full; jr += %d)\n"
+            "            for (int64_t j = 0; j < %d; j++) bp[jr * kc + k * %d + j] = s[off[jr + j]];\n"
+            "        if (full < nc) {\n"
+            "            int64_t j = 0;\n"
+            "            for (; j < nc - full; j++) bp[full * kc + k * %d + j] = s[off[full + j]];\n"
+            "            for (; j < %d; j++) bp[full * kc + k * %d + j] = 0.0f;\n"
+            "        }\n"
+            "    }\n"
+            "}\n\n",
+            LL(pl->nc), nr, nr, nr, nr, nr, nr);
+    } else if (!d->tb) {
         /* B is [K, N]: row k of the source is the panel's row k, contiguous in j */
         put(out, pl,
             "    for (int64_t k = 0; k < kc; k++) {\n"
@@ -527,10 +571,10 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
     make_plan(&pl, d, sp, p, prefix);
 
     put(out, &pl,
-        "/* ---- @: matmul batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d ---- */\n"
+        "/* ---- @: matmul batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d%s ---- */\n"
         "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n"
         "#ifdef _OPENMP\n#include <omp.h>\n#endif\n\n",
-        LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb);
+        LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb, d->gb.on ? " B gathered" : "");
     if (d->M == 0 || d->N == 0 || d->K == 0) {
         put(out, &pl,
             "static void @(const float *restrict A, const float *restrict B, float *restrict C)\n"
@@ -539,7 +583,10 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
         return;
     }
     emit_batch_offset(out, &pl, "a", d->a_bstride, d->M * d->K);
-    emit_batch_offset(out, &pl, "b", d->b_bstride, d->K * d->N);
+    if (d->gb.on)
+        emit_gather_offsets(out, &pl);
+    else
+        emit_batch_offset(out, &pl, "b", d->b_bstride, d->K * d->N);
     if (naive) {
         put(out, &pl, "/* naive triple loop (threads=%d) */\n", pl.threads);
         emit_naive(out, &pl, fname);

@@ -13,6 +13,11 @@
  *     batch strides (a permutation or broadcast of batch dims): a transpose feeding a
  *     matmul is an index map, not a flag. A reshape of a dense buffer (a map that keeps
  *     the row-major order) is read as that buffer.
+ *   - On the CPU, a matmul's B operand whose map is strided below a reshape that merges or
+ *     splits dims (a convolution's column matrix: reshape(permute(unfold(x)))) is gathered
+ *     by the matmul's packing, each matrix dim a mixed-radix run of strides into the value
+ *     below (kf_mm_gather): an implicit GEMM, the column matrix never stored. A pad below
+ *     is the value read (copied once, it is as small as the input).
  *   - Every other stage (reductions, softmax, norms, a matmul operand of any other map)
  *     reads a view materialised by the elementwise stage that computes it (a copy through
  *     the map), which is correct on every platform.
@@ -63,8 +68,77 @@ static int matrix_layout(const kf_imap *m, int64_t *bstr) {
     return t;
 }
 
-int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transposed, int64_t *bstr) {
+/* The atoms of a reshape from shape us (element strides ust) to shape ws: each ws dim as
+ * the us sub-dims it takes, outer first (a us dim split over ws dims gives each its part,
+ * ws dims merging us dims take them all). 0 when the sizes do not line up that way. */
+static int reshape_atoms(const kf_shape *us, const int64_t *ust, const kf_shape *ws, int *na,
+                         int64_t (*asz)[KF_MM_MAX_ATOMS], int64_t (*ast)[KF_MM_MAX_ATOMS]) {
+    int i = 0, j = 0;
+    int64_t ru = 1, rw = 1;
+    for (int q = 0; q < ws->rank; q++) na[q] = 0;
+    for (;;) {
+        while (ru == 1 && i < us->rank) ru = us->d[i++];
+        while (rw == 1 && j < ws->rank) rw = ws->d[j++];
+        if (ru == 1 || rw == 1) return ru == rw;
+        int64_t a = ru < rw ? ru : rw, big = ru < rw ? rw : ru;
+        if (big % a || na[j - 1] == KF_MM_MAX_ATOMS) return 0;
+        asz[j - 1][na[j - 1]] = a;
+        ast[j - 1][na[j - 1]++] = ust[i - 1] * (ru / a); /* the outer part of us dim i-1 */
+        ru /= a;
+        rw /= a;
+    }
+}
+
+int kf_synth_mm_gather(const kf_graph *g, const kf_node *n, int k, kf_mm_gather *gd) {
+    memset(gd, 0, sizeof *gd);
     int w = n->in[k];
+    const kf_shape *ws = &g->values[w].shape, *os = &g->values[n->out].shape;
+    if (!kf_synth_is_view(g, w) || ws->rank < 2 || g->values[w].dtype != KF_F32) return -1;
+    /* a reshape on top: the rest is composed below it */
+    int u = w;
+    kf_imap top;
+    if (kf_node_imap(g, &g->nodes[g->values[w].producer], &top, NULL) != KF_OK) return -1;
+    if (top.flat) u = g->nodes[g->values[w].producer].in[0];
+    kf_imap m;
+    kf_imap_identity(&m, &g->values[u].shape);
+    int v = u;
+    for (;;) { /* down to the first view that pads (read from memory) or a non-view */
+        int p = g->values[v].producer;
+        if (p < 0 || kf_op_get(g->nodes[p].op)->cls != KF_CLASS_VIEW) break;
+        kf_imap inner, r;
+        if (kf_node_imap(g, &g->nodes[p], &inner, NULL) != KF_OK || inner.nguards) break;
+        if (!kf_imap_compose(&m, &inner, &r) || r.nguards) break;
+        m = r;
+        v = g->nodes[p].in[0];
+    }
+    if (v == w) return -1; /* w itself pads: its copy is the operand */
+    int64_t ust[KF_MAX_DIMS], base;
+    kf_imap_strides(&m, ust, &base);
+    int na[KF_MAX_DIMS];
+    int64_t asz[KF_MAX_DIMS][KF_MM_MAX_ATOMS], ast[KF_MAX_DIMS][KF_MM_MAX_ATOMS];
+    if (!reshape_atoms(&g->values[u].shape, ust, ws, na, asz, ast)) return -1;
+    int r = ws->rank, nb = os->rank - 2;
+    for (int j = 0; j < nb; j++) { /* the output's batch dims: one stride each */
+        int wj = j - (nb - (r - 2));
+        if (wj < 0 || ws->d[wj] == 1) continue;
+        if (na[wj] != 1) return -1;
+        gd->bstr[j] = ast[wj][0];
+    }
+    gd->nrow = na[r - 2];
+    gd->ncol = na[r - 1];
+    memcpy(gd->rdim, asz[r - 2], sizeof gd->rdim);
+    memcpy(gd->rstr, ast[r - 2], sizeof gd->rstr);
+    memcpy(gd->cdim, asz[r - 1], sizeof gd->cdim);
+    memcpy(gd->cstr, ast[r - 1], sizeof gd->cstr);
+    gd->base = base;
+    gd->on = 1;
+    return v;
+}
+
+int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int gather, int *transposed, int64_t *bstr,
+                        kf_mm_gather *gd) {
+    int w = n->in[k];
+    if (gd) gd->on = 0;
     const kf_shape *ws = &g->values[w].shape;
     *transposed = 0;
     if (bstr) { /* a dense operand's batch strides, in matrices */
@@ -77,34 +151,44 @@ int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int *transpo
     if (!kf_synth_is_view(g, w)) return w;
     kf_imap m;
     int src = kf_value_imap(g, w, &m);
-    if (src != w && kf_imap_is_linear(&m)) return src; /* a relabelling (reshape): dense as it is */
+    int linear = src != w && kf_imap_is_linear(&m); /* a relabelling (reshape): dense as it is */
+    if (linear && !kf_synth_is_view(g, src)) return src;
     int64_t vb[KF_MAX_DIMS];
-    int t = src != w ? matrix_layout(&m, vb) : -1;
-    if (t < 0) return w; /* read from the view's materialised result */
+    int t = src != w && !linear ? matrix_layout(&m, vb) : -1;
+    if (t < 0) { /* gathered through its map, else read from the materialised view */
+        kf_mm_gather tmp;
+        int v = gather && k == 1 ? kf_synth_mm_gather(g, n, k, gd ? gd : &tmp) : -1;
+        return v >= 0 ? v : linear ? src : w;
+    }
     *transposed = t;
     if (bstr)
         for (int j = 0; j < ws->rank - 2; j++) bstr[j] = vb[j];
     return src;
 }
 
-int *kf_synth_view_skips(const kf_graph *g) {
+int *kf_synth_view_skips(const kf_graph *g, int gather) {
     int *skip = kf_calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *skip);
     int *needed = kf_calloc((size_t)g->nvalues, sizeof *needed);
     /* a value is needed when a reader reads it itself, not through it */
     for (int ni = 0; ni < g->nnodes; ni++) {
         const kf_node *n = &g->nodes[ni];
         const kf_op_def *d = kf_op_get(n->op);
-        if (d->cls == KF_CLASS_VIEW) { /* reads where its composed map starts */
-            kf_imap m;
-            needed[kf_value_imap(g, n->out, &m)] = 1;
-            continue;
-        }
+        if (d->cls == KF_CLASS_VIEW) continue;
         for (int a = 0; a < n->nin; a++) {
-            int t, v = d->kind == KF_KIND_MATMUL && a < 2 ? kf_synth_mm_operand(g, n, a, &t, NULL) : n->in[a];
+            int t, v = d->kind == KF_KIND_MATMUL && a < 2 ? kf_synth_mm_operand(g, n, a, gather, &t, NULL, NULL)
+                                                         : n->in[a];
             needed[v] = 1;
         }
     }
     for (int j = 0; j < g->noutputs; j++) needed[g->outputs[j]] = 1;
+    /* a needed view reads where its composed map starts; its readers come after it, so
+     * walking back decides each view after all of them */
+    for (int ni = g->nnodes - 1; ni >= 0; ni--) {
+        const kf_node *n = &g->nodes[ni];
+        if (kf_op_get(n->op)->cls != KF_CLASS_VIEW || !needed[n->out]) continue;
+        kf_imap m;
+        needed[kf_value_imap(g, n->out, &m)] = 1;
+    }
     for (int ni = 0; ni < g->nnodes; ni++)
         skip[ni] = kf_op_get(g->nodes[ni].op)->cls == KF_CLASS_VIEW && !needed[g->nodes[ni].out];
     free(needed);
