@@ -141,6 +141,22 @@ static void plan_aliases(kf_synth *s) {
         s->alias[w] = src;
         s->skip[ni] = 1;
     }
+    /* a graph output that relabels a computed value (a conv's [N, g, O/g, P] result as
+     * [N, O, L...]): the value is computed straight into the output's buffer, no copy */
+    s->out_alias = kf_malloc((size_t)g->nvalues * sizeof *s->out_alias);
+    for (int v = 0; v < g->nvalues; v++) s->out_alias[v] = -1;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        int w = n->out;
+        if (s->skip[ni] || kf_op_get(n->op)->cls != KF_CLASS_VIEW || g->values[w].output_index < 0) continue;
+        kf_imap m;
+        int src = kf_value_imap(g, w, &m);
+        if (src == w || g->values[src].producer < 0 || kf_synth_is_view(g, src) || !kf_imap_is_linear(&m) ||
+            g->values[src].dtype != g->values[w].dtype || g->values[src].output_index >= 0 || s->out_alias[src] >= 0)
+            continue;
+        s->out_alias[src] = w;
+        s->skip[ni] = 1;
+    }
 }
 
 /* Split g's nodes into stages. With allow_bcast, an elementwise node whose result only
@@ -395,6 +411,7 @@ void kf_synth_free(kf_synth *s) {
     free(s->materialize);
     free(s->skip);
     free(s->alias);
+    free(s->out_alias);
     free(s);
 }
 
@@ -575,6 +592,12 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
     }
     int nscratch = 0;
     for (int v = 0; v < g->nvalues; v++) {
+        if (s->out_alias && s->out_alias[v] >= 0) {
+            kf_buf_printf(&src, "    %s *b%d = b%d; /* %s: written into output %s, its relabelling */\n",
+                          kf_synth_ctype(g, v), v, s->out_alias[v], g->values[v].name,
+                          g->values[s->out_alias[v]].name);
+            continue;
+        }
         if (!s->materialize[v] || g->values[v].output_index >= 0) continue;
         int64_t bytes = kf_shape_numel(&g->values[v].shape) * kf_dtype_size(g->values[v].dtype);
         kf_buf_printf(&src, "    %s *b%d = kf_scratch(%lld); /* %s */\n", kf_synth_ctype(g, v), v,

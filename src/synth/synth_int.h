@@ -79,6 +79,8 @@ struct kf_synth {
     int *skip;         /* per node: a view node no reader needs (kf_synth_view_skips) */
     int *alias;        /* CPU, per value: a view that is a relabelling of a buffer (a reshape),
                           read by reductions, norms or scans as that buffer (its id); -1 */
+    int *out_alias;    /* CPU, per value: the graph output (a relabelling of it) whose buffer
+                          it is written into; -1 */
     kf_space space;
     char desc[512];
 };
