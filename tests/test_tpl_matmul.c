@@ -426,8 +426,14 @@ Test(tpl_matmul, gathered_b) {
     /* K = 3 x 64 over strided rows, N over two atoms: several kc slices and nc panels */
     static const kf_mm_gather big = {.on = 1, .nrow = 2, .rdim = {3, 64}, .rstr = {1, 3}, .ncol = 2,
                                      .cdim = {20, 29}, .cstr = {192 * 29, 192}};
+    /* rows of 40 consecutive columns, 50 apart: strips inside a row are contiguous runs,
+     * the strip across a row's end is not */
+    static const kf_mm_gather runs = {.on = 1, .base = 3, .nrow = 1, .rdim = {30}, .rstr = {200}, .ncol = 2,
+                                      .cdim = {4, 40}, .cstr = {50, 1}};
     const mm_case cs[] = {
         {.M = 5, .N = 42, .K = 18, .gb = &conv, .bsrc = 216, .params = "threads=2"},
+        {.M = 9, .N = 160, .K = 30, .gb = &runs, .bsrc = 6000, .params = "threads=2 mk=616"},
+        {.M = 9, .N = 160, .K = 30, .gb = &runs, .bsrc = 6000, .params = "mk=408"},
         {.M = 5, .N = 42, .K = 18, .gb = &conv, .bsrc = 216, .params = "naive=1"},
         {.M = 13, .N = 42, .K = 18, .nbdims = 2, .bdim = {2, 2}, .astr = {0, 1}, .gb = &batched,
          .bsrc = 864, .params = "threads=2 split=2"},

@@ -343,13 +343,28 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
     if (d->gb.on) {
         /* B gathered: the panel's column offsets once, then row k of the panel is the
          * source at row k's offset plus those */
+        /* a strip whose columns are consecutive in the source (a stride-1 row of a
+         * convolution's output) is one contiguous load per row */
         put(out, pl,
             "    int64_t off[%lldLL];\n"
+            "    unsigned char run[%lldLL];\n"
             "    for (int64_t j = 0; j < nc; j++) off[j] = @_bcol(jc + j);\n"
+            "    for (int64_t jr = 0; jr < full; jr += %d) {\n"
+            "        int c = 1;\n"
+            "        for (int64_t j = 1; j < %d; j++) c &= off[jr + j] == off[jr] + j;\n"
+            "        run[jr / %d] = (unsigned char)c;\n"
+            "    }\n"
             "    for (int64_t k = 0; k < kc; k++) {\n"
             "        const float *restrict s = b + @_brow(pc + k);\n"
-            "        for (int64_t jr = 0; jr < full; jr += %d)\n"
-            "            for (int64_t j = 0; j < %d; j++) bp[jr * kc + k * %d + j] = s[off[jr + j]];\n"
+            "        for (int64_t jr = 0; jr < full; jr += %d) {\n"
+            "            float *restrict d = bp + jr * kc + k * %d;\n"
+            "            if (run[jr / %d]) {\n"
+            "                const float *restrict r = s + off[jr];\n"
+            "                for (int64_t j = 0; j < %d; j++) d[j] = r[j];\n"
+            "            } else {\n"
+            "                for (int64_t j = 0; j < %d; j++) d[j] = s[off[jr + j]];\n"
+            "            }\n"
+            "        }\n"
             "        if (full < nc) {\n"
             "            int64_t j = 0;\n"
             "            for (; j < nc - full; j++) bp[full * kc + k * %d + j] = s[off[full + j]];\n"
@@ -357,7 +372,7 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "        }\n"
             "    }\n"
             "}\n\n",
-            LL(pl->nc), nr, nr, nr, nr, nr, nr);
+            LL(pl->nc), LL(pl->nc / nr + 1), nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr);
     } else if (!d->tb) {
         /* B is [K, N]: row k of the source is the panel's row k, contiguous in j */
         put(out, pl,
