@@ -1,0 +1,26 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """y = leaky_relu(x) with negative slope 0.05, elementwise."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return F.leaky_relu(x, negative_slope=0.05)
+
+
+batch_size = 8192
+dim = 32768
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []

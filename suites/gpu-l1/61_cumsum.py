@@ -1,0 +1,25 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = cumsum(x, dim=1): each row's running sum."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.cumsum(x, dim=1)
+
+
+batch_size = 16384
+dim = 16384
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []
