@@ -630,7 +630,14 @@ Test(tpl_matvec, supports_and_space) {
     cr_assert_eq(roles[KF_ROLE_UNROLL], 1);
     kf_point pt;
     make_point(&sp, &pt, NULL);
-    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "threads"), 2, "8 MB of A: both threads");
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "threads"), 1, "8 MB of A: one thread (the GEMM's threshold)");
     cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "vl"), 8);
-    cr_assert_geq(2048 / kf_tpl_get(&sp, &pt, "s0.", "block"), 8, "at least four tasks a thread");
+    cr_assert_geq(2048 / kf_tpl_get(&sp, &pt, "s0.", "block"), 4, "at least four tasks a thread");
+    mm_case big = MM(4096, 1, 2048, 0, 0, NULL);
+    make_desc(&big, &d);
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matvec_params(&d, &dev, &sp, "s0.");
+    make_point(&sp, &pt, NULL);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "threads"), 2, "32 MB of A: both threads");
+    cr_assert_geq(4096 / kf_tpl_get(&sp, &pt, "s0.", "block"), 8, "at least four tasks a thread");
 }

@@ -84,11 +84,14 @@ void kf_tpl_matvec_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
         for (long t = 1; t < nthreads && nt < KF_MAX_PARAM_VALUES - 1; t *= 2) tv[nt++] = t;
         tv[nt++] = nthreads;
     }
-    /* below a megabyte of W (a few microseconds of reading) a thread team costs more
-     * than it saves */
-    kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, tv, nt, work < 262144.0 ? 0 : nt - 1);
+    /* one thread below the GEMM's threshold (4M multiply-adds: 16 MB of W, about a
+     * millisecond on one core): on a busy machine a worker may not get a core for
+     * milliseconds (two threads measured 11 ms against one's 0.6 ms for tasks/matvec.kf
+     * while other work shared the two cores); the search tries more */
+    int tdef = work < 4194304.0 ? 0 : nt - 1;
+    kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, tv, nt, tdef);
 
-    int64_t T = tv[work < 262144.0 ? 0 : nt - 1];
+    int64_t T = tv[tdef];
     /* block: outputs per task; the default leaves about four tasks per thread */
     long dotb[] = {8, 32, 128, 512, 2048}, axb[] = {64, 256, 1024};
     long *bv = v.dot ? dotb : axb;
