@@ -157,6 +157,12 @@ Test(templates, matmul_family) {
     check_task("input a: f32[3, 17]\ninput b: f32[17, 5]\noutput c = matmul(a, b)\n");
     check_task("input a: f32[33, 67]\ninput b: f32[129, 33]\noutput c = matmul(a, b, transpose_a=true, transpose_b=true)\n");
     check_task("input a: f32[2, 3, 17, 5]\ninput b: f32[17, 4]\noutput c = matmul(a, b, transpose_a=true)\n");
+    /* one output column or row: the GEMM (default point) and the matrix-vector template
+     * (the moved point moves the template selector too) */
+    check_task("input a: f32[67, 101]\ninput x: f32[101, 1]\noutput y = matmul(a, x)\n");
+    check_task("input a: f32[101, 67]\ninput x: f32[1, 101]\noutput y = matmul(a, x, transpose_a=true, transpose_b=true)\n");
+    check_task("input x: f32[3, 1, 40]\ninput b: f32[40, 17]\noutput y = matmul(x, b)\n");
+    check_task("input x: f32[2, 1, 1, 40]\ninput b: f32[3, 17, 40]\noutput y = matmul(x, b, transpose_b=true)\n");
 }
 
 Test(templates, multi_stage_graphs) {

@@ -1,5 +1,6 @@
 /*
- * Tests of the CPU matmul template (src/synth/tpl_matmul.c).
+ * Tests of the CPU matmul templates: the GEMM (src/synth/tpl_matmul.c) and the
+ * matrix-vector product (src/synth/tpl_matvec.c, suite tpl_matvec), through one harness.
  *
  * Each case emits stage functions for a desc at a point of its space, adds an exported
  * wrapper per stage, compiles the text with the system compiler and the CPU backend's
@@ -271,8 +272,17 @@ static void check_case(void *h, int idx, const mm_case *c) {
     free(Cg);
 }
 
-/* Emit every case as its own stage into one file, compile once, run and check all. */
-static void run_cases(const mm_case *cs, int n) {
+/* A CPU template of matmul stages: the GEMM's functions or the matrix-vector product's. */
+typedef struct mm_tpl {
+    void (*params)(const kf_matmul_desc *, const kf_device_info *, kf_space *, const char *);
+    void (*emit)(kf_buf *, const char *, const kf_matmul_desc *, const kf_space *, const kf_point *, const char *);
+} mm_tpl;
+static const mm_tpl gemm_tpl = {kf_tpl_matmul_params, kf_tpl_matmul_emit};
+static const mm_tpl matvec_tpl = {kf_tpl_matvec_params, kf_tpl_matvec_emit};
+
+/* Emit every case as its own stage of template t into one file, compile once, run and
+ * check all. */
+static void run_cases_with(const mm_tpl *t, const mm_case *cs, int n) {
     kf_buf src = {0};
     for (int i = 0; i < n; i++) {
         kf_matmul_desc d;
@@ -281,12 +291,12 @@ static void run_cases(const mm_case *cs, int n) {
         make_dev(&dev, cs[i].simd_bits);
         kf_space sp;
         memset(&sp, 0, sizeof sp);
-        kf_tpl_matmul_params(&d, &dev, &sp, "s0.");
+        t->params(&d, &dev, &sp, "s0.");
         kf_point pt;
         make_point(&sp, &pt, cs[i].params);
         char fname[32];
         snprintf(fname, sizeof fname, "kf_mm%d", i);
-        kf_tpl_matmul_emit(&src, fname, &d, &sp, &pt, "s0.");
+        t->emit(&src, fname, &d, &sp, &pt, "s0.");
         if (i == 0)
             kf_buf_printf(&src, "int kforge_kernel(void *const *args) {\n");
         else
@@ -300,6 +310,8 @@ static void run_cases(const mm_case *cs, int n) {
     remove_dir(dir);
     kf_buf_free(&src);
 }
+
+static void run_cases(const mm_case *cs, int n) { run_cases_with(&gemm_tpl, cs, n); }
 
 #define MM(m, n, k, a, b, p) {.M = m, .N = n, .K = k, .ta = a, .tb = b, .params = p}
 
@@ -523,4 +535,115 @@ Test(tpl_matmul, space_shape) {
     cr_assert(strstr(src.data, "kf_mmx_ukr") == NULL);
     cr_assert(strstr(src.data, "static void kf_mmx(") != NULL);
     kf_buf_free(&src);
+}
+
+/* ---- the matrix-vector template (src/synth/tpl_matvec.c): the same harness ---- */
+
+/* one column (N == 1: W = A, dot products when A is [M, K], column blocks when it is
+ * [K, M]) and one row (M == 1: W = B, dot products when B is [N, K]), K prime and below,
+ * at and above a vector, every loop nest at threads 1 and 2 */
+Test(tpl_matvec, odd_sizes) {
+    const mm_case cs[] = {
+        MM(1, 1, 1, 0, 0, NULL),
+        MM(1, 1, 1, 1, 1, "threads=2"),
+        MM(1, 1, 37, 1, 0, NULL),           /* L = 1: the dot nest whatever the layout */
+        MM(7, 1, 3, 0, 0, "threads=2"),     /* K below a vector: the scalar tail only */
+        MM(67, 1, 101, 0, 0, "threads=1"),
+        MM(67, 1, 101, 0, 1, "threads=2 rows=4 unroll=4 block=8"),
+        MM(67, 1, 101, 1, 0, "threads=2 unroll=8 block=64"), /* A [K, M]: column blocks */
+        MM(67, 1, 101, 1, 1, "threads=1 unroll=1"),
+        MM(1, 53, 97, 0, 1, "threads=2 rows=2 unroll=1 block=8"), /* B [N, K]: dot */
+        MM(1, 53, 97, 1, 0, "threads=2 unroll=4 block=64"),       /* B [K, N]: column blocks */
+        MM(1, 300, 13, 0, 0, "threads=2 unroll=2"),
+        MM(300, 1, 1, 0, 0, "threads=2 rows=4 unroll=2"),         /* K = 1 */
+        MM(1031, 1, 257, 0, 0, NULL),                             /* the defaults */
+        MM(1, 1031, 257, 0, 0, NULL),
+        MM(5, 1, 0, 0, 0, "threads=2"),                           /* K = 0: zeros */
+        MM(1, 5, 0, 1, 1, NULL),
+    };
+    run_cases_with(&matvec_tpl, cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+/* rows x unroll over every value, on a 128- and a 512-bit vector width too */
+Test(tpl_matvec, every_register_shape) {
+    mm_case cs[32];
+    char params[32][64];
+    int n = 0;
+    const long rows[] = {1, 2, 4}, unroll[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            snprintf(params[n], sizeof params[n], "threads=%d rows=%ld unroll=%ld block=32", 1 + (i + j) % 2, rows[i],
+                     unroll[j]);
+            cs[n] = (mm_case)MM(71, 1, 139, 0, 0, params[n]);
+            cs[n].simd_bits = (int[]){128, 256, 512}[(i + 2 * j) % 3];
+            n++;
+        }
+    run_cases_with(&matvec_tpl, cs, n);
+}
+
+Test(tpl_matvec, batched_broadcast) {
+    const mm_case cs[] = {
+        /* a dense batch of matrices times a batch of vectors */
+        {.M = 19, .N = 1, .K = 29, .nbdims = 1, .bdim = {4}, .astr = {1}, .bstr = {1}, .params = "threads=2 block=8"},
+        /* one vector for the whole batch (B broadcast), A transposed */
+        {.M = 33, .N = 1, .K = 31, .ta = 1, .nbdims = 1, .bdim = {3}, .astr = {1}, .bstr = {0},
+         .params = "threads=2 block=64"},
+        /* one matrix for a batch of vectors (A broadcast): out [2, 3], A [1, 1], B [2, 3] */
+        {.M = 23, .N = 1, .K = 17, .tb = 1, .nbdims = 2, .bdim = {2, 3}, .astr = {0, 0}, .bstr = {3, 1},
+         .params = "threads=2 rows=2"},
+        /* rows of vectors times one matrix: out [2, 3] of 1 x N, A [2, 3], B [1, 1] */
+        {.M = 1, .N = 41, .K = 37, .nbdims = 2, .bdim = {2, 3}, .astr = {3, 1}, .bstr = {0, 0},
+         .params = "threads=2 unroll=2"},
+        /* A [2, 1] x B [1, 3] -> out [2, 3], B transposed (the dot nest over N) */
+        {.M = 1, .N = 29, .K = 43, .tb = 1, .nbdims = 2, .bdim = {2, 3}, .astr = {1, 0}, .bstr = {0, 1},
+         .params = "threads=1"},
+        /* a large batch of tiny products, one task a matrix */
+        {.M = 5, .N = 1, .K = 7, .nbdims = 2, .bdim = {6, 7}, .astr = {7, 1}, .bstr = {0, 1}, .params = "threads=2"},
+    };
+    run_cases_with(&matvec_tpl, cs, (int)(sizeof cs / sizeof cs[0]));
+}
+
+/* supports: one row or column, and B read densely (a gathered B is refused with its reason) */
+Test(tpl_matvec, supports_and_space) {
+    kf_matmul_desc d;
+    mm_case c = MM(2048, 1, 1024, 0, 0, NULL);
+    make_desc(&c, &d);
+    kf_buf why = {0};
+    cr_assert_eq(kf_tpl_matvec_supports(&d, &why), 1);
+    mm_case sq = MM(8, 8, 8, 0, 0, NULL);
+    make_desc(&sq, &d);
+    cr_assert_eq(kf_tpl_matvec_supports(&d, &why), 0);
+    cr_assert(strstr(why.data, "8x8"), "%s", why.data);
+    kf_buf_free(&why);
+    static const kf_mm_gather conv = {.on = 1, .nrow = 1, .rdim = {18}, .rstr = {1}, .ncol = 1, .cdim = {1}, .cstr = {1}};
+    mm_case gc = {.M = 4, .N = 1, .K = 18, .gb = &conv};
+    make_desc(&gc, &d);
+    cr_assert_eq(kf_tpl_matvec_supports(&d, &why), 0);
+    cr_assert(strstr(why.data, "gathered"), "%s", why.data);
+    kf_buf_free(&why);
+
+    /* the space: threads with the GEMM's role, the loop nest's own parameters */
+    make_desc(&c, &d);
+    kf_device_info dev;
+    make_dev(&dev, 256);
+    kf_space sp;
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matvec_params(&d, &dev, &sp, "s0.");
+    int roles[KF_ROLE_COUNT] = {0};
+    for (int i = 0; i < sp.nparams; i++) roles[sp.p[i].role]++;
+    cr_assert_eq(roles[KF_ROLE_THREADS], 1);
+    cr_assert_eq(roles[KF_ROLE_BLOCK], 1);
+    cr_assert_eq(roles[KF_ROLE_UNROLL], 1);
+    kf_point pt;
+    make_point(&sp, &pt, NULL);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "threads"), 1, "8 MB of A: one thread (the GEMM's threshold)");
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "vl"), 8);
+    cr_assert_geq(2048 / kf_tpl_get(&sp, &pt, "s0.", "block"), 4, "at least four tasks a thread");
+    mm_case big = MM(4096, 1, 2048, 0, 0, NULL);
+    make_desc(&big, &d);
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matvec_params(&d, &dev, &sp, "s0.");
+    make_point(&sp, &pt, NULL);
+    cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "threads"), 2, "32 MB of A: both threads");
+    cr_assert_geq(4096 / kf_tpl_get(&sp, &pt, "s0.", "block"), 8, "at least four tasks a thread");
 }

@@ -2,7 +2,9 @@
  * The builtin generator's template registry (src/synth/templates.c): every row is
  * complete for its platform family, every stage kind has a template in every family, a
  * stage gets the first row that supports it (fast paths by class, shape rule and operand
- * types, never by op name), and a stage no row supports is refused with each row's reason.
+ * types, never by op name), a stage later rows support too gets a selector between them
+ * in its space (and a stage one row supports gets none), and a stage no row supports is
+ * refused with each row's reason.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -196,4 +198,158 @@ Test(tpl_registry, conv_columns_are_gathered_on_the_cpu_only) {
         kf_synth_free(s);
         kf_graph_free(g);
     }
+}
+
+/* The parameter of s's space named name, or -1. */
+static int param_index(const kf_synth *s, const char *name) {
+    const kf_space *sp = kf_synth_space(s);
+    for (int i = 0; i < sp->nparams; i++)
+        if (strcmp(sp->p[i].name, name) == 0) return i;
+    return -1;
+}
+
+static kf_synth *plan_text(const char *text, const char *platform, kf_graph **g) {
+    kf_error err = {0};
+    kf_graph *t = NULL;
+    cr_assert_eq(kf_parse_string(text, "<test>", &t, &err), KF_OK, "%s", err.msg);
+    *g = t;
+    if (kf_graph_has_lowering(t)) {
+        cr_assert_eq(kf_graph_lower(t, g, &err), KF_OK, "%s", err.msg);
+        kf_graph_free(t);
+    }
+    kf_device_info dev;
+    device(platform, "x86_64 avx2 fma", &dev);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(*g, platform, &dev, &s, &err), KF_OK, "%s: %s", platform, err.msg);
+    return s;
+}
+
+/* A matrix times a vector: the GEMM and the matrix-vector rows both support it, so the
+ * space has the selector (values in table order, default the GEMM, today's choice) and
+ * each row's parameters under its own prefix, in use only where the selector picks it. */
+Test(tpl_registry, a_stage_two_rows_support_gets_a_selector) {
+    kf_graph *g;
+    kf_synth *s = plan_text("input a: f32[64, 33]\ninput x: f32[33, 1]\noutput y = matmul(a, x)\n", "cpu", &g);
+    cr_assert_eq(s->nst, 1);
+    const kf_stage *st = &s->st[0];
+    cr_assert_str_eq(st->tpl->name, "cpu.gemm", "the first row stays the stage's template");
+    cr_assert_eq(st->nalts, 2);
+    cr_assert_str_eq(st->alts[0]->name, "cpu.gemm");
+    cr_assert_str_eq(st->alts[1]->name, "cpu.matvec");
+    const kf_space *sp = kf_synth_space(s);
+    int sel = param_index(s, "s0.tpl");
+    cr_assert_geq(sel, 0, "no selector");
+    cr_assert_eq(sp->p[sel].role, KF_ROLE_TEMPLATE);
+    cr_assert_eq(sp->p[sel].nvalues, 2);
+    cr_assert_str_eq(kf_tpl_at((int)sp->p[sel].values[0])->name, "cpu.gemm");
+    cr_assert_str_eq(kf_tpl_at((int)sp->p[sel].values[1])->name, "cpu.matvec");
+    cr_assert_eq(sp->p[sel].dflt, 0);
+    /* per-row prefixes: no name collides, every row parameter is gated by the selector */
+    int g0 = param_index(s, "s0.gemm.threads"), m0 = param_index(s, "s0.matvec.threads");
+    cr_assert(g0 >= 0 && m0 >= 0 && param_index(s, "s0.threads") < 0);
+    cr_assert_eq(sp->p[g0].role, KF_ROLE_THREADS);
+    cr_assert_eq(sp->p[m0].role, KF_ROLE_THREADS);
+    for (int i = 0; i < sp->nparams; i++) {
+        for (int j = 0; j < i; j++) cr_assert_str_neq(sp->p[i].name, sp->p[j].name);
+        int row = strncmp(sp->p[i].name, "s0.gemm.", 8) == 0 ? 0 : strncmp(sp->p[i].name, "s0.matvec.", 10) == 0 ? 1 : -1;
+        if (row < 0) {
+            cr_assert_eq(sp->p[i].gate, 0, "%s", sp->p[i].name);
+            continue;
+        }
+        cr_assert_eq(sp->p[i].gate, sel + 1, "%s", sp->p[i].name);
+        cr_assert_eq(sp->p[i].gate_value, sp->p[sel].values[row], "%s", sp->p[i].name);
+    }
+    /* the default point is the GEMM's: its label names it and only its parameters */
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    char label[512];
+    kf_point_format(sp, &p, label, sizeof label);
+    cr_assert(strstr(label, "tpl=gemm") && strstr(label, "gemm.mk=") && !strstr(label, "matvec."), "%s", label);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(c.source, "_ukr(") && !strstr(c.source, "matrix-vector"), "the GEMM is emitted");
+    kf_candidate_clear(&c);
+    /* the other row: its label, its code; moving the GEMM's parameters then changes nothing */
+    p.idx[sel] = 1;
+    kf_point_format(sp, &p, label, sizeof label);
+    cr_assert(strstr(label, "tpl=matvec") && strstr(label, "matvec.block=") && !strstr(label, "gemm."), "%s", label);
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(c.source, "matrix-vector product") && !strstr(c.source, "_ukr("), "the matvec is emitted");
+    cr_assert(kf_param_active(sp, &p, m0) && !kf_param_active(sp, &p, g0));
+    kf_point q = p, cp, cq;
+    q.idx[g0] = (q.idx[g0] + 1) % sp->p[g0].nvalues;
+    kf_point_canonical(sp, &p, &cp);
+    kf_point_canonical(sp, &q, &cq);
+    cr_assert(memcmp(cp.idx, cq.idx, sizeof cp.idx) == 0, "an unused parameter moves the canonical point");
+    kf_candidate c2;
+    cr_assert_eq(kf_synth_render(s, &q, &c2, &err), KF_OK, "%s", err.msg);
+    cr_assert_str_eq(c.source, c2.source);
+    kf_candidate_clear(&c);
+    kf_candidate_clear(&c2);
+    /* --pin names the row as the label does */
+    cr_assert_eq(kf_synth_pin_assign(s, "tpl=nosuch", &err), KF_ERR_ARG);
+    cr_assert(strstr(err.msg, "gemm, matvec"), "%s", err.msg);
+    cr_assert_eq(kf_synth_pin_assign(s, "tpl=matvec", &err), KF_OK, "%s", err.msg);
+    kf_synth_default_point(s, &p);
+    cr_assert(kf_param_active(sp, &p, m0) && !kf_param_active(sp, &p, g0), "pinned to the matvec");
+    kf_synth_free(s);
+    kf_graph_free(g);
+
+    /* a vector times a matrix (M == 1) too, batched */
+    s = plan_text("input x: f32[3, 1, 40]\ninput b: f32[3, 40, 17]\noutput y = matmul(x, b)\n", "cpu", &g);
+    cr_assert_eq(s->st[0].nalts, 2);
+    cr_assert_geq(param_index(s, "s0.tpl"), 0);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* A square matmul: only the GEMM supports it, so there is no selector and its parameters
+ * keep their names; and on GPUs the family has one f32 matmul row. */
+Test(tpl_registry, a_stage_one_row_supports_gets_no_selector) {
+    kf_graph *g;
+    kf_synth *s = plan_text("input a: f32[64, 33]\ninput b: f32[33, 64]\noutput y = matmul(a, b)\n", "cpu", &g);
+    cr_assert_eq(s->st[0].nalts, 1);
+    cr_assert_lt(param_index(s, "s0.tpl"), 0);
+    cr_assert_geq(param_index(s, "s0.threads"), 0);
+    for (int i = 0; i < kf_synth_space(s)->nparams; i++) cr_assert_eq(kf_synth_space(s)->p[i].gate, 0);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    s = plan_text("input a: f32[64, 33]\ninput x: f32[33, 1]\noutput y = matmul(a, x)\n", "opencl", &g);
+    cr_assert_eq(s->st[0].nalts, 1);
+    cr_assert_lt(param_index(s, "s0.tpl"), 0);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* Planted: a product with one output row whose B is gathered (a convolution with one
+ * output channel: its columns are read through the padded input's map). The matrix-vector
+ * row refuses a gathered B, so the GEMM is the only row and no selector appears. */
+Test(tpl_registry, a_stage_whose_only_supporting_row_is_one_gets_no_selector) {
+    kf_graph *g;
+    kf_synth *s = plan_text("input x: f32[1, 3, 9, 8]\ninput w: f32[1, 3, 3, 3]\n"
+                            "output y = conv(x, w, padding=[1, 1])\n", "cpu", &g);
+    int mm = -1;
+    for (int k = 0; k < s->nst; k++)
+        if (s->st[k].kind == KF_STAGE_MATMUL) mm = k;
+    cr_assert_geq(mm, 0);
+    const kf_stage *st = &s->st[mm];
+    cr_assert(st->mm.gb.on, "the columns are gathered");
+    cr_assert(st->mm.M == 1 || st->mm.N == 1, "one output row or column (M %lld N %lld)", (long long)st->mm.M,
+              (long long)st->mm.N);
+    cr_assert_eq(st->nalts, 1);
+    cr_assert_str_eq(st->tpl->name, "cpu.gemm");
+    char sel[32];
+    snprintf(sel, sizeof sel, "%stpl", st->prefix);
+    cr_assert_lt(param_index(s, sel), 0);
+    const kf_tpl_def *mv = NULL;
+    for (int i = 0; i < kf_tpl_count(); i++)
+        if (strcmp(kf_tpl_at(i)->name, "cpu.matvec") == 0) mv = kf_tpl_at(i);
+    cr_assert_not_null(mv);
+    kf_buf why = {0};
+    cr_assert_eq(mv->supports(s, st, &why), 0);
+    cr_assert(strstr(why.data, "gathered"), "%s", why.data);
+    kf_buf_free(&why);
+    kf_synth_free(s);
+    kf_graph_free(g);
 }

@@ -2,8 +2,10 @@
  * The builtin agent's walk (src/agent/walk.c) on a made-up space, where nothing depends on
  * timing: a move measured no faster is not followed again from a later best point with the
  * same value of that parameter (the table is told once), is followed from a point with
- * another value, and the coordinate walk takes it, and every point containing it, last.
- * test_analysis_loop checks the same rules on real runs.
+ * another value, and the coordinate walk takes it, and every point containing it, last; a
+ * stage's other template is proposed before anything else, and a parameter of the template
+ * a point does not use is never moved. test_analysis_loop checks the same rules on real
+ * runs.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -165,5 +167,75 @@ Test(walk, moves_follow_roles_not_names) {
     cr_assert_eq(out.idx[0], 0, "moved the parameter named tm: %s", why);
     cr_assert_eq(out.idx[1], 1, "%s", why);
     cr_assert(strstr(why, "s0.bm 10 -> 20"), "%s", why);
+    free(seen.h);
+}
+
+/* A stage two templates compute: s0.tpl (role template, values 0 and 1) and each
+ * template's threads under its own prefix, in use only where the selector picks it. */
+static void space_two_templates(kf_space *sp) {
+    memset(sp, 0, sizeof *sp);
+    sp->nparams = 3;
+    snprintf(sp->p[0].name, sizeof sp->p[0].name, "s0.tpl");
+    sp->p[0].role = KF_ROLE_TEMPLATE;
+    sp->p[0].nvalues = 2;
+    sp->p[0].values[0] = 0;
+    sp->p[0].values[1] = 1;
+    for (int r = 0; r < 2; r++) {
+        kf_param *q = &sp->p[1 + r];
+        snprintf(q->name, sizeof q->name, r ? "s0.second.threads" : "s0.first.threads");
+        q->role = KF_ROLE_THREADS;
+        q->nvalues = 3;
+        for (int i = 0; i < 3; i++) q->values[i] = 1 + i;
+        q->gate = 1;
+        q->gate_value = r;
+    }
+}
+
+/* The other template is proposed first, once; a diagnosis moves the parameter of the
+ * template in use; and the walk proposes each distinct candidate once (moving the other
+ * template's parameters makes none), then says the space is exhausted. */
+Test(walk, templates_first_and_unused_parameters_never_moved) {
+    kf_space sp;
+    space_two_templates(&sp);
+    kf_seen seen = {0};
+    kf_point best = {{0}}, out;
+    kf_walk_mark(&seen, &sp, &best);
+    char why[200];
+    cr_assert(kf_walk_template(&sp, &best, &seen, &out, why, sizeof why));
+    cr_assert_eq(out.idx[0], 1, "%s", why);
+    cr_assert(strstr(why, "s0.tpl"), "%s", why);
+    kf_walk_mark(&seen, &sp, &out);
+    cr_assert(!kf_walk_template(&sp, &best, &seen, &out, why, sizeof why), "proposed again: %s", why);
+    /* from the second template with its own threads moved, the first (at the parameters
+     * it was measured with) is seen */
+    kf_point b2 = {{1, 0, 2}};
+    cr_assert(!kf_walk_template(&sp, &b2, &seen, &out, why, sizeof why), "%s", why);
+
+    kf_diagnosis d;
+    memset(&d, 0, sizeof d);
+    d.nrecs = 1;
+    snprintf(d.rec[0].param, sizeof d.rec[0].param, "threads");
+    d.rec[0].role = KF_ROLE_THREADS;
+    d.rec[0].dir = +1;
+    d.rec[0].score = 0.9;
+    snprintf(d.rec[0].why, sizeof d.rec[0].why, "more threads");
+    kf_point on2 = {{1, 0, 0}};
+    char skipped[200];
+    cr_assert(kf_walk_follow(&sp, &on2, &d, NULL, &seen, &out, why, sizeof why, skipped, sizeof skipped));
+    cr_assert(strstr(why, "s0.second.threads 1 -> 2"), "%s", why);
+
+    kf_move_log *ml = calloc(1, sizeof *ml);
+    uint64_t rng = 5;
+    int n = 0;
+    kf_point got[16];
+    while (n < 16 && kf_walk_propose(&sp, &best, NULL, ml, &seen, &rng, &out)) {
+        kf_point c;
+        kf_point_canonical(&sp, &out, &c);
+        for (int k = 0; k < n; k++) cr_assert(memcmp(got[k].idx, c.idx, sizeof c.idx) != 0, "proposed twice");
+        got[n++] = c;
+        kf_walk_mark(&seen, &sp, &out);
+    }
+    cr_assert_eq(n, 4, "6 distinct candidates, 2 measured before: %d proposed", n);
+    free(ml);
     free(seen.h);
 }

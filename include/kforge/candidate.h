@@ -80,6 +80,9 @@ typedef enum kf_role {
     KF_ROLE_MICRO_KERNEL,  /* the CPU GEMM's register micro-kernel */
     KF_ROLE_CACHE_K,       /* the CPU GEMM's K block for the cache */
     KF_ROLE_NAIVE,         /* the plain loop instead of the tiled one */
+    KF_ROLE_TEMPLATE,      /* which template computes a stage that several support (its
+                              values are rows of the generator's registry; the search
+                              times each, no rule of the analysis moves it) */
     KF_ROLE_COUNT
 } kf_role;
 

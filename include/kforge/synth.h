@@ -28,6 +28,13 @@ typedef struct kf_param {
     long values[KF_MAX_PARAM_VALUES];
     int dflt;               /* index of the default value (the first candidate's) */
     kf_role role;           /* what it does (the analysis agent's rules ask for roles) */
+    /* A stage that several templates support has a selector (role KF_ROLE_TEMPLATE,
+     * "s0.tpl") and each template's parameters under its own prefix ("s0.gemm.threads",
+     * "s0.matvec.threads"): such a parameter is in use only where the selector picks its
+     * template. gate: 1 + the selector's index (0: always in use); gate_value: the
+     * selector's value (a template) under which it is used. */
+    int gate;
+    long gate_value;
 } kf_param;
 
 typedef struct kf_space {
@@ -67,8 +74,17 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
  * attributes) for platform on a nominal device of its kind: KF_OK, or the status and the
  * reason in err (KF_ERR_UNSUPPORTED: no template of its class for that platform). */
 kf_status kf_synth_op_support(kf_op op, const char *platform, kf_error *err);
-/* "threads=2 vw=8 ..." */
+/* "threads=2 vw=8 ...": the parameters in use at p (kf_param_active), a template
+ * selector's value as the template's short name ("tpl=matvec"). */
 void kf_point_format(const kf_space *sp, const kf_point *p, char *buf, size_t cap);
+/* 1 when parameter i is in use at p: not gated, or its selector picks its template. */
+int kf_param_active(const kf_space *sp, const kf_point *p, int i);
+/* p with every parameter not in use at its default: two points that render the same
+ * candidate have the same canonical point (the search's record of points tried). */
+void kf_point_canonical(const kf_space *sp, const kf_point *p, kf_point *out);
+/* The short name of template selector value v ("gemm", "matvec"), NULL when v is no
+ * template. */
+const char *kf_synth_template_name(long v);
 /* Value of parameter name at p; def if the space has no such parameter. */
 long kf_point_get(const kf_space *sp, const kf_point *p, const char *name, long def);
 

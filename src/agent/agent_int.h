@@ -136,6 +136,14 @@ int kf_walk_follow(const kf_space *sp, const kf_point *best, const kf_diagnosis 
  * in the order of walk.c's note. 0 = the space is exhausted. */
 int kf_walk_propose(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const kf_move_log *ml,
                     const kf_seen *seen, uint64_t *rng, kf_point *out);
+/* The best point with another value of a template selector (role KF_ROLE_TEMPLATE) that
+ * leads to a point not in seen: 1 with *out and what moved in why ("s0.tpl gemm ->
+ * matvec"). The builtin agent asks this before the diagnosis, so that every template that
+ * supports a stage is measured (at its default parameters) early in a run; since the seen
+ * points are canonical (kf_point_canonical), a template already measured from the same
+ * parameters is not proposed again. 0 = none. */
+int kf_walk_template(const kf_space *sp, const kf_point *best, const kf_seen *seen, kf_point *out, char *why,
+                     size_t cap);
 /* A random point not in seen (rng: the search's state). 0 = none found. */
 int kf_walk_random(const kf_space *sp, const kf_seen *seen, uint64_t *rng, kf_point *out);
 

@@ -529,6 +529,7 @@ static void analyse(const kf_evalctx *ec, const kf_candidate *cand, kf_iter_reco
     kf_diag_param params[KF_MAX_PARAMS];
     int np = 0;
     for (int i = 0; ec->sp && ec->pt && i < ec->sp->nparams; i++) {
+        if (!kf_param_active(ec->sp, ec->pt, i)) continue; /* another template's parameter */
         kf_diag_param *q = &params[np++];
         snprintf(q->name, sizeof q->name, "%s", ec->sp->p[i].name);
         q->idx = ec->pt->idx[i];

@@ -1,7 +1,8 @@
 /*
  * The builtin generation agent behind the loop's proposer interface (agent_int.h): the
  * walk over the generator's schedule space (walk.c). Its first candidate is the default
- * point (or a random one with --start random); after that it follows the performance
+ * point (or a random one with --start random); after that it measures the other templates
+ * of a stage that several compute (kf_walk_template), then follows the performance
  * analysis agent's diagnosis of its best point (the highest-ranked move not yet tried),
  * then coordinate moves with the moves against the diagnosis and those measured no faster
  * last, then random points; with --analysis off every later point is random. It has
@@ -29,12 +30,14 @@ static kf_status builtin_step(void *self, kf_evalctx *ec, int it, kf_error *err)
     const kf_loop_opts *o = b->o;
     kf_run_result *r = ec->r;
     const kf_space *sp = kf_synth_space(b->syn);
-    char why[200] = "", skipped[200] = "";
+    char why[200] = "", skipped[200] = "", tpl[120] = "";
     kf_point base = b->best_pt; /* the point this candidate moves from */
     if (b->steps > 0) {
         const kf_iter_record *bi = b->best >= 0 ? &r->iters[b->best] : NULL;
         int found;
         if (o->analysis == KF_ANALYSIS_OFF) found = kf_walk_random(sp, &b->seen, &b->rng, &b->pt);
+        else if (kf_walk_template(sp, &b->best_pt, &b->seen, &b->pt, tpl, sizeof tpl))
+            found = 1;
         else if (bi && bi->has_diag &&
                  kf_walk_follow(sp, &b->best_pt, &bi->diag, b->failed, &b->seen, &b->pt, why, sizeof why, skipped,
                                 sizeof skipped))
@@ -53,6 +56,9 @@ static kf_status builtin_step(void *self, kf_evalctx *ec, int it, kf_error *err)
     snprintf(rec->followed, sizeof rec->followed, "%s", why);
     if (skipped[0] && o->table)
         fprintf(o->table, "      not following the analysis into %s (moves measured no faster come last)\n", skipped);
+    if (tpl[0] && o->table)
+        fprintf(o->table, "      another template for the stage: %s (each template is measured before the analysis "
+                          "tunes one)\n", tpl);
     if (why[0] && o->table)
         fprintf(o->table, "      following the analysis of iter %d: %s\n", r->iters[b->best].iter, why);
     ec->sp = sp;

@@ -2,7 +2,9 @@
  * The builtin agent's walk through a schedule space (loop.c drives it): which point to
  * evaluate next, given the best point so far, its diagnosis and what was measured.
  *
- * Order: the best point moved by its diagnosis' highest-ranked recommendation not yet tried
+ * Order: the best point with another template for a stage that several templates compute
+ * (kf_walk_template: every supporting template is measured before any is tuned); then the
+ * best point moved by its diagnosis' highest-ranked recommendation not yet tried
  * (kf_walk_follow); when none is left, coordinate moves around the best point (every
  * other value of one parameter at a time: the nearest values of every parameter first, in
  * the template's parameter order, then the next nearest), leaving for later the moves the
@@ -18,8 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The hash of p's canonical point: moving a parameter of a template the point does not
+ * use gives the same candidate, so the same hash. */
 static uint64_t point_hash(const kf_space *sp, const kf_point *p) {
-    return kf_hash64(p->idx, (size_t)sp->nparams * sizeof p->idx[0], 7);
+    kf_point c;
+    kf_point_canonical(sp, p, &c);
+    return kf_hash64(c.idx, (size_t)sp->nparams * sizeof c.idx[0], 7);
 }
 
 static int has_hash(const kf_seen *s, uint64_t h) {
@@ -43,9 +49,31 @@ static uint64_t rng_next(uint64_t *st) {
     return z ^ (z >> 31);
 }
 
+static double param_size(const kf_space *sp, int i);
+
+/* Points of the parameters in use where selector g has value val. */
+static double size_under(const kf_space *sp, int g, long val) {
+    double n = 1;
+    for (int j = 0; j < sp->nparams; j++)
+        if (sp->p[j].gate == g + 1 && sp->p[j].gate_value == val) n *= param_size(sp, j);
+    return n;
+}
+
+/* Distinct candidates parameter i and those it gates make: a template selector's values
+ * each times the points of that template's parameters. */
+static double param_size(const kf_space *sp, int i) {
+    int gates = 0;
+    for (int j = 0; j < sp->nparams && !gates; j++) gates = sp->p[j].gate == i + 1;
+    if (!gates) return sp->p[i].nvalues;
+    double n = 0;
+    for (int v = 0; v < sp->p[i].nvalues; v++) n += size_under(sp, i, sp->p[i].values[v]);
+    return n;
+}
+
 static double space_size(const kf_space *sp) {
     double n = 1;
-    for (int i = 0; i < sp->nparams; i++) n *= sp->p[i].nvalues;
+    for (int i = 0; i < sp->nparams; i++)
+        if (sp->p[i].gate == 0) n *= param_size(sp, i);
     return n;
 }
 
@@ -71,7 +99,12 @@ static int find_failed(const kf_move_log *ml, int p, int from, int to) {
 }
 
 /* Record q's move from base when it is one parameter's (q did not improve on base). */
-void kf_walk_log_failed(kf_move_log *ml, const kf_space *sp, const kf_point *base, const kf_point *q, int iter) {
+void kf_walk_log_failed(kf_move_log *ml, const kf_space *sp, const kf_point *base_in, const kf_point *q_in,
+                        int iter) {
+    kf_point bc, qc; /* the parameters in use (another template's never moved anything) */
+    kf_point_canonical(sp, base_in, &bc);
+    kf_point_canonical(sp, q_in, &qc);
+    const kf_point *base = &bc, *q = &qc;
     int p = -1;
     for (int i = 0; i < sp->nparams; i++)
         if (q->idx[i] != base->idx[i]) {
@@ -97,7 +130,7 @@ int kf_walk_follow(const kf_space *sp, const kf_point *best, const kf_diagnosis 
     for (int k = 0; k < d->nrecs; k++) {
         const kf_diag_rec *rc = &d->rec[k];
         for (int i = 0; i < sp->nparams; i++) {
-            if (!param_is(&sp->p[i], rc->role, rc->param)) continue;
+            if (!param_is(&sp->p[i], rc->role, rc->param) || !kf_param_active(sp, best, i)) continue;
             int v = best->idx[i] + rc->dir;
             if (v < 0 || v >= sp->p[i].nvalues) continue;
             kf_point q = *best;
@@ -116,6 +149,26 @@ int kf_walk_follow(const kf_space *sp, const kf_point *best, const kf_diagnosis 
             *out = q;
             snprintf(why, cap, "%s %ld -> %ld: %s", sp->p[i].name, sp->p[i].values[best->idx[i]],
                      sp->p[i].values[v], rc->why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* See agent_int.h. */
+int kf_walk_template(const kf_space *sp, const kf_point *best, const kf_seen *seen, kf_point *out, char *why,
+                     size_t cap) {
+    for (int i = 0; i < sp->nparams; i++) {
+        if (sp->p[i].role != KF_ROLE_TEMPLATE || !kf_param_active(sp, best, i)) continue;
+        for (int v = 0; v < sp->p[i].nvalues; v++) {
+            if (v == best->idx[i]) continue;
+            kf_point q = *best;
+            q.idx[i] = v;
+            if (has_hash(seen, point_hash(sp, &q))) continue;
+            *out = q;
+            const char *from = kf_synth_template_name(sp->p[i].values[best->idx[i]]);
+            const char *to = kf_synth_template_name(sp->p[i].values[v]);
+            snprintf(why, cap, "%s %s -> %s", sp->p[i].name, from ? from : "?", to ? to : "?");
             return 1;
         }
     }
@@ -141,13 +194,15 @@ int kf_walk_random(const kf_space *sp, const kf_seen *seen, uint64_t *rng, kf_po
  * makes a move already measured no faster (ml): such points come last. */
 static int against(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const kf_move_log *ml,
                    const kf_point *q) {
+    /* only the parameters q uses move anything */
     for (int k = 0; d && k < d->navoid; k++)
         for (int i = 0; i < sp->nparams; i++)
-            if (param_is(&sp->p[i], d->avoid[k].role, d->avoid[k].param) && q->idx[i] != best->idx[i] &&
-                (q->idx[i] > best->idx[i] ? +1 : -1) == d->avoid[k].dir)
+            if (param_is(&sp->p[i], d->avoid[k].role, d->avoid[k].param) && kf_param_active(sp, q, i) &&
+                q->idx[i] != best->idx[i] && (q->idx[i] > best->idx[i] ? +1 : -1) == d->avoid[k].dir)
                 return 1;
     for (int i = 0; i < sp->nparams; i++)
-        if (q->idx[i] != best->idx[i] && find_failed(ml, i, best->idx[i], q->idx[i]) >= 0) return 1;
+        if (kf_param_active(sp, q, i) && q->idx[i] != best->idx[i] && find_failed(ml, i, best->idx[i], q->idx[i]) >= 0)
+            return 1;
     return 0;
 }
 

@@ -94,7 +94,7 @@ void kf_gpu_param(kf_synth *s, kf_stage *st, const char *name, kf_role role, con
         return;
     }
     assert(st->nfixed < (int)(sizeof st->fixed_val / sizeof st->fixed_val[0]));
-    snprintf(st->fixed_name[st->nfixed], sizeof st->fixed_name[0], "%s", name);
+    snprintf(st->fixed_name[st->nfixed], sizeof st->fixed_name[0], "%s%s", st->prefix, name);
     st->fixed_val[st->nfixed++] = values[dflt];
 }
 
@@ -104,7 +104,7 @@ long kf_gpu_get(const kf_synth *s, const kf_stage *st, const kf_point *p, const 
     for (int i = 0; i < s->space.nparams; i++)
         if (strcmp(s->space.p[i].name, full) == 0) return s->space.p[i].values[p->idx[i]];
     for (int i = 0; i < st->nfixed; i++)
-        if (strcmp(st->fixed_name[i], name) == 0) return st->fixed_val[i];
+        if (strcmp(st->fixed_name[i], full) == 0) return st->fixed_val[i];
     return def;
 }
 
@@ -338,6 +338,14 @@ kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err) {
     return KF_OK;
 }
 
+/* Whether full is stage prefix's "split" parameter, of the stage or of one of its rows. */
+static int is_split(const char *full, const char *prefix) {
+    size_t lp = strlen(prefix), lf = strlen(full);
+    if (strncmp(full, prefix, lp) != 0) return 0;
+    const char *rest = full + lp;
+    return strcmp(rest, "split") == 0 || (lf >= lp + 6 && strcmp(full + lf - 6, ".split") == 0);
+}
+
 void kf_synth_gpu_params(kf_synth *s) {
     int launches = 0, scratch = base_scratch(s);
     for (int k = 0; k < s->nst; k++) launches += !s->st[k].fused;
@@ -349,23 +357,22 @@ void kf_synth_gpu_params(kf_synth *s) {
         st->gpu_budget = (KF_MAX_PARAMS - s->space.nparams) / (s->nst - k);
         st->nfixed = 0;
         if (st->fused) continue; /* computed inside the stage it feeds */
+        /* a stage's templates agree on can_split (kf_tpl_select) */
         if (!st->tpl->can_split) {
-            st->tpl->gpu_params(s, st, 0);
+            kf_tpl_stage_params(s, st, 0);
             continue;
         }
         int need = split_scratch(s, st);
         int allow = launches + 1 <= KF_MAX_LAUNCHES && scratch + need <= KF_MAX_SCRATCH;
-        kf_point none;
-        memset(&none, 0, sizeof none);
-        st->tpl->gpu_params(s, st, allow);
-        /* a stage whose split may exceed 1 uses the launch and scratch budget */
+        int first = s->space.nparams;
+        kf_tpl_stage_params(s, st, allow);
+        /* a stage whose split may exceed 1 (in any of its templates: "<prefix>split" or
+         * "<prefix><row>.split") uses the launch and scratch budget */
         int declared = 0;
-        for (int i = 0; i < s->space.nparams; i++) {
-            char full[48];
-            snprintf(full, sizeof full, "%ssplit", st->prefix);
-            if (strcmp(s->space.p[i].name, full) == 0) declared = 1;
-        }
-        if (kf_gpu_get(s, st, &none, "split", 1) > 1) declared = 1;
+        for (int i = first; i < s->space.nparams; i++)
+            if (is_split(s->space.p[i].name, st->prefix)) declared = 1;
+        for (int i = 0; i < st->nfixed; i++)
+            if (is_split(st->fixed_name[i], st->prefix) && st->fixed_val[i] > 1) declared = 1;
         if (declared) {
             launches++;
             scratch += need;
@@ -423,7 +430,8 @@ kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate
         const kf_stage *st = &s->st[k];
         if (st->fused) continue;
         if (st->prologue) emit_prologue(&gp, st);
-        st->tpl->gpu_emit(&gp, k, st, p);
+        kf_stage view; /* the stage as the template the point picks sees it */
+        kf_tpl_chosen(s, st, p, &view)->gpu_emit(&gp, k, &view, p);
     }
     kf_status st = gp.st;
     char first[64] = "";

@@ -100,7 +100,7 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
 
     kf_gk k;
     char name[32];
-    snprintf(name, sizeof name, "kf_s%d", (int)(st - s->st));
+    snprintf(name, sizeof name, "kf_s%d", st->index);
     kf_gk_begin(&k, name);
     for (int b = 0; b < lay.nbufs; b++) kf_gk_value(gp, &k, lay.bufs[b], KF_GP_IN);
     for (int r = lay.nreads; r < lay.nops; r++) kf_gk_value(gp, &k, lay.v[r], KF_GP_OUT);

@@ -332,7 +332,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
 
     kf_gk k;
     char name[32];
-    snprintf(name, sizeof name, "kf_s%d", (int)(st - s->st));
+    snprintf(name, sizeof name, "kf_s%d", st->index);
     kf_gk_begin(&k, name);
     int A = d->a_val, B = d->b_val, C = n->out; /* a folded transpose view: its source */
     kf_gk_value(gp, &k, A, KF_GP_IN);

@@ -295,7 +295,7 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     }
     kf_gk k;
     char name[32];
-    snprintf(name, sizeof name, "kf_s%d", (int)(st - s->st));
+    snprintf(name, sizeof name, "kf_s%d", st->index);
     kf_gk_begin(&k, name);
     kf_gk_value(gp, &k, A, KF_GP_IN);
     if (B != A) kf_gk_value(gp, &k, B, KF_GP_IN);

@@ -4,6 +4,7 @@
  * moves between points (one value index per parameter).
  */
 #include "tpl.h"
+#include "synth_int.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -45,16 +46,33 @@ long kf_point_get(const kf_space *sp, const kf_point *p, const char *name, long 
     return i < 0 ? def : sp->p[i].values[p->idx[i]];
 }
 
+int kf_param_active(const kf_space *sp, const kf_point *p, int i) {
+    const kf_param *q = &sp->p[i];
+    if (q->gate <= 0) return 1;
+    int g = q->gate - 1;
+    return sp->p[g].values[p->idx[g]] == q->gate_value && kf_param_active(sp, p, g);
+}
+
+void kf_point_canonical(const kf_space *sp, const kf_point *p, kf_point *out) {
+    kf_point q = *p;
+    for (int i = 0; i < sp->nparams; i++)
+        if (!kf_param_active(sp, p, i)) q.idx[i] = sp->p[i].dflt;
+    *out = q;
+}
+
 void kf_point_format(const kf_space *sp, const kf_point *p, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = 0;
     for (int i = 0; i < sp->nparams && used + 1 < cap; i++) {
+        if (!kf_param_active(sp, p, i)) continue; /* another template's parameter */
         const char *nm = sp->p[i].name;
         /* single-stage graphs read better without the stage prefix */
         const char *dot = strchr(nm, '.');
         if (dot && strncmp(nm, "s0.", 3) == 0) nm = dot + 1;
-        int w = snprintf(buf + used, cap - used, "%s%s=%ld", i ? " " : "", nm,
-                         sp->p[i].values[p->idx[i]]);
+        long v = sp->p[i].values[p->idx[i]];
+        const char *tn = sp->p[i].role == KF_ROLE_TEMPLATE ? kf_synth_template_name(v) : NULL;
+        int w = tn ? snprintf(buf + used, cap - used, "%s%s=%s", used ? " " : "", nm, tn)
+                   : snprintf(buf + used, cap - used, "%s%s=%ld", used ? " " : "", nm, v);
         if (w < 0) break;
         used += (size_t)w;
     }

@@ -107,7 +107,7 @@ static void plan_params(kf_synth *s) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
         if (st->fused) continue; /* computed inside another stage, no schedule of its own */
-        st->tpl->cpu_params(s, st);
+        kf_tpl_stage_params(s, st, 0);
     }
 }
 
@@ -200,6 +200,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
         if (target < 0) {
             kf_stage *st = &s->st[s->nst];
             memset(st, 0, sizeof *st);
+            st->index = s->nst;
             st->nodes = kf_malloc((size_t)g->nnodes * sizeof *st->nodes);
             switch (kf_op_get(n->op)->kind) {
             case KF_KIND_UNARY:
@@ -273,7 +274,9 @@ static int only_feeds(const kf_synth *s, int k, int x, int rn) {
 /* Compute an elementwise producer inside the reduction, softmax or norm stage that is its
  * only reader (see kf_stage.prologue), so that its result never goes through memory: on
  * the CPU a row at a time into a stack buffer, on GPUs at every load of the stage's input
- * (gpu.c). Runs after cluster(), before the parameters are added. */
+ * (gpu.c). Runs after cluster(), before the parameters are added. The stage's first
+ * template decides (as it did before stages had alternatives); an alternative template
+ * that cannot take the prologue is no longer offered for the stage. */
 static void fuse_prologues(kf_synth *s) {
     const kf_graph *g = s->g;
     for (int k = 0; k < s->nst; k++) {
@@ -289,6 +292,10 @@ static void fuse_prologues(kf_synth *s) {
         s->st[e].fused = 1;
         s->st[e].fused_into = k;
         s->materialize[x] = 0;
+        int n = 0;
+        for (int j = 0; j < r->nalts; j++)
+            if (r->alts[j]->prologue_ok && r->alts[j]->prologue_ok(s, r)) r->alts[n++] = r->alts[j];
+        r->nalts = n;
     }
 }
 
@@ -433,25 +440,38 @@ kf_status kf_synth_pin_assign(kf_synth *s, const char *assign, kf_error *err) {
     name[eq - assign] = 0;
     char *end;
     long v = strtol(eq + 1, &end, 10);
-    if (end == eq + 1 || *end)
-        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': the value must be an integer", assign);
+    int numeric = end != eq + 1 && !*end;
     for (int i = 0; i < s->space.nparams; i++) {
         kf_param *q = &s->space.p[i];
         if (strcmp(label_name(q->name), name) != 0 && strcmp(q->name, name) != 0) continue;
-        for (int j = 0; j < q->nvalues; j++)
-            if (q->values[j] == v) {
-                q->values[0] = v;
+        int tpl = q->role == KF_ROLE_TEMPLATE; /* its values are templates, named in labels */
+        if (!numeric && !tpl)
+            return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': the value must be an integer", assign);
+        for (int j = 0; j < q->nvalues; j++) {
+            const char *tn = tpl ? kf_synth_template_name(q->values[j]) : NULL;
+            int hit = tpl && !numeric ? tn && (strcmp(tn, eq + 1) == 0 ||
+                                               strcmp(kf_tpl_at((int)q->values[j])->name, eq + 1) == 0)
+                                      : q->values[j] == v;
+            if (hit) {
+                q->values[0] = q->values[j];
                 q->nvalues = 1;
                 q->dflt = 0;
                 return KF_OK;
             }
+        }
         kf_buf b = {0};
-        for (int j = 0; j < q->nvalues; j++) kf_buf_printf(&b, "%s%ld", j ? ", " : "", q->values[j]);
+        for (int j = 0; j < q->nvalues; j++) {
+            const char *tn = tpl ? kf_synth_template_name(q->values[j]) : NULL;
+            if (tn) kf_buf_printf(&b, "%s%s", j ? ", " : "", tn);
+            else kf_buf_printf(&b, "%s%ld", j ? ", " : "", q->values[j]);
+        }
         kf_status st = kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': %s takes %s%s", assign, name,
                                     q->nvalues == 1 ? "only " : "one of ", b.data ? b.data : "");
         kf_buf_free(&b);
         return st;
     }
+    if (!numeric)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': the value must be an integer", assign);
     kf_buf b = {0};
     for (int i = 0; i < s->space.nparams; i++)
         kf_buf_printf(&b, "%s%s", i ? " " : "", label_name(s->space.p[i].name));
@@ -562,8 +582,10 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             const kf_node *rn = &g->nodes[st->nodes[0]];
             kf_synth_prologue_emit(s, &s->st[st->prologue - 1], rn->in[0], pname, &src);
         }
-        if (st->tpl->cpu_emit_fn) {
-            st->tpl->cpu_emit_fn(s, st, p, fname, &src);
+        kf_stage view; /* the stage as the template the point picks sees it */
+        const kf_tpl_def *t = kf_tpl_chosen(s, st, p, &view);
+        if (t->cpu_emit_fn) {
+            t->cpu_emit_fn(s, &view, p, fname, &src);
             continue;
         }
         kf_buf_printf(&src, "static void %s(", fname);
@@ -574,7 +596,7 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             kf_buf_printf(&src, "%s%s *restrict b%d", nr + w ? ", " : "",
                           kf_synth_ctype(g, writes[w]), writes[w]);
         kf_buf_puts(&src, ") {\n");
-        st->tpl->cpu_emit_body(s, st, p, &src);
+        t->cpu_emit_body(s, &view, p, &src);
         kf_buf_puts(&src, "}\n");
     }
     /* entry */
@@ -613,7 +635,8 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         int nr, nw;
         if (s->st[k].fused) continue;
         stage_buffers(s, k, reads, &nr, writes, &nw);
-        if (s->st[k].tpl->cpu_emit_fn) { /* NAME(A, B, C) */
+        kf_stage view;
+        if (kf_tpl_chosen(s, &s->st[k], p, &view)->cpu_emit_fn) { /* NAME(A, B, C) */
             const kf_node *n = &g->nodes[s->st[k].nodes[0]];
             kf_buf_printf(&src, "    kf_stage%d(b%d, b%d, b%d);\n", k, s->st[k].mm.a_val, s->st[k].mm.b_val, n->out);
             continue;

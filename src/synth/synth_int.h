@@ -18,7 +18,9 @@ struct kf_gplan;
 
 /* A template (src/synth/templates.c): the loop nest of one stage kind on one platform
  * family. supports() answers 1, or 0 with the reason appended to why; the planner gives a
- * stage the first row of the table that supports it. CPU rows declare parameters with
+ * stage the first row of the table that supports it (kf_stage.tpl) and, when later rows
+ * of the family support it too, the choice between them to the search (kf_stage.alts, a
+ * selector parameter; kf_tpl_stage_params). CPU rows declare parameters with
  * cpu_params and write either the body of the stage's function (cpu_emit_body, the
  * function `static void kf_stage<k>(<reads>, <writes>)` is the planner's) or the whole
  * function NAME(A, B, C) (cpu_emit_fn, the GEMM); GPU rows declare parameters with
@@ -42,13 +44,26 @@ typedef struct kf_tpl_def {
     int can_split;     /* GPU: may add a second pass (a launch and partials in scratch) */
 } kf_tpl_def;
 
+/* Templates one stage may choose between (the first and the later rows that support it). */
+#define KF_TPL_MAX_ALTS 4
+
 typedef struct kf_stage {
     kf_stage_kind kind;
-    const kf_tpl_def *tpl; /* the template that computes it (kf_tpl_select) */
+    int index;         /* its position in kf_synth.st */
+    /* the first template of the table that supports it (kf_tpl_select): the planner's
+     * decisions that depend on the template (prologue fusion, the GPU's split budget) ask
+     * this row, and an alternative is kept only where it agrees with it */
+    const kf_tpl_def *tpl;
+    /* every template of its family that supports it, in table order (alts[0] == tpl):
+     * with nalts > 1 the space has a selector "<prefix>tpl" and each row's parameters
+     * under "<prefix><row>." (kf_tpl_stage_params), and a point's row emits
+     * (kf_tpl_chosen) */
+    const kf_tpl_def *alts[KF_TPL_MAX_ALTS];
+    int nalts;
     int *nodes;        /* node indices in topological order (one for non-elementwise) */
     int nnodes;
     kf_shape dom;      /* iteration domain: shape of the nodes' results */
-    char prefix[8];    /* parameter prefix "s<k>." */
+    char prefix[24];   /* parameter prefix "s<k>." (a row's view: "s<k>.<row>.") */
     kf_matmul_desc mm; /* matmul stages */
     /* prologue fusion (synth.c fuse_prologues): an elementwise stage whose one result is
      * only this reduction/softmax/norm stage's input is computed inside it (CPU: a row at
@@ -63,8 +78,8 @@ typedef struct kf_stage {
      * fixed at their default (single-valued, or beyond the budget) */
     int gpu_budget;
     int nfixed;
-    char fixed_name[8][16];
-    long fixed_val[8];
+    char fixed_name[16][40]; /* full names, prefix included */
+    long fixed_val[16];
 } kf_stage;
 
 struct kf_synth {
@@ -88,9 +103,20 @@ struct kf_synth {
 /* The template table, in order (kforge templates, tests). */
 int kf_tpl_count(void);
 const kf_tpl_def *kf_tpl_at(int i);
-/* Give st the first template of s's platform family that supports it; KF_ERR_UNSUPPORTED
- * naming the stage and every template's reason when none does. */
+/* Give st the first template of s's platform family that supports it, and in st->alts
+ * every row of the family that supports it and agrees with the first on can_split;
+ * KF_ERR_UNSUPPORTED naming the stage and every template's reason when none does. */
 kf_status kf_tpl_select(const struct kf_synth *s, kf_stage *st, kf_error *err);
+/* The short name of a row ("gemm" for "cpu.gemm"). */
+const char *kf_tpl_short_name(const kf_tpl_def *t);
+/* Declare stage st's parameters: its template's (cpu_params, or gpu_params with
+ * allow_split); with alternatives, the selector "<prefix>tpl" (role KF_ROLE_TEMPLATE,
+ * values the rows' registry indices in table order, default the first) and each row's
+ * parameters under "<prefix><row>.", gated by the selector (kf_param.gate). */
+void kf_tpl_stage_params(struct kf_synth *s, kf_stage *st, int allow_split);
+/* The row that computes st at point p, and in *view the stage as that row's emitter
+ * sees it (its parameters' prefix). */
+const kf_tpl_def *kf_tpl_chosen(const struct kf_synth *s, const kf_stage *st, const kf_point *p, kf_stage *view);
 
 /* 1 for the platforms of the GPU path (opencl, cuda, metal; src/synth/gpu.c). */
 int kf_synth_is_gpu(const char *platform);

@@ -3,15 +3,26 @@
  * family), each with supports(stage) -> yes, or no and the reason, its schedule parameters
  * (which carry roles) and its emitter. The planner (synth.c) gives every stage the first
  * row of its platform family that supports it, in the table's order: the fast paths of a
- * class (the row softmax, the norms, the tensor-core matmul) come before the class's
- * general template, and a row never asks for an op by name, only for the op's class,
- * shape rule and operand types. A stage no row supports is refused with every row's
- * reason.
+ * class that always win (the row softmax, the norms, the tensor-core matmul) come before
+ * the class's general template, and a row never asks for an op by name, only for the op's
+ * class, shape rule and operand types. A stage no row supports is refused with every
+ * row's reason.
+ *
+ * A stage that later rows support too is computed by whichever the search measures
+ * fastest: its space gets a selector "<prefix>tpl" (role KF_ROLE_TEMPLATE, values the
+ * supporting rows in table order, default the first) and each row's parameters under the
+ * row's own prefix ("s0.gemm.threads", "s0.matvec.threads"), in use only where the
+ * selector picks that row (kf_param.gate). A fast path that does not always win (the
+ * matrix-vector product against the GEMM) goes after the general row: the first row stays
+ * the default and the one the planner's other decisions ask (kf_stage.tpl), and a later
+ * row is offered only where it agrees with it (can_split here; the prologue the first row
+ * takes: synth.c fuse_prologues).
  */
 #include "tpl.h"
 #include "synth_int.h"
 #include "gpu_tpl.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -103,6 +114,12 @@ static int sup_contract_f32(const kf_synth *s, const kf_stage *st, kf_buf *why) 
     return 1;
 }
 
+/* the matrix-vector product: one output row or column, dense operands */
+static int sup_matvec(const kf_synth *s, const kf_stage *st, kf_buf *why) {
+    if (!sup_contract_f32(s, st, why)) return 0;
+    return kf_tpl_matvec_supports(&st->mm, why);
+}
+
 static int sup_contract_mma(const kf_synth *s, const kf_stage *st, kf_buf *why) {
     const kf_op_def *d = stage_op(s, st);
     if (d->cls != KF_CLASS_CONTRACT || d->kind != KF_KIND_MATMUL) {
@@ -176,6 +193,15 @@ static void cpu_gemm_emit(const kf_synth *s, const kf_stage *st, const kf_point 
     kf_tpl_matmul_emit(o, fname, &st->mm, &s->space, p, st->prefix);
 }
 
+static void cpu_matvec_params(kf_synth *s, kf_stage *st) {
+    kf_tpl_matvec_params(&st->mm, &s->dev, &s->space, st->prefix);
+}
+
+static void cpu_matvec_emit(const kf_synth *s, const kf_stage *st, const kf_point *p,
+                            const char *fname, kf_buf *o) {
+    kf_tpl_matvec_emit(o, fname, &st->mm, &s->space, p, st->prefix);
+}
+
 /* ---- GPU parameters and emitters (the budget of launches and scratch: gpu.c) ---- */
 
 static void gpu_pointwise_params(kf_synth *s, kf_stage *st, int allow_split) {
@@ -214,6 +240,9 @@ static const kf_tpl_def templates[] = {
     /* CPU: C11 + OpenMP functions */
     {.name = "cpu.gemm", .kind = KF_STAGE_MATMUL, .doc = "blocked, packed GEMM with a register micro-kernel",
      .supports = sup_contract_f32, .cpu_params = cpu_gemm_params, .cpu_emit_fn = cpu_gemm_emit},
+    /* after the GEMM: both support a matrix times a vector, the search times the two */
+    {.name = "cpu.matvec", .kind = KF_STAGE_MATMUL, .doc = "matrix-vector product (M or N is 1), dot products along K",
+     .supports = sup_matvec, .cpu_params = cpu_matvec_params, .cpu_emit_fn = cpu_matvec_emit},
     {.name = "cpu.softmax_rows", .kind = KF_STAGE_SOFTMAX, .doc = "softmax family, rows or columns",
      .supports = sup_softmax_rows, .cpu_params = cpu_rows_params, .cpu_emit_body = kf_synth_reduce_emit,
      .prologue_ok = kf_synth_reduce_prologue_ok},
@@ -266,16 +295,32 @@ static const char *stage_kind_name(kf_stage_kind k) {
     return "?";
 }
 
+const char *kf_tpl_short_name(const kf_tpl_def *t) {
+    const char *dot = strchr(t->name, '.');
+    return dot ? dot + 1 : t->name;
+}
+
+const char *kf_synth_template_name(long v) {
+    const kf_tpl_def *t = v >= 0 && v < kf_tpl_count() ? &templates[v] : NULL;
+    return t ? kf_tpl_short_name(t) : NULL;
+}
+
 kf_status kf_tpl_select(const kf_synth *s, kf_stage *st, kf_error *err) {
     int gpu = kf_synth_is_gpu(s->platform);
     kf_buf why = {0};
     st->tpl = NULL;
-    for (int i = 0; i < kf_tpl_count() && !st->tpl; i++) {
+    st->nalts = 0;
+    for (int i = 0; i < kf_tpl_count(); i++) {
         const kf_tpl_def *t = &templates[i];
         if (t->gpu != gpu || t->kind != st->kind) continue;
+        if (st->tpl && (st->nalts >= KF_TPL_MAX_ALTS || t->can_split != st->tpl->can_split)) continue;
         kf_buf r = {0};
-        if (t->supports(s, st, &r)) st->tpl = t;
-        else kf_buf_printf(&why, "%s%s: %s", why.len ? "; " : "", t->name, r.data ? r.data : "no");
+        if (t->supports(s, st, &r)) {
+            if (!st->tpl) st->tpl = t;
+            st->alts[st->nalts++] = t;
+        } else if (!st->tpl) {
+            kf_buf_printf(&why, "%s%s: %s", why.len ? "; " : "", t->name, r.data ? r.data : "no");
+        }
         kf_buf_free(&r);
     }
     kf_status rc = KF_OK;
@@ -288,4 +333,60 @@ kf_status kf_tpl_select(const kf_synth *s, kf_stage *st, kf_error *err) {
     }
     kf_buf_free(&why);
     return rc;
+}
+
+/* The stage as row t sees it: its parameters under "<prefix><row>.". */
+static void row_view(const kf_stage *st, const kf_tpl_def *t, kf_stage *v) {
+    *v = *st;
+    snprintf(v->prefix, sizeof v->prefix, "%s%s.", st->prefix, kf_tpl_short_name(t));
+}
+
+static void row_params(kf_synth *s, const kf_tpl_def *t, kf_stage *st, int allow_split) {
+    if (t->gpu) t->gpu_params(s, st, allow_split);
+    else t->cpu_params(s, st);
+}
+
+void kf_tpl_stage_params(kf_synth *s, kf_stage *st, int allow_split) {
+    if (st->nalts <= 1) {
+        row_params(s, st->tpl, st, allow_split);
+        return;
+    }
+    long vals[KF_TPL_MAX_ALTS];
+    for (int j = 0; j < st->nalts; j++) vals[j] = (long)(st->alts[j] - templates);
+    int sel = s->space.nparams;
+    kf_tpl_add_param(&s->space, st->prefix, "tpl", KF_ROLE_TEMPLATE, vals, st->nalts, 0);
+    if (s->space.nparams == sel) return; /* the space is full: kf_synth_plan refuses the task */
+    if (st->gpu_budget > 0) st->gpu_budget--;
+    for (int j = 0; j < st->nalts; j++) {
+        kf_stage v;
+        row_view(st, st->alts[j], &v);
+        /* GPU rows share the stage's parameter slots out (kf_gpu_param) */
+        int share = st->gpu_budget / (st->nalts - j);
+        v.gpu_budget = share;
+        int first = s->space.nparams;
+        row_params(s, st->alts[j], &v, allow_split);
+        st->gpu_budget -= share - v.gpu_budget;
+        st->nfixed = v.nfixed; /* the fixed ones carry their full names */
+        memcpy(st->fixed_name, v.fixed_name, sizeof st->fixed_name);
+        memcpy(st->fixed_val, v.fixed_val, sizeof st->fixed_val);
+        for (int i = first; i < s->space.nparams; i++) {
+            s->space.p[i].gate = sel + 1;
+            s->space.p[i].gate_value = vals[j];
+        }
+    }
+}
+
+const kf_tpl_def *kf_tpl_chosen(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_stage *view) {
+    *view = *st;
+    if (st->nalts <= 1) return st->tpl;
+    char full[48];
+    snprintf(full, sizeof full, "%stpl", st->prefix);
+    long v = kf_point_get(&s->space, p, full, -1);
+    for (int j = 0; j < st->nalts; j++)
+        if (st->alts[j] - templates == v) {
+            row_view(st, st->alts[j], view);
+            return st->alts[j];
+        }
+    assert(!"the point's template is not one of the stage's");
+    return st->tpl;
 }

@@ -68,5 +68,20 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
  * C is dense [batch, M, N]; A dense [A-batch, M, K] (or [.., K, M] when ta); B likewise. */
 void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
                         const kf_space *sp, const kf_point *p, const char *prefix);
+/* Emits `static inline int64_t FNAME_<which>off(int64_t bt)`: the element offset of output
+ * matrix bt's operand (batch strides bstride, in matrices of msize elements). */
+void kf_tpl_mm_batch_offset(kf_buf *out, const char *fname, const kf_matmul_desc *d, const char *which,
+                            const int64_t *bstride, int64_t msize);
+
+/* ---- matrix-vector products (src/synth/tpl_matvec.c) ---- */
+
+/* 1 when the matvec template computes d (M == 1 or N == 1, B not gathered); else 0 with
+ * the reason appended to why. */
+int kf_tpl_matvec_supports(const kf_matmul_desc *d, kf_buf *why);
+/* Parameters and emitter as the GEMM's (same signature NAME(A, B, C), same operands). */
+void kf_tpl_matvec_params(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
+                          const char *prefix);
+void kf_tpl_matvec_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
+                        const kf_space *sp, const kf_point *p, const char *prefix);
 
 #endif

@@ -216,6 +216,15 @@ static void emit_batch_offset(kf_buf *out, const mm_plan *pl, const char *which,
     }
 }
 
+void kf_tpl_mm_batch_offset(kf_buf *out, const char *fname, const kf_matmul_desc *d, const char *which,
+                            const int64_t *bstride, int64_t msize) {
+    mm_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.d = d;
+    pl.name = fname;
+    emit_batch_offset(out, &pl, which, bstride, msize);
+}
+
 /* A gathered B's element offsets (kf_mm_gather): of batch matrix bt (with the base), of
  * row k and of column j, each a mixed-radix decode over its atoms, inner atom last. */
 static void emit_radix(kf_buf *out, const mm_plan *pl, const char *fn, const char *var, int n,

@@ -98,7 +98,7 @@ static void emit_src(const kf_synth *s, const kf_stage *st, kf_buf *o, const cha
     kf_synth_ewise_layout(s, &s->st[st->prologue - 1], &lay);
     kf_buf_printf(o, "%sfloat %s_pro[%lld] __attribute__((aligned(64)));\n", ind, name,
                   (long long)maxlen);
-    kf_buf_printf(o, "%skf_pro%d(%s, %s, %s_pro", ind, (int)(st - s->st), off, len, name);
+    kf_buf_printf(o, "%skf_pro%d(%s, %s, %s_pro", ind, st->index, off, len, name);
     for (int r = 0; r < lay.nreads; r++) kf_buf_printf(o, ", b%d", lay.v[r]);
     kf_buf_puts(o, ");\n");
     kf_buf_printf(o, "%sconst float *restrict %s = %s_pro;\n", ind, name, name);
