@@ -151,7 +151,10 @@ static void plan_aliases(kf_synth *s) {
         if (s->skip[ni] || kf_op_get(n->op)->cls != KF_CLASS_VIEW || g->values[w].output_index < 0) continue;
         kf_imap m;
         int src = kf_value_imap(g, w, &m);
+        /* an elementwise producer computes the view in its own stage anyway: only a
+         * matmul, reduction, norm or scan result is worth writing in place */
         if (src == w || g->values[src].producer < 0 || kf_synth_is_view(g, src) || !kf_imap_is_linear(&m) ||
+            kf_op_is_elementwise(g->nodes[g->values[src].producer].op) ||
             g->values[src].dtype != g->values[w].dtype || g->values[src].output_index >= 0 || s->out_alias[src] >= 0)
             continue;
         s->out_alias[src] = w;
@@ -224,6 +227,8 @@ static int cluster(kf_synth *s, int allow_bcast) {
     }
     /* materialise graph outputs and values read by another stage */
     for (int j = 0; j < g->noutputs; j++) s->materialize[g->outputs[j]] = 1;
+    for (int v = 0; s->out_alias && v < g->nvalues; v++)
+        if (s->out_alias[v] >= 0) s->materialize[v] = 1; /* written into the output's buffer */
     for (int ni = 0; ni < g->nnodes; ni++) {
         const kf_node *n = &g->nodes[ni];
         int k = s->val_stage[n->out];
