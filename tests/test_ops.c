@@ -333,6 +333,14 @@ static const char *const strided_tasks[] = {
     /* a bool mask input, read as 0/1 by binary ops, directly and through a view */
     "task nc_mask\ninput x: f32[6, 37]\ninput mask: bool[6, 37]\n"
     "output y = cumsum(x * mask, axis=1)\noutput z = transpose(mask) - 2 * transpose(x)\n",
+    /* convolutions without bias: a matmul whose output is the task's output relabelled
+     * (written in place on the CPU), its columns gathered (CPU) or copied (GPUs), grouped
+     * and 3-D, and a conv_transpose */
+    "task nc_conv\ninput x: f32[2, 4, 11, 9]\ninput w: f32[6, 2, 3, 2]\ninput v: f32[2, 4, 5, 7, 6]\n"
+    "input u: f32[3, 4, 2, 3, 2]\ninput t: f32[4, 3, 3, 2]\n"
+    "output y = conv(x, w, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)\n"
+    "output z = conv(v, u, stride=[1, 2, 1], padding=[1, 1, 1])\n"
+    "output q = conv_transpose(x, t, stride=[2, 1], padding=[1, 0], groups=2)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

@@ -652,7 +652,8 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         kf_buf_puts(&src, ");\n");
     }
     for (int v = 0; v < g->nvalues && nscratch; v++)
-        if (s->materialize[v] && g->values[v].output_index < 0) kf_buf_printf(&src, "    free(b%d);\n", v);
+        if (s->materialize[v] && g->values[v].output_index < 0 && !(s->out_alias && s->out_alias[v] >= 0))
+            kf_buf_printf(&src, "    free(b%d);\n", v);
     kf_buf_puts(&src, "    return 0;\n}\n");
     free(reads);
     free(writes);
