@@ -254,11 +254,21 @@ static void list(kf_buf *o, const int64_t *v, int n) {
     kf_buf_puts(o, "]");
 }
 
-/* The stride-1-or-not conv of `src` (.kf text of a [N, C, S'...] tensor, S' in G.S) with the
- * weight matrix `wm` ([g, O/g, C/g*K]) and the pads lo/hi per spatial dim (negative crops),
- * as the column-matrix product; the result [N, O, L...] plus the bias operand if any. */
-static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char *wm, const int64_t *lo,
-                      const int64_t *hi, const int64_t *stride, int bias) {
+/* " + the bias as [O, 1...]" */
+static void bias_text(kf_buf *o, const conv_geom *G) {
+    int64_t bs[1 + MAXSP];
+    bs[0] = G->O;
+    for (int i = 0; i < G->d; i++) bs[1 + i] = 1;
+    kf_buf_puts(o, " + reshape(_2, shape=");
+    list(o, bs, G->d + 1);
+    kf_buf_puts(o, ")");
+}
+
+/* The column matrix of the stride-1-or-not conv of `src` (.kf text of a [N, C, S'...] tensor,
+ * S' in G.S) with the pads lo/hi per spatial dim (negative crops): x's windows as
+ * [N, g, C/g*K, L] (the planner copies it: im2col). */
+static void cols_text(kf_buf *o, const conv_geom *G, const char *src, const int64_t *lo, const int64_t *hi,
+                      const int64_t *stride) {
     int d = G->d;
     int64_t sh[2 + MAXSP];
     kf_buf x = {0};
@@ -299,24 +309,27 @@ static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char
     for (int i = 0; i < d; i++) perm[np++] = 2 + d + i;
     for (int i = 0; i < d; i++) perm[np++] = 2 + i;
     int64_t cols[4] = {G->N, G->g, G->Cg * prod(G->K, d), prod(G->L, d)};
-    kf_buf_printf(o, "reshape(matmul(%s, reshape(permute(%s, dims=", wm, x.data);
+    kf_buf_printf(o, "reshape(permute(%s, dims=", x.data);
     list(o, perm, np);
     kf_buf_puts(o, "), shape=");
     list(o, cols, 4);
-    kf_buf_puts(o, ")), shape=");
-    sh[0] = G->N, sh[1] = G->O;
-    for (int i = 0; i < d; i++) sh[2 + i] = G->L[i];
-    list(o, sh, d + 2);
     kf_buf_puts(o, ")");
-    if (bias) {
-        int64_t bs[1 + MAXSP];
-        bs[0] = G->O;
-        for (int i = 0; i < d; i++) bs[1 + i] = 1;
-        kf_buf_puts(o, " + reshape(_2, shape=");
-        list(o, bs, d + 1);
-        kf_buf_puts(o, ")");
-    }
     kf_buf_free(&x);
+}
+
+/* The conv as the column-matrix product, with the weight matrix `wm` ([g, O/g, C/g*K]); the
+ * result [N, O, L...] plus the bias operand if any. */
+static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char *wm, const int64_t *lo,
+                      const int64_t *hi, const int64_t *stride, int bias) {
+    kf_buf_printf(o, "reshape(matmul(%s, ", wm);
+    cols_text(o, G, src, lo, hi, stride);
+    kf_buf_puts(o, "), shape=");
+    int64_t sh[2 + MAXSP];
+    sh[0] = G->N, sh[1] = G->O;
+    for (int i = 0; i < G->d; i++) sh[2 + i] = G->L[i];
+    list(o, sh, G->d + 2);
+    kf_buf_puts(o, ")");
+    if (bias) bias_text(o, G);
 }
 
 /* A depthwise conv (one input channel per output channel) with a small kernel: the sum
