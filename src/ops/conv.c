@@ -12,16 +12,18 @@
  *   conv:  x (its channels split into groups) padded, an unfold per spatial dim, the window
  *          dims moved beside the channels and merged into a [N, g, C/g*K, P] column matrix
  *          (the planner copies it: im2col), and the weight as [g, O/g, C/g*K] times it;
- *   conv_transpose: the same conv with stride 1 over x with stride-1 zeros between its
- *          elements (a pad of a unit dim after each spatial dim, then a merge), padded by
- *          dilation*(K-1) - padding (negative crops), with the weight's channel dims swapped
- *          per group and its taps flipped.
+ *   conv_transpose, stride 1: the same conv over x padded by dilation*(K-1) - padding
+ *          (negative crops), with the weight's channel dims swapped per group and its taps
+ *          flipped;
+ *   conv_transpose, strided: its phases (the outputs o with o + padding = q*stride + r, one
+ *          stride-1 correlation of x each) as the output channels of one such conv, then
+ *          interleaved (a permute, zero pads, a merge) and cropped (convt_phases).
  *
  * A depthwise conv with a small kernel is instead the sum of its taps' windows times their
  * weights, one elementwise stage (depthwise_terms).
  *
  * Both are correct on every platform through the existing templates; the copies they make
- * (im2col, the zero-stuffed input) are where a dedicated implicit-GEMM template would win.
+ * (im2col on GPUs, the phases' interleave) are where dedicated templates would win.
  */
 #include "ops_int.h"
 
@@ -254,11 +256,21 @@ static void list(kf_buf *o, const int64_t *v, int n) {
     kf_buf_puts(o, "]");
 }
 
-/* The stride-1-or-not conv of `src` (.kf text of a [N, C, S'...] tensor, S' in G.S) with the
- * weight matrix `wm` ([g, O/g, C/g*K]) and the pads lo/hi per spatial dim (negative crops),
- * as the column-matrix product; the result [N, O, L...] plus the bias operand if any. */
-static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char *wm, const int64_t *lo,
-                      const int64_t *hi, const int64_t *stride, int bias) {
+/* " + the bias as [O, 1...]" */
+static void bias_text(kf_buf *o, const conv_geom *G) {
+    int64_t bs[1 + MAXSP];
+    bs[0] = G->O;
+    for (int i = 0; i < G->d; i++) bs[1 + i] = 1;
+    kf_buf_puts(o, " + reshape(_2, shape=");
+    list(o, bs, G->d + 1);
+    kf_buf_puts(o, ")");
+}
+
+/* The column matrix of the stride-1-or-not conv of `src` (.kf text of a [N, C, S'...] tensor,
+ * S' in G.S) with the pads lo/hi per spatial dim (negative crops): x's windows as
+ * [N, g, C/g*K, L] (the planner copies it: im2col). */
+static void cols_text(kf_buf *o, const conv_geom *G, const char *src, const int64_t *lo, const int64_t *hi,
+                      const int64_t *stride) {
     int d = G->d;
     int64_t sh[2 + MAXSP];
     kf_buf x = {0};
@@ -299,24 +311,27 @@ static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char
     for (int i = 0; i < d; i++) perm[np++] = 2 + d + i;
     for (int i = 0; i < d; i++) perm[np++] = 2 + i;
     int64_t cols[4] = {G->N, G->g, G->Cg * prod(G->K, d), prod(G->L, d)};
-    kf_buf_printf(o, "reshape(matmul(%s, reshape(permute(%s, dims=", wm, x.data);
+    kf_buf_printf(o, "reshape(permute(%s, dims=", x.data);
     list(o, perm, np);
     kf_buf_puts(o, "), shape=");
     list(o, cols, 4);
-    kf_buf_puts(o, ")), shape=");
-    sh[0] = G->N, sh[1] = G->O;
-    for (int i = 0; i < d; i++) sh[2 + i] = G->L[i];
-    list(o, sh, d + 2);
     kf_buf_puts(o, ")");
-    if (bias) {
-        int64_t bs[1 + MAXSP];
-        bs[0] = G->O;
-        for (int i = 0; i < d; i++) bs[1 + i] = 1;
-        kf_buf_puts(o, " + reshape(_2, shape=");
-        list(o, bs, d + 1);
-        kf_buf_puts(o, ")");
-    }
     kf_buf_free(&x);
+}
+
+/* The conv as the column-matrix product, with the weight matrix `wm` ([g, O/g, C/g*K]); the
+ * result [N, O, L...] plus the bias operand if any. */
+static void conv_text(kf_buf *o, const conv_geom *G, const char *src, const char *wm, const int64_t *lo,
+                      const int64_t *hi, const int64_t *stride, int bias) {
+    kf_buf_printf(o, "reshape(matmul(%s, ", wm);
+    cols_text(o, G, src, lo, hi, stride);
+    kf_buf_puts(o, "), shape=");
+    int64_t sh[2 + MAXSP];
+    sh[0] = G->N, sh[1] = G->O;
+    for (int i = 0; i < G->d; i++) sh[2 + i] = G->L[i];
+    list(o, sh, G->d + 2);
+    kf_buf_puts(o, ")");
+    if (bias) bias_text(o, G);
 }
 
 /* A depthwise conv (one input channel per output channel) with a small kernel: the sum
@@ -389,47 +404,179 @@ static int conv_lower(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *w
     return 0;
 }
 
+/* One spatial dim of a strided conv_transpose as phases (docs/design-notes.md). With
+ * c = gcd(stride, dilation), s = stride/c and e = dilation/c, tap k of input i lands on
+ * t = o + padding = c*(i*s + k*e): only every c-th t is reached, and t/c = q*s + r with
+ * phase r and q = i + m where k*e = m*s + r. Each phase is a stride-1 correlation of x over
+ * m, and the P phases are output channels of one conv of x with W taps of dilation `dil` on
+ * the grid q in [qlo, qlo + Q). s == 1 (the stride divides the dilation): one phase, the K
+ * taps at dilation e; else the weight with e-1 zeros after each tap, cut into W rows of s
+ * (m by r), of which the first P columns are phases (those past the last tap are zero). */
+typedef struct convt_dim {
+    int64_t c, s, e, P, W, dil, qlo, Q;
+} convt_dim;
+
+static int64_t gcd(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+static convt_dim convt_dim_of(const conv_geom *G, int i) {
+    convt_dim D = {.c = gcd(G->st[i], G->dl[i])};
+    D.s = G->st[i] / D.c, D.e = G->dl[i] / D.c;
+    int64_t span = D.e * (G->K[i] - 1) + 1; /* the taps with the zeros between them */
+    if (D.s == 1) D.P = 1, D.W = G->K[i], D.dil = D.e;
+    else D.P = span < D.s ? span : D.s, D.W = (span + D.s - 1) / D.s, D.dil = 1;
+    D.qlo = G->pd[i] / G->st[i];
+    D.Q = (G->pd[i] + G->L[i] + G->st[i] - 1) / G->st[i] - D.qlo;
+    return D;
+}
+
+/* `in` reshaped to sh[n] (if n), padded by pads[np] (if any is not 0), reshaped to mg[nm]:
+ * zeros put after elements (a unit dim padded, merged), or a crop */
+static void stuff_text(kf_buf *o, const char *in, const int64_t *sh, int n, const int64_t *pads, int np,
+                       const int64_t *mg, int nm) {
+    int any = 0;
+    for (int i = 0; i < np; i++) any |= pads[i] != 0;
+    kf_buf_puts(o, nm ? "reshape(" : "");
+    kf_buf_puts(o, any ? "pad(" : "");
+    kf_buf_puts(o, n ? "reshape(" : "");
+    kf_buf_puts(o, in);
+    if (n) {
+        kf_buf_puts(o, ", shape=");
+        list(o, sh, n);
+        kf_buf_puts(o, ")");
+    }
+    if (any) {
+        kf_buf_puts(o, ", pads=");
+        list(o, pads, np);
+        kf_buf_puts(o, ")");
+    }
+    if (nm) {
+        kf_buf_puts(o, ", shape=");
+        list(o, mg, nm);
+        kf_buf_puts(o, ")");
+    }
+}
+
+/* F.pad's pads for dims [.., A_1, B_1, ..., A_d, B_d]: after[i] zeros after each B_i */
+static void pair_pads(int64_t *pads, int d, const int64_t *after) {
+    for (int i = 0; i < d; i++) {
+        int64_t *p = pads + 4 * (d - 1 - i);
+        p[0] = 0, p[1] = after[i], p[2] = p[3] = 0;
+    }
+}
+
+/* The strided conv_transpose: one conv of x with the phases as output channels. The weight
+ * [C, O/g, K...] with e-1 zeros after each tap (where s > 1), padded to W*P taps, split into
+ * [W, P], permuted to [C, W..., O/g, P...] with the taps flipped, is [g, C/g*W, O/g*P], the
+ * matmul's transposed left operand. The result [N*O, P..., Q...] is permuted to
+ * [N*O, Q1, P1, ...], padded to [N*O, Q1, s1, ...] (zeros for the phases past P) and merged;
+ * where c > 1, c-1 zeros follow each element; then cropped to the output from
+ * padding % stride. */
+static void convt_phases(kf_buf *o, const conv_geom *G, int bias) {
+    int d = G->d;
+    convt_dim D[MAXSP];
+    conv_geom X = *G; /* the conv over x */
+    int64_t lo[MAXSP], hi[MAXSP], one[MAXSP], after[MAXSP], nph = 1;
+    int stuff = 0, unit = 0;
+    for (int i = 0; i < d; i++) {
+        D[i] = convt_dim_of(G, i);
+        X.K[i] = D[i].W, X.dl[i] = D[i].dil, X.L[i] = D[i].Q;
+        lo[i] = D[i].dil * (D[i].W - 1) - D[i].qlo; /* x at q - m for the flipped tap m */
+        hi[i] = D[i].Q - G->S[i] + D[i].qlo;
+        one[i] = 1;
+        nph *= D[i].P;
+        stuff |= D[i].s > 1 && D[i].e > 1;
+        unit |= D[i].c > 1;
+    }
+    int64_t sh[2 + 2 * MAXSP], mg[2 + MAXSP], pads[4 * MAXSP], perm[2 + 2 * MAXSP], flip[MAXSP];
+    kf_buf w = {0}, t = {0}, y = {0};
+    sh[0] = mg[0] = G->C, sh[1] = mg[1] = G->Og;
+    for (int i = 0; i < d; i++) {
+        after[i] = D[i].s > 1 ? D[i].e - 1 : 0;
+        sh[2 + 2 * i] = G->K[i], sh[3 + 2 * i] = 1, mg[2 + i] = G->K[i] * (after[i] + 1);
+    }
+    pair_pads(pads, d, after);
+    if (stuff) stuff_text(&w, "_1", sh, 2 + 2 * d, pads, 4 * d, mg, 2 + d);
+    else kf_buf_puts(&w, "_1");
+    perm[0] = 0, perm[1 + d] = 1;
+    for (int i = 0; i < d; i++) {
+        pads[2 * (d - 1 - i)] = 0, pads[2 * (d - 1 - i) + 1] = D[i].W * D[i].P - mg[2 + i];
+        sh[2 + 2 * i] = D[i].W, sh[3 + 2 * i] = D[i].P;
+        perm[1 + i] = 2 + 2 * i, perm[2 + d + i] = 3 + 2 * i, flip[i] = 1 + i;
+    }
+    stuff_text(&t, w.data, NULL, 0, pads, 2 * d, sh, 2 + 2 * d);
+    kf_buf_printf(&y, "permute(reshape(matmul(reshape(flip(permute(%s, dims=", t.data);
+    list(&y, perm, 2 + 2 * d);
+    kf_buf_puts(&y, "), dims=");
+    list(&y, flip, d);
+    kf_buf_printf(&y, "), shape=[%lld, %lld, %lld]), ", (long long)G->g, (long long)(G->Cg * prod(X.K, d)),
+                  (long long)(G->Og * nph));
+    cols_text(&y, &X, "_0", lo, hi, one);
+    kf_buf_puts(&y, ", transpose_a=true), shape=");
+    /* [N*g, O/g, P..., Q...] permuted to [N*g, O/g, Q1, P1, ...], padded, merged */
+    sh[0] = G->N * G->g, sh[1] = G->Og, perm[0] = 0, perm[1] = 1, mg[0] = G->N * G->O;
+    for (int i = 0; i < d; i++) {
+        sh[2 + i] = D[i].P, sh[2 + d + i] = D[i].Q;
+        perm[2 + 2 * i] = 2 + d + i, perm[3 + 2 * i] = 2 + i;
+        after[i] = D[i].s - D[i].P, mg[1 + i] = D[i].Q * D[i].s;
+    }
+    list(&y, sh, 2 + 2 * d);
+    kf_buf_puts(&y, "), dims=");
+    list(&y, perm, 2 + 2 * d);
+    kf_buf_puts(&y, ")");
+    pair_pads(pads, d, after);
+    kf_buf_free(&t);
+    stuff_text(&t, y.data, NULL, 0, pads, 4 * d, mg, 1 + d);
+    if (unit) { /* c-1 zeros after each element */
+        sh[0] = G->N * G->O;
+        for (int i = 0; i < d; i++) {
+            sh[1 + 2 * i] = mg[1 + i], sh[2 + 2 * i] = 1;
+            after[i] = D[i].c - 1, mg[1 + i] *= D[i].c;
+        }
+        pair_pads(pads, d, after);
+        kf_buf_free(&y);
+        stuff_text(&y, t.data, sh, 1 + 2 * d, pads, 4 * d, mg, 1 + d);
+        kf_buf_free(&t);
+        t = y, y = (kf_buf){0};
+    }
+    /* [N, O, Q1*stride1, ...] cropped to the output: from padding % stride, L of them */
+    sh[0] = G->N, sh[1] = G->O;
+    for (int i = 0; i < d; i++) {
+        int64_t at = G->pd[i] % G->st[i];
+        sh[2 + i] = mg[1 + i];
+        pads[2 * (d - 1 - i)] = -at, pads[2 * (d - 1 - i) + 1] = at + G->L[i] - mg[1 + i];
+    }
+    stuff_text(o, t.data, sh, 2 + d, pads, 2 * d, NULL, 0);
+    if (bias) bias_text(o, G);
+    kf_buf_free(&w);
+    kf_buf_free(&t);
+    kf_buf_free(&y);
+}
+
 static int convt_lower(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *why, size_t cap) {
     (void)why, (void)cap;
     conv_geom G = geom_ok(s, A, 1);
-    int d = G.d;
-    /* x with stride-1 zeros after each element along each spatial dim: [N, C, S1, 1, ...]
-     * padded to [N, C, S1, s1, ...] and merged; G2 is the stride-1 conv over it */
-    conv_geom G2 = G;
-    kf_buf z = {0};
-    int strided = 0;
+    int d = G.d, strided = 0;
     for (int i = 0; i < d; i++) strided |= G.st[i] > 1;
     if (strided) {
-        int64_t sh[2 + 2 * MAXSP], pads[4 * MAXSP], mg[2 + MAXSP];
-        int n = 0, np = 0;
-        sh[n++] = G.N, sh[n++] = G.C;
-        for (int i = 0; i < d; i++) sh[n++] = G.S[i], sh[n++] = 1;
-        for (int i = d - 1; i >= 0; i--) { /* last dim first: the unit dim, then S_i */
-            pads[np++] = 0, pads[np++] = G.st[i] - 1;
-            if (i > 0) pads[np++] = 0, pads[np++] = 0;
-        }
-        mg[0] = G.N, mg[1] = G.C;
-        for (int i = 0; i < d; i++) mg[2 + i] = G.S[i] * G.st[i], G2.S[i] = mg[2 + i];
-        kf_buf_puts(&z, "reshape(pad(reshape(_0, shape=");
-        list(&z, sh, n);
-        kf_buf_puts(&z, "), pads=");
-        list(&z, pads, np);
-        kf_buf_puts(&z, "), shape=");
-        list(&z, mg, d + 2);
-        kf_buf_puts(&z, ")");
-    } else {
-        kf_buf_puts(&z, "_0");
+        convt_phases(o, &G, s->nin > 2);
+        return 0;
     }
-    /* pads: dilation*(K-1) - padding before; after, that plus output_padding, less the
-     * stride-1 zeros the merge put after the last element */
+    /* stride 1: the conv of x padded by dilation*(K-1) - padding before and that plus
+     * output_padding after (negative crops), with the weight's channel dims swapped per group
+     * and its taps flipped */
     int64_t lo[MAXSP], hi[MAXSP], one[MAXSP];
     for (int i = 0; i < d; i++) {
         int64_t span = G.dl[i] * (G.K[i] - 1);
         lo[i] = span - G.pd[i];
-        hi[i] = span - G.pd[i] + G.op[i] - (G.st[i] - 1);
+        hi[i] = span - G.pd[i] + G.op[i];
         one[i] = 1;
     }
-    /* the weight [C, O/g, K...] as [g, O/g, C/g*K], taps flipped */
     kf_buf wm = {0};
     int64_t w4[3 + MAXSP], perm[3 + MAXSP], flip[MAXSP], w3[3] = {G.g, G.Og, G.Cg * prod(G.K, d)};
     w4[0] = G.g, w4[1] = G.Cg, w4[2] = G.Og;
@@ -444,8 +591,7 @@ static int convt_lower(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *
     kf_buf_puts(&wm, "), shape=");
     list(&wm, w3, 3);
     kf_buf_puts(&wm, ")");
-    conv_text(o, &G2, z.data, wm.data, lo, hi, one, s->nin > 2);
-    kf_buf_free(&z);
+    conv_text(o, &G, "_0", wm.data, lo, hi, one, s->nin > 2);
     kf_buf_free(&wm);
     return 0;
 }
