@@ -337,9 +337,10 @@ static const char *const strided_tasks[] = {
      * (written in place on the CPU), its columns gathered (CPU) or copied (GPUs), grouped
      * and 3-D, and a conv_transpose */
     "task nc_conv\ninput x: f32[2, 4, 11, 9]\ninput w: f32[6, 2, 3, 2]\ninput v: f32[2, 4, 5, 7, 6]\n"
-    "input u: f32[3, 4, 2, 3, 2]\ninput t: f32[4, 3, 3, 2]\n"
+    "input u: f32[3, 4, 2, 3, 2]\n"
     "output y = conv(x, w, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)\n"
-    "output z = conv(v, u, stride=[1, 2, 1], padding=[1, 1, 1])\n"
+    "output z = conv(v, u, stride=[1, 2, 1], padding=[1, 1, 1])\n",
+    "task nc_convt\ninput x: f32[2, 4, 11, 9]\ninput t: f32[4, 3, 3, 2]\n"
     "output q = conv_transpose(x, t, stride=[2, 1], padding=[1, 0], groups=2)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
