@@ -7,6 +7,7 @@
 #include "synth_int.h"
 
 #include <assert.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,4 +77,16 @@ void kf_point_format(const kf_space *sp, const kf_point *p, char *buf, size_t ca
         if (w < 0) break;
         used += (size_t)w;
     }
+}
+
+void kf_tpl_vput_named(kf_buf *out, const char *name, const char *fmt, va_list ap) {
+    kf_buf tmp = {0};
+    kf_buf_vprintf(&tmp, fmt, ap);
+    const char *s = tmp.data ? tmp.data : "";
+    for (const char *at; (at = strchr(s, '@')) != NULL; s = at + 1) {
+        kf_buf_putn(out, s, (size_t)(at - s));
+        kf_buf_puts(out, name);
+    }
+    kf_buf_puts(out, s);
+    kf_buf_free(&tmp);
 }

@@ -16,12 +16,18 @@
 
 #include "kforge/synth.h"
 
+#include <stdarg.h>
+
 /* Look up "<prefix><name>" in the space at point p. Asserts the parameter exists. */
 long kf_tpl_get(const kf_space *sp, const kf_point *p, const char *prefix, const char *name);
 /* Append a parameter "<prefix><name>" with role (what it does, for the analysis agent) and
  * values[0..n-1]; dflt is the default's index. */
 void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, kf_role role,
                       const long *values, int n, int dflt);
+
+/* Append printf(fmt, ap) to out with every '@' replaced by name (a stage function's name,
+ * which prefixes the helpers a template emits). */
+void kf_tpl_vput_named(kf_buf *out, const char *name, const char *fmt, va_list ap);
 
 /* The math prelude every CPU candidate starts with: branch-free, vectorisable float
  * versions of exp, log, tanh, erf, sigmoid, ... (names kf_expf, kf_logf, kf_tanhf,

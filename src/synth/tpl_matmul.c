@@ -170,18 +170,10 @@ typedef struct mm_plan {
 static void put(kf_buf *out, const mm_plan *pl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void put(kf_buf *out, const mm_plan *pl, const char *fmt, ...) {
-    kf_buf tmp = {0};
     va_list ap;
     va_start(ap, fmt);
-    kf_buf_vprintf(&tmp, fmt, ap);
+    kf_tpl_vput_named(out, pl->name, fmt, ap);
     va_end(ap);
-    const char *s = tmp.data ? tmp.data : "";
-    for (const char *at; (at = strchr(s, '@')) != NULL; s = at + 1) {
-        kf_buf_putn(out, s, (size_t)(at - s));
-        kf_buf_puts(out, pl->name);
-    }
-    kf_buf_puts(out, s);
-    kf_buf_free(&tmp);
 }
 
 static long long LL(int64_t v) { return (long long)v; }
