@@ -342,6 +342,9 @@ static const char *const strided_tasks[] = {
     "output z = conv(v, u, stride=[1, 2, 1], padding=[1, 1, 1])\n",
     "task nc_convt\ninput x: f32[2, 4, 11, 9]\ninput t: f32[4, 3, 3, 2]\n"
     "output q = conv_transpose(x, t, stride=[2, 1], padding=[1, 0], groups=2)\n",
+    /* intermediates no output reads (a reduction, a matmul, a view) are not planned */
+    "task nc_dead\ninput x: f32[8, 4]\nu = sum(x, axes=[1])\nv = matmul(x, transpose(x))\nw = reshape(x, shape=[-1])\n"
+    "output y = relu(x) + 1\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

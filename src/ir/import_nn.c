@@ -284,9 +284,11 @@ static int lower_sdpa(lower *L, lval *v) {
 
 /* cross_entropy_loss(self, target, weight=None, reduction=mean, ignore_index=-100,
  * label_smoothing=0) of logits [N, C]. Class indices y [N] (i64): the one-hot mask
- * eq(iota, y), with iota the class numbers [C, 1] (an exclusive cumsum of a view of ones,
- * exact below 2^24 classes), picks -log_softmax; the classes run along dim 0 so that y
- * broadcasts as it is. A target outside [0, C) (ignore_index) picks nothing and is not
+ * eq(iota, y as [N, 1]), with iota the class numbers [1, C] (an exclusive cumsum of a view
+ * of ones, exact below 2^24 classes), picks -log_softmax in the logits' own layout; the
+ * mask is computed inside each reduction that reads it, so only log_softmax is stored
+ * (built with the classes along dim 0 it read log_softmax transposed, 7x slower than
+ * PyTorch at [4096, 1000]). A target outside [0, C) (ignore_index) picks nothing and is not
  * counted: mean is the picked sum over the count of the mask. Class probabilities (a float
  * target shaped like the logits): -sum(target * log_softmax) per row. One caveat: a picked
  * row multiplies the mask's zeros by log_softmax, so a logit of -inf in another class of
@@ -294,7 +296,7 @@ static int lower_sdpa(lower *L, lval *v) {
 static int lower_cross_entropy(lower *L, lval *v) {
     json_t *n = v->node;
     const char *why = NULL;
-    char e[900], ls[200], oh[96], iota[96], msg[160];
+    char e[900], ls[200], oh[200], iota[96], cnt[96], row[96], msg[160];
     lval *x = kf_imp_operand(L, kf_imp_arg(n, 0, "self"), &why);
     NEED(x);
     lval *y = kf_imp_operand(L, kf_imp_arg(n, 1, "target"), &why);
@@ -318,7 +320,6 @@ static int lower_cross_entropy(lower *L, lval *v) {
                      "probabilities shaped like the logits", ydt);
             BAD(msg);
         }
-        char row[96];
         snprintf(e, sizeof e, "sum(%s * -%s, axes=[1])", y->kf, ls);
         if (r == 0) {
             kf_imp_emit(L, v, e);
@@ -336,14 +337,24 @@ static int lower_cross_entropy(lower *L, lval *v) {
                  "is lowered (such targets pick nothing)", ignore, (long long)C - 1);
         BAD(msg);
     }
-    snprintf(e, sizeof e, "cumsum(pad(slice(transpose(%s), dim=1, start=0, end=1), pads=[0, 0, %lld, %lld], "
-             "value=1), axis=0, exclusive=true)", x->kf, -(long long)C, (long long)C);
+    snprintf(e, sizeof e, "cumsum(pad(slice(%s, dim=0, start=0, end=1), pads=[%lld, %lld], value=1), axis=1, "
+             "exclusive=true)", x->kf, -(long long)C, (long long)C);
     kf_imp_tmp(L, v, e, iota, sizeof iota);
-    snprintf(e, sizeof e, "eq(%s, %s)", iota, y->kf);
-    kf_imp_tmp(L, v, e, oh, sizeof oh);
-    if (r == 0) snprintf(e, sizeof e, "sum(%s * -transpose(%s), axes=[0])", oh, ls);
-    else if (r == 2) snprintf(e, sizeof e, "sum(%s * -transpose(%s))", oh, ls);
-    else snprintf(e, sizeof e, "sum(%s * -transpose(%s)) / sum(%s)", oh, ls, oh);
+    /* the mask written out in the reduction that reads it */
+    snprintf(oh, sizeof oh, "eq(%s, reshape(%s, shape=[%lld, 1]))", iota, y->kf, (long long)N);
+    snprintf(e, sizeof e, "sum(%s * -%s, axes=[1])", oh, ls);
+    if (r == 0) {
+        kf_imp_emit(L, v, e);
+        return 1;
+    }
+    kf_imp_tmp(L, v, e, row, sizeof row);
+    if (r == 2) {
+        snprintf(e, sizeof e, "sum(%s)", row);
+    } else {
+        snprintf(e, sizeof e, "sum(%s, axes=[1])", oh); /* 1 where y_n is a class (not ignored) */
+        kf_imp_tmp(L, v, e, cnt, sizeof cnt);
+        snprintf(e, sizeof e, "sum(%s) / sum(%s)", row, cnt);
+    }
     kf_imp_emit(L, v, e);
     return 1;
 }

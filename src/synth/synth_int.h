@@ -192,7 +192,8 @@ int kf_synth_mm_operand(const kf_graph *g, const kf_node *n, int k, int gather, 
  * when there is none. */
 int kf_synth_mm_gather(const kf_graph *g, const kf_node *n, int k, kf_mm_gather *gd);
 /* Per node of g (caller frees): 1 for a view node whose result no reader needs itself
- * (each reads through it), so that it is not planned; gather as in kf_synth_mm_operand. */
+ * (each reads through it), and for a node no output depends on, so that it is not
+ * planned; gather as in kf_synth_mm_operand. */
 int *kf_synth_view_skips(const kf_graph *g, int gather);
 /* Fill read L->nops (not yet counted) of stage st for view value w: its buffer, base, pad
  * and guards, and its element stride per domain dim into stride. */

@@ -191,6 +191,18 @@ int *kf_synth_view_skips(const kf_graph *g, int gather) {
     }
     for (int ni = 0; ni < g->nnodes; ni++)
         skip[ni] = kf_op_get(g->nodes[ni].op)->cls == KF_CLASS_VIEW && !needed[g->nodes[ni].out];
+    /* a node no output depends on (an unused intermediate of a task) is not planned */
+    int *live = needed;
+    memset(live, 0, (size_t)g->nvalues * sizeof *live);
+    for (int j = 0; j < g->noutputs; j++) live[g->outputs[j]] = 1;
+    for (int ni = g->nnodes - 1; ni >= 0; ni--) {
+        const kf_node *n = &g->nodes[ni];
+        if (!live[n->out]) {
+            skip[ni] = 1;
+            continue;
+        }
+        for (int a = 0; a < n->nin; a++) live[n->in[a]] = 1;
+    }
     free(needed);
     return skip;
 }
