@@ -472,10 +472,25 @@ Test(count, flops_and_bytes) {
     kf_error err = {0};
     cr_assert_eq(kf_graph_mark_output(g, r, &err), KF_OK);
     cr_assert_eq(kf_graph_mark_output(g, am, &err), KF_OK);
-    /* inputs x (2048 f32) + w (32 f16, unused but an input) + outputs r (1 f32) + am (64 i64);
+    /* inputs x (2048 f32) + outputs r (1 f32) + am (64 i64); w is read by nothing, and
      * intermediates and constants are free */
-    cr_assert_float_eq(kf_graph_min_bytes(g), 2048 * 4 + 32 * 2 + 4 + 64 * 8, 0);
-    (void)w;
+    cr_assert_float_eq(kf_graph_min_bytes(g), 2048 * 4 + 4 + 64 * 8, 0);
+    /* w read whole by a computing op: its 32 f16, and the f16 output e */
+    int e = node(g, KF_OP_EXP, w, -1, NULL);
+    cr_assert_eq(kf_graph_mark_output(g, e, &err), KF_OK);
+    cr_assert_float_eq(kf_graph_min_bytes(g), 2048 * 4 + 32 * 2 + 4 + 64 * 8 + 32 * 2, 0);
+    kf_graph_free(g);
+
+    /* an input read only through a view counts what the view can reach: one row of a
+     * [64, 32] matrix (a task reading part of an input is not held to all of it) */
+    g = kf_graph_new("part");
+    x = input(g, "x", KF_F32, shp(2, 64, 32));
+    kf_attrs at = kf_attrs_default(KF_OP_SLICE, 2);
+    at.dim = 0, at.start = 0, at.end = 1;
+    int row = node(g, KF_OP_SLICE, x, -1, &at);
+    int sq = node(g, KF_OP_EXP, row, -1, NULL);
+    cr_assert_eq(kf_graph_mark_output(g, sq, &err), KF_OK);
+    cr_assert_float_eq(kf_graph_min_bytes(g), 32 * 4 + 32 * 4, 0);
     kf_graph_free(g);
 
     g = kf_graph_new("mm");

@@ -710,12 +710,24 @@ double kf_graph_flops(const kf_graph *g) {
 }
 
 /* Bytes of the graph inputs plus the graph outputs; constants are free. Inputs and outputs
- * are distinct values (kf_graph_mark_output refuses inputs), so each counts once. */
+ * are distinct values (kf_graph_mark_output refuses inputs), so each counts once. An input
+ * counts the elements its readers can reach at most: all of it for a computing reader,
+ * at most the result's size for a view (a slice of a row reads the row), so that a task
+ * reading part of an input is not given a floor no kernel needs (and called impossible). */
 double kf_graph_min_bytes(const kf_graph *g) {
     double b = 0;
     for (int i = 0; i < g->ninputs; i++) {
-        const kf_value *v = &g->values[g->inputs[i]];
-        b += numel_of(g, g->inputs[i]) * kf_dtype_size(v->dtype);
+        int x = g->inputs[i];
+        double n = numel_of(g, x), reach = 0;
+        for (int ni = 0; ni < g->nnodes && reach < n; ni++) {
+            const kf_node *nd = &g->nodes[ni];
+            for (int a = 0; a < nd->nin; a++) {
+                if (nd->in[a] != x) continue;
+                reach += kf_op_get(nd->op)->cls == KF_CLASS_VIEW ? numel_of(g, nd->out) : n;
+                break;
+            }
+        }
+        b += (reach < n ? reach : n) * kf_dtype_size(g->values[x].dtype);
     }
     for (int i = 0; i < g->noutputs; i++) {
         const kf_value *v = &g->values[g->outputs[i]];
