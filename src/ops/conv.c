@@ -268,7 +268,7 @@ static void bias_text(kf_buf *o, const conv_geom *G) {
 
 /* The column matrix of the stride-1-or-not conv of `src` (.kf text of a [N, C, S'...] tensor,
  * S' in G.S) with the pads lo/hi per spatial dim (negative crops): x's windows as
- * [N, g, C/g*K, L] (the planner copies it: im2col). */
+ * [N, g, C/g*K, L] (the CPU matmul gathers it from src as it packs; GPUs copy it: im2col). */
 static void cols_text(kf_buf *o, const conv_geom *G, const char *src, const int64_t *lo, const int64_t *hi,
                       const int64_t *stride) {
     int d = G->d;

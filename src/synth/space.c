@@ -90,3 +90,19 @@ void kf_tpl_vput_named(kf_buf *out, const char *name, const char *fmt, va_list a
     kf_buf_puts(out, s);
     kf_buf_free(&tmp);
 }
+
+int kf_tpl_cpu_vl(const kf_device_info *dev) {
+    int bits = dev && dev->simd_bits > 0 ? dev->simd_bits : 128;
+    return bits >= 512 ? 16 : bits >= 256 ? 8 : 4;
+}
+
+int kf_tpl_thread_values(const kf_device_info *dev, long *tv) {
+    int nthreads = dev && dev->threads > 0 ? dev->threads : 1, nt = 0;
+    if (nthreads <= KF_MAX_PARAM_VALUES) {
+        for (int t = 1; t <= nthreads; t++) tv[nt++] = t;
+    } else {
+        for (long t = 1; t < nthreads && nt < KF_MAX_PARAM_VALUES - 1; t *= 2) tv[nt++] = t;
+        tv[nt++] = nthreads;
+    }
+    return nt;
+}

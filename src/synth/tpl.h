@@ -25,6 +25,16 @@ long kf_tpl_get(const kf_space *sp, const kf_point *p, const char *prefix, const
 void kf_tpl_add_param(kf_space *sp, const char *prefix, const char *name, kf_role role,
                       const long *values, int n, int dflt);
 
+/* The CPU matmul templates' shared choices: the vector length in floats of dev's SIMD
+ * width (4, 8 or 16); the thread counts worth trying (1..threads, thinned to powers of two
+ * plus the maximum when there are many) into tv, returning how many; and the work (in
+ * multiply-adds) below which one thread is the default: below ~160^3 (~0.1 ms on one core)
+ * waking a thread team costs more than it saves, and on a busy machine a worker may not
+ * get a core for milliseconds. */
+int kf_tpl_cpu_vl(const kf_device_info *dev);
+int kf_tpl_thread_values(const kf_device_info *dev, long *tv);
+#define KF_TPL_THREADS_MIN_WORK 4194304.0
+
 /* Append printf(fmt, ap) to out with every '@' replaced by name (a stage function's name,
  * which prefixes the helpers a template emits). */
 void kf_tpl_vput_named(kf_buf *out, const char *name, const char *fmt, va_list ap);

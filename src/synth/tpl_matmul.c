@@ -72,11 +72,6 @@ static int pick_fit(const long *v, int n, int64_t unit, int64_t budget) {
     return best;
 }
 
-static int dev_vl(const kf_device_info *dev) {
-    int bits = dev && dev->simd_bits > 0 ? dev->simd_bits : 128;
-    return bits >= 512 ? 16 : bits >= 256 ? 8 : 4;
-}
-
 static int dev_nregs(const kf_device_info *dev, int vl) {
     if (vl == 16) return 32;
     if (dev && (strstr(dev->arch, "aarch64") || strstr(dev->arch, "arm64"))) return 32;
@@ -95,22 +90,13 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
     int64_t l2 = dev && dev->l2_bytes > 0 ? dev->l2_bytes : 512 * 1024;
     int64_t l3 = dev && dev->l3_bytes > 0 ? dev->l3_bytes : 8 * 1024 * 1024;
     int nthreads = dev && dev->threads > 0 ? dev->threads : 1;
-    int vl = dev_vl(dev);
+    int vl = kf_tpl_cpu_vl(dev);
     int nregs = dev_nregs(dev, vl);
     double work = (double)d->batch * (double)d->M * (double)d->N * (double)d->K;
 
-    /* threads: 1..max, thinned to powers of two (plus the max) when there are many */
     long tv[KF_MAX_PARAM_VALUES];
-    int nt = 0;
-    if (nthreads <= KF_MAX_PARAM_VALUES) {
-        for (int t = 1; t <= nthreads; t++) tv[nt++] = t;
-    } else {
-        for (long t = 1; t < nthreads && nt < KF_MAX_PARAM_VALUES - 1; t *= 2) tv[nt++] = t;
-        tv[nt++] = nthreads;
-    }
-    /* below ~160^3 multiply-adds (~0.1 ms on one core) waking a thread team costs more
-     * than it saves, and on a busy machine a worker may not get a core for milliseconds */
-    kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, tv, nt, work < 4194304.0 ? 0 : nt - 1);
+    int nt = kf_tpl_thread_values(dev, tv);
+    kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, tv, nt, work < KF_TPL_THREADS_MIN_WORK ? 0 : nt - 1);
 
     long naive[] = {0, 1};
     kf_tpl_add_param(sp, prefix, "naive", KF_ROLE_NAIVE, naive, 2, 0);

@@ -61,34 +61,20 @@ static void view_of(const kf_matmul_desc *d, mv_view *v) {
     if (v->L == 1) v->dot = 1;
 }
 
-static int mv_vl(const kf_device_info *dev) {
-    int bits = dev && dev->simd_bits > 0 ? dev->simd_bits : 128;
-    return bits >= 512 ? 16 : bits >= 256 ? 8 : 4;
-}
-
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void kf_tpl_matvec_params(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp, const char *prefix) {
     assert(d && sp && !d->gb.on && (d->M == 1 || d->N == 1));
     mv_view v;
     view_of(d, &v);
-    int nthreads = dev && dev->threads > 0 ? dev->threads : 1;
     double work = (double)d->batch * (double)v.L * (double)d->K;
 
-    /* threads: the GEMM's list (1..max, thinned to powers of two when there are many) */
+    /* threads: the GEMM's list and default rule (one thread below its work threshold:
+     * two threads measured 11 ms against one's 0.6 ms for tasks/matvec.kf while other
+     * work shared the two cores); the search tries more */
     long tv[KF_MAX_PARAM_VALUES];
-    int nt = 0;
-    if (nthreads <= KF_MAX_PARAM_VALUES) {
-        for (int t = 1; t <= nthreads; t++) tv[nt++] = t;
-    } else {
-        for (long t = 1; t < nthreads && nt < KF_MAX_PARAM_VALUES - 1; t *= 2) tv[nt++] = t;
-        tv[nt++] = nthreads;
-    }
-    /* one thread below the GEMM's threshold (4M multiply-adds: 16 MB of W, about a
-     * millisecond on one core): on a busy machine a worker may not get a core for
-     * milliseconds (two threads measured 11 ms against one's 0.6 ms for tasks/matvec.kf
-     * while other work shared the two cores); the search tries more */
-    int tdef = work < 4194304.0 ? 0 : nt - 1;
+    int nt = kf_tpl_thread_values(dev, tv);
+    int tdef = work < KF_TPL_THREADS_MIN_WORK ? 0 : nt - 1;
     kf_tpl_add_param(sp, prefix, "threads", KF_ROLE_THREADS, tv, nt, tdef);
 
     int64_t T = tv[tdef];
@@ -106,7 +92,7 @@ void kf_tpl_matvec_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
     kf_tpl_add_param(sp, prefix, "block", KF_ROLE_BLOCK, bv, nb, bdef);
 
     if (v.dot) {
-        long vlv[] = {mv_vl(dev)};
+        long vlv[] = {kf_tpl_cpu_vl(dev)};
         kf_tpl_add_param(sp, prefix, "vl", KF_ROLE_VECTOR_LOADS, vlv, 1, 0);
         /* outputs at once (they share the loads of x) and vector accumulators per output:
          * rows x unroll accumulators + unroll loads of x live in registers */
