@@ -1,0 +1,85 @@
+#!/bin/bash
+# KernelBench level 1 at its official shapes on the GPU machine, in one command: the problems
+# of a KernelBench checkout (never copied into this repository; carry a copy of its level1/
+# folder in an ignored path such as kforge-out/kb/level1) through `kforge bench --target cuda`,
+# under a time limit, with the JSON rewritten after every problem so a run cut short keeps its
+# rows.
+#
+# usage: bench/kb_gpu.sh KERNELBENCH_DIR [--build DIR] [--only LIST] [--limit S] [--out DIR]
+#                        [-- kforge bench options]
+#
+# --build DIR   a kforge build made elsewhere and carried (default build-h200; see
+#               bench/pack_gpu_build.sh)
+# --only LIST   problem numbers or name parts, comma-separated, one `kforge bench` each,
+#               the problems run in the order given
+# --limit S     seconds for the whole run (default 480); the problem running then is cut off
+# --out DIR     kb_gpu.json, kb_gpu.log (default $OUT, else kforge-out/kb-gpu)
+# after --     kforge bench options (default: --iters 2 --reps 10)
+#
+# exit status: 0 when every problem that ran was correct, 1 otherwise.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+KB=${1:?usage: bench/kb_gpu.sh KERNELBENCH_DIR [--only LIST] ...}; shift
+BUILD=build-h200
+ONLY=""
+LIMIT=480
+OUTDIR=${OUT:-kforge-out/kb-gpu}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) BUILD=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    --limit) LIMIT=$2; shift 2 ;;
+    --out) OUTDIR=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    *) echo "kb_gpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+BENCH_ARGS=("$@")
+[ ${#BENCH_ARGS[@]} = 0 ] && BENCH_ARGS=(--iters 2 --reps 10)
+[ -x "$BUILD/kforge" ] || { echo "kb_gpu.sh: no $BUILD/kforge (build it elsewhere: bench/pack_gpu_build.sh)" >&2; exit 2; }
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+BUILD=$(cd "$BUILD" && pwd)
+[ -d "$BUILD/devlibs" ] && export LD_LIBRARY_PATH="$BUILD/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
+if [ -n "$SRC" ] && [ ! -e "$SRC" ]; then
+  mkdir -p "$(dirname "$SRC")" && ln -s "$PWD" "$SRC" && echo "linked $SRC -> $PWD"
+fi
+export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+export KFORGE="$BUILD/kforge" KFORGE_RUNNER="$BUILD/kforge-runner" PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+WORK=$(mktemp -d /tmp/kf-kb-gpu.XXXXXX)
+export KFORGE_STORE="$WORK/kforge.db"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+# one `kforge bench` per problem, in the order asked, each with the time left
+FAIL=0
+T0=$SECONDS
+IFS=, read -r -a KEYS <<< "$ONLY"
+for k in "${KEYS[@]}"; do
+  left=$((LIMIT - (SECONDS - T0)))
+  [ $left -lt 30 ] && { echo "== $k: not run (time limit)"; continue; }
+  echo "== $k ($left s left)"
+  timeout -k 10 $left python3 bench/kernelbench.py "$KB" --cap 0 --only "$k" --work "$WORK/copies/$k" \
+    --kforge "$KFORGE" --bench --target cuda --out "$WORK/bench/$k" --json "$OUTDIR/kb_$k.json" \
+    "${BENCH_ARGS[@]}" 2>&1 | tee -a "$OUTDIR/kb_gpu.log" | grep -v '^  ' | tail -40
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || { echo "   exit $rc$([ "$rc" = 124 ] && echo ' (cut off by the time limit)')"; FAIL=1; }
+done
+# every problem's rows in one file
+python3 - "$OUTDIR" <<'PY'
+import glob, json, os, sys
+rows = []
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "kb_*.json"))):
+    try:
+        d = json.load(open(f))
+    except Exception as e:
+        print(f"{f}: {e}"); continue
+    rows += d.get("rows", [])
+json.dump({"rows": rows}, open(os.path.join(sys.argv[1], "kb_gpu.json"), "w"), indent=1)
+print(f"{len(rows)} rows, {sum(1 for r in rows if r.get('correct'))} correct")
+PY
+tar czf "$OUTDIR/kb_runs.tgz" -C "$WORK" bench 2>/dev/null
+rm -rf "$WORK"
+echo "== done in $((SECONDS - T0)) s"
+exit $FAIL
