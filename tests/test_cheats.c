@@ -340,6 +340,45 @@ Test(cheats, finishing_after_return_is_caught) {
     fx_close(&f);
 }
 
+/* A thread of the kernel's works between calls: it watches the outputs and, the moment the
+ * parent has put the next call's inputs in place and poisoned the outputs (the poison's last
+ * element), computes the result, so that the timed call finds it done. The run's processes
+ * are stopped while the parent writes a call's inputs and outputs, and go on only after the
+ * call's clock started, so the watcher's work falls inside the call's time. The kernel says
+ * what it saw: once three calls began more than 30 ms after the watcher had finished their
+ * work, it spoils its result, and the verification fails. Caches are flushed before timed
+ * calls (working set below 512 MiB: a 1 GiB flush, tens of ms: the window such a watcher
+ * would use; 30 ms is also far more than a loaded machine delays a continued thread). */
+static void timed_flushed(kf_verify_opts *o) {
+    timed(o);
+    o->cache_bytes = 512ll << 20;
+}
+
+Test(cheats, working_between_calls_is_not_possible) {
+    fixture f;
+    fx_open(&f, timed_flushed);
+    kf_vresult r = run_src(&f, swish(
+        "#include <pthread.h>\n#include <time.h>\n"
+        "static const float *volatile px; static float *volatile py;\n"
+        "static volatile int in_call, ahead; static volatile double t_done;\n"
+        "static double now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+        "    return ts.tv_sec + 1e-9 * ts.tv_nsec; }\n"
+        "static void *watcher(void *a) { (void)a;\n"
+        "    for (;;) { const float *x = px; float *y = py; if (!y || in_call || ahead) continue;\n"
+        "        volatile float *v = y; float last = v[N - 1]; if (last == last) continue;\n"
+        "        for (long i = 0; i < N; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
+        "        if (!in_call) { t_done = now(); ahead = 1; } } }\n",
+        "static int started, early; in_call = 1;\n"
+        "if (!started) { pthread_t t; px = args[0]; py = args[1];\n"
+        "    if (pthread_create(&t, 0, watcher, 0) != 0) return 50; started = 1; }\n"
+        "if (ahead) { if (now() - t_done > 0.03) early++; ahead = 0; }\n"
+        "for (long i = 0; i < N; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
+        "if (early >= 3) y[0] = 12345.0f;\n"
+        "in_call = 0; return 0;\n"));
+    expect(&r, KF_V_OK, NULL);
+    fx_close(&f);
+}
+
 /* The same with a timer: SIGALRM's handler writes the outputs 20 ms after the call. */
 Test(cheats, finishing_in_a_timer_handler_is_caught) {
     fixture f;

@@ -440,6 +440,9 @@ typedef struct hs_run {
     int min_reps, max_reps;
     double min_time, warmup, budget;
     int flush;              /* time mode: each timed call is preceded by an 'f' */
+    int fresh;              /* ... which also frees the outputs' pages (fresh_outputs) */
+    int stopped;            /* the run's processes are stopped (hs_stop) */
+    int stuck;              /* one of them did not stop */
     int in_call, in_flush, finished, violation, rc, started;
     double t_go, t_first_go, t_timing, spent;
     /* checking the calls (lim->prepare/check): the set the current call got, the random
@@ -461,16 +464,50 @@ static int hs_send(hs_run *h, char c) {
     return n == 1 ? 0 : -1;
 }
 
-/* The next call's inputs and poisoned outputs (lim->prepare), before its flush or start. */
-static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
-    if (h->lim->prepare) h->set = h->lim->prepare(h->lim->cb_arg, final);
-    sb->hs_last_set = h->set;
+/* Every other process of the run's group (descendants the kernel forked; the filter keeps
+ * them in it) stopped or gone, by their /proc entries: kill(-pgid, SIGSTOP) reaches them
+ * all, but only the leader's stop is reported to this process. 0, or -1 when one is still
+ * running after a second. */
+static int group_wait_stopped(pid_t pgid) {
+    for (int pass = 0; pass < 10000; pass++) {
+        DIR *d = opendir("/proc");
+        if (!d) return 0; /* no /proc: the leader's stop is all there is to see */
+        int running = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL && !running) {
+            if (!isdigit((unsigned char)e->d_name[0])) continue;
+            long p = strtol(e->d_name, NULL, 10);
+            if (p == (long)pgid) continue;
+            char path[64], st[512];
+            snprintf(path, sizeof path, "/proc/%ld/stat", p);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) continue;
+            ssize_t n = read(fd, st, sizeof st - 1);
+            close(fd);
+            if (n <= 0) continue;
+            st[n] = 0;
+            /* pid (comm) state ppid pgrp ...: comm may hold anything, so from the last ')' */
+            const char *rp = strrchr(st, ')');
+            char state;
+            long ppid, pgrp;
+            if (!rp || sscanf(rp + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
+            if (pgrp == (long)pgid && state != 'T' && state != 't' && state != 'Z' && state != 'X')
+                running = 1;
+        }
+        closedir(d);
+        if (!running) return 0;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
 }
 
-/* Check the call that just returned, with every process of the run stopped first so that
- * nothing it left running changes the outputs while they are read. 0, or -1 when the run
- * is over (the runner died; its exit is the verdict). */
-static int hs_check(hs_run *h, kf_sbx *sb) {
+/* Stop every process of the run and wait until each is stopped, so that nothing of the
+ * kernel's runs while the parent reads the outputs or writes the next call's inputs.
+ * 0, or -1 when the run is over (the runner died: its exit is the verdict) or a process
+ * of it would not stop (h->stuck). */
+static int hs_stop(hs_run *h) {
+    if (h->stopped) return 0;
     if (kill(-h->pid, SIGSTOP) != 0) kill(h->pid, SIGSTOP);
     siginfo_t si;
     memset(&si, 0, sizeof si);
@@ -479,22 +516,76 @@ static int hs_check(hs_run *h, kf_sbx *sb) {
     /* consume the stop report (the exit report stays for the end of the run) */
     memset(&si, 0, sizeof si);
     while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
-    h->checks++;
-    kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
+    h->stopped = 1;
+    if (group_wait_stopped(h->pid) != 0) {
+        h->stuck = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static void hs_cont(hs_run *h) {
+    if (!h->stopped) return;
     kill(-h->pid, SIGCONT);
     kill(h->pid, SIGCONT);
+    h->stopped = 0;
+}
+
+/* The inputs and outputs out of every cache level (the runner's flush ran before the parent
+ * wrote them, with the run stopped): the call starts on cold data, as it did when the flush
+ * came after the writes. x86-64 and arm64; elsewhere the data stays where the writes left it. */
+static void evict_data(const kf_sbx *sb) {
+#if defined(__x86_64__) || defined(__aarch64__)
+    for (int i = 0; i < sb->nbufs; i++) {
+        const char *p = kf_sbx_data(sb, i);
+        for (uint64_t o = 0; o < sb->size[i]; o += 64) {
+#if defined(__x86_64__)
+            __asm__ volatile("clflush (%0)" ::"r"(p + o) : "memory");
+#else
+            __asm__ volatile("dc civac, %0" ::"r"(p + o) : "memory");
+#endif
+        }
+    }
+#if defined(__x86_64__)
+    __asm__ volatile("mfence" ::: "memory");
+#else
+    __asm__ volatile("dsb ish" ::: "memory");
+#endif
+#else
+    (void)sb;
+#endif
+}
+
+/* The next call's inputs and poisoned outputs (lim->prepare), written with the run
+ * stopped: a thread or process the kernel left running between calls sees nothing of the
+ * next call before it starts (issue 24: work between calls). After a flush that freed the
+ * outputs' pages (fresh_outputs) they are not poisoned: writing them would hand the kernel
+ * pages already in place. */
+static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
+    int after_flush = h->in_flush;
+    if (h->lim->prepare) h->set = h->lim->prepare(h->lim->cb_arg, final, !(after_flush && h->fresh));
+    sb->hs_last_set = h->set;
+    if (after_flush && !h->fresh) evict_data(sb);
+}
+
+/* Check the call that just returned (the run is stopped: hs_stop at its 'd'). */
+static void hs_check(hs_run *h, kf_sbx *sb) {
+    h->checks++;
+    kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
     if (vs != KF_V_OK) {
         h->check_vs = vs;
         sb->hs_fail_set = h->set;
         sb->hs_fail_call = sb->hs_calls;
         h->finished = 1;
     }
-    return 0;
 }
 
-/* Start one call: the clock starts just before the byte goes out. */
+/* Start one call: the clock starts just before the run is continued and the byte goes out. */
 static int hs_go(hs_run *h, kf_sbx *sb) {
     double t = kf_now();
+    /* the run stopped since its last call goes on after the clock started: whatever the
+     * kernel left running does its share inside the call's time */
+    hs_cont(h);
     if (hs_send(h, 'g') != 0) return -1;
     h->t_go = t;
     if (!h->started) h->t_first_go = t;
@@ -510,7 +601,12 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
     case 'r':
         /* after loading (the first call is a warm-up: no flush), or after an 'f' */
         if (h->in_call || (h->started && !h->in_flush)) break;
-        if (!h->in_flush) hs_prepare(h, sb, 0); /* the first call */
+        /* the first call, or the next after a flush: prepared with the run stopped */
+        if (hs_stop(h) != 0) {
+            h->finished = 1;
+            return;
+        }
+        hs_prepare(h, sb, h->final);
         h->in_flush = 0;
         if (hs_go(h, sb) != 0) break;
         return;
@@ -547,23 +643,38 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             h->final = 1;
             last = 0;
         } else if (last) {
+            /* the caller reads the outputs: nothing of the kernel's runs any more (the
+             * group is killed next) */
+            hs_stop(h);
             h->finished = 1;
             return;
         }
         /* a random quarter of the calls, up to four, is checked like a verification run
-         * (the last is checked by the caller); which ones, only this process knows */
-        if (h->lim->check && h->checks < 4) {
-            if (kf_verify_rng_next(&h->rng) % 4 == 0) {
-                if (hs_check(h, sb) != 0 || h->finished) return;
+         * (the last is checked by the caller); which ones, only this process knows. The
+         * run is stopped while the outputs are read and while the next call's inputs and
+         * outputs are written, so nothing the kernel left running sees them before the
+         * call's clock starts (hs_go) */
+        if (h->lim->check && h->checks < 4 && kf_verify_rng_next(&h->rng) % 4 == 0) {
+            if (hs_stop(h) != 0) {
+                h->finished = 1;
+                return;
             }
+            hs_check(h, sb);
+            if (h->finished) return;
         }
-        /* the next call: its inputs and poisoned outputs, and (a timed one) flushed caches */
-        hs_prepare(h, sb, h->final);
+        /* the next call: (a timed one) caches flushed by the runner first, then its inputs
+         * and poisoned outputs with the run stopped (at the 'r' that ends the flush) */
         if (h->t_timing > 0 && h->flush) {
+            hs_cont(h);
             if (hs_send(h, 'f') != 0) break;
             h->in_flush = 1;
-        } else if (hs_go(h, sb) != 0) {
-            break;
+        } else {
+            if (hs_stop(h) != 0) {
+                h->finished = 1;
+                return;
+            }
+            hs_prepare(h, sb, h->final);
+            if (hs_go(h, sb) != 0) break;
         }
         return;
     }
@@ -786,6 +897,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         hs.warmup = ctl->warmup_s;
         hs.budget = ctl->budget_s;
         hs.flush = ctl->flush_bytes > 0 || ctl->fresh_outputs;
+        hs.fresh = ctl->fresh_outputs;
         /* what the runner may read is the same in a check run and a timing run: the plan is
          * the parent's alone (the flush size and fresh_outputs are set for both runs by the
          * caller; the runner acts on them only when told to flush) */
@@ -1016,6 +1128,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         *vs = hs.check_vs;
         snprintf(detail, cap, "call %d of the timing run (checked at random): %s", sb->hs_fail_call,
                  hs.check_detail);
+    } else if (hs.finished && hs.stuck) {
+        *vs = KF_V_CRASH;
+        snprintf(detail, cap, "a process of the run did not stop within a second of SIGSTOP %s "
+                 "(the run's processes are stopped between calls)", where);
     } else if (hs.finished && hs.violation) {
         *vs = KF_V_CRASH;
         snprintf(detail, cap, "the runner's handshake was broken: message '%c' came out of turn "

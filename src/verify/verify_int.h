@@ -163,12 +163,13 @@ typedef struct kf_sbx_limits {
     int handshake;          /* CPU runs: calls started and ended through pipes, timed by
                                the parent, the runner killed after the last (runproto.h);
                                results in sb->hs_*; ignored with a wrapper */
-    /* Handshake runs only, optional: prepare is called before each call (while the runner
-     * waits) to put an input set and poisoned outputs in the region, and returns the set
-     * (final: the extra last call, on a set other than the first call's and the last's);
-     * check is called after a random few calls, with the run's processes stopped, and
-     * returns KF_V_OK or the failure with a detail. The last call is the caller's. */
-    int (*prepare)(void *arg, int final);
+    /* Handshake runs only, optional: prepare is called before each call (with the run's
+     * processes stopped) to put an input set in the region and, when poison is set, poison
+     * the outputs (not after a flush that freed their pages), and returns the set (final: the
+     * extra last call, on a set other than the first call's and the last's); check is called
+     * after a random few calls, with the run's processes stopped, and returns KF_V_OK or the
+     * failure with a detail. The last call is the caller's. */
+    int (*prepare)(void *arg, int final, int poison);
     kf_vstatus (*check)(void *arg, int set, char *detail, size_t cap);
     void *cb_arg;
 } kf_sbx_limits;
