@@ -531,12 +531,14 @@ static void hs_cont(hs_run *h) {
     h->stopped = 0;
 }
 
-/* The inputs and outputs out of every cache level (the runner's flush ran before the parent
- * wrote them, with the run stopped): the call starts on cold data, as it did when the flush
- * came after the writes. x86-64 and arm64; elsewhere the data stays where the writes left it. */
-static void evict_data(const kf_sbx *sb) {
+/* The buffers the parent just wrote out of every cache level (the runner's flush ran before
+ * the writes, with the run going): the call starts on cold data, as it did when the flush
+ * came after the writes: the outputs when poisoned, the inputs when a new set was copied
+ * in. x86-64 and arm64; elsewhere the data stays where the writes left it. */
+static void evict_written(const kf_sbx *sb, int inputs, int outputs) {
 #if defined(__x86_64__) || defined(__aarch64__)
     for (int i = 0; i < sb->nbufs; i++) {
+        if (!(sb->is_output[i] ? outputs : inputs)) continue;
         const char *p = kf_sbx_data(sb, i);
         for (uint64_t o = 0; o < sb->size[i]; o += 64) {
 #if defined(__x86_64__)
@@ -553,6 +555,8 @@ static void evict_data(const kf_sbx *sb) {
 #endif
 #else
     (void)sb;
+    (void)inputs;
+    (void)outputs;
 #endif
 }
 
@@ -562,10 +566,10 @@ static void evict_data(const kf_sbx *sb) {
  * outputs' pages (fresh_outputs) they are not poisoned: writing them would hand the kernel
  * pages already in place. */
 static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
-    int after_flush = h->in_flush;
+    int after_flush = h->in_flush, before = h->set;
     if (h->lim->prepare) h->set = h->lim->prepare(h->lim->cb_arg, final, !(after_flush && h->fresh));
     sb->hs_last_set = h->set;
-    if (after_flush && !h->fresh) evict_data(sb);
+    if (after_flush) evict_written(sb, h->set != before, !h->fresh);
 }
 
 /* Check the call that just returned (the run is stopped: hs_stop at its 'd'). */
