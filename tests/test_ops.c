@@ -290,6 +290,23 @@ static int check_own(kf_backend *be, int si) {
     return n;
 }
 
+/* Every GATHER op by the task its record gives (indices past both ends of the axis among
+ * them: the fill value, never a read). */
+static int check_gathers(kf_backend *be, int si) {
+    int n = 0;
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_def *d = kf_op_get((kf_op)k);
+        if (d->kind != KF_KIND_GATHER) continue;
+        n++;
+        if (si) continue; /* its task has its own shapes: once per platform */
+        kf_buf t = {0};
+        kf_buf_printf(&t, "task ops_gather_%s\n%s", d->name, d->example);
+        check_task(be, t.data);
+        kf_buf_free(&t);
+    }
+    return n;
+}
+
 /* Existing ops reading non-contiguous index maps: a unary, a binary, reductions, softmax
  * a scan and matmul whose inputs are views (transpose, slice with a step, flip, pad, windows,
  * broadcasts, and chains of them), through the real pipeline. */
@@ -370,7 +387,7 @@ static void run_platform(const char *platform) {
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         int covered = check_kinds(be, pointwise, 2, POINTWISE_BATCH, si) + check_kinds(be, reduce, 1, OTHER_BATCH, si) +
                       check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si) + check_views(be, si) +
-                      check_own(be, si);
+                      check_own(be, si) + check_gathers(be, si);
         /* an op whose shape rule no builder above knows would be skipped silently */
         cr_assert_eq(covered, KF_OP_COUNT, "%s: %d of %d ops have a task builder (a new shape rule needs one)",
                      be->info.platform, covered, KF_OP_COUNT);
