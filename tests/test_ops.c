@@ -366,6 +366,12 @@ static const char *const strided_tasks[] = {
     /* intermediates no output reads (a reduction, a matmul, a view) are not planned */
     "task nc_dead\ninput x: f32[8, 4]\nu = sum(x, axes=[1])\nv = matmul(x, transpose(x))\nw = reshape(x, shape=[-1])\n"
     "output y = relu(x) + 1\n",
+    /* gathers: recomputed inside a broadcast domain, an index from argmax (materialised i64),
+     * data read through a view (materialised first), a fill of its own */
+    "task nc_gather\ninput x: f32[33, 17]\ninput t: i64[33] range(-1, 17)\n"
+    "output y = x - gather(x, reshape(t, shape=[33, 1]), axis=1)\n"
+    "output z = gather(x, argmax(x, axis=1, keepdim=true), axis=1) - max(x, axes=[1], keepdim=true)\n"
+    "output w = gather(transpose(x), reshape(t, shape=[1, 33]), axis=0, fill=-1)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"
