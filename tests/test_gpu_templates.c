@@ -140,6 +140,9 @@ static const char *const family_tasks[] = {
     "output w = slice(y, dim=1, start=1, step=3) + slice(slice(flip(x, dims=[0, 1]), dim=0, end=9), dim=1, start=3)\n",
     "input x: f32[4, 33]\ninput a: f32[33, 8]\noutput m = max(unfold(x, dim=1, size=3, step=2, dilation=2), axes=[2])\n"
     "output p = matmul(transpose(a), transpose(x))\n",
+    /* gathers: a load at the index's value (fill outside the axis), beside a view read */
+    "input x: f32[17, 9]\ninput i: i64[17, 4] range(-1, 9)\noutput y = gather(x, i, axis=1) * 2\n"
+    "output l = logsumexp(x, axes=[1], keepdim=true) - gather(x, slice(i, dim=1, end=1), axis=1, fill=0)\n",
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 

@@ -310,3 +310,32 @@ Test(import, task_name_always_parses) {
         kf_graph_free(g);
     }
 }
+
+/* nll_loss_forward, the decomposed form (output, total_weight): its output 0 through
+ * getitem is the gathered loss with the row weights of ignore_index (a class here, 3);
+ * total_weight is refused by name. */
+Test(import, nll_loss_forward_through_getitem) {
+#define T_IN "{\"name\": \"t\", \"kind\": \"input\", \"index\": 1, \"dtype\": \"i64\", \"shape\": [8], \"range\": [0, 15]}"
+#define NLL_NODE " {\"name\": \"nll\", \"target\": \"aten.nll_loss_forward.default\", \"args\": [{\"ref\": \"x\"}, {\"ref\": \"t\"}, null, 1, 3], \"kwargs\": {}, \"dtype\": null, \"shape\": [{\"dtype\": \"f32\", \"shape\": []}, {\"dtype\": \"f32\", \"shape\": []}]},"
+    const char *json = HEAD "\"inputs\": [" X_IN ", " T_IN "],"
+        "\"nodes\": [" NLL_NODE
+        " {\"name\": \"getitem\", \"target\": \"getitem\", \"args\": [{\"ref\": \"nll\"}, 0], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": []}"
+        "], \"outputs\": [{\"ref\": \"getitem\"}]}";
+    char *text = NULL;
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(import(json, &text, &g, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(text, "reshape(t, shape=[8, 1])") && strstr(text, "1 - eq(") && strstr(text, ", 3)\n") &&
+              strstr(text, "-gather(x, ") && strstr(text, "axis=1, fill=0)") && strstr(text, "sum(getitem__2) / sum(getitem__1)"),
+              "%s", text);
+    free(text);
+    kf_graph_free(g);
+    const char *total = HEAD "\"inputs\": [" X_IN ", " T_IN "],"
+        "\"nodes\": [" NLL_NODE
+        " {\"name\": \"getitem_1\", \"target\": \"getitem\", \"args\": [{\"ref\": \"nll\"}, 1], \"kwargs\": {}, \"dtype\": \"f32\", \"shape\": []}"
+        "], \"outputs\": [{\"ref\": \"getitem_1\"}]}";
+    cr_assert_eq(import(total, NULL, NULL, &err), KF_ERR_UNSUPPORTED);
+    cr_assert(strstr(err.msg, "total_weight of nll_loss_forward"), "%s", err.msg);
+#undef T_IN
+#undef NLL_NODE
+}

@@ -937,3 +937,36 @@ Test(interp, views_compose_keeps_inner_bounds) {
     near("composed pad 9 of pad 9", cr_, wr, 6, 0);
     kf_graph_free(g);
 }
+
+/* gather: the index's shape, x read along the axis at the index's value, every other dim
+ * as it is (a corner of x where the index is smaller); an index outside [0, size) or not
+ * an integer gives the fill (NaN by default) and reads nothing. */
+Test(interp, gather_along_each_axis_and_out_of_range) {
+    kf_graph *g = kf_graph_new("gather");
+    kf_error e = {0};
+    int x = input(g, "x", S(2, 3, 4));
+    kf_shape is = S(2, 2, 3);
+    int i = kf_graph_add_input(g, "i", KF_I64, &is, &e);
+    cr_assert(i >= 0, "%s", e.msg);
+    kf_attrs a1 = kf_attrs_default(KF_OP_GATHER, 2), a0 = a1;
+    a1.axes = 1u << 1;
+    a0.axes = 1u << 0;
+    a0.alpha = -7; /* fill */
+    int ins[2] = {x, i};
+    int y1 = node(g, KF_OP_GATHER, ins, 2, &a1), y0 = node(g, KF_OP_GATHER, ins, 2, &a0);
+    output(g, y1);
+    output(g, y0);
+    cr_assert(isnan(a1.alpha), "fill defaults to NaN");
+    double xv[12], iv[6] = {3, 0, -1, 1, 4, 2.5}, o1[6], o0[6];
+    for (int k = 0; k < 12; k++) xv[k] = 10 * k + 1;
+    const double *in[2] = {xv, iv};
+    double *out[2] = {o1, o0};
+    run(g, in, out);
+    /* axis 1: row r, column i[r][c] of x [3, 4] (rows 0 and 1 of x's 3) */
+    const double w1[6] = {xv[3], xv[0], NAN, xv[4 + 1], NAN, NAN};
+    near("gather axis 1", o1, w1, 6, 0);
+    /* axis 0: row i[r][c], column c; indices 3, -1, 4 (rows of x: 3) and 2.5 give the fill */
+    const double w0[6] = {-7, xv[0 * 4 + 1], -7, xv[1 * 4 + 0], -7, -7};
+    near("gather axis 0", o0, w0, 6, 0);
+    kf_graph_free(g);
+}

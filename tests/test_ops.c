@@ -16,6 +16,7 @@
  * instrumented, and the release build runs the same work); cuda where a device opens.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +56,11 @@ Test(ops_registry, attribute_defaults_follow_the_schema) {
             const kf_attr_def *s = &d->attrs[i];
             switch (s->type) {
             case KF_ATTR_FLOAT:
-                cr_expect_eq(kf_attr_get_float(&a, s), strtod(s->dflt, NULL), "%s.%s", d->name, s->name);
+            {   /* gather's fill defaults to NaN, equal to itself here */
+                double got = kf_attr_get_float(&a, s), want = strtod(s->dflt, NULL);
+                cr_expect(got == want || (isnan(got) && isnan(want)), "%s.%s: %g, want %g", d->name, s->name, got, want);
                 break;
+            }
             case KF_ATTR_BOOL:
                 cr_expect_eq(kf_attr_get_bool(&a, s), !strcmp(s->dflt, "true"), "%s.%s", d->name, s->name);
                 break;
@@ -290,6 +294,23 @@ static int check_own(kf_backend *be, int si) {
     return n;
 }
 
+/* Every GATHER op by the task its record gives (indices past both ends of the axis among
+ * them: the fill value, never a read). */
+static int check_gathers(kf_backend *be, int si) {
+    int n = 0;
+    for (int k = 0; k < KF_OP_COUNT; k++) {
+        const kf_op_def *d = kf_op_get((kf_op)k);
+        if (d->kind != KF_KIND_GATHER) continue;
+        n++;
+        if (si) continue; /* its task has its own shapes: once per platform */
+        kf_buf t = {0};
+        kf_buf_printf(&t, "task ops_gather_%s\n%s", d->name, d->example);
+        check_task(be, t.data);
+        kf_buf_free(&t);
+    }
+    return n;
+}
+
 /* Existing ops reading non-contiguous index maps: a unary, a binary, reductions, softmax
  * a scan and matmul whose inputs are views (transpose, slice with a step, flip, pad, windows,
  * broadcasts, and chains of them), through the real pipeline. */
@@ -345,6 +366,12 @@ static const char *const strided_tasks[] = {
     /* intermediates no output reads (a reduction, a matmul, a view) are not planned */
     "task nc_dead\ninput x: f32[8, 4]\nu = sum(x, axes=[1])\nv = matmul(x, transpose(x))\nw = reshape(x, shape=[-1])\n"
     "output y = relu(x) + 1\n",
+    /* gathers: recomputed inside a broadcast domain, an index from argmax (materialised i64),
+     * data read through a view (materialised first), a fill of its own */
+    "task nc_gather\ninput x: f32[33, 17]\ninput t: i64[33] range(-1, 17)\n"
+    "output y = x - gather(x, reshape(t, shape=[33, 1]), axis=1)\n"
+    "output z = gather(x, argmax(x, axis=1, keepdim=true), axis=1) - max(x, axes=[1], keepdim=true)\n"
+    "output w = gather(transpose(x), reshape(t, shape=[1, 33]), axis=0, fill=-1)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"
@@ -370,7 +397,7 @@ static void run_platform(const char *platform) {
     for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
         int covered = check_kinds(be, pointwise, 2, POINTWISE_BATCH, si) + check_kinds(be, reduce, 1, OTHER_BATCH, si) +
                       check_kinds(be, rows, 3, OTHER_BATCH, si) + check_contractions(be, si) + check_views(be, si) +
-                      check_own(be, si);
+                      check_own(be, si) + check_gathers(be, si);
         /* an op whose shape rule no builder above knows would be skipped silently */
         cr_assert_eq(covered, KF_OP_COUNT, "%s: %d of %d ops have a task builder (a new shape rule needs one)",
                      be->info.platform, covered, KF_OP_COUNT);

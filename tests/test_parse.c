@@ -507,6 +507,29 @@ Test(errors, shapes_and_types) {
               "add: operand 'a' is i64");
 }
 
+/* gather's rule (torch.gather's): an i64 index of the input's rank, no larger than the
+ * input on any dim but the axis; the result has the index's shape and any index values */
+Test(parse, gather_types) {
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_parse_string("input x: f32[4, 8]\ninput i: i64[3, 11]\noutput y = gather(x, i, axis=1, fill=0)\n"
+                                 "output z = gather(x, i, axis=-1)\n", "ok.kf", &g, &err), KF_OK, "%s", err.msg);
+    const kf_value *y = &g->values[g->outputs[0]];
+    cr_assert(y->dtype == KF_F32 && y->shape.rank == 2 && y->shape.d[0] == 3 && y->shape.d[1] == 11);
+    cr_assert_eq(g->nodes[g->values[g->outputs[1]].producer].attr.axes, 1u << 1, "axis -1 is dim 1");
+    kf_graph_free(g);
+    parse_bad("input x: f32[4, 8]\ninput i: f32[4, 1]\noutput y = gather(x, i, axis=1)\n", KF_ERR_TYPE, 3, 12,
+              "gather: index 'i' is f32, expected i64");
+    parse_bad("input x: f32[4, 8]\ninput i: i64[4]\noutput y = gather(x, i, axis=1)\n", KF_ERR_TYPE, 3, 12,
+              "has rank 1 and input 'x' [4, 8] rank 2");
+    parse_bad("input x: f32[4, 8]\ninput i: i64[5, 2]\noutput y = gather(x, i, axis=1)\n", KF_ERR_TYPE, 3, 12,
+              "larger than input 'x' [4, 8] in dim 0 (5 > 4)");
+    parse_bad("input x: f32[4, 8]\ninput i: i64[4, 2]\noutput y = gather(x, i, axis=2)\n", KF_ERR_TYPE, 3, 30,
+              "out of range");
+    parse_bad("input x: i64[4, 8]\ninput i: i64[4, 2]\noutput y = gather(x, i)\n", KF_ERR_TYPE, 3, 12,
+              "input 'x' is i64, expected a float dtype");
+}
+
 Test(errors, file_not_found) {
     kf_graph *g = (kf_graph *)1;
     kf_error err = {0};

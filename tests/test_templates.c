@@ -16,6 +16,7 @@
 #include "kforge/synth.h"
 #include "kforge/verify.h"
 #include "pipeline_check.h"
+#include "synth/synth_int.h"
 
 static kf_backend *be;
 static char workdir[] = "/tmp/kf-tpl-XXXXXX";
@@ -244,4 +245,37 @@ Test(templates, pin_fixes_a_parameter_everywhere) {
     }
     kf_synth_free(s);
     kf_graph_free(g);
+}
+
+/* Cross entropy with class indices as the importer writes it (logsumexp - gather, a row
+ * weight for ignore_index): nothing of the logits' [N, C] shape is stored but the logits
+ * themselves (the one-hot lowering stored -log_softmax and built an iota), the gather is a
+ * load in the elementwise stage that finishes the logsumexp, and the candidates verify,
+ * an ignored target included. */
+Test(templates, cross_entropy_gathers_without_a_mask) {
+    const char *text = "input x: f32[64, 37]\ninput t: i64[64] range(-100, 36)\n"
+                       "l = logsumexp(x, axes=[1], keepdim=true)\nT = reshape(t, shape=[64, 1])\n"
+                       "m = 1 - eq(T, -100)\nr = (l - gather(x, T, axis=1, fill=0)) * m\n"
+                       "output y = sum(r) / sum(m)\noutput z = reshape(r, shape=[64])\n";
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    const kf_graph *pg = s->g;
+    for (int v = 0; v < pg->nvalues; v++)
+        cr_expect(!(s->materialize[v] && pg->values[v].producer >= 0 && kf_shape_numel(&pg->values[v].shape) >= 64 * 37),
+                  "plan %s stores %s, of the logits' size", kf_synth_describe(s), pg->values[v].name);
+    int gathers = 0, row_passes = 0;
+    for (int k = 0; k < s->nst; k++) {
+        const kf_stage *st = &s->st[k];
+        for (int i = 0; i < st->nnodes; i++) gathers += kf_op_get(pg->nodes[st->nodes[i]].op)->cls == KF_CLASS_GATHER;
+        row_passes += st->kind == KF_STAGE_REDUCE && kf_shape_numel(&pg->values[pg->nodes[st->nodes[0]].in[0]].shape) == 64 * 37;
+        cr_expect(st->kind != KF_STAGE_SCAN, "plan %s has a scan (an iota)", kf_synth_describe(s));
+    }
+    cr_expect_eq(gathers, 1, "plan %s: the gather once, in an elementwise stage", kf_synth_describe(s));
+    cr_expect_eq(row_passes, 2, "plan %s: the row maximum and the sum of exponentials, once each", kf_synth_describe(s));
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(text);
 }

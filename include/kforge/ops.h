@@ -31,6 +31,12 @@
  *              FLOPs. The interpreter gathers through the map; the planner folds it into
  *              the addressing of the stage that reads it (docs/design-notes.md, "Index
  *              maps").
+ *   GATHER     take-along-axis (torch.gather): the result has the index operand's shape and
+ *              reads the data operand where the index says along one axis, every other axis
+ *              as it is; its float64 reference is own_f64 over whole tensors; the planner
+ *              makes it a load in an elementwise stage whose offset along the axis comes
+ *              from the index's value (docs/design-notes.md, "Gather"). An index outside
+ *              [0, size of the axis) reads the fill attribute (NaN by default), never memory.
  *
  * The records live in src/ops/ (one file per class). include/kforge/ops.def is the list
  * of their identifiers (the kf_op enum); the registry checks at start-up, and test_ops at
@@ -59,7 +65,7 @@ typedef enum kf_op {
 /* The loop nest an op is (../shared/DESIGN.md §8). */
 typedef enum kf_op_class {
     KF_CLASS_POINTWISE, KF_CLASS_REDUCE, KF_CLASS_CONTRACT, KF_CLASS_SCAN, KF_CLASS_COMPOSITE,
-    KF_CLASS_VIEW, KF_CLASS_COUNT
+    KF_CLASS_VIEW, KF_CLASS_GATHER, KF_CLASS_COUNT
 } kf_op_class;
 
 /* The shape rule: UNARY (same shape), BINARY (numpy broadcast), REDUCE (axes removed or
@@ -67,10 +73,11 @@ typedef enum kf_op_class {
  * affine inputs shaped like them), MATMUL (batched, broadcast batch dims), SCAN (same
  * shape, one axis), VIEW (the shape the record's index map gives), OWN (the record's own
  * functions of its operands' shapes give the shape, the reference, the FLOPs and the
- * lowering: convolutions). */
+ * lowering: convolutions), GATHER (the index operand's shape; the data operand as large or
+ * larger on every axis but the gathered one, torch.gather's rule). */
 typedef enum kf_op_kind {
     KF_KIND_UNARY, KF_KIND_BINARY, KF_KIND_REDUCE, KF_KIND_SOFTMAX, KF_KIND_NORM, KF_KIND_MATMUL,
-    KF_KIND_SCAN, KF_KIND_VIEW, KF_KIND_OWN
+    KF_KIND_SCAN, KF_KIND_VIEW, KF_KIND_OWN, KF_KIND_GATHER
 } kf_op_kind;
 
 /* The inputs the reference needs: ANY, or POS (strictly positive, e.g. log). */
@@ -233,6 +240,7 @@ typedef struct kf_op_def {
     void (*own_f64)(const kf_op_dims *s, const kf_attrs *A, const double *const *in, double *out);
     double (*own_flops)(const kf_op_dims *s, const kf_attrs *A);
     int (*own_lower)(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *why, size_t cap);
+    /* (a GATHER record has own_f64, its reference, and example, and no other own_*) */
     const char *example;
 } kf_op_def;
 

@@ -77,6 +77,16 @@ MODULES = {
         "F.cross_entropy(x, y, reduction='none'), F.cross_entropy(x, p.softmax(-1))",
         # one target is ignore_index (-100): left out of the mean's count
         "torch.randn(12, 10), torch.randint(0, 10, (12,)).index_fill(0, torch.tensor([3]), -100), torch.randn(12, 10)"),
+    # nll_loss with class weights, ignore_index a class (dropped) and outside them, torch.gather
+    # along both dims of a matrix with an index smaller than the input elsewhere, and cross
+    # entropy with weights and ignore_index (each a gather, no one-hot mask)
+    "nll_gather": module(
+        "x, y, i, j, w", "F.nll_loss(F.log_softmax(x, 1), y), F.nll_loss(x, y, reduction='sum', ignore_index=2), "
+        "F.nll_loss(x, y, weight=w, reduction='none'), F.nll_loss(x, y, weight=w, ignore_index=3), "
+        "torch.gather(x, 1, i), torch.gather(x, 0, j) * 2, F.cross_entropy(x, y, weight=w, ignore_index=4), "
+        "F.cross_entropy(x, y, ignore_index=1, reduction='none')",
+        "torch.randn(12, 10), torch.randint(0, 10, (12,)), torch.randint(0, 10, (11, 3)), "
+        "torch.randint(0, 12, (5, 10)), torch.rand(10) + 0.5"),
     "concatenation": module(
         "x, y", "torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), "
         "torch.cumsum(x.narrow(dim=1, start=0, length=x.size(1) - 1), dim=1)), dim=1), "
@@ -102,7 +112,9 @@ LOWERED = {
     "triplet": ["maximum(1 + "],
     "instance_norm": ["layer_norm(x, axes=[-2, -1], eps=1e-05)", "permute(expand(p_b_weight, shape=[5, 6, -1]), dims=[2, 0, 1])"],
     "attention": ["tril(", "value=-inf", "transpose_b=true"],
-    "cross_entropy": ["eq(", "range(-100, 9)", "exclusive=true"],
+    "cross_entropy": ["logsumexp(x, axes=[1], keepdim=true)", "gather(x, ", "eq(", "range(-100, 9)"],
+    "nll_gather": ["gather(x, i, axis=1)", "gather(x, j, axis=0)", "gather(reshape(w, shape=[10, 1]), ",
+                   "-gather(log_softmax_v, ", "logsumexp(x, axes=[1], keepdim=true)"],
     "concatenation": ["pad(cumsum_v, pads=[1, 0])", "slice(x, dim=1, start=0, end=6)"],
     "einsum": ["matmul(reshape(a, shape=[1, 24, 5]), reshape(b, shape=[1, 5, 6]))", "permute(b, dims=[1, 0])",
                "sum(c, axes=[0, 1])"],
@@ -168,9 +180,9 @@ def test_import_synthesize_and_match_pytorch(kforge, tmp_path, name):
 
 
 UNSUPPORTED_ATTRS = module(
-    "x, y, q", "F.cross_entropy(x, y, label_smoothing=0.1), F.cross_entropy(x, y, ignore_index=2), "
+    "x, y, q, z", "F.cross_entropy(x, y, label_smoothing=0.1), F.nll_loss(q, z), "
     "F.scaled_dot_product_attention(q, q, q, dropout_p=0.5), torch.linalg.vector_norm(x, 0)",
-    "torch.randn(6, 5), torch.randint(0, 5, (6,)), torch.randn(1, 2, 3, 4)")
+    "torch.randn(6, 5), torch.randint(0, 5, (6,)), torch.randn(1, 2, 3, 4), torch.randint(0, 2, (1, 3, 4))")
 
 
 def test_unsupported_argument_values_are_named(kforge, tmp_path):
@@ -178,6 +190,6 @@ def test_unsupported_argument_values_are_named(kforge, tmp_path):
     model = write(tmp_path / "unsupported_attrs.py", UNSUPPORTED_ATTRS)
     p = run([kforge, "import", model, "--out", str(tmp_path / "b")])
     assert p.returncode != 0
-    for part in ("label_smoothing other than 0", "ignore_index 2 is a class", "dropout_p other than 0",
+    for part in ("label_smoothing other than 0", "scores that are not [batch, classes]", "dropout_p other than 0",
                  "ord 0", "4 nodes cannot be lowered"):
         assert part in p.stderr, (part, p.stderr)

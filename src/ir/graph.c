@@ -572,6 +572,34 @@ static int rule_own(const node_ctx *c, const int *in, int nin, const kf_attrs *a
     return 0;
 }
 
+/* gather(x, index, axis): x a float tensor, index i64 of x's rank, no larger than x on
+ * every dim but axis (torch.gather's rule); the result has the index's shape, x's dtype. */
+static int rule_gather(const node_ctx *c, const int *in, const kf_attrs *at, kf_value *res) {
+    const kf_value *x = &c->g->values[in[0]], *ix = &c->g->values[in[1]];
+    char xs[160], is[160];
+    kf_shape_format(&x->shape, xs, sizeof xs);
+    kf_shape_format(&ix->shape, is, sizeof is);
+    if (require_float(c, in[0], "input") < 0) return -1;
+    if (ix->dtype != KF_I64)
+        return type_error(c, "index '%s' is %s, expected i64 (positions along the axis)", ix->name,
+                          kf_dtype_name(ix->dtype));
+    if (x->shape.rank == 0) return type_error(c, "input '%s' is a scalar: there is no axis to gather along", x->name);
+    if (check_axes(c, x, at->axes, 1) < 0) return -1;
+    if (ix->shape.rank != x->shape.rank)
+        return type_error(c, "index '%s' %s has rank %d and input '%s' %s rank %d: gather takes an index of "
+                          "the input's rank (torch.gather)", ix->name, is, ix->shape.rank, x->name, xs,
+                          x->shape.rank);
+    int ax = __builtin_ctz(at->axes);
+    for (int d = 0; d < x->shape.rank; d++)
+        if (d != ax && ix->shape.d[d] > x->shape.d[d])
+            return type_error(c, "index '%s' %s is larger than input '%s' %s in dim %d (%lld > %lld): only "
+                              "along the gathered axis %d may it be larger", ix->name, is, x->name, xs, d,
+                              (long long)ix->shape.d[d], (long long)x->shape.d[d], ax);
+    res->shape = ix->shape;
+    res->dtype = x->dtype;
+    return 0;
+}
+
 /* The operands and result of node n as an OWN record's functions take them. */
 kf_op_dims kf_node_dims(const kf_graph *g, const kf_node *n) {
     kf_op_dims s = {.nin = n->nin};
@@ -624,6 +652,7 @@ int kf_graph_add_node(kf_graph *g, kf_op op, const int *ins, int nin, const kf_a
     case KF_KIND_MATMUL: rc = rule_matmul(&c, ins, &res); break;
     case KF_KIND_VIEW: rc = rule_view(&c, ins, &at, &res); break;
     case KF_KIND_OWN: rc = rule_own(&c, ins, nin, &at, &res); break;
+    case KF_KIND_GATHER: rc = rule_gather(&c, ins, &at, &res); break;
     }
     if (rc < 0) return -1;
     uint64_t bytes;
@@ -693,7 +722,8 @@ double kf_node_flops(const kf_graph *g, const kf_node *n) {
         double K = (double)a->shape.d[a->shape.rank - 1];
         return info->flops * numel_of(g, n->out) * K;
     }
-    case KF_KIND_VIEW: return 0;
+    case KF_KIND_VIEW:
+    case KF_KIND_GATHER: return 0;
     case KF_KIND_OWN: {
         kf_op_dims s = kf_node_dims(g, n);
         return info->own_flops(&s, &n->attr);
@@ -712,7 +742,7 @@ double kf_graph_flops(const kf_graph *g) {
 /* Bytes of the graph inputs plus the graph outputs; constants are free. Inputs and outputs
  * are distinct values (kf_graph_mark_output refuses inputs), so each counts once. An input
  * counts the elements its readers can reach at most: all of it for a computing reader,
- * at most the result's size for a view (a slice of a row reads the row), so that a task
+ * at most the result's size for a view (a slice of a row reads the row) or a gather's data, so that a task
  * reading part of an input is not given a floor no kernel needs (and called impossible). */
 double kf_graph_min_bytes(const kf_graph *g) {
     double b = 0;
@@ -723,7 +753,9 @@ double kf_graph_min_bytes(const kf_graph *g) {
             const kf_node *nd = &g->nodes[ni];
             for (int a = 0; a < nd->nin; a++) {
                 if (nd->in[a] != x) continue;
-                reach += kf_op_get(nd->op)->cls == KF_CLASS_VIEW ? numel_of(g, nd->out) : n;
+                kf_op_class cl = kf_op_get(nd->op)->cls;
+                /* a view reads its result's size at most; a gather as much of its data */
+                reach += cl == KF_CLASS_VIEW || (cl == KF_CLASS_GATHER && a == 0) ? numel_of(g, nd->out) : n;
                 break;
             }
         }

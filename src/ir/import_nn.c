@@ -1,6 +1,6 @@
 /*
  * PyTorch graph import, the rules for ATen ops that are several of kforge's ops: losses
- * (smooth L1 / Huber, MSE, L1, KL divergence, triplet margin, cross entropy), vector norms,
+ * (smooth L1 / Huber, MSE, L1, KL divergence, triplet margin, cross entropy, NLL), gather, vector norms,
  * instance norm, scaled dot-product attention, concatenation, narrow, torch.diag and
  * broadcast_tensors. Each writes the .kf text with PyTorch's meaning, with temporaries
  * (kf_imp_tmp) where a part is used twice; import.c is the driver and holds the one-op
@@ -282,79 +282,118 @@ static int lower_sdpa(lower *L, lval *v) {
     return 1;
 }
 
+/* The loss of class indices y [N] (i64) against per-class scores x [N, C], PyTorch's
+ * nll_loss and cross_entropy_loss: the score of each row's class is a gather (x[n, y_n],
+ * reading fill 0 where y_n is outside the classes), the row dropped where y_n is
+ * ignore_index (weight m = 1 - eq(y, ignore_index)) and weighted by weight[y_n] when class
+ * weights are given (a second gather, along the weights); per row -picked * w (NLL) or
+ * (logsumexp(x_n) - picked) * w (cross entropy: one pass over the logits for the
+ * logsumexp, nothing of [N, C] stored); reduced as asked, mean being the sum over the sum
+ * of the row weights (PyTorch's, NaN when every row is dropped). n is the node that holds
+ * the arguments (self, target, weight, reduction, ignore_index at 0..4). */
+static int picked_loss(lower *L, lval *v, json_t *n, int ce) {
+    const char *why = NULL;
+    char e[900], lse[96] = "", T[96], m[96], w[96], g[300], row[96], n1[40], msg[200];
+    lval *x = kf_imp_operand(L, kf_imp_arg(n, 0, "self"), &why);
+    NEED(x);
+    lval *y = kf_imp_operand(L, kf_imp_arg(n, 1, "target"), &why);
+    NEED(y);
+    json_t *wj = kf_imp_arg(n, 2, "weight"), *rj = kf_imp_arg(n, 3, "reduction"), *ij = kf_imp_arg(n, 4, "ignore_index");
+    double r = 1, ignore = -100;
+    if (!kf_imp_is_null(rj) && (!kf_imp_num(rj, &r) || (r != 0 && r != 1 && r != 2)))
+        BAD("reduction other than 0 none, 1 mean or 2 sum");
+    if (!kf_imp_is_null(ij) && (!kf_imp_num(ij, &ignore) || ignore != floor(ignore))) BAD("ignore_index is not an integer");
+    if (kf_imp_rank(x) != 2)
+        BAD("scores that are not [batch, classes] (no batch, or K-dimensional inputs [N, C, d1, ...])");
+    int64_t N = kf_imp_dim(x, 0), C = kf_imp_dim(x, 1);
+    if (kf_imp_rank(y) != 1 || kf_imp_dim(y, 0) != N) {
+        snprintf(msg, sizeof msg, "class indices that are not [N] = [%lld] for scores [N, C]", (long long)N);
+        BAD(msg);
+    }
+    /* the logsumexp first: the row weights and the gather then join the elementwise stage
+     * that finishes it, instead of a stage of their own before it */
+    if (ce) {
+        snprintf(e, sizeof e, "logsumexp(%s, axes=[1], keepdim=true)", x->kf);
+        kf_imp_tmp(L, v, e, lse, sizeof lse);
+    }
+    snprintf(e, sizeof e, "reshape(%s, shape=[%lld, 1])", y->kf, (long long)N);
+    kf_imp_tmp(L, v, e, T, sizeof T);
+    snprintf(e, sizeof e, "1 - eq(%s, %s)", T, kf_imp_numtxt(ignore, n1, sizeof n1));
+    kf_imp_tmp(L, v, e, m, sizeof m);
+    if (!kf_imp_is_null(wj)) {
+        lval *wv = kf_imp_operand(L, wj, &why);
+        NEED(wv);
+        if (kf_imp_rank(wv) != 1 || kf_imp_dim(wv, 0) != C) BAD("class weights that are not [C]");
+        snprintf(e, sizeof e, "gather(reshape(%s, shape=[%lld, 1]), %s, axis=0, fill=0) * %s", wv->kf, (long long)C, T, m);
+        kf_imp_tmp(L, v, e, w, sizeof w);
+    } else {
+        snprintf(w, sizeof w, "%s", m);
+    }
+    snprintf(g, sizeof g, "gather(%s, %s, axis=1, fill=0)", x->kf, T);
+    if (ce) snprintf(e, sizeof e, "(%s - %s) * %s", lse, g, w);
+    else snprintf(e, sizeof e, "-%s * %s", g, w);
+    kf_imp_tmp(L, v, e, row, sizeof row);
+    if (r == 0) snprintf(e, sizeof e, "reshape(%s, shape=[%lld])", row, (long long)N);
+    else if (r == 2) snprintf(e, sizeof e, "sum(%s)", row);
+    else snprintf(e, sizeof e, "sum(%s) / sum(%s)", row, w);
+    kf_imp_emit(L, v, e);
+    return 1;
+}
+
 /* cross_entropy_loss(self, target, weight=None, reduction=mean, ignore_index=-100,
- * label_smoothing=0) of logits [N, C]. Class indices y [N] (i64): the one-hot mask
- * eq(iota, y as [N, 1]), with iota the class numbers [1, C] (an exclusive cumsum of a view
- * of ones, exact below 2^24 classes), picks -log_softmax in the logits' own layout; the
- * mask is computed inside each reduction that reads it, so only log_softmax is stored
- * (built with the classes along dim 0 it read log_softmax transposed, 7x slower than
- * PyTorch at [4096, 1000]). A target outside [0, C) (ignore_index) picks nothing and is not
- * counted: mean is the picked sum over the count of the mask. Class probabilities (a float
- * target shaped like the logits): -sum(target * log_softmax) per row. One caveat: a picked
- * row multiplies the mask's zeros by log_softmax, so a logit of -inf in another class of
- * the row gives NaN where PyTorch picks a finite value. */
+ * label_smoothing=0) of logits [N, C]. Class indices (an i64 target [N]): picked_loss's
+ * logsumexp - gather. Class probabilities (a float target shaped like the logits):
+ * -sum(target * log_softmax) per row, with weight and ignore_index refused there. */
 static int lower_cross_entropy(lower *L, lval *v) {
     json_t *n = v->node;
     const char *why = NULL;
-    char e[900], ls[200], oh[200], iota[96], cnt[96], row[96], msg[160];
+    char e[900], ls[200], row[96], msg[200];
     lval *x = kf_imp_operand(L, kf_imp_arg(n, 0, "self"), &why);
     NEED(x);
     lval *y = kf_imp_operand(L, kf_imp_arg(n, 1, "target"), &why);
     NEED(y);
     json_t *wj = kf_imp_arg(n, 2, "weight"), *rj = kf_imp_arg(n, 3, "reduction");
-    json_t *ij = kf_imp_arg(n, 4, "ignore_index"), *sj = kf_imp_arg(n, 5, "label_smoothing");
-    double smooth = 0, r = 1, ignore = -100;
-    if (!kf_imp_is_null(wj)) BAD("class weights (weight is not None)");
+    json_t *sj = kf_imp_arg(n, 5, "label_smoothing");
+    double smooth = 0, r = 1;
     if (!kf_imp_is_null(sj) && (!kf_imp_num(sj, &smooth) || smooth != 0)) BAD("label_smoothing other than 0");
+    json_t *yt = json_object_get(y->node ? y->node : y->meta, "dtype");
+    const char *ydt = json_is_string(yt) ? json_string_value(yt) : "?";
+    if (strcmp(ydt, "i64") == 0) return picked_loss(L, v, n, 1);
     if (!kf_imp_is_null(rj) && (!kf_imp_num(rj, &r) || (r != 0 && r != 1 && r != 2)))
         BAD("reduction other than 0 none, 1 mean or 2 sum");
     if (kf_imp_rank(x) != 2)
         BAD("logits that are not [batch, classes] (no batch, or K-dimensional inputs [N, C, d1, ...])");
     int64_t N = kf_imp_dim(x, 0), C = kf_imp_dim(x, 1);
-    json_t *yt = json_object_get(y->node ? y->node : y->meta, "dtype");
-    const char *ydt = json_is_string(yt) ? json_string_value(yt) : "?";
-    snprintf(ls, sizeof ls, "log_softmax(%s, axis=1)", x->kf);
-    if (strcmp(ydt, "i64") != 0) { /* class probabilities */
-        if (strcmp(ydt, "f32") != 0 || kf_imp_rank(y) != 2 || kf_imp_dim(y, 0) != N || kf_imp_dim(y, 1) != C) {
-            snprintf(msg, sizeof msg, "a target of dtype %s that is neither i64 class indices [N] nor f32 class "
-                     "probabilities shaped like the logits", ydt);
-            BAD(msg);
-        }
-        snprintf(e, sizeof e, "sum(%s * -%s, axes=[1])", y->kf, ls);
-        if (r == 0) {
-            kf_imp_emit(L, v, e);
-            return 1;
-        }
-        kf_imp_tmp(L, v, e, row, sizeof row);
-        snprintf(e, sizeof e, "%s(%s)", r == 1 ? "mean" : "sum", row);
-        kf_imp_emit(L, v, e);
-        return 1;
-    }
-    if (kf_imp_rank(y) != 1 || kf_imp_dim(y, 0) != N) BAD("class indices that are not [N] for logits [N, C]");
-    if (!kf_imp_is_null(ij) && !kf_imp_num(ij, &ignore)) BAD("ignore_index is not an integer");
-    if (ignore >= 0 && ignore < (double)C) {
-        snprintf(msg, sizeof msg, "ignore_index %g is a class (0 to %lld): only an index outside the classes "
-                 "is lowered (such targets pick nothing)", ignore, (long long)C - 1);
+    /* class probabilities */
+    if (strcmp(ydt, "f32") != 0 || kf_imp_rank(y) != 2 || kf_imp_dim(y, 0) != N || kf_imp_dim(y, 1) != C) {
+        snprintf(msg, sizeof msg, "a target of dtype %s that is neither i64 class indices [N] nor f32 class "
+                 "probabilities shaped like the logits", ydt);
         BAD(msg);
     }
-    snprintf(e, sizeof e, "cumsum(pad(slice(%s, dim=0, start=0, end=1), pads=[%lld, %lld], value=1), axis=1, "
-             "exclusive=true)", x->kf, -(long long)C, (long long)C);
-    kf_imp_tmp(L, v, e, iota, sizeof iota);
-    /* the mask written out in the reduction that reads it */
-    snprintf(oh, sizeof oh, "eq(%s, reshape(%s, shape=[%lld, 1]))", iota, y->kf, (long long)N);
-    snprintf(e, sizeof e, "sum(%s * -%s, axes=[1])", oh, ls);
+    if (!kf_imp_is_null(wj)) BAD("class weights (weight is not None) with class probabilities");
+    snprintf(ls, sizeof ls, "log_softmax(%s, axis=1)", x->kf);
+    snprintf(e, sizeof e, "sum(%s * -%s, axes=[1])", y->kf, ls);
     if (r == 0) {
         kf_imp_emit(L, v, e);
         return 1;
     }
     kf_imp_tmp(L, v, e, row, sizeof row);
-    if (r == 2) {
-        snprintf(e, sizeof e, "sum(%s)", row);
-    } else {
-        snprintf(e, sizeof e, "sum(%s, axes=[1])", oh); /* 1 where y_n is a class (not ignored) */
-        kf_imp_tmp(L, v, e, cnt, sizeof cnt);
-        snprintf(e, sizeof e, "sum(%s) / sum(%s)", row, cnt);
-    }
+    snprintf(e, sizeof e, "%s(%s)", r == 1 ? "mean" : "sum", row);
+    kf_imp_emit(L, v, e);
+    return 1;
+}
+
+/* gather(self, dim, index, sparse_grad=False): kforge's gather (sparse_grad only changes
+ * the gradient's layout). */
+static int lower_gather(lower *L, lval *v) {
+    json_t *n = v->node;
+    const char *why = NULL;
+    char a[160], b[160], e[400];
+    NEED(kf_imp_term(L, kf_imp_arg(n, 0, "self"), a, sizeof a, &why));
+    json_t *dim = kf_imp_arg(n, 1, "dim");
+    if (!json_is_integer(dim)) BAD("dim is not an integer");
+    NEED(kf_imp_term(L, kf_imp_arg(n, 2, "index"), b, sizeof b, &why));
+    snprintf(e, sizeof e, "gather(%s, %s, axis=%lld)", a, b, (long long)json_integer_value(dim));
     kf_imp_emit(L, v, e);
     return 1;
 }
@@ -612,6 +651,12 @@ int kf_imp_lower_nn(lower *L, lval *v, const char *t) {
         return lower_pointwise_loss(L, v, t);
     if (kf_imp_target_is(t, "aten.kl_div")) return lower_kl_div(L, v);
     if (kf_imp_target_is(t, "aten.cross_entropy_loss")) return lower_cross_entropy(L, v);
+    if (kf_imp_target_is(t, "aten.nll_loss") || kf_imp_target_is(t, "aten.nll_loss_nd")) return picked_loss(L, v, n, 0);
+    if (kf_imp_target_is(t, "aten.nll_loss_forward")) { /* (output, total_weight): its getitems lower it */
+        v->is_tuple = 1;
+        return 1;
+    }
+    if (kf_imp_target_is(t, "aten.gather")) return lower_gather(L, v);
     if (kf_imp_target_is(t, "aten.linalg_vector_norm")) return lower_vector_norm(L, v);
     if (kf_imp_target_is(t, "aten.triplet_margin_loss")) return lower_triplet(L, v);
     if (kf_imp_target_is(t, "aten.instance_norm")) return lower_instance_norm(L, v);
@@ -633,6 +678,10 @@ int kf_imp_getitem_nn(lower *L, lval *v, const lval *tuple, long long k) {
     json_t *n = v->node;
     const char *why = NULL;
     const char *t = tuple->node ? kf_imp_node_target(tuple->node) : NULL;
+    if (t && kf_imp_target_is(t, "aten.nll_loss_forward")) {
+        if (k != 0) BAD("total_weight of nll_loss_forward (only the loss is lowered)");
+        return picked_loss(L, v, tuple->node, 0);
+    }
     if (!t || !kf_imp_target_is(t, "aten.broadcast_tensors")) return -1;
     json_t *list = kf_imp_arg(tuple->node, 0, "tensors");
     if (k < 0 || (size_t)k >= json_array_size(list)) BAD("getitem out of range");

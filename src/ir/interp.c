@@ -863,7 +863,8 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
     case KF_KIND_NORM: return ip_rowwise(g, n, in, NULL, out, err);
     case KF_KIND_MATMUL: return ip_matmul(g, n, in[0], in[1], out, err);
     case KF_KIND_VIEW: return ip_view(g, n, in[0], out, err);
-    case KF_KIND_OWN: {
+    case KF_KIND_OWN:
+    case KF_KIND_GATHER: { /* the record's own reference over whole tensors */
         kf_op_dims s = kf_node_dims(g, n);
         info->own_f64(&s, &n->attr, in, out);
         return KF_OK;

@@ -121,6 +121,46 @@ static char *unrolled_text(const kf_graph *g, const kf_node *n, int64_t count) {
     return kf_buf_take(&o);
 }
 
+/* 1 when a and b are the same attribute values (doubles bit for bit: NaN equals NaN). */
+static int attrs_same(const kf_attrs *a, const kf_attrs *b) {
+    if (memcmp(&a->alpha, &b->alpha, sizeof a->alpha) || memcmp(&a->beta, &b->beta, sizeof a->beta) ||
+        memcmp(&a->eps, &b->eps, sizeof a->eps))
+        return 0;
+    if (a->axes != b->axes || a->keepdim != b->keepdim || a->reverse != b->reverse || a->exclusive != b->exclusive ||
+        a->dim != b->dim || a->dim1 != b->dim1 || a->start != b->start || a->end != b->end || a->step != b->step ||
+        a->size != b->size || a->dilation != b->dilation || a->groups != b->groups)
+        return 0;
+    const kf_ints *x[4] = {&a->ints, &a->ints2, &a->ints3, &a->ints4}, *y[4] = {&b->ints, &b->ints2, &b->ints3, &b->ints4};
+    for (int k = 0; k < 4; k++)
+        if (x[k]->n != y[k]->n || memcmp(x[k]->v, y[k]->v, (size_t)x[k]->n * sizeof x[k]->v[0])) return 0;
+    return 1;
+}
+
+/* One lowering's nodes (h's nodes from first on) with every repeat of an earlier one of
+ * them (same op, operands and attributes: logsumexp's lowering names the row maximum twice)
+ * read from that earlier one instead: the repeat is left with no reader, so the planner
+ * never plans it (one pass over the rows, not two). Returns the lowering's result id,
+ * redirected likewise. */
+static int merge_repeats(kf_graph *h, int first, int id) {
+    int nv = h->nvalues, *to = kf_malloc((size_t)nv * sizeof *to);
+    for (int v = 0; v < nv; v++) to[v] = v;
+    for (int j = first; j < h->nnodes; j++) {
+        kf_node *nj = &h->nodes[j];
+        for (int a = 0; a < nj->nin; a++) nj->in[a] = to[nj->in[a]];
+        for (int i = first; i < j; i++) {
+            const kf_node *ni = &h->nodes[i];
+            if (ni->op != nj->op || ni->nin != nj->nin || to[ni->out] != ni->out ||
+                memcmp(ni->in, nj->in, (size_t)nj->nin * sizeof nj->in[0]) || !attrs_same(&ni->attr, &nj->attr))
+                continue;
+            to[nj->out] = ni->out;
+            break;
+        }
+    }
+    int r = to[id];
+    free(to);
+    return r;
+}
+
 int kf_graph_has_lowering(const kf_graph *g) {
     for (int i = 0; i < g->nnodes; i++)
         if (kf_op_get(g->nodes[i].op)->lower || kf_op_get(g->nodes[i].op)->own_lower || unroll_count(g, &g->nodes[i]))
@@ -179,7 +219,9 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
                 text = lowering_text(d, &n->attr);
             }
             kf_error why = {0}; /* the parser's message, quoted into err's */
+            int first = h->nnodes;
             st = kf_parse_expr_into(h, text, ins, n->nin, n->line, n->col, &id, &why);
+            if (st == KF_OK) id = merge_repeats(h, first, id);
             if (st != KF_OK) {
                 st = kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
                                   "%s: its lowering '%s' does not apply here: %s", d->name, text, why.msg);

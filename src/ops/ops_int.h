@@ -18,5 +18,7 @@ extern const kf_op_def kf_ops_view[];
 extern const int kf_ops_view_count;
 extern const kf_op_def kf_ops_conv[];
 extern const int kf_ops_conv_count;
+extern const kf_op_def kf_ops_gather[];
+extern const int kf_ops_gather_count;
 
 #endif

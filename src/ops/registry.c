@@ -91,8 +91,9 @@ static const char *record_defect(const kf_op_def *d, char *buf, size_t cap) {
         snprintf(buf, cap, "%s: arity %d to %d", d->name, d->min_in, d->max_in);
         return buf;
     }
-    if (!d->doc || !d->torch || !(d->flops > 0 || (d->cls == KF_CLASS_VIEW && d->flops == 0))) {
-        snprintf(buf, cap, "%s: doc, torch peer and flops are required (zero for a VIEW)", d->name);
+    int reads_only = d->cls == KF_CLASS_VIEW || d->cls == KF_CLASS_GATHER;
+    if (!d->doc || !d->torch || !(d->flops > 0 || (reads_only && d->flops == 0))) {
+        snprintf(buf, cap, "%s: doc, torch peer and flops are required (zero for a VIEW or GATHER)", d->name);
         return buf;
     }
     if ((d->cls == KF_CLASS_VIEW) != (d->kind == KF_KIND_VIEW) || (d->cls == KF_CLASS_VIEW) != !!d->view) {
@@ -131,6 +132,13 @@ static const char *record_defect(const kf_op_def *d, char *buf, size_t cap) {
                                     !d->own_lower || !d->example))) {
         snprintf(buf, cap, "%s: the OWN shape rule goes with a COMPOSITE record's own shape, reference, "
                  "FLOPs, lowering and example, and only with them", d->name);
+        return buf;
+    }
+    if ((d->cls == KF_CLASS_GATHER) != (d->kind == KF_KIND_GATHER) ||
+        (d->cls == KF_CLASS_GATHER && (!d->own_f64 || !d->example || d->min_in != 2 || d->max_in != 2 ||
+                                       !kf_op_attr(d, "axis") || !kf_op_attr(d, "fill")))) {
+        snprintf(buf, cap, "%s: the GATHER class goes with the gather shape rule, two operands, its own_f64 "
+                 "reference, an example task and the attributes axis and fill", d->name);
         return buf;
     }
     if ((d->lower || d->own_lower) && d->cls != KF_CLASS_COMPOSITE) {
@@ -175,6 +183,7 @@ static void build_table(void) {
     index_class(kf_ops_scan, kf_ops_scan_count);
     index_class(kf_ops_view, kf_ops_view_count);
     index_class(kf_ops_conv, kf_ops_conv_count);
+    index_class(kf_ops_gather, kf_ops_gather_count);
     char buf[200];
     for (int i = 0; i < KF_OP_COUNT && !table_defect[0]; i++) {
         if (!table[i]) {
@@ -244,6 +253,7 @@ const char *kf_op_kind_name(kf_op_kind k) {
     case KF_KIND_SCAN: return "scan";
     case KF_KIND_VIEW: return "view";
     case KF_KIND_OWN: return "own";
+    case KF_KIND_GATHER: return "gather";
     }
     return "?";
 }
@@ -256,6 +266,7 @@ const char *kf_op_class_name(kf_op_class c) {
     case KF_CLASS_SCAN: return "scan";
     case KF_CLASS_COMPOSITE: return "composite";
     case KF_CLASS_VIEW: return "view";
+    case KF_CLASS_GATHER: return "gather";
     case KF_CLASS_COUNT: break;
     }
     return "?";

@@ -156,7 +156,17 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         int v = lay.v[r], bv = lay.buf[r];
         int streams = q > 0 && lay.str[r][q - 1] != 0;
         const char *cast = g->values[bv].dtype == KF_F32 ? "" : "(float)";
-        if (kf_synth_ewise_guarded(&lay, r)) {
+        if (g->values[v].dtype == KF_I64 && !kf_synth_ewise_guarded(&lay, r)) {
+            /* an i64 index: its exact value too (a gather's offset), then as a float */
+            kf_buf_printf(o, "%sconst long i%d = b%d[f%s%d];\n", ind, v, bv, bv != v ? "v" : "", v);
+            kf_buf_printf(o, "%sconst float r%d = (float)i%d;\n", ind, v, v);
+        } else if (lay.take[r] >= 0) { /* a gather: the index's value along its axis, fill outside */
+            char fill[64];
+            int t = lay.take[r];
+            kf_synth_float_lit(lay.pad[r], fill, sizeof fill);
+            kf_buf_printf(o, "%sconst float r%d = (i%d >= 0 && i%d < %lldL) ? b%d[fv%d + i%d * %lldL] : %s;\n", ind, v, t,
+                          t, (long long)lay.take_n[r], bv, v, t, (long long)lay.take_str[r], fill);
+        } else if (kf_synth_ewise_guarded(&lay, r)) {
             char pad[64];
             kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
             kf_buf_printf(o, "%sconst float r%d = (", ind, v);
@@ -165,6 +175,8 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
                     kf_buf_printf(o, "%sg%d >= 0 && g%d < %s", n++ ? " && " : "", gk, gk,
                                   kf_gpu_lit(gp, lay.gn[gk], b3, sizeof b3));
             kf_buf_printf(o, ") ? %sb%d[f%s%d] : %s;\n", cast, bv, bv != v ? "v" : "", v, pad);
+            if (g->values[v].dtype == KF_I64) /* a padded index */
+                kf_buf_printf(o, "%sconst long i%d = (long)r%d;\n", ind, v, v);
         } else if (streams && vw > 1) {
             kf_buf_printf(o, "%sconst $vec(float, %d) v%d = $vload(%d, b%d, f%d);\n", ind, vw, v, vw, bv, v);
         } else {
@@ -174,7 +186,7 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     if (vw == 1) {
         for (int i = 0; i < st->nnodes; i++) {
             const kf_node *n = &g->nodes[st->nodes[i]];
-            if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) continue; /* loaded as a read */
+            if (kf_synth_is_read_op(n->op)) continue; /* loaded as a read */
             kf_buf_printf(o, "%sconst float r%d = ", ind, n->out);
             kf_synth_node_expr(s, n, o);
             kf_buf_puts(o, ";\n");
@@ -193,7 +205,7 @@ void kf_gpu_ewise_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
             }
             for (int i = 0; i < st->nnodes; i++) {
                 const kf_node *n = &g->nodes[st->nodes[i]];
-                if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) continue; /* vw > 1: none */
+                if (kf_synth_is_read_op(n->op)) continue; /* vw > 1: none */
                 kf_buf_printf(o, "%s    const float r%d = ", ind, n->out);
                 kf_synth_node_expr(s, n, o);
                 kf_buf_puts(o, ";\n");

@@ -47,15 +47,17 @@ static int value16_ok(const kf_graph *g, const int *skip, int v) {
 /* An i64 or bool value the builtin generator handles as an operand: every reader (through
  * the views that read it) is a pointwise op that reads it as a float: for an i64 (class
  * indices) one that takes integer operands (eq), for a bool (a mask: 0.0 or 1.0) any binary
- * op. */
+ * op; or, for an i64, a gather that reads it as its index (as an integer). */
 static int value_read_as_float_ok(const kf_graph *g, int v, int is_bool) {
     for (int ni = 0; ni < g->nnodes; ni++) {
         const kf_node *n = &g->nodes[ni];
         const kf_op_def *d = kf_op_get(n->op);
         for (int a = 0; a < n->nin; a++) {
             if (n->in[a] != v) continue;
-            int ok = d->cls == KF_CLASS_VIEW ? value_read_as_float_ok(g, n->out, is_bool)
-                                             : is_bool ? d->kind == KF_KIND_BINARY : d->int_operands;
+            int ok = d->cls == KF_CLASS_VIEW     ? value_read_as_float_ok(g, n->out, is_bool)
+                     : d->cls == KF_CLASS_GATHER ? !is_bool && a == 1
+                     : is_bool                   ? d->kind == KF_KIND_BINARY
+                                                 : d->int_operands;
             if (!ok) return 0;
         }
     }
@@ -135,7 +137,7 @@ static void plan_aliases(kf_synth *s) {
         for (int ri = 0; ri < g->nnodes && ok; ri++) {
             const kf_node *r = &g->nodes[ri];
             for (int a = 0; a < r->nin; a++)
-                if (r->in[a] == w && (kf_op_is_elementwise(r->op) && kf_op_get(r->op)->cls != KF_CLASS_VIEW)) ok = 0;
+                if (r->in[a] == w && (kf_op_is_elementwise(r->op) || kf_op_get(r->op)->cls == KF_CLASS_GATHER)) ok = 0;
         }
         if (!ok) continue;
         s->alias[w] = src;
@@ -175,12 +177,13 @@ static int cluster(kf_synth *s, int allow_bcast) {
         int target = -1;
         if (s->skip[ni]) continue; /* a view its readers read through */
         int is_view = kf_op_get(n->op)->cls == KF_CLASS_VIEW, src = -1, ng = 0;
+        int is_gather = kf_op_get(n->op)->cls == KF_CLASS_GATHER;
         if (is_view) { /* read through its map from where the map starts */
             kf_imap m;
             src = kf_value_imap(g, n->out, &m);
             ng = m.nguards;
         }
-        if (kf_op_is_elementwise(n->op) || is_view) {
+        if (kf_op_is_elementwise(n->op) || is_view || is_gather) {
             for (int k = s->nst - 1; k >= 0; k--) {
                 kf_stage *st = &s->st[k];
                 if (st->kind != KF_STAGE_EWISE) continue;
@@ -194,8 +197,9 @@ static int cluster(kf_synth *s, int allow_bcast) {
                 for (int a = 0; a < n->nin && !is_view; a++)
                     if (stage_of_value(s, n->in[a]) > k) ok = 0;
                 if (is_view && stage_of_value(s, src) >= k) ok = 0; /* its source from memory */
+                if (is_gather && stage_of_value(s, n->in[0]) >= k) ok = 0; /* its data too */
                 if (st->nguards + ng > KF_EW_MAX_GUARDS) ok = 0;
-                if (is_view && st->nviews >= KF_EW_MAX_VIEWS) ok = 0;
+                if ((is_view || is_gather) && st->nviews >= KF_EW_MAX_VIEWS) ok = 0;
                 if (ok) target = k;
                 break; /* only the latest elementwise cluster of that domain */
             }
@@ -214,6 +218,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
             case KF_KIND_MATMUL: st->kind = KF_STAGE_MATMUL; break;
             case KF_KIND_SCAN: st->kind = KF_STAGE_SCAN; break;
             case KF_KIND_VIEW: st->kind = KF_STAGE_EWISE; break; /* a copy through the map */
+            case KF_KIND_GATHER: st->kind = KF_STAGE_EWISE; break; /* a load at the index */
             case KF_KIND_OWN: assert(!"an OWN-shaped op reaches the planner lowered (kf_graph_lower)"); break;
             }
             st->dom = ov->shape;
@@ -222,7 +227,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
         kf_stage *st = &s->st[target];
         st->nodes[st->nnodes++] = ni;
         st->nguards += ng;
-        st->nviews += is_view;
+        st->nviews += is_view || is_gather;
         s->val_stage[n->out] = target;
     }
     /* materialise graph outputs and values read by another stage */
@@ -729,7 +734,7 @@ kf_status kf_synth_op_support(kf_op op, const char *platform, kf_error *err) {
     const kf_op_def *d = kf_op_get(op);
     kf_graph *g = NULL;
     kf_status st = KF_OK;
-    if (d->kind == KF_KIND_OWN) { /* its own shape rule: the task its record gives */
+    if (d->kind == KF_KIND_OWN || d->kind == KF_KIND_GATHER) { /* the task its record gives */
         kf_buf t = {0};
         kf_buf_printf(&t, "task support\n%s", d->example);
         st = kf_parse_string(t.data, "<support>", &g, err);

@@ -167,6 +167,12 @@ typedef struct kf_ew_layout {
     int64_t goff[KF_EW_MAX_GUARDS], gn[KF_EW_MAX_GUARDS];
     int64_t gstr[KF_EW_MAX_GUARDS][KF_MAX_DIMS]; /* per coalesced dim */
     int64_t graw[KF_EW_MAX_GUARDS][KF_MAX_DIMS]; /* per domain dim (before coalescing) */
+    /* gathers (GATHER nodes, src/synth/view.c): read r with take[r] >= 0 loads at its
+     * offset plus i<take[r]> * take_str[r], i<take[r]> the integer value of the index read
+     * take[r] (emitted before it), where that lies in [0, take_n[r]); else pad[r] (the
+     * gather's fill). -1 for every other read */
+    int take[KF_EW_MAX_OPS];
+    int64_t take_str[KF_EW_MAX_OPS], take_n[KF_EW_MAX_OPS];
     /* the distinct buffers the reads load from, in order (the stage's inputs) */
     int nbufs;
     int bufs[KF_EW_MAX_OPS];
@@ -198,9 +204,17 @@ int *kf_synth_view_skips(const kf_graph *g, int gather);
 /* Fill read L->nops (not yet counted) of stage st for view value w: its buffer, base, pad
  * and guards, and its element stride per domain dim into stride. */
 void kf_synth_view_read(const kf_synth *s, const kf_stage *st, int w, kf_ew_layout *L, int64_t *stride);
+/* Fill read L->nops (not yet counted) of stage st for gather node n: its data buffer, the
+ * gather's fill as pad, take (the index read, which must be among the reads already),
+ * the stride and size of the gathered axis, and its element stride per domain dim (the
+ * gathered axis 0) into stride. */
+void kf_synth_gather_read(const kf_synth *s, const kf_stage *st, const kf_node *n, kf_ew_layout *L, int64_t *stride);
+/* 1 for an op an elementwise stage computes as a read: a VIEW (through its index map) or a
+ * GATHER (at positions its index operand holds); kf_synth_node_expr has no expression for it. */
+int kf_synth_is_read_op(kf_op op);
 /* 1 when read r of L has guards (a padded map). */
 int kf_synth_ewise_guarded(const kf_ew_layout *L, int r);
-/* 1 when stage st holds a view node. */
+/* 1 when stage st holds a view or gather node (it reads through a map). */
 int kf_synth_stage_has_views(const kf_synth *s, const kf_stage *st);
 
 /* Prologue fusion (CPU). Elements a fused stage's function computes per call at most:

@@ -64,7 +64,7 @@ void kf_synth_node_expr(const kf_synth *s, const kf_node *n, kf_buf *o) {
 
 /* Emit "const float r<out> = <expr>;" for node n. */
 static void emit_node(const kf_synth *s, const kf_node *n, kf_buf *o) {
-    if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) return; /* loaded as a read */
+    if (kf_synth_is_read_op(n->op)) return; /* loaded as a read */
     kf_buf_printf(o, "            const float r%d = ", n->out);
     kf_synth_node_expr(s, n, o);
     kf_buf_puts(o, ";\n");
@@ -89,14 +89,17 @@ void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *
     L->ng = 0;
     for (int i = 0; i < st->nnodes; i++) {
         const kf_node *n = &g->nodes[st->nodes[i]];
-        if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) { /* a read through its index map */
+        kf_op_class cls = kf_op_get(n->op)->cls;
+        if (cls == KF_CLASS_VIEW) { /* a read through its index map */
             if (L->nops >= KF_EW_MAX_OPS / 2) continue;
             L->v[L->nops] = n->out;
+            L->take[L->nops] = -1;
             kf_synth_view_read(s, st, n->out, L, stride[L->nops]);
             L->nops++;
             continue;
         }
-        for (int a = 0; a < n->nin; a++) {
+        /* a gather reads its index like any operand (before it), its data as its own read */
+        for (int a = cls == KF_CLASS_GATHER; a < n->nin; a++) {
             int v = n->in[a];
             if (g->values[v].is_const || s->val_stage[v] == s->val_stage[n->out]) continue;
             int dup = 0;
@@ -105,7 +108,13 @@ void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *
             L->v[L->nops] = L->buf[L->nops] = v;
             L->base[L->nops] = 0;
             L->pad[L->nops] = 0;
+            L->take[L->nops] = -1;
             domain_strides(&st->dom, &g->values[v].shape, stride[L->nops]);
+            L->nops++;
+        }
+        if (cls == KF_CLASS_GATHER && L->nops < KF_EW_MAX_OPS / 2) {
+            L->v[L->nops] = n->out;
+            kf_synth_gather_read(s, st, n, L, stride[L->nops]);
             L->nops++;
         }
     }
@@ -121,6 +130,7 @@ void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *
         if (!s->materialize[v] || L->nops >= KF_EW_MAX_OPS) continue;
         L->v[L->nops] = L->buf[L->nops] = v;
         L->base[L->nops] = 0;
+        L->take[L->nops] = -1;
         domain_strides(&st->dom, &g->values[v].shape, stride[L->nops]);
         L->nops++;
     }
@@ -197,7 +207,7 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         if (r < nreads && kf_synth_ewise_guarded(&lay, r)) {
             continue; /* loaded in the loop, under its guards */
         } else if (r < nreads) { /* a view read is "pv": its value may be written too */
-            if (inner_stride)
+            if (inner_stride || lay.take[r] >= 0) /* a gather loads per element */
                 kf_buf_printf(o, "        const %s *restrict p%s%d = b%d + off%d;\n", ct, lay.buf[r] != v ? "v" : "", v,
                               lay.buf[r], r);
             else kf_buf_printf(o, "        const %s s%d = b%d[off%d];\n", ct, v, lay.buf[r], r);
@@ -217,12 +227,20 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
     for (int r = 0; r < nreads; r++) {
         int v = lay.v[r];
         int64_t inner_stride = q ? str[r][q - 1] : 0;
+        /* an integer (an i64 index) is loaded as i<v> too: a gather takes its exact value */
+        int integer = g->values[v].dtype == KF_I64;
         char idx[64], pad[64];
         if (inner_stride == 1) snprintf(idx, sizeof idx, "j");
         else snprintf(idx, sizeof idx, "j * %lldL", (long long)inner_stride);
-        if (kf_synth_ewise_guarded(&lay, r)) { /* a padded map: the pad value outside */
-            kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
-            kf_buf_printf(o, "            const float r%d = (", v);
+        if (integer) snprintf(pad, sizeof pad, "%lldL", (long long)lay.pad[r]);
+        else kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
+        kf_buf_printf(o, "            const %s %c%d = ", integer ? "long" : "float", integer ? 'i' : 'r', v);
+        if (lay.take[r] >= 0) { /* a gather: the index's value along its axis, fill outside */
+            int t = lay.take[r];
+            kf_buf_printf(o, "(i%d >= 0 && i%d < %lldL) ? pv%d[%s + i%d * %lldL] : %s;\n", t, t, (long long)lay.take_n[r], v,
+                          inner_stride ? idx : "0", t, (long long)lay.take_str[r], pad);
+        } else if (kf_synth_ewise_guarded(&lay, r)) { /* a padded map: the pad value outside */
+            kf_buf_puts(o, "(");
             for (int k = 0, n = 0; k < lay.ng; k++) {
                 if (lay.gop[k] != r) continue;
                 int64_t gs = q ? lay.gstr[k][q - 1] : 0;
@@ -231,10 +249,11 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
             }
             kf_buf_printf(o, ") ? b%d[off%d + %s] : %s;\n", lay.buf[r], r, idx, pad);
         } else if (inner_stride) {
-            kf_buf_printf(o, "            const float r%d = p%s%d[%s];\n", v, lay.buf[r] != v ? "v" : "", v, idx);
+            kf_buf_printf(o, "p%s%d[%s];\n", lay.buf[r] != v ? "v" : "", v, idx);
         } else {
-            kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
+            kf_buf_printf(o, "s%d;\n", v);
         }
+        if (integer) kf_buf_printf(o, "            const float r%d = (float)i%d;\n", v, v);
     }
     for (int i = 0; i < st->nnodes; i++) emit_node(s, &g->nodes[st->nodes[i]], o);
     for (int r = nreads; r < nops; r++) {

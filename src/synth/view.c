@@ -237,6 +237,36 @@ void kf_synth_view_read(const kf_synth *s, const kf_stage *st, int w, kf_ew_layo
     }
 }
 
+int kf_synth_is_read_op(kf_op op) {
+    kf_op_class c = kf_op_get(op)->cls;
+    return c == KF_CLASS_VIEW || c == KF_CLASS_GATHER;
+}
+
+/* A gather is a read of its data operand (always a buffer: the planner keeps it out of the
+ * gather's own stage) with that operand's row-major strides on every dim but the gathered
+ * one, whose offset is the index's value times its stride. */
+void kf_synth_gather_read(const kf_synth *s, const kf_stage *st, const kf_node *n, kf_ew_layout *L, int64_t *stride) {
+    const kf_graph *g = s->g;
+    const kf_shape *dom = &st->dom, *xs = &g->values[n->in[0]].shape, *os = &g->values[n->out].shape;
+    int r = L->nops, ax = __builtin_ctz(n->attr.axes);
+    int64_t xstr[KF_MAX_DIMS], run = 1;
+    for (int d = xs->rank - 1; d >= 0; d--) {
+        xstr[d] = run;
+        run *= xs->d[d];
+    }
+    L->buf[r] = n->in[0];
+    L->base[r] = 0;
+    L->pad[r] = n->attr.alpha;
+    L->take[r] = n->in[1];
+    L->take_str[r] = xstr[ax];
+    L->take_n[r] = xs->d[ax];
+    /* the result's dims right-aligned in the domain; a dim of 1 (or a missing one) broadcasts */
+    for (int j = 0; j < dom->rank; j++) {
+        int oj = j - (dom->rank - os->rank);
+        stride[j] = oj < 0 || os->d[oj] == 1 || oj == ax ? 0 : xstr[oj];
+    }
+}
+
 int kf_synth_ewise_guarded(const kf_ew_layout *L, int r) {
     for (int k = 0; k < L->ng; k++)
         if (L->gop[k] == r) return 1;
@@ -245,6 +275,6 @@ int kf_synth_ewise_guarded(const kf_ew_layout *L, int r) {
 
 int kf_synth_stage_has_views(const kf_synth *s, const kf_stage *st) {
     for (int i = 0; i < st->nnodes; i++)
-        if (kf_op_get(s->g->nodes[st->nodes[i]].op)->cls == KF_CLASS_VIEW) return 1;
+        if (kf_synth_is_read_op(s->g->nodes[st->nodes[i]].op)) return 1;
     return 0;
 }
