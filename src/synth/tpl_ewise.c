@@ -145,6 +145,68 @@ void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *
     L->q = q;
 }
 
+/* The body of the inner loop for element j: the reads, the stage's nodes, the writes (to
+ * the streaming buffers under nt). With plain, a padded read loads without its guards: the
+ * caller runs j only where they all hold. */
+static void emit_element(const kf_synth *s, const kf_stage *st, const kf_ew_layout *L, int plain, int nt,
+                         kf_buf *o) {
+    const int q = L->q;
+    for (int r = 0; r < L->nreads; r++) {
+        int v = L->v[r];
+        int64_t inner_stride = q ? L->str[r][q - 1] : 0;
+        char idx[64], pad[64];
+        if (inner_stride == 1) snprintf(idx, sizeof idx, "j");
+        else snprintf(idx, sizeof idx, "j * %lldL", (long long)inner_stride);
+        if (kf_synth_ewise_guarded(L, r) && plain) {
+            kf_buf_printf(o, "            const float r%d = b%d[off%d + %s];\n", v, L->buf[r], r, idx);
+        } else if (kf_synth_ewise_guarded(L, r)) { /* a padded map: the pad value outside */
+            kf_synth_float_lit(L->pad[r], pad, sizeof pad);
+            kf_buf_printf(o, "            const float r%d = (", v);
+            for (int k = 0, n = 0; k < L->ng; k++) {
+                if (L->gop[k] != r) continue;
+                int64_t gs = q ? L->gstr[k][q - 1] : 0;
+                kf_buf_printf(o, "%s(unsigned long)(g%d + j * %lldL) < %lldUL", n++ ? " && " : "", k, (long long)gs,
+                              (long long)L->gn[k]);
+            }
+            kf_buf_printf(o, ") ? b%d[off%d + %s] : %s;\n", L->buf[r], r, idx, pad);
+        } else if (inner_stride) {
+            kf_buf_printf(o, "            const float r%d = p%s%d[%s];\n", v, L->buf[r] != v ? "v" : "", v, idx);
+        } else {
+            kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
+        }
+    }
+    for (int i = 0; i < st->nnodes; i++) emit_node(s, &s->g->nodes[st->nodes[i]], o);
+    for (int r = L->nreads; r < L->nops; r++) {
+        if (nt) kf_buf_printf(o, "            t%d[j - jb] = r%d;\n", L->v[r], L->v[r]);
+        else kf_buf_printf(o, "            p%d[j] = r%d;\n", L->v[r], L->v[r]);
+    }
+}
+
+/* The run [lo, hi) of this row's j in [j0, j1) where every guard of every padded read
+ * holds, computed once per row: a guard (unsigned)(g + j*a) < n is row-invariant when
+ * a == 0 (the run is empty when it fails), else it bounds j on both sides,
+ * 0 <= g + j*a <= n-1, by floor divisions (g may be negative). lo <= hi always; outside
+ * the run every read keeps its guards. */
+static void emit_run(const kf_ew_layout *L, kf_buf *o) {
+    const int q = L->q;
+    kf_buf_puts(o, "        long lo = j0, hi = j1; /* every guard holds on [lo, hi) */\n");
+    for (int k = 0; k < L->ng; k++) {
+        long long a = q ? (long long)L->gstr[k][q - 1] : 0, n = (long long)L->gn[k];
+        if (a == 0) {
+            kf_buf_printf(o, "        if ((unsigned long)g%d >= %lldUL) hi = j0;\n", k, n);
+        } else if (a > 0) { /* j >= ceil(-g/a), j <= floor((n-1-g)/a) */
+            kf_buf_printf(o, "        { const long t = -kf_floordiv(g%d, %lldL); if (t > lo) lo = t; }\n", k, a);
+            kf_buf_printf(o, "        { const long t = kf_floordiv(%lldL - g%d, %lldL) + 1; if (t < hi) hi = t; }\n",
+                          n - 1, k, a);
+        } else { /* b = -a: j >= floor((g-n)/b) + 1, j <= floor(g/b) */
+            kf_buf_printf(o, "        { const long t = kf_floordiv(g%d - %lldL, %lldL) + 1; if (t > lo) lo = t; }\n", k,
+                          n, -a);
+            kf_buf_printf(o, "        { const long t = kf_floordiv(g%d, %lldL) + 1; if (t < hi) hi = t; }\n", k, -a);
+        }
+    }
+    kf_buf_puts(o, "        if (lo > j1) lo = j1;\n        if (hi < lo) hi = lo;\n");
+}
+
 void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
     const kf_graph *g = s->g;
     const kf_space *sp = &s->space;
@@ -206,41 +268,28 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         }
     }
     const char *ind = nt ? "    " : "";
+    const int split = lay.ng > 0; /* padded reads: borders under guards, the interior plain */
+    if (split) emit_run(&lay, o);
     if (nt) {
         kf_buf_puts(o, "        for (long jb = j0; jb < j1; jb += 512) {\n");
         kf_buf_puts(o, "          const long je = jb + 512 < j1 ? jb + 512 : j1;\n");
         for (int r = nreads; r < nops; r++)
             kf_buf_printf(o, "          float t%d[512] __attribute__((aligned(64)));\n", lay.v[r]);
     }
+    const char *ja = nt ? "jb" : "j0", *jz = nt ? "je" : "j1";
+    if (split) {
+        kf_buf_printf(o, "%s        const long jl = lo < %s ? %s : lo > %s ? %s : lo;\n", ind, ja, ja, jz, jz);
+        kf_buf_printf(o, "%s        const long jh = hi < jl ? jl : hi > %s ? %s : hi;\n", ind, jz, jz);
+        kf_buf_printf(o, "%s        for (int side = 0; side < 2; side++)\n", ind);
+        kf_buf_printf(o, "%s        for (long j = side ? jh : %s; j < (side ? %s : jl); j++) {\n", ind, ja, jz);
+        emit_element(s, st, &lay, 0, nt, o);
+        kf_buf_printf(o, "%s        }\n", ind);
+        ja = "jl";
+        jz = "jh";
+    }
     if (unroll > 1) kf_buf_printf(o, "%s        #pragma GCC unroll %ld\n", ind, unroll);
-    kf_buf_printf(o, "%s        for (long j = %s; j < %s; j++) {\n", ind, nt ? "jb" : "j0", nt ? "je" : "j1");
-    for (int r = 0; r < nreads; r++) {
-        int v = lay.v[r];
-        int64_t inner_stride = q ? str[r][q - 1] : 0;
-        char idx[64], pad[64];
-        if (inner_stride == 1) snprintf(idx, sizeof idx, "j");
-        else snprintf(idx, sizeof idx, "j * %lldL", (long long)inner_stride);
-        if (kf_synth_ewise_guarded(&lay, r)) { /* a padded map: the pad value outside */
-            kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
-            kf_buf_printf(o, "            const float r%d = (", v);
-            for (int k = 0, n = 0; k < lay.ng; k++) {
-                if (lay.gop[k] != r) continue;
-                int64_t gs = q ? lay.gstr[k][q - 1] : 0;
-                kf_buf_printf(o, "%s(unsigned long)(g%d + j * %lldL) < %lldUL", n++ ? " && " : "", k, (long long)gs,
-                              (long long)lay.gn[k]);
-            }
-            kf_buf_printf(o, ") ? b%d[off%d + %s] : %s;\n", lay.buf[r], r, idx, pad);
-        } else if (inner_stride) {
-            kf_buf_printf(o, "            const float r%d = p%s%d[%s];\n", v, lay.buf[r] != v ? "v" : "", v, idx);
-        } else {
-            kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
-        }
-    }
-    for (int i = 0; i < st->nnodes; i++) emit_node(s, &g->nodes[st->nodes[i]], o);
-    for (int r = nreads; r < nops; r++) {
-        if (nt) kf_buf_printf(o, "            t%d[j - jb] = r%d;\n", lay.v[r], lay.v[r]);
-        else kf_buf_printf(o, "            p%d[j] = r%d;\n", lay.v[r], lay.v[r]);
-    }
+    kf_buf_printf(o, "%s        for (long j = %s; j < %s; j++) {\n", ind, ja, jz);
+    emit_element(s, st, &lay, split, nt, o);
     kf_buf_printf(o, "%s        }\n", ind);
     if (nt) {
         for (int r = nreads; r < nops; r++)
