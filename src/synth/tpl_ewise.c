@@ -185,12 +185,25 @@ static void emit_element(const kf_synth *s, const kf_stage *st, const kf_ew_layo
 /* The run [lo, hi) of this row's j in [j0, j1) where every guard of every padded read
  * holds, computed once per row: a guard (unsigned)(g + j*a) < n is row-invariant when
  * a == 0 (the run is empty when it fails), else it bounds j on both sides,
- * 0 <= g + j*a <= n-1, by floor divisions (g may be negative). lo <= hi always; outside
+ * 0 <= g + j*a <= n-1, by floor divisions (g may be negative); each bound moves one way
+ * with g, so of guards that differ only in their offset the extreme two decide. lo <= hi
+ * always; outside
  * the run every read keeps its guards. */
 static void emit_run(const kf_ew_layout *L, kf_buf *o) {
     const int q = L->q;
     kf_buf_puts(o, "        long lo = j0, hi = j1; /* every guard holds on [lo, hi) */\n");
     for (int k = 0; k < L->ng; k++) {
+        /* guards alike but for their offset (a window's taps along one dim) hold together
+         * where the lowest and the highest offset hold: only those two bound the run */
+        int lowest = 1, highest = 1;
+        for (int k2 = 0; k2 < L->ng && (lowest || highest); k2++) {
+            int alike = k2 != k && L->gn[k2] == L->gn[k];
+            for (int j = 0; j < q && alike; j++) alike = L->gstr[k2][j] == L->gstr[k][j];
+            if (!alike) continue;
+            if (L->goff[k2] < L->goff[k] || (L->goff[k2] == L->goff[k] && k2 < k)) lowest = 0;
+            if (L->goff[k2] > L->goff[k] || (L->goff[k2] == L->goff[k] && k2 < k)) highest = 0;
+        }
+        if (!lowest && !highest) continue;
         long long a = q ? (long long)L->gstr[k][q - 1] : 0, n = (long long)L->gn[k];
         if (a == 0) {
             kf_buf_printf(o, "        if ((unsigned long)g%d >= %lldUL) hi = j0;\n", k, n);
