@@ -140,6 +140,9 @@ static const char *const family_tasks[] = {
     "output w = slice(y, dim=1, start=1, step=3) + slice(slice(flip(x, dims=[0, 1]), dim=0, end=9), dim=1, start=3)\n",
     "input x: f32[4, 33]\ninput a: f32[33, 8]\noutput m = max(unfold(x, dim=1, size=3, step=2, dilation=2), axes=[2])\n"
     "output p = matmul(transpose(a), transpose(x))\n",
+    /* a padded max pool (guarded reads, the NaN-propagating maximum) and minimum */
+    "input x: f32[2, 3, 9, 9]\noutput m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], value=-inf), dim=2, size=3, "
+    "step=2), dim=3, size=3, step=2), axes=[-2, -1])\noutput y = maximum(x, 0.5) - minimum(x, -0.5)\n",
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 
