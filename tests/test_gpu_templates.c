@@ -143,6 +143,9 @@ static const char *const family_tasks[] = {
     /* gathers: a load at the index's value (fill outside the axis), beside a view read */
     "input x: f32[17, 9]\ninput i: i64[17, 4] range(-1, 9)\noutput y = gather(x, i, axis=1) * 2\n"
     "output l = logsumexp(x, axes=[1], keepdim=true) - gather(x, slice(i, dim=1, end=1), axis=1, fill=0)\n",
+    /* a padded max pool (guarded reads, the NaN-propagating maximum) and minimum */
+    "input x: f32[2, 3, 9, 9]\noutput m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], value=-inf), dim=2, size=3, "
+    "step=2), dim=3, size=3, step=2), axes=[-2, -1])\noutput y = maximum(x, 0.5) - minimum(x, -0.5)\n",
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 

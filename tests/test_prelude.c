@@ -22,6 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kforge/ops.h"
+
 #define CAND_FLAGS "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared"
 
 typedef void (*loop_fn)(const float *restrict x, float *restrict y, long n);
@@ -31,6 +33,10 @@ typedef void (*loop_fn)(const float *restrict x, float *restrict y, long n);
 static const char *const fn_names[] = {"expf", "logf", "expm1f", "log1pf", "tanhf",
                                        "sigmoidf", "erff", "tanh_softplusf"};
 #define NFN ((int)(sizeof fn_names / sizeof fn_names[0]))
+
+/* binary pointwise ops whose rendered expression is checked over this prelude */
+static const char *const mm_names[] = {"maximum", "minimum"};
+#define NMM ((int)(sizeof mm_names / sizeof mm_names[0]))
 
 static char workdir[] = "/tmp/kf-prelude-XXXXXX";
 static void *lib;
@@ -90,6 +96,17 @@ static void setup(void) {
           "{ for (long i = 0; i < n; i++) y[i] = kf_expf(xs[i] - m); }\n"
           "void kf_t_powf(const float *restrict a, const float *restrict b, float *restrict y, long n) "
           "{ for (long i = 0; i < n; i++) y[i] = kf_powf(a[i], b[i]); }\n", f);
+    /* the NaN-propagating maximum/minimum as their records render them over this prelude */
+    for (int i = 0; i < NMM; i++) {
+        kf_pw_emit e = {.in = {"r1", "r2"}, .producer = KF_OP_COUNT};
+        kf_buf ex = {0};
+        kf_op_render_f32(kf_op_get(kf_op_lookup(mm_names[i])), &e, &ex);
+        for (int v = 0; v < 2; v++)
+            fprintf(f, "%svoid kf_%s_%s(const float *restrict a, const float *restrict b, float *restrict y, long n) "
+                       "{ for (long i = 0; i < n; i++) { const float r1 = a[i], r2 = b[i]; y[i] = %s; } }\n",
+                    v ? "__attribute__((optimize(\"no-tree-vectorize\"))) " : "", v ? "s" : "t", mm_names[i], ex.data);
+        kf_buf_free(&ex);
+    }
     fclose(f);
     const char *cc = getenv("KFORGE_CC");
     snprintf(cmd, sizeof cmd, "%s %s -fopt-info-vec-optimized=%s/vec.txt %s -o %s -lm > %s/cc.log 2>&1",
@@ -560,4 +577,62 @@ Test(prelude, vector_helpers) {
             cr_expect(d[off + n] == -1.0f && (off == 0 || d[off - 1] == -1.0f), "stream_copy wrote outside n=%ld", n);
         }
     }
+}
+
+/* maximum/minimum as the elementwise templates render them: NaN in either operand (any
+ * kind) gives NaN, infinities and signed zeros give what the float64 reference gives, in
+ * the vectorised loop (each pair inside a full vector) and the scalar one; and the loop
+ * vectorises. */
+typedef void (*loop2_fn)(const float *restrict a, const float *restrict b, float *restrict y, long n);
+Test(prelude, nan_propagating_maximum_minimum) {
+    float vals[NNAN + 8];
+    int nv = 0;
+    for (int i = 0; i < NNAN; i++) vals[nv++] = u2f(nan_bits[i]);
+    const float plain[] = {INFINITY, -INFINITY, 0.0f, -0.0f, 1.5f, -2.25f, FLT_MAX, FLT_TRUE_MIN};
+    for (int i = 0; i < 8; i++) vals[nv++] = plain[i];
+    for (int m = 0; m < NMM; m++) {
+        kf_op op = kf_op_lookup(mm_names[m]);
+        for (int pi = 0; pi < 2; pi++) {
+            char name[64];
+            snprintf(name, sizeof name, "kf_%s_%s", pi ? "s" : "t", mm_names[m]);
+            loop2_fn f = (loop2_fn)(uintptr_t)sym(name);
+            for (int i = 0; i < nv; i++)
+                for (int j = 0; j < nv; j++) {
+                    float a[16], b[16], y[16];
+                    for (int k = 0; k < 16; k++) a[k] = 0.5f, b[k] = 0.25f;
+                    a[i % 16] = vals[i];
+                    b[i % 16] = vals[j];
+                    f(a, b, y, 16);
+                    double want = kf_op_eval(op, NULL, vals[i], vals[j]);
+                    float g = y[i % 16];
+                    int ok = isnan(want) ? isnan(g) : (g == (float)want && (want != 0 || !signbit(g) == !signbit(want) ||
+                                                                              vals[i] == vals[j]));
+                    cr_expect(ok, "%s(%a, %a) = %a, want %a", name, (double)vals[i], (double)vals[j], (double)g, want);
+                }
+        }
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/vec.txt", workdir);
+    char *rep = read_text(path);
+    cr_assert(rep != NULL, "no vectoriser report");
+    snprintf(path, sizeof path, "%s/k.c", workdir);
+    char *src = read_text(path);
+    cr_assert(src != NULL);
+    for (int m = 0; m < NMM; m++) { /* the kf_t_ wrapper's line has a vectorised loop */
+        char fn[64], key[64];
+        snprintf(fn, sizeof fn, "void kf_t_%s(", mm_names[m]);
+        const char *at = strstr(src, fn);
+        cr_assert(at != NULL, "no %s", fn);
+        int line = 1;
+        for (const char *c = src; c < at; c++) line += *c == '\n';
+        snprintf(key, sizeof key, "k.c:%d:", line);
+        int found = 0;
+        for (const char *p = strstr(rep, key); p; p = strstr(p + 1, key)) {
+            const char *eol = strchr(p, '\n');
+            if (memmem(p, eol ? (size_t)(eol - p) : strlen(p), "loop vectorized", 15)) found = 1;
+        }
+        cr_expect(found, "the loop y[i] = %s(a[i], b[i]) (k.c line %d) was not vectorised", mm_names[m], line);
+    }
+    free(src);
+    free(rep);
 }

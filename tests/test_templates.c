@@ -279,3 +279,111 @@ Test(templates, cross_entropy_gathers_without_a_mask) {
     kf_graph_free(g);
     check_task(text);
 }
+
+/* ---- windows over padded inputs: each row's run where every guard holds is read
+ * without guards, its borders with them (tpl_ewise.c) ---- */
+
+/* Output length of a window of size k, step s, dilation d over n elements padded by
+ * pl + pr, or 0 when no window fits. */
+static long window_len(long n, long pl, long pr, long k, long s, long d) {
+    long span = d * (k - 1) + 1, len = n + pl + pr;
+    return len < span ? 0 : (len - span) / s + 1;
+}
+
+/* One window of each case over every spatial dim of x's last nd dims, as outputs o<i>
+ * of one task (those that fit): pooling windows (max, sum, mean over unfolds of a pad, some
+ * through a flip: guards falling with j) and a depthwise conv, at sizes where the borders
+ * are most of each row (an interior of zero or one element), paddings larger than half the
+ * window, steps and dilations above 1. */
+static void check_padded_windows(int nd, const long *dims) {
+    static const struct { const char *red; long k, s, d, pl, pr; const char *val; int flip; } cases[] = {
+        {"max", 3, 2, 1, 1, 1, "-inf", 0}, {"max", 3, 1, 2, 3, 3, "-inf", 0}, {"sum", 2, 3, 2, 3, 0, "0.5", 0},
+        {"mean", 4, 2, 3, 4, 4, "0", 0},   {"max", 3, 1, 2, 0, 5, "-inf", 1}, {"sum", 3, 3, 1, 2, 2, "-1", 1},
+    };
+    kf_buf t = {0};
+    kf_buf_printf(&t, "input x: f32[2, 3");
+    for (int i = 0; i < nd; i++) kf_buf_printf(&t, ", %ld", dims[i]);
+    kf_buf_puts(&t, "]\n");
+    int nout = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int fits = 1;
+        for (int i = 0; i < nd; i++)
+            fits &= window_len(dims[i], cases[c].pl, cases[c].pr, cases[c].k, cases[c].s, cases[c].d) > 0;
+        if (!fits || (nd == 3 && cases[c].k > 3)) continue; /* a 3-D window unrolls up to 27 taps */
+        kf_buf w = {0};
+        kf_buf_puts(&w, "pad(x, pads=[");
+        for (int i = 0; i < nd; i++) kf_buf_printf(&w, "%s%ld, %ld", i ? ", " : "", cases[c].pl, cases[c].pr);
+        kf_buf_printf(&w, "], value=%s)", cases[c].val);
+        if (cases[c].flip) {
+            char *in = kf_buf_take(&w);
+            kf_buf_printf(&w, "flip(%s, dims=[%d])", in, 2 + nd - 1);
+            free(in);
+        }
+        for (int i = 0; i < nd; i++) {
+            char *in = kf_buf_take(&w);
+            kf_buf_printf(&w, "unfold(%s, dim=%d, size=%ld, step=%ld, dilation=%ld)", in, 2 + i, cases[c].k, cases[c].s,
+                          cases[c].d);
+            free(in);
+        }
+        kf_buf_printf(&t, "output o%d = %s(%s, axes=[", nout++, cases[c].red, w.data);
+        for (int i = 0; i < nd; i++) kf_buf_printf(&t, "%s%d", i ? ", " : "", -1 - i);
+        kf_buf_puts(&t, "])\n");
+        kf_buf_free(&w);
+    }
+    /* a depthwise conv padded by more than half its kernel: its taps summed with guards */
+    long k[3] = {3, 2, 3}, s[3] = {2, 1, 1}, d[3] = {1, 2, 1}, p[3] = {2, 3, 2};
+    int fits = 1;
+    for (int i = 0; i < nd; i++) fits &= window_len(dims[i], p[i], p[i], k[i], s[i], d[i]) > 0;
+    if (fits) {
+        kf_buf_puts(&t, "input w: f32[3, 1");
+        for (int i = 0; i < nd; i++) kf_buf_printf(&t, ", %ld", k[i]);
+        kf_buf_printf(&t, "]\noutput c = conv(x, w, stride=[");
+        for (int i = 0; i < nd; i++) kf_buf_printf(&t, "%s%ld", i ? ", " : "", s[i]);
+        kf_buf_puts(&t, "], padding=[");
+        for (int i = 0; i < nd; i++) kf_buf_printf(&t, "%s%ld", i ? ", " : "", p[i]);
+        kf_buf_puts(&t, "], dilation=[");
+        for (int i = 0; i < nd; i++) kf_buf_printf(&t, "%s%ld", i ? ", " : "", d[i]);
+        kf_buf_puts(&t, "], groups=3)\n");
+    }
+    check_task(t.data);
+    kf_buf_free(&t);
+}
+
+Test(templates, padded_windows_border_heavy) {
+    static const long d1[][1] = {{1}, {2}, {3}, {6}, {11}, {70001}}; /* the last: rows split into chunks */
+    static const long d2[][2] = {{1, 1}, {2, 3}, {4, 4}, {5, 9}};
+    static const long d3[][3] = {{1, 2, 3}, {3, 4, 5}};
+    for (size_t i = 0; i < sizeof d1 / sizeof d1[0]; i++) check_padded_windows(1, d1[i]);
+    for (size_t i = 0; i < sizeof d2 / sizeof d2[0]; i++) check_padded_windows(2, d2[i]);
+    for (size_t i = 0; i < sizeof d3 / sizeof d3[0]; i++) check_padded_windows(3, d3[i]);
+}
+
+/* A padded window's rendered stage computes each row's guard-free run and reads it with
+ * plain loads: the stride-2 taps of a 3x3 max pool appear unguarded. */
+Test(templates, padded_window_interior_is_unguarded) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string("input x: f32[2, 3, 20, 20]\noutput m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], "
+                                 "value=-inf), dim=2, size=3, step=2), dim=3, size=3, step=2), axes=[-2, -1])\n",
+                                 "<test>", &g, &err),
+                 KF_OK, "%s", err.msg);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "%s", err.msg);
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    const char *run = strstr(c.source, "for (long j = jl; j < jh; j++) {");
+    cr_assert(run != NULL, "no guard-free run:\n%s", c.source);
+    const char *end = strstr(run, "\n        }\n");
+    cr_assert(end != NULL);
+    int plain = 0;
+    for (const char *l = strstr(run, "= b"); l && l < end; l = strstr(l + 1, "= b")) plain++;
+    cr_expect_eq(plain, 9, "the run reads the 9 taps with plain loads:\n%.*s", (int)(end - run), run);
+    cr_expect(memmem(run, (size_t)(end - run), "unsigned long", 13) == NULL, "no guard in the run:\n%.*s",
+              (int)(end - run), run);
+    cr_expect(strstr(c.source, "kf_floordiv(") != NULL);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}

@@ -265,16 +265,18 @@ const kf_op_def kf_ops_pointwise[] = {
      .torch = "lambda a, b: a * b", .f64 = f64_mul, .f32 = "$0 * $1"},
     {.op = KF_OP_DIV, .name = "div", BINARY, .flops = 1, .doc = "a / b (also written a / b)",
      .torch = "lambda a, b: a / b", .f64 = f64_div, .f32 = "$0 / $1"},
-    /* NaN-propagating max/min: when either is NaN both compares fail and a + b is NaN.
-     * (Self-compares such as a != a stop GCC 12 from vectorising some loops.) */
+    /* NaN-propagating max/min: a + b (NaN) where the operands are unordered, else one
+     * compare and select (one vmaxps/vminps on x86). KF_UNORD is each prelude's
+     * unordered compare (CPU: __builtin_isunordered, a single vcmpunordps); self-compares
+     * such as a != a stop GCC 12 from vectorising some loops. */
     {.op = KF_OP_MAXIMUM, .name = "maximum", BINARY, .flops = 1,
      .doc = "elementwise max, NaN propagating", .aten = {"aten.maximum"},
      .torch = "lambda a, b: torch.maximum(*_pair(a, b))", .f64 = f64_maximum,
-     .f32 = "(($1 < $0) ? $0 : (($1 >= $0) ? $1 : $0 + $1))"},
+     .f32 = "(KF_UNORD($0, $1) ? $0 + $1 : (($1 < $0) ? $0 : $1))"},
     {.op = KF_OP_MINIMUM, .name = "minimum", BINARY, .flops = 1,
      .doc = "elementwise min, NaN propagating", .aten = {"aten.minimum"},
      .torch = "lambda a, b: torch.minimum(*_pair(a, b))", .f64 = f64_minimum,
-     .f32 = "(($1 > $0) ? $0 : (($1 <= $0) ? $1 : $0 + $1))"},
+     .f32 = "(KF_UNORD($0, $1) ? $0 + $1 : (($1 > $0) ? $0 : $1))"},
     {.op = KF_OP_POW, .name = "pow", BINARY, .flops = 2, .domain = KF_DOMAIN_POS, .mag = 20,
      .doc = "a ^ b", .torch = "torch.pow", .f64 = f64_pow, .f32 = "kf_powf($0, $1)",
      .f32_special = f32_pow},

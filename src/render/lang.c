@@ -262,7 +262,8 @@ static const char opencl_head[] =
     "#pragma OPENCL EXTENSION cl_khr_subgroup_shuffle : enable\n"
     "#endif\n"
     "#define KF_INF INFINITY\n"
-    "#define KF_NAN NAN\n";
+    "#define KF_NAN NAN\n"
+    "#define KF_UNORD(a, b) isunordered((a), (b))\n";
 
 /* NVRTC has no math.h: the constants come from their bit patterns. Under nvcc math.h
  * already defines INFINITY and NAN. */
@@ -270,6 +271,7 @@ static const char cuda_head[] =
     "/* kforge CUDA C prelude (nvcc or NVRTC; no headers needed) */\n"
     "#define KF_INF __int_as_float(0x7f800000)\n"
     "#define KF_NAN __int_as_float(0x7fc00000)\n"
+    "#define KF_UNORD(a, b) ((a) != (a) || (b) != (b))\n"
     "#ifndef INFINITY\n"
     "#define INFINITY KF_INF\n"
     "#endif\n"
@@ -282,7 +284,8 @@ static const char metal_head[] =
     "#include <metal_stdlib>\n"
     "using namespace metal;\n"
     "#define KF_INF INFINITY\n"
-    "#define KF_NAN NAN\n";
+    "#define KF_NAN NAN\n"
+    "#define KF_UNORD(a, b) (isnan(a) || isnan(b))\n";
 
 /* CUDA's vector types come without arithmetic: the operators the form promises */
 static void cuda_vector_ops(kf_buf *o) {

@@ -44,7 +44,8 @@
  *             kf_sqrtf kf_rsqrtf kf_fabsf kf_fmaxf kf_fminf kf_clampf kf_floorf
  *             are ordinary function names: the prelude (kf_render_prelude) defines them
  *             per language with the language's accurate builtins (no fast-math variants),
- *             as do the constants KF_INF and KF_NAN (float), so the expression code that
+ *             as do the constants KF_INF and KF_NAN (float) and KF_UNORD(a, b) (1 when
+ *             either is NaN), so the expression code that
  *             the CPU templates emit works unchanged. These are the same names the CPU
  *             prelude defines. The prelude also maps the C names that expression code
  *             uses (expf logf tanhf powf sqrtf fabsf fmaxf fminf floorf, INFINITY, NAN)

@@ -155,6 +155,90 @@ void kf_synth_ewise_layout(const kf_synth *s, const kf_stage *st, kf_ew_layout *
     L->q = q;
 }
 
+/* The body of the inner loop for element j: the reads, the stage's nodes, the writes (to
+ * the streaming buffers under nt). With plain, a padded read loads without its guards: the
+ * caller runs j only where they all hold. */
+static void emit_element(const kf_synth *s, const kf_stage *st, const kf_ew_layout *L, int plain, int nt,
+                         kf_buf *o) {
+    const int q = L->q;
+    for (int r = 0; r < L->nreads; r++) {
+        int v = L->v[r];
+        int64_t inner_stride = q ? L->str[r][q - 1] : 0;
+        /* an integer (an i64 index) is loaded as i<v> too: a gather takes its exact value */
+        int integer = s->g->values[v].dtype == KF_I64;
+        char idx[64], pad[64];
+        if (inner_stride == 1) snprintf(idx, sizeof idx, "j");
+        else snprintf(idx, sizeof idx, "j * %lldL", (long long)inner_stride);
+        if (integer) snprintf(pad, sizeof pad, "%lldL", (long long)L->pad[r]);
+        else kf_synth_float_lit(L->pad[r], pad, sizeof pad);
+        kf_buf_printf(o, "            const %s %c%d = ", integer ? "long" : "float", integer ? 'i' : 'r', v);
+        if (L->take[r] >= 0) { /* a gather: the index's value along its axis, fill outside */
+            int t = L->take[r];
+            kf_buf_printf(o, "(i%d >= 0 && i%d < %lldL) ? pv%d[%s + i%d * %lldL] : %s;\n", t, t, (long long)L->take_n[r], v,
+                          inner_stride ? idx : "0", t, (long long)L->take_str[r], pad);
+        } else if (kf_synth_ewise_guarded(L, r) && plain) { /* inside the run: every guard holds */
+            kf_buf_printf(o, "b%d[off%d + %s];\n", L->buf[r], r, idx);
+        } else if (kf_synth_ewise_guarded(L, r)) { /* a padded map: the pad value outside */
+            kf_buf_puts(o, "(");
+            for (int k = 0, n = 0; k < L->ng; k++) {
+                if (L->gop[k] != r) continue;
+                int64_t gs = q ? L->gstr[k][q - 1] : 0;
+                kf_buf_printf(o, "%s(unsigned long)(g%d + j * %lldL) < %lldUL", n++ ? " && " : "", k, (long long)gs,
+                              (long long)L->gn[k]);
+            }
+            kf_buf_printf(o, ") ? b%d[off%d + %s] : %s;\n", L->buf[r], r, idx, pad);
+        } else if (inner_stride) {
+            kf_buf_printf(o, "p%s%d[%s];\n", L->buf[r] != v ? "v" : "", v, idx);
+        } else {
+            kf_buf_printf(o, "s%d;\n", v);
+        }
+        if (integer) kf_buf_printf(o, "            const float r%d = (float)i%d;\n", v, v);
+    }
+    for (int i = 0; i < st->nnodes; i++) emit_node(s, &s->g->nodes[st->nodes[i]], o);
+    for (int r = L->nreads; r < L->nops; r++) {
+        if (nt) kf_buf_printf(o, "            t%d[j - jb] = r%d;\n", L->v[r], L->v[r]);
+        else kf_buf_printf(o, "            p%d[j] = r%d;\n", L->v[r], L->v[r]);
+    }
+}
+
+/* The run [lo, hi) of this row's j in [j0, j1) where every guard of every padded read
+ * holds, computed once per row: a guard (unsigned)(g + j*a) < n is row-invariant when
+ * a == 0 (the run is empty when it fails), else it bounds j on both sides,
+ * 0 <= g + j*a <= n-1, by floor divisions (g may be negative); each bound moves one way
+ * with g, so of guards that differ only in their offset the extreme two decide. lo <= hi
+ * always; outside
+ * the run every read keeps its guards. */
+static void emit_run(const kf_ew_layout *L, kf_buf *o) {
+    const int q = L->q;
+    kf_buf_puts(o, "        long lo = j0, hi = j1; /* every guard holds on [lo, hi) */\n");
+    for (int k = 0; k < L->ng; k++) {
+        /* guards alike but for their offset (a window's taps along one dim) hold together
+         * where the lowest and the highest offset hold: only those two bound the run */
+        int lowest = 1, highest = 1;
+        for (int k2 = 0; k2 < L->ng && (lowest || highest); k2++) {
+            int alike = k2 != k && L->gn[k2] == L->gn[k];
+            for (int j = 0; j < q && alike; j++) alike = L->gstr[k2][j] == L->gstr[k][j];
+            if (!alike) continue;
+            if (L->goff[k2] < L->goff[k] || (L->goff[k2] == L->goff[k] && k2 < k)) lowest = 0;
+            if (L->goff[k2] > L->goff[k] || (L->goff[k2] == L->goff[k] && k2 < k)) highest = 0;
+        }
+        if (!lowest && !highest) continue;
+        long long a = q ? (long long)L->gstr[k][q - 1] : 0, n = (long long)L->gn[k];
+        if (a == 0) {
+            kf_buf_printf(o, "        if ((unsigned long)g%d >= %lldUL) hi = j0;\n", k, n);
+        } else if (a > 0) { /* j >= ceil(-g/a), j <= floor((n-1-g)/a) */
+            kf_buf_printf(o, "        { const long t = -kf_floordiv(g%d, %lldL); if (t > lo) lo = t; }\n", k, a);
+            kf_buf_printf(o, "        { const long t = kf_floordiv(%lldL - g%d, %lldL) + 1; if (t < hi) hi = t; }\n",
+                          n - 1, k, a);
+        } else { /* b = -a: j >= floor((g-n)/b) + 1, j <= floor(g/b) */
+            kf_buf_printf(o, "        { const long t = kf_floordiv(g%d - %lldL, %lldL) + 1; if (t > lo) lo = t; }\n", k,
+                          n, -a);
+            kf_buf_printf(o, "        { const long t = kf_floordiv(g%d, %lldL) + 1; if (t < hi) hi = t; }\n", k, -a);
+        }
+    }
+    kf_buf_puts(o, "        if (lo > j1) lo = j1;\n        if (hi < lo) hi = lo;\n");
+}
+
 void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
     const kf_graph *g = s->g;
     const kf_space *sp = &s->space;
@@ -216,50 +300,28 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         }
     }
     const char *ind = nt ? "    " : "";
+    const int split = lay.ng > 0; /* padded reads: borders under guards, the interior plain */
+    if (split) emit_run(&lay, o);
     if (nt) {
         kf_buf_puts(o, "        for (long jb = j0; jb < j1; jb += 512) {\n");
         kf_buf_puts(o, "          const long je = jb + 512 < j1 ? jb + 512 : j1;\n");
         for (int r = nreads; r < nops; r++)
             kf_buf_printf(o, "          float t%d[512] __attribute__((aligned(64)));\n", lay.v[r]);
     }
+    const char *ja = nt ? "jb" : "j0", *jz = nt ? "je" : "j1";
+    if (split) {
+        kf_buf_printf(o, "%s        const long jl = lo < %s ? %s : lo > %s ? %s : lo;\n", ind, ja, ja, jz, jz);
+        kf_buf_printf(o, "%s        const long jh = hi < jl ? jl : hi > %s ? %s : hi;\n", ind, jz, jz);
+        kf_buf_printf(o, "%s        for (int side = 0; side < 2; side++)\n", ind);
+        kf_buf_printf(o, "%s        for (long j = side ? jh : %s; j < (side ? %s : jl); j++) {\n", ind, ja, jz);
+        emit_element(s, st, &lay, 0, nt, o);
+        kf_buf_printf(o, "%s        }\n", ind);
+        ja = "jl";
+        jz = "jh";
+    }
     if (unroll > 1) kf_buf_printf(o, "%s        #pragma GCC unroll %ld\n", ind, unroll);
-    kf_buf_printf(o, "%s        for (long j = %s; j < %s; j++) {\n", ind, nt ? "jb" : "j0", nt ? "je" : "j1");
-    for (int r = 0; r < nreads; r++) {
-        int v = lay.v[r];
-        int64_t inner_stride = q ? str[r][q - 1] : 0;
-        /* an integer (an i64 index) is loaded as i<v> too: a gather takes its exact value */
-        int integer = g->values[v].dtype == KF_I64;
-        char idx[64], pad[64];
-        if (inner_stride == 1) snprintf(idx, sizeof idx, "j");
-        else snprintf(idx, sizeof idx, "j * %lldL", (long long)inner_stride);
-        if (integer) snprintf(pad, sizeof pad, "%lldL", (long long)lay.pad[r]);
-        else kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
-        kf_buf_printf(o, "            const %s %c%d = ", integer ? "long" : "float", integer ? 'i' : 'r', v);
-        if (lay.take[r] >= 0) { /* a gather: the index's value along its axis, fill outside */
-            int t = lay.take[r];
-            kf_buf_printf(o, "(i%d >= 0 && i%d < %lldL) ? pv%d[%s + i%d * %lldL] : %s;\n", t, t, (long long)lay.take_n[r], v,
-                          inner_stride ? idx : "0", t, (long long)lay.take_str[r], pad);
-        } else if (kf_synth_ewise_guarded(&lay, r)) { /* a padded map: the pad value outside */
-            kf_buf_puts(o, "(");
-            for (int k = 0, n = 0; k < lay.ng; k++) {
-                if (lay.gop[k] != r) continue;
-                int64_t gs = q ? lay.gstr[k][q - 1] : 0;
-                kf_buf_printf(o, "%s(unsigned long)(g%d + j * %lldL) < %lldUL", n++ ? " && " : "", k, (long long)gs,
-                              (long long)lay.gn[k]);
-            }
-            kf_buf_printf(o, ") ? b%d[off%d + %s] : %s;\n", lay.buf[r], r, idx, pad);
-        } else if (inner_stride) {
-            kf_buf_printf(o, "p%s%d[%s];\n", lay.buf[r] != v ? "v" : "", v, idx);
-        } else {
-            kf_buf_printf(o, "s%d;\n", v);
-        }
-        if (integer) kf_buf_printf(o, "            const float r%d = (float)i%d;\n", v, v);
-    }
-    for (int i = 0; i < st->nnodes; i++) emit_node(s, &g->nodes[st->nodes[i]], o);
-    for (int r = nreads; r < nops; r++) {
-        if (nt) kf_buf_printf(o, "            t%d[j - jb] = r%d;\n", lay.v[r], lay.v[r]);
-        else kf_buf_printf(o, "            p%d[j] = r%d;\n", lay.v[r], lay.v[r]);
-    }
+    kf_buf_printf(o, "%s        for (long j = %s; j < %s; j++) {\n", ind, ja, jz);
+    emit_element(s, st, &lay, split, nt, o);
     kf_buf_printf(o, "%s        }\n", ind);
     if (nt) {
         for (int r = nreads; r < nops; r++)

@@ -3,6 +3,7 @@
 using namespace metal;
 #define KF_INF INFINITY
 #define KF_NAN NAN
+#define KF_UNORD(a, b) (isnan(a) || isnan(b))
 #define expf(x) precise::exp(x)
 #define logf(x) precise::log(x)
 #define tanhf(x) precise::tanh(x)
