@@ -653,3 +653,97 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
         LL(pl.nstrips), LL(pl.tn), pl.nr, LL(d->M), LL(d->M), LL(d->N), LL(d->N),
         LL(d->M * d->N));
 }
+
+/* ---- the GEMM as a part of a row-blocked chain (src/synth/tpl_chain.c) --------------- */
+
+/* The parameters a chain's GEMM keeps (the chain decides threads and blocks): vl, mk and
+ * kc, defaults as kf_tpl_matmul_params'. */
+void kf_tpl_matmul_params_inner(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
+                                const char *prefix) {
+    assert(d && sp);
+    int64_t l1 = dev && dev->l1d_bytes > 0 ? dev->l1d_bytes : 32 * 1024;
+    int vl = kf_tpl_cpu_vl(dev);
+    int nregs = dev_nregs(dev, vl);
+    long vlv[] = {vl};
+    kf_tpl_add_param(sp, prefix, "vl", KF_ROLE_VECTOR_LOADS, vlv, 1, 0);
+    const mk_shape *tab = nregs >= 32 ? mk32 : mk16;
+    int ntab = nregs >= 32 ? (int)(sizeof mk32 / sizeof mk32[0]) : (int)(sizeof mk16 / sizeof mk16[0]);
+    long mkv[KF_MAX_PARAM_VALUES];
+    for (int i = 0; i < ntab; i++) mkv[i] = tab[i].mr * 100L + tab[i].nv * vl;
+    int mkdef = nregs >= 32 ? MK32_DEF : MK16_DEF;
+    kf_tpl_add_param(sp, prefix, "mk", KF_ROLE_MICRO_KERNEL, mkv, ntab, mkdef);
+    long kcv[] = {64, 128, 192, 256, 384, 512, 768};
+    int nkc = filter_values(kcv, 7, d->K);
+    kf_tpl_add_param(sp, prefix, "kc", KF_ROLE_CACHE_K, kcv, nkc,
+                     pick_fit(kcv, nkc, 4L * tab[mkdef].nv * vl, l1 / 2));
+}
+
+void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_desc *d, const kf_space *sp,
+                              const kf_point *p, const char *prefix, int64_t rows_max, kf_tpl_panel *info) {
+    assert(out && fname && d && sp && p && info && rows_max >= 1);
+    assert(!d->gb.on && d->M > 0 && d->N > 0 && d->K > 0);
+    mm_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.d = d;
+    pl.name = fname;
+    pl.threads = 1;
+    long mk = kf_tpl_get(sp, p, prefix, "mk");
+    pl.vl = (int)kf_tpl_get(sp, p, prefix, "vl");
+    pl.mr = (int)(mk / 100);
+    pl.nr = (int)(mk % 100);
+    assert(pl.vl == 4 || pl.vl == 8 || pl.vl == 16);
+    assert(pl.mr >= 1 && pl.nr >= pl.vl && pl.nr % pl.vl == 0);
+    pl.nv = pl.nr / pl.vl;
+    int64_t KC = kf_tpl_get(sp, p, prefix, "kc");
+    pl.kc = ceil_div(d->K, ceil_div(d->K, KC));
+    pl.nc = round_up(d->N, pl.nr);
+    pl.per = ceil_div(rows_max, pl.mr);
+    info->mr = pl.mr;
+    info->nr = pl.nr;
+    info->kc = pl.kc;
+    info->bp_floats = round_up(pl.nc * d->K, 16);
+    info->ap_floats = round_up(pl.per * pl.mr * pl.kc, 16);
+
+    put(out, &pl,
+        "/* ---- @: a GEMM part, batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d: B packed whole once, "
+        "then blocks of at most %lld rows; mk=%dx%d kc=%lld ---- */\n"
+        "typedef float @_vf __attribute__((vector_size(%d)));\n"
+        "typedef float @_vfu __attribute__((vector_size(%d), aligned(4)));\n\n",
+        LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb, LL(rows_max), pl.mr, pl.nr, LL(pl.kc),
+        pl.vl * 4, pl.vl * 4);
+    emit_batch_offset(out, &pl, "a", d->a_bstride, d->M * d->K);
+    emit_batch_offset(out, &pl, "b", d->b_bstride, d->K * d->N);
+    emit_pack_a(out, &pl);
+    emit_pack_b(out, &pl);
+    emit_ukr(out, &pl);
+    /* K slice pc of the whole B at bp + pc * NC, NR-wide strips of kc rows each */
+    put(out, &pl,
+        "static void @_pack_all(const float *restrict b, float *restrict bp)\n"
+        "{\n"
+        "    for (int64_t pc = 0; pc < %lldLL; pc += %lldLL) {\n"
+        "        const int64_t kc = %lldLL - pc < %lldLL ? %lldLL - pc : %lldLL;\n"
+        "        @_pack_b(b, bp + pc * %lldLL, 0, %lldLL, pc, kc);\n"
+        "    }\n"
+        "}\n\n",
+        LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(pl.nc), LL(d->N));
+    /* rows [0, rows) of C (row stride N) from A's rows [0, rows) (A points at the block's
+     * first row, or first column when ta) and the packed B */
+    put(out, &pl,
+        "static void @_rows(const float *restrict a, const float *restrict bp, float *restrict c,\n"
+        "                   float *restrict ap, int64_t rows)\n"
+        "{\n"
+        "    for (int64_t pc = 0; pc < %lldLL; pc += %lldLL) {\n"
+        "        const int64_t kc = %lldLL - pc < %lldLL ? %lldLL - pc : %lldLL;\n"
+        "        @_pack_a(a, ap, 0, rows, pc, kc);\n"
+        "        for (int64_t jr = 0; jr < %lldLL; jr += %d) {\n"
+        "            const int64_t nr = %lldLL - jr < %d ? %lldLL - jr : %d;\n"
+        "            const float *restrict bs = bp + pc * %lldLL + jr * kc;\n"
+        "            for (int64_t ir = 0; ir < rows; ir += %d)\n"
+        "                @_ukr(kc, ap + ir * kc, bs, c + ir * %lldLL + jr, rows - ir < %d ? rows - ir : %d, nr,\n"
+        "                      pc == 0);\n"
+        "        }\n"
+        "    }\n"
+        "}\n\n",
+        LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->N), pl.nr, LL(d->N), pl.nr,
+        LL(d->N), pl.nr, LL(pl.nc), pl.mr, LL(d->N), pl.mr, pl.mr);
+}
