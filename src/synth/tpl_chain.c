@@ -144,6 +144,8 @@ void kf_synth_chain_emit(const kf_synth *s, const kf_stage *st, const kf_point *
     int64_t per = P1.bp_floats + P2.bp_floats + ap + sbuf;
     int logsm = kf_op_get(smn->op)->log_out;
 
+    char invdecl[96] = ""; /* the rows' 1 / sum, applied to the product's rows */
+    if (!logsm) snprintf(invdecl, sizeof invdecl, "                float inv[%lld];\n", LL(rbr));
     int reads[KF_EW_MAX_OPS + 3];
     int nr = kf_synth_chain_reads(s, st, reads);
     int out = g->nodes[st->nodes[0]].out;
@@ -183,11 +185,12 @@ void kf_synth_chain_emit(const kf_synth *s, const kf_stage *st, const kf_point *
                   "                const int64_t r0 = rb * %lldLL;\n"
                   "                const int64_t rows = %lldLL - r0 < %lldLL ? %lldLL - r0 : %lldLL;\n"
                   "                %s_rows(b%d + %s_aoff(bt) + r0 * %lldLL, bp1, sb, ap, rows);\n"
+                  "%s"
                   "                for (int64_t i = 0; i < rows; i++) {\n"
                   "                    float *row = sb + i * %lldLL;\n",
                   LL(ngroups), LL(gpb), LL(gpb), n1, d1->b_val, n1, n2, d2->b_val, n2, LL(nrb), LL(gpb), LL(nrb),
                   LL(gpb), LL(rbr), LL(M), LL(rbr), LL(M), LL(rbr), n1, d1->a_val, n1, d1->ta ? 1LL : LL(d1->K),
-                  LL(N1));
+                  invdecl, LL(N1));
     if (c.pro) {
         kf_ew_layout lay;
         kf_synth_ewise_layout(s, c.pro, &lay);
@@ -212,20 +215,41 @@ void kf_synth_chain_emit(const kf_synth *s, const kf_stage *st, const kf_point *
                       "                    for (long j = 0; j < %lldL; j++) row[j] = xr[j] - lse;\n",
                       LL(N1), LL(N1));
     } else {
+        /* e^(x - max) and its sum in one pass; the division by the sum waits for the
+         * product's row (N2 values instead of N1), as in flash attention */
         kf_buf_printf(o,
-                      "                    for (long j = 0; j < %lldL; j++) row[j] = kf_expf(xr[j] - m);\n"
-                      "                    const float inv = 1.0f / (float)kf_vsum(row, %lldL);\n"
-                      "                    for (long j = 0; j < %lldL; j++) row[j] *= inv;\n",
-                      LL(N1), LL(N1), LL(N1));
+                      "                    kf_vf acc = kf_vsplat(0.0f);\n"
+                      "                    long j = 0;\n"
+                      "                    for (; j + KF_VW <= %lldL; j += KF_VW) {\n"
+                      "                        float e[KF_VW] __attribute__((aligned(64)));\n"
+                      "                        for (int l = 0; l < KF_VW; l++) e[l] = kf_expf(xr[j + l] - m);\n"
+                      "                        const kf_vf ev = kf_vload(e);\n"
+                      "                        kf_vstore(row + j, ev);\n"
+                      "                        acc += ev;\n"
+                      "                    }\n"
+                      "                    float sum = kf_hsum(acc);\n"
+                      "                    for (; j < %lldL; j++) {\n"
+                      "                        row[j] = kf_expf(xr[j] - m);\n"
+                      "                        sum += row[j];\n"
+                      "                    }\n"
+                      "                    inv[i] = 1.0f / sum;\n",
+                      LL(N1), LL(N1));
     }
     kf_buf_printf(o,
                   "                }\n"
-                  "                %s_rows(sb, bp2, b%d + bt * %lldLL + r0 * %lldLL, ap, rows);\n"
+                  "                float *restrict cb = b%d + bt * %lldLL + r0 * %lldLL;\n"
+                  "                %s_rows(sb, bp2, cb, ap, rows);\n",
+                  out, LL(M * d2->N), LL(d2->N), n2);
+    if (!logsm)
+        kf_buf_printf(o,
+                      "                for (int64_t i = 0; i < rows; i++)\n"
+                      "                    for (long j = 0; j < %lldL; j++) cb[i * %lldLL + j] *= inv[i];\n",
+                      LL(d2->N), LL(d2->N));
+    kf_buf_puts(o,
                   "            }\n"
                   "        }\n"
                   "    }\n"
                   "    free(buf);\n"
                   "    return 0;\n"
-                  "}\n\n",
-                  n2, out, LL(M * d2->N), LL(d2->N));
+                  "}\n\n");
 }
