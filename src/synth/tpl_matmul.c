@@ -657,7 +657,7 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
 /* ---- the GEMM as a part of a row-blocked chain (src/synth/tpl_chain.c) --------------- */
 
 /* The parameters a chain's GEMM keeps (the chain decides threads and blocks): vl, mk and
- * kc, defaults as kf_tpl_matmul_params'. */
+ * kc, defaults as kf_tpl_matmul_params' except that mk pads N the least. */
 void kf_tpl_matmul_params_inner(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
                                 const char *prefix) {
     assert(d && sp);
@@ -669,13 +669,28 @@ void kf_tpl_matmul_params_inner(const kf_matmul_desc *d, const kf_device_info *d
     const mk_shape *tab = nregs >= 32 ? mk32 : mk16;
     int ntab = nregs >= 32 ? (int)(sizeof mk32 / sizeof mk32[0]) : (int)(sizeof mk16 / sizeof mk16[0]);
     long mkv[KF_MAX_PARAM_VALUES];
-    for (int i = 0; i < ntab; i++) mkv[i] = tab[i].mr * 100L + tab[i].nv * vl;
-    int mkdef = nregs >= 32 ? MK32_DEF : MK16_DEF;
-    kf_tpl_add_param(sp, prefix, "mk", KF_ROLE_MICRO_KERNEL, mkv, ntab, mkdef);
+    int n = 0, tdef = nregs >= 32 ? MK32_DEF : MK16_DEF;
+    /* a product no wider than one vector (a head dimension of 16 on AVX-512) gets one-vector
+     * shapes too, first: the table's would compute half their columns into a temporary */
+    if (d->N <= vl) {
+        mkv[n++] = 8L * 100 + vl;
+        mkv[n++] = (nregs >= 32 ? 16L : 12L) * 100 + vl;
+    }
+    int first = n;
+    for (int i = 0; i < ntab; i++) mkv[n++] = tab[i].mr * 100L + tab[i].nv * vl;
+    /* default: the least zero padding of N, then the table's default, then the largest */
+    int mkdef = first + tdef;
+    for (int i = 0; i < n; i++) {
+        int64_t pad = round_up(d->N, mkv[i] % 100), best = round_up(d->N, mkv[mkdef] % 100);
+        if (pad < best || (pad == best && mkdef != first + tdef &&
+                           (mkv[i] / 100) * (mkv[i] % 100) > (mkv[mkdef] / 100) * (mkv[mkdef] % 100)))
+            mkdef = i;
+    }
+    kf_tpl_add_param(sp, prefix, "mk", KF_ROLE_MICRO_KERNEL, mkv, n, mkdef);
     long kcv[] = {64, 128, 192, 256, 384, 512, 768};
     int nkc = filter_values(kcv, 7, d->K);
     kf_tpl_add_param(sp, prefix, "kc", KF_ROLE_CACHE_K, kcv, nkc,
-                     pick_fit(kcv, nkc, 4L * tab[mkdef].nv * vl, l1 / 2));
+                     pick_fit(kcv, nkc, 4L * (mkv[mkdef] % 100), l1 / 2));
 }
 
 void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_desc *d, const kf_space *sp,
