@@ -8,8 +8,10 @@
  * Design: a thread takes a group of row blocks of one batch matrix, packs that matrix's
  * B1 and B2 whole once (the GEMM's packing, kf_tpl_matmul_emit_panel), and for each block
  * of RB rows computes the RB x N1 scores into its own buffer (L2-sized), runs the prologue
- * and the softmax over each row there, in place, and multiplies the block by B2 straight
- * into C. The intermediates never reach memory: two tensors of batch x M x N1 floats
+ * and the softmax over each row there, in place (the max, then e^(x - max) and its sum in
+ * one pass), and multiplies the block by B2 straight into C, whose rows it then divides by
+ * their sums (N2 values a row instead of N1; log_softmax finishes its rows before the
+ * product instead). The intermediates never reach memory: two tensors of batch x M x N1 floats
  * (32 MiB each for 32 heads of 512 x 512) are neither written, read back, nor faulted in.
  * The groups are the fewest per matrix that give every thread work twice over (one a
  * matrix for a large batch), handed out dynamically.
