@@ -386,7 +386,7 @@ static void fuse_chains(kf_synth *s) {
         kf_stage *m1 = &s->st[s->val_stage[S]];
         const kf_matmul_desc *d1 = &m1->mm;
         if (g->nodes[m1->nodes[0]].out != S || d1->gb.on || d1->batch != d2->batch || d1->M != d2->M ||
-            d1->N != d2->K || d1->M == 0 || d1->K == 0 || d2->N == 0)
+            d1->N != d2->K || d1->M == 0 || d1->N == 0 || d1->K == 0 || d2->N == 0)
             continue;
         if (g->values[d1->a_val].dtype != KF_F32 || g->values[d1->b_val].dtype != KF_F32) continue;
         m2->chain_mm = m1->index + 1;
