@@ -397,14 +397,18 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
 
 /* The MRxNR register micro-kernel: acc = sum_k a[k][0..MR) x b[k][0..NR); then C = acc
  * (first) or C += acc, straight into C for a full tile, through a temporary otherwise. */
-static void emit_ukr(kf_buf *out, const mm_plan *pl) {
+static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask);
+static void emit_ukr(kf_buf *out, const mm_plan *pl) { emit_ukr_strided(out, pl, "", 1, pl->mr); }
+
+/* ... A's element (i, k) at a[i * asi + k * ask]: a packed strip (1, MR), or A itself */
+static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask) {
     const kf_matmul_desc *d = pl->d;
     int mr = pl->mr, nv = pl->nv, vl = pl->vl, nr = pl->nr;
     put(out, pl,
         "static inline __attribute__((always_inline)) void\n"
-        "@_ukr(int64_t kc, const float *restrict a, const float *restrict b,\n"
+        "@_ukr%s(int64_t kc, const float *restrict a, const float *restrict b,\n"
         "      float *restrict c, int64_t mr, int64_t nr, int first)\n"
-        "{\n");
+        "{\n", suffix);
     for (int i = 0; i < mr; i++) {
         put(out, pl, "    @_vf");
         for (int v = 0; v < nv; v++) put(out, pl, "%s c%d_%d = {0}", v ? "," : "", i, v);
@@ -421,11 +425,11 @@ static void emit_ukr(kf_buf *out, const mm_plan *pl) {
     for (int v = 0; v < nv; v++)
         put(out, pl, "        const @_vf b%d = *(const @_vf *)(b + %d);\n", v, v * vl);
     for (int i = 0; i < mr; i++) {
-        put(out, pl, "        {\n            const float ai = a[%d];\n", i);
+        put(out, pl, "        {\n            const float ai = a[%lldLL];\n", LL(i * asi));
         for (int v = 0; v < nv; v++) put(out, pl, "            c%d_%d += b%d * ai;\n", i, v, v);
         put(out, pl, "        }\n");
     }
-    put(out, pl, "        a += %d;\n        b += %d;\n    }\n", mr, nr);
+    put(out, pl, "        a += %lldLL;\n        b += %d;\n    }\n", LL(ask), nr);
     put(out, pl, "    if (mr == %d && nr == %d) {\n        if (first) {\n", mr, nr);
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
@@ -691,6 +695,10 @@ void kf_tpl_matmul_params_inner(const kf_matmul_desc *d, const kf_device_info *d
     int nkc = filter_values(kcv, 7, d->K);
     kf_tpl_add_param(sp, prefix, "kc", KF_ROLE_CACHE_K, kcv, nkc,
                      pick_fit(kcv, nkc, 4L * (mkv[mkdef] % 100), l1 / 2));
+    /* pa 0: the micro-kernel reads A's full strips where they are (a chain's block is
+     * L2-resident, and its strides are constants), packing only a partial last strip */
+    long pav[] = {0, 1};
+    kf_tpl_add_param(sp, prefix, "pa", KF_ROLE_NONE, pav, 2, 0);
 }
 
 void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_desc *d, const kf_space *sp,
@@ -728,9 +736,13 @@ void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_de
         pl.vl * 4, pl.vl * 4);
     emit_batch_offset(out, &pl, "a", d->a_bstride, d->M * d->K);
     emit_batch_offset(out, &pl, "b", d->b_bstride, d->K * d->N);
+    int direct = kf_tpl_get(sp, p, prefix, "pa") == 0;
     emit_pack_a(out, &pl);
     emit_pack_b(out, &pl);
     emit_ukr(out, &pl);
+    /* A's element (i, k): a[i * K + k], or a[k * M + i] when ta */
+    int64_t asi = d->ta ? 1 : d->K, ask = d->ta ? d->M : 1;
+    if (direct) emit_ukr_strided(out, &pl, "_d", asi, ask);
     /* K slice pc of the whole B at bp + pc * NC, NR-wide strips of kc rows each */
     put(out, &pl,
         "static void @_pack_all(const float *restrict b, float *restrict bp)\n"
@@ -742,23 +754,35 @@ void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_de
         "}\n\n",
         LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(pl.nc), LL(d->N));
     /* rows [0, rows) of C (row stride N) from A's rows [0, rows) (A points at the block's
-     * first row, or first column when ta) and the packed B */
+     * first row, or first column when ta) and the packed B; direct: full strips straight
+     * from A, the partial last one packed (reading past the block could leave A) */
+    char mrexpr[48];
+    snprintf(mrexpr, sizeof mrexpr, "rows / %d * %d", pl.mr, pl.mr);
     put(out, &pl,
         "static void @_rows(const float *restrict a, const float *restrict bp, float *restrict c,\n"
         "                   float *restrict ap, int64_t rows)\n"
         "{\n"
+        "    const int64_t full = %s;\n"
         "    for (int64_t pc = 0; pc < %lldLL; pc += %lldLL) {\n"
         "        const int64_t kc = %lldLL - pc < %lldLL ? %lldLL - pc : %lldLL;\n"
-        "        @_pack_a(a, ap, 0, rows, pc, kc);\n"
+        "        if (full < rows) @_pack_a(a, ap, full, rows - full, pc, kc);\n"
         "        for (int64_t jr = 0; jr < %lldLL; jr += %d) {\n"
         "            const int64_t nr = %lldLL - jr < %d ? %lldLL - jr : %d;\n"
         "            const float *restrict bs = bp + pc * %lldLL + jr * kc;\n"
-        "            for (int64_t ir = 0; ir < rows; ir += %d)\n"
-        "                @_ukr(kc, ap + ir * kc, bs, c + ir * %lldLL + jr, rows - ir < %d ? rows - ir : %d, nr,\n"
-        "                      pc == 0);\n"
-        "        }\n"
-        "    }\n"
-        "}\n\n",
-        LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->N), pl.nr, LL(d->N), pl.nr,
-        LL(d->N), pl.nr, LL(pl.nc), pl.mr, LL(d->N), pl.mr, pl.mr);
+        "            for (int64_t ir = 0; ir < rows; ir += %d) {\n"
+        "                float *restrict cs = c + ir * %lldLL + jr;\n",
+        direct ? mrexpr : "0", LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc),
+        LL(d->N), pl.nr, LL(d->N), pl.nr, LL(d->N), pl.nr, LL(pl.nc), pl.mr, LL(d->N));
+    if (direct)
+        put(out, &pl,
+            "                if (ir < full)\n"
+            "                    @_ukr_d(kc, a + ir * %lldLL + pc * %lldLL, bs, cs, %d, nr, pc == 0);\n"
+            "                else\n"
+            "                    @_ukr(kc, ap + (ir - full) * kc, bs, cs, rows - ir, nr, pc == 0);\n",
+            LL(asi), LL(ask), pl.mr);
+    else
+        put(out, &pl,
+            "                @_ukr(kc, ap + ir * kc, bs, cs, rows - ir < %d ? rows - ir : %d, nr, pc == 0);\n",
+            pl.mr, pl.mr);
+    put(out, &pl, "            }\n        }\n    }\n}\n\n");
 }
