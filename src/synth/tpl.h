@@ -89,8 +89,9 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
 void kf_tpl_mm_batch_offset(kf_buf *out, const char *fname, const kf_matmul_desc *d, const char *which,
                             const int64_t *bstride, int64_t msize);
 
-/* A GEMM as one part of a row-blocked chain (tpl_chain.c): its parameters are only vl, mk
- * and kc (the chain decides threads and blocks); the emitter writes, every name prefixed
+/* A GEMM as one part of a row-blocked chain (tpl_chain.c): its parameters are only vl, mk,
+ * kc and pa (0: the micro-kernel reads A's full strips in place, 1: A is packed; the chain
+ * decides threads and blocks); the emitter writes, every name prefixed
  * with fname:
  *   static inline int64_t fname_aoff(int64_t bt), fname_boff(int64_t bt)  batch offsets;
  *   static void fname_pack_all(const float *B, float *bp)  the whole of B, packed;

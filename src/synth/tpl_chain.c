@@ -17,7 +17,7 @@
  * matrix for a large batch), handed out dynamically.
  *
  * Parameters ("<prefix>NAME"): threads, rb (rows per block; balanced to the real M and
- * rounded to the first GEMM's MR at emit time), and each GEMM's vl, mk and kc under
+ * rounded to the first GEMM's MR at emit time), and each GEMM's vl, mk, kc and pa under
  * "<prefix>q." and "<prefix>v.".
  */
 #include "synth_int.h"
