@@ -387,3 +387,57 @@ Test(templates, padded_window_interior_is_unguarded) {
     kf_synth_free(s);
     kf_graph_free(g);
 }
+
+/* The plan of text makes a matmul -> softmax -> matmul chain ("chain[...]", one row-blocked
+ * stage that stores neither intermediate) exactly when chained says so, and the candidates
+ * verify either way (the moved point takes the other row block and one thread). */
+static void check_chain(const char *text, int chained) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    const char *d = kf_synth_describe(s);
+    cr_expect_eq(strstr(d, "chain[") != NULL, chained, "task:\n%s\nplan %s: expected %s", text, d,
+                 chained ? "a chain" : "no chain");
+    if (chained) {
+        kf_point p;
+        kf_synth_default_point(s, &p);
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+        cr_expect(strstr(c.source, "= kf_scratch(") == NULL,
+                  "a chain stores no intermediate:\n%s", text);
+        kf_candidate_clear(&c);
+    }
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(text);
+}
+
+Test(templates, chain_fusion) {
+    /* attention: Q K^T scaled (the prologue), softmax over keys, times V; M not a whole
+     * number of micro-kernel rows, more than one row block at the moved point */
+    check_chain("input q: f32[2, 3, 37, 8]\ninput k: f32[2, 3, 29, 8]\ninput v: f32[2, 3, 29, 5]\n"
+                "s = matmul(q, k, transpose_b=true) * 0.35\noutput y = matmul(softmax(s, axis=-1), v)\n", 1);
+    /* no prologue (the softmax in place), log_softmax, one matrix with several groups */
+    check_chain("input a: f32[300, 7]\ninput b: f32[7, 33]\ninput c: f32[33, 9]\n"
+                "output y = matmul(softmax(matmul(a, b)), c)\n", 1);
+    check_chain("input a: f32[50, 7]\ninput b: f32[7, 33]\ninput c: f32[33, 9]\n"
+                "output y = matmul(log_softmax(matmul(a, b)), c)\n", 1);
+    /* a prologue with an operand of its own (an additive mask broadcast over the batch), the
+     * first A stored transposed and shared by the batch */
+    check_chain("input q: f32[3, 41, 6]\ninput k: f32[3, 23, 6]\ninput v: f32[3, 23, 10]\ninput m: f32[41, 23]\n"
+                "output y = matmul(softmax(matmul(q, k, transpose_b=true) * 0.5 + m), v)\n", 1);
+    check_chain("input a: f32[6, 41]\ninput b: f32[3, 6, 23]\ninput v: f32[3, 23, 10]\n"
+                "output y = matmul(softmax(matmul(a, b, transpose_a=true)), v)\n", 1);
+    /* no chain: an intermediate is also an output, the softmax runs over another axis, its
+     * result is the second product's B, or is read twice */
+    check_chain("input a: f32[20, 7]\ninput b: f32[7, 33]\ninput c: f32[33, 9]\n"
+                "output s = matmul(a, b)\noutput y = matmul(softmax(s), c)\n", 0);
+    check_chain("input a: f32[20, 7]\ninput b: f32[7, 20]\ninput c: f32[20, 9]\n"
+                "output y = matmul(softmax(matmul(a, b), axis=0), c)\n", 0);
+    check_chain("input a: f32[20, 7]\ninput b: f32[7, 33]\ninput c: f32[9, 20]\n"
+                "output y = matmul(c, softmax(matmul(a, b)))\n", 0);
+    check_chain("input a: f32[20, 7]\ninput b: f32[7, 33]\ninput c: f32[33, 9]\n"
+                "p = softmax(matmul(a, b))\noutput y = matmul(p, c)\noutput z = p * 2.0\n", 0);
+}

@@ -647,3 +647,41 @@ Test(tpl_matvec, supports_and_space) {
     cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "threads"), 2, "32 MB of A: both threads");
     cr_assert_geq(4096 / kf_tpl_get(&sp, &pt, "s0.", "block"), 8, "at least four tasks a thread");
 }
+
+/* ---- a GEMM as a chain's part (kf_tpl_matmul_params_inner, kf_tpl_matmul_emit_panel) ---- */
+
+/* the part's space is vl, mk, kc and pa only; a product no wider than a vector defaults to
+ * a one-vector micro-kernel (the table's shapes would pad it), a wide one to the table's
+ * default; the part packs B whole and computes row blocks, reading A's full strips in
+ * place unless pa=1 */
+Test(tpl_matmul, panel_space_and_parts) {
+    kf_device_info dev;
+    make_dev(&dev, 512);
+    static const struct { int64_t N; long mk; } cs[] = {{16, 1616}, {5, 1616}, {512, 1232}, {64, 1232}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        kf_matmul_desc d;
+        mm_case c = MM(40, cs[i].N, 64, 0, 1, NULL);
+        make_desc(&c, &d);
+        kf_space sp;
+        memset(&sp, 0, sizeof sp);
+        kf_tpl_matmul_params_inner(&d, &dev, &sp, "q.");
+        cr_assert_eq(sp.nparams, 4, "vl, mk, kc, pa");
+        kf_point pt;
+        make_point(&sp, &pt, NULL);
+        cr_expect_eq(kf_tpl_get(&sp, &pt, "q.", "mk"), cs[i].mk, "N=%lld", (long long)cs[i].N);
+        kf_tpl_panel info;
+        kf_buf src = {0};
+        kf_tpl_matmul_emit_panel(&src, "kf_px", &d, &sp, &pt, "q.", 24, &info);
+        cr_assert(strstr(src.data, "static void kf_px_pack_all(") != NULL);
+        cr_assert(strstr(src.data, "static void kf_px_rows(") != NULL);
+        cr_expect_eq(info.nr, cs[i].mk % 100);
+        cr_expect_geq(info.bp_floats, 64 * cs[i].N);
+        /* by default full strips of A are read in place (a second micro-kernel) */
+        cr_expect(strstr(src.data, "kf_px_ukr_d(") != NULL);
+        kf_buf_free(&src);
+        make_point(&sp, &pt, "pa=1");
+        kf_tpl_matmul_emit_panel(&src, "kf_px", &d, &sp, &pt, "q.", 24, &info);
+        cr_expect(strstr(src.data, "kf_px_ukr_d(") == NULL);
+        kf_buf_free(&src);
+    }
+}

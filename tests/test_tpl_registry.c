@@ -353,3 +353,35 @@ Test(tpl_registry, a_stage_whose_only_supporting_row_is_one_gets_no_selector) {
     kf_synth_free(s);
     kf_graph_free(g);
 }
+
+/* Attention on the CPU: the last matmul gets the chain row alone (no selector), the first
+ * matmul and the softmax (with its prologue) are computed inside it, and neither
+ * intermediate is kept; on OpenCL the three stay stages of their own. */
+Test(tpl_registry, a_matmul_softmax_matmul_chain_is_one_cpu_stage) {
+    const char *task = "input q: f32[2, 40, 8]\ninput k: f32[2, 30, 8]\ninput v: f32[2, 30, 4]\n"
+                       "s = matmul(q, k, transpose_b=true) * 0.5\noutput y = matmul(softmax(s), v)\n";
+    kf_graph *g;
+    kf_synth *s = plan_text(task, "cpu", &g);
+    int last = -1, unfused = 0;
+    for (int k = 0; k < s->nst; k++) {
+        if (s->st[k].fused) continue;
+        unfused++;
+        last = k;
+    }
+    cr_assert_eq(unfused, 1, "one stage left: %s", kf_synth_describe(s));
+    cr_assert_str_eq(s->st[last].tpl->name, "cpu.chain");
+    cr_assert_eq(s->st[last].nalts, 1);
+    cr_assert_gt(s->st[last].chain_mm, 0);
+    cr_assert_gt(s->st[last].chain_sm, 0);
+    cr_assert_lt(param_index(s, "s3.tpl"), 0);
+    cr_assert_geq(param_index(s, "s3.rb"), 0);
+    for (int v = 0; v < g->nvalues; v++)
+        if (g->values[v].output_index < 0) cr_expect_eq(s->materialize[v], 0, "%s kept", g->values[v].name);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    s = plan_text(task, "opencl", &g);
+    for (int k = 0; k < s->nst; k++) cr_expect_eq(s->st[k].chain_mm, 0);
+    cr_expect(strstr(kf_synth_describe(s), "chain") == NULL, "%s", kf_synth_describe(s));
+    kf_synth_free(s);
+    kf_graph_free(g);
+}

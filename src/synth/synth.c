@@ -309,6 +309,107 @@ static void fuse_prologues(kf_synth *s) {
     }
 }
 
+/* Nodes (not planned away) that read value v. */
+static int readers(const kf_synth *s, int v, int *one) {
+    const kf_graph *g = s->g;
+    int n = 0;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *nd = &g->nodes[ni];
+        for (int a = 0; a < nd->nin; a++)
+            if (nd->in[a] == v) {
+                n++;
+                if (one) *one = ni;
+            }
+    }
+    return n;
+}
+
+/* A matrix product's A batch strides read matrix bt as output matrix bt. */
+static int a_batch_dense(const kf_matmul_desc *d) {
+    int64_t want = 1;
+    for (int i = d->nbdims - 1; i >= 0; i--) {
+        if (d->bdim[i] != 1 && d->a_bstride[i] != want) return 0;
+        want *= d->bdim[i];
+    }
+    return 1;
+}
+
+/* A value only the chain computes and reads: no graph output, no relabelling of it. */
+static int chain_private(const kf_synth *s, int v) {
+    if (s->g->values[v].output_index >= 0) return 0;
+    if (s->out_alias && s->out_alias[v] >= 0) return 0;
+    for (int w = 0; s->alias && w < s->g->nvalues; w++)
+        if (s->alias[w] == v) return 0;
+    return 1;
+}
+
+/* CPU: a matmul whose A is the result of a row softmax (the row: its input's last axis,
+ * the matmul's K) over the result of another matmul, each intermediate read by nothing
+ * else (the first only through the softmax's fused prologue, if it has one), batches
+ * alike: the three become one row-blocked chain (kf_stage.chain_mm, tpl_chain.c), computed
+ * where the last one is, so every other operand is ready by then. Runs after
+ * fuse_prologues; the last stage's template is selected again (the chain row). */
+static void fuse_chains(kf_synth *s) {
+    const kf_graph *g = s->g;
+    if (kf_synth_is_gpu(s->platform)) return;
+    for (int k = 0; k < s->nst; k++) {
+        kf_stage *m2 = &s->st[k];
+        if (m2->kind != KF_STAGE_MATMUL || m2->fused) continue;
+        const kf_node *n2 = &g->nodes[m2->nodes[0]];
+        const kf_matmul_desc *d2 = &m2->mm;
+        int P = n2->in[0];
+        if (d2->a_val != P || d2->ta || d2->gb.on || !a_batch_dense(d2)) continue;
+        if (g->values[n2->in[1]].dtype != KF_F32 || g->values[P].dtype != KF_F32) continue;
+        int r = s->val_stage[P];
+        if (r < 0 || s->st[r].kind != KF_STAGE_SOFTMAX || s->st[r].fused) continue;
+        const kf_node *nr = &g->nodes[s->st[r].nodes[0]];
+        if (nr->out != P || !chain_private(s, P) || readers(s, P, NULL) != 1) continue;
+        int x = nr->in[0];
+        int64_t O, N, I;
+        kf_synth_axis_split(&g->values[x].shape, nr->attr.axes, &O, &N, &I);
+        if (I != 1 || N != d2->K || N > KF_PRO_MAX) continue;
+        int S = -1;
+        if (s->st[r].prologue) { /* the matmul result the prologue reads */
+            const kf_stage *e = &s->st[s->st[r].prologue - 1];
+            kf_ew_layout lay;
+            kf_synth_ewise_layout(s, e, &lay);
+            for (int i = 0; i < lay.nreads && S < 0; i++) {
+                int v = lay.v[i], ms = s->val_stage[v];
+                if (ms < 0 || s->st[ms].kind != KF_STAGE_MATMUL || s->st[ms].fused) continue;
+                if (!kf_shape_equal(&g->values[v].shape, &g->values[x].shape)) continue;
+                int ok = 1;
+                for (int ni = 0; ni < g->nnodes; ni++)
+                    for (int a = 0; a < g->nodes[ni].nin; a++)
+                        if (g->nodes[ni].in[a] == v && s->val_stage[g->nodes[ni].out] != e->index) ok = 0;
+                if (ok) S = v;
+            }
+        } else if (s->val_stage[x] >= 0 && s->st[s->val_stage[x]].kind == KF_STAGE_MATMUL &&
+                   !s->st[s->val_stage[x]].fused && readers(s, x, NULL) == 1) {
+            S = x;
+        }
+        if (S < 0 || !chain_private(s, S)) continue;
+        kf_stage *m1 = &s->st[s->val_stage[S]];
+        const kf_matmul_desc *d1 = &m1->mm;
+        if (g->nodes[m1->nodes[0]].out != S || d1->gb.on || d1->batch != d2->batch || d1->M != d2->M ||
+            d1->N != d2->K || d1->M == 0 || d1->N == 0 || d1->K == 0 || d2->N == 0)
+            continue;
+        if (g->values[d1->a_val].dtype != KF_F32 || g->values[d1->b_val].dtype != KF_F32) continue;
+        m2->chain_mm = m1->index + 1;
+        m2->chain_sm = r + 1;
+        m1->fused = s->st[r].fused = 1;
+        m1->fused_into = s->st[r].fused_into = k;
+        s->materialize[S] = s->materialize[P] = 0;
+        m2->tpl = NULL;
+        for (int i = 0; i < kf_tpl_count(); i++) {
+            const kf_tpl_def *t = kf_tpl_at(i);
+            if (t->supports == kf_synth_chain_supports) m2->tpl = t;
+        }
+        assert(m2->tpl);
+        m2->alts[0] = m2->tpl; /* the chain row alone computes the three */
+        m2->nalts = 1;
+    }
+}
+
 static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_device_info *dev,
                             kf_synth **out, kf_error *err) {
     *out = NULL;
@@ -361,6 +462,7 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
         }
     }
     fuse_prologues(s);
+    fuse_chains(s);
     if (kf_synth_is_gpu(platform)) {
         kf_status gst = kf_synth_gpu_check(s, err);
         if (gst != KF_OK) {
@@ -385,7 +487,14 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
         const kf_node *n0 = &g->nodes[st->nodes[0]];
         if (st->fused) continue;
         if (d.len) kf_buf_puts(&d, " -> ");
-        if (st->kind == KF_STAGE_EWISE)
+        if (st->chain_mm) {
+            const kf_stage *sm = &s->st[st->chain_sm - 1];
+            kf_buf_printf(&d, "chain[matmul -> %s", kf_op_get(g->nodes[sm->nodes[0]].op)->name);
+            if (sm->prologue)
+                kf_buf_printf(&d, "(ewise[%d op%s])", s->st[sm->prologue - 1].nnodes,
+                              s->st[sm->prologue - 1].nnodes == 1 ? "" : "s");
+            kf_buf_puts(&d, " -> matmul]");
+        } else if (st->kind == KF_STAGE_EWISE)
             kf_buf_printf(&d, "ewise[%d op%s]", st->nnodes, st->nnodes == 1 ? "" : "s");
         else if (st->prologue)
             kf_buf_printf(&d, "%s(ewise[%d op%s])", kf_op_get(n0->op)->name,
@@ -590,7 +699,7 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             char pname[32];
             snprintf(pname, sizeof pname, "kf_pro%d", k);
             const kf_node *rn = &g->nodes[st->nodes[0]];
-            kf_synth_prologue_emit(s, &s->st[st->prologue - 1], rn->in[0], pname, &src);
+            kf_synth_prologue_emit(s, &s->st[st->prologue - 1], rn->in[0], -1, pname, &src);
         }
         kf_stage view; /* the stage as the template the point picks sees it */
         const kf_tpl_def *t = kf_tpl_chosen(s, st, p, &view);
@@ -646,6 +755,13 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         if (s->st[k].fused) continue;
         stage_buffers(s, k, reads, &nr, writes, &nw);
         kf_stage view;
+        if (s->st[k].chain_mm) { /* NAME(<chain reads>, C), 0 or ENOMEM */
+            int cr[KF_EW_MAX_OPS + 3], ncr = kf_synth_chain_reads(s, &s->st[k], cr);
+            kf_buf_printf(&src, "    if (kf_stage%d(", k);
+            for (int r = 0; r < ncr; r++) kf_buf_printf(&src, "b%d, ", cr[r]);
+            kf_buf_printf(&src, "b%d)) return 12;\n", g->nodes[s->st[k].nodes[0]].out);
+            continue;
+        }
         if (kf_tpl_chosen(s, &s->st[k], p, &view)->cpu_emit_fn) { /* NAME(A, B, C) */
             const kf_node *n = &g->nodes[s->st[k].nodes[0]];
             kf_buf_printf(&src, "    kf_stage%d(b%d, b%d, b%d);\n", k, s->st[k].mm.a_val, s->st[k].mm.b_val, n->out);

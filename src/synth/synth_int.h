@@ -72,7 +72,12 @@ typedef struct kf_stage {
     int nguards;       /* elementwise: the guards of the padded views it reads (at most
                           KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
     int nviews;        /* elementwise: the view reads it holds (at most KF_EW_MAX_VIEWS) */
-    int fused;         /* this elementwise stage is computed inside stage fused_into */
+    /* chain fusion (CPU, synth.c fuse_chains): this matmul stage reads as its A the
+     * result of softmax stage chain_sm - 1, whose input is matmul stage chain_mm - 1's
+     * result (through its prologue, if any); the three run as one row-blocked loop
+     * (tpl_chain.c) and neither intermediate is stored (0 = no chain) */
+    int chain_mm, chain_sm;
+    int fused;         /* this stage (elementwise, or a chain's first two) is computed inside stage fused_into */
     int fused_into;
     /* GPU path (gpu.c): parameters this stage may still add to the space, and those
      * fixed at their default (single-valued, or beyond the budget) */
@@ -220,13 +225,24 @@ int kf_synth_stage_has_views(const kf_synth *s, const kf_stage *st);
 /* Prologue fusion (CPU). Elements a fused stage's function computes per call at most:
  * rows up to this long are staged whole; longer runs are reduced in chunks of it. */
 #define KF_PRO_MAX 8192
+/* The buffers chain stage st reads, in the order of its function's parameters (the first
+ * matmul's A and B, the prologue's other operands, the last matmul's B); returns how many
+ * (at most KF_EW_MAX_OPS + 3). The function writes the last matmul's result after them. */
+int kf_synth_chain_reads(const kf_synth *s, const kf_stage *st, int *vals);
+void kf_synth_chain_params(kf_synth *s, kf_stage *st);
+void kf_synth_chain_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, const char *fname, kf_buf *o);
+/* 1 when the chain row computes st (a stage fuse_chains made a chain). */
+int kf_synth_chain_supports(const kf_synth *s, const kf_stage *st, kf_buf *why);
+
 /* 1 when reduction-family stage st can take an elementwise prologue for its input. */
 int kf_synth_reduce_prologue_ok(const kf_synth *s, const kf_stage *st);
 /* Emit `static inline void NAME(long f0, long len, float *restrict out, <reads>)`: the
  * elements f0 .. f0+len-1 (flat, row-major) of value x, the one result of elementwise
  * stage st, computed from st's operands, which it takes as `const float *restrict b<v>`
- * in the order of kf_synth_ewise_layout's reads. */
-void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const char *fname,
+ * in the order of kf_synth_ewise_layout's reads. local (-1: none) is an operand of the
+ * domain's shape, read densely, that the caller holds only in part: its b<local> points at
+ * the element f0 itself (a row block of a chain's local buffer, tpl_chain.c). */
+void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, int local, const char *fname,
                             kf_buf *o);
 
 /* A reduction's input dims as alternating kept/reduced groups: size-1 dims dropped,

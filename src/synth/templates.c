@@ -274,6 +274,12 @@ static const kf_tpl_def templates[] = {
      .supports = sup_scan, .gpu_params = kf_gpu_scan_params, .gpu_emit = kf_gpu_scan_emit},
     {.name = "gpu.pointwise", .gpu = 1, .kind = KF_STAGE_EWISE, .doc = "fused pointwise clusters",
      .supports = sup_gpu_pointwise, .gpu_params = gpu_pointwise_params, .gpu_emit = gpu_pointwise_emit},
+    /* CPU, last so that the rows above keep their registry indices (stored selector
+     * values): the planner's chain (synth.c fuse_chains) gives it the chain's last matmul,
+     * which no other row computes then */
+    {.name = "cpu.chain", .kind = KF_STAGE_MATMUL,
+     .doc = "matmul -> row softmax -> matmul, row-blocked, intermediates kept in cache",
+     .supports = kf_synth_chain_supports, .cpu_params = kf_synth_chain_params, .cpu_emit_fn = kf_synth_chain_emit},
 };
 
 int kf_tpl_count(void) { return (int)(sizeof templates / sizeof templates[0]); }

@@ -89,6 +89,26 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
 void kf_tpl_mm_batch_offset(kf_buf *out, const char *fname, const kf_matmul_desc *d, const char *which,
                             const int64_t *bstride, int64_t msize);
 
+/* A GEMM as one part of a row-blocked chain (tpl_chain.c): its parameters are only vl, mk,
+ * kc and pa (0: the micro-kernel reads A's full strips in place, 1: A is packed; the chain
+ * decides threads and blocks); the emitter writes, every name prefixed
+ * with fname:
+ *   static inline int64_t fname_aoff(int64_t bt), fname_boff(int64_t bt)  batch offsets;
+ *   static void fname_pack_all(const float *B, float *bp)  the whole of B, packed;
+ *   static void fname_rows(const float *A, const float *bp, float *C, float *ap, int64_t rows)
+ *       C's rows [0, rows) (row stride N) from A's (A at the block's first row, or its first
+ *       column when ta), rows <= rows_max;
+ * and fills info with the buffer sizes those take. d must not gather B. */
+typedef struct kf_tpl_panel {
+    int mr, nr;
+    int64_t kc;
+    int64_t bp_floats, ap_floats; /* floats of bp and ap (multiples of 16) */
+} kf_tpl_panel;
+void kf_tpl_matmul_params_inner(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
+                                const char *prefix);
+void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_desc *d, const kf_space *sp,
+                              const kf_point *p, const char *prefix, int64_t rows_max, kf_tpl_panel *info);
+
 /* ---- matrix-vector products (src/synth/tpl_matvec.c) ---- */
 
 /* 1 when the matvec template computes d (M == 1 or N == 1, B not gathered); else 0 with

@@ -331,7 +331,7 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
     kf_buf_puts(o, "    }\n");
 }
 
-void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const char *fname,
+void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, int local, const char *fname,
                             kf_buf *o) {
     const kf_graph *g = s->g;
     kf_ew_layout lay;
@@ -344,6 +344,7 @@ void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const 
     kf_buf_puts(o, ") {\n");
     kf_buf_printf(o, "    /* elements of %s over a domain coalesced to rows of %lld */\n",
                   g->values[x].name, (long long)inner);
+    if (local >= 0) kf_buf_puts(o, "    long done = 0;\n");
     kf_buf_puts(o, "    while (len > 0) {\n");
     kf_buf_printf(o, "        const long o = f0 / %lldL, j0 = f0 %% %lldL;\n", (long long)inner,
                   (long long)inner);
@@ -365,13 +366,15 @@ void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const 
     for (int r = 0; r < lay.nreads; r++) {
         int v = lay.v[r];
         const char *ct = kf_synth_ctype(g, v);
-        if (q && lay.str[r][q - 1]) kf_buf_printf(o, "        const %s *restrict p%d = b%d + off%d + j0;\n", ct, v, v, r);
+        if (v == local) /* b<local> holds the requested elements themselves, from f0 on */
+            kf_buf_printf(o, "        const %s *restrict p%d = b%d + done;\n", ct, v, v);
+        else if (q && lay.str[r][q - 1]) kf_buf_printf(o, "        const %s *restrict p%d = b%d + off%d + j0;\n", ct, v, v, r);
         else kf_buf_printf(o, "        const %s s%d = b%d[off%d];\n", ct, v, v, r);
     }
     kf_buf_puts(o, "        for (long j = 0; j < n; j++) {\n");
     for (int r = 0; r < lay.nreads; r++) {
         int v = lay.v[r];
-        if (q && lay.str[r][q - 1]) kf_buf_printf(o, "            const float r%d = p%d[j];\n", v, v);
+        if (v == local || (q && lay.str[r][q - 1])) kf_buf_printf(o, "            const float r%d = p%d[j];\n", v, v);
         else kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
     }
     for (int i = 0; i < st->nnodes; i++) {
@@ -380,5 +383,5 @@ void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const 
         if (n->out == x) break; /* later members do not feed x */
     }
     kf_buf_printf(o, "            out[j] = r%d;\n        }\n", x);
-    kf_buf_puts(o, "        out += n; f0 += n; len -= n;\n    }\n}\n");
+    kf_buf_printf(o, "        out += n; f0 += n; len -= n;%s\n    }\n}\n", local >= 0 ? " done += n;" : "");
 }

@@ -397,14 +397,18 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
 
 /* The MRxNR register micro-kernel: acc = sum_k a[k][0..MR) x b[k][0..NR); then C = acc
  * (first) or C += acc, straight into C for a full tile, through a temporary otherwise. */
-static void emit_ukr(kf_buf *out, const mm_plan *pl) {
+static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask);
+static void emit_ukr(kf_buf *out, const mm_plan *pl) { emit_ukr_strided(out, pl, "", 1, pl->mr); }
+
+/* ... A's element (i, k) at a[i * asi + k * ask]: a packed strip (1, MR), or A itself */
+static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask) {
     const kf_matmul_desc *d = pl->d;
     int mr = pl->mr, nv = pl->nv, vl = pl->vl, nr = pl->nr;
     put(out, pl,
         "static inline __attribute__((always_inline)) void\n"
-        "@_ukr(int64_t kc, const float *restrict a, const float *restrict b,\n"
+        "@_ukr%s(int64_t kc, const float *restrict a, const float *restrict b,\n"
         "      float *restrict c, int64_t mr, int64_t nr, int first)\n"
-        "{\n");
+        "{\n", suffix);
     for (int i = 0; i < mr; i++) {
         put(out, pl, "    @_vf");
         for (int v = 0; v < nv; v++) put(out, pl, "%s c%d_%d = {0}", v ? "," : "", i, v);
@@ -421,11 +425,11 @@ static void emit_ukr(kf_buf *out, const mm_plan *pl) {
     for (int v = 0; v < nv; v++)
         put(out, pl, "        const @_vf b%d = *(const @_vf *)(b + %d);\n", v, v * vl);
     for (int i = 0; i < mr; i++) {
-        put(out, pl, "        {\n            const float ai = a[%d];\n", i);
+        put(out, pl, "        {\n            const float ai = a[%lldLL];\n", LL(i * asi));
         for (int v = 0; v < nv; v++) put(out, pl, "            c%d_%d += b%d * ai;\n", i, v, v);
         put(out, pl, "        }\n");
     }
-    put(out, pl, "        a += %d;\n        b += %d;\n    }\n", mr, nr);
+    put(out, pl, "        a += %lldLL;\n        b += %d;\n    }\n", LL(ask), nr);
     put(out, pl, "    if (mr == %d && nr == %d) {\n        if (first) {\n", mr, nr);
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
@@ -652,4 +656,133 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
         pl.mr, LL(pl.strips), LL(pl.tm), pl.mr, LL(pl.nstrips), LL(pl.tn), pl.nr,
         LL(pl.nstrips), LL(pl.tn), pl.nr, LL(d->M), LL(d->M), LL(d->N), LL(d->N),
         LL(d->M * d->N));
+}
+
+/* ---- the GEMM as a part of a row-blocked chain (src/synth/tpl_chain.c) --------------- */
+
+/* The parameters a chain's GEMM keeps (the chain decides threads and blocks): vl, mk and
+ * kc, defaults as kf_tpl_matmul_params' except that mk pads N the least. */
+void kf_tpl_matmul_params_inner(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
+                                const char *prefix) {
+    assert(d && sp);
+    int64_t l1 = dev && dev->l1d_bytes > 0 ? dev->l1d_bytes : 32 * 1024;
+    int vl = kf_tpl_cpu_vl(dev);
+    int nregs = dev_nregs(dev, vl);
+    long vlv[] = {vl};
+    kf_tpl_add_param(sp, prefix, "vl", KF_ROLE_VECTOR_LOADS, vlv, 1, 0);
+    const mk_shape *tab = nregs >= 32 ? mk32 : mk16;
+    int ntab = nregs >= 32 ? (int)(sizeof mk32 / sizeof mk32[0]) : (int)(sizeof mk16 / sizeof mk16[0]);
+    long mkv[KF_MAX_PARAM_VALUES];
+    int n = 0, tdef = nregs >= 32 ? MK32_DEF : MK16_DEF;
+    /* a product no wider than one vector (a head dimension of 16 on AVX-512) gets one-vector
+     * shapes too, first: the table's would compute half their columns into a temporary */
+    if (d->N <= vl) {
+        mkv[n++] = 8L * 100 + vl;
+        mkv[n++] = (nregs >= 32 ? 16L : 12L) * 100 + vl;
+    }
+    int first = n;
+    for (int i = 0; i < ntab; i++) mkv[n++] = tab[i].mr * 100L + tab[i].nv * vl;
+    /* default: the least zero padding of N, then the table's default, then the largest */
+    int mkdef = first + tdef;
+    for (int i = 0; i < n; i++) {
+        int64_t pad = round_up(d->N, mkv[i] % 100), best = round_up(d->N, mkv[mkdef] % 100);
+        if (pad < best || (pad == best && mkdef != first + tdef &&
+                           (mkv[i] / 100) * (mkv[i] % 100) > (mkv[mkdef] / 100) * (mkv[mkdef] % 100)))
+            mkdef = i;
+    }
+    kf_tpl_add_param(sp, prefix, "mk", KF_ROLE_MICRO_KERNEL, mkv, n, mkdef);
+    long kcv[] = {64, 128, 192, 256, 384, 512, 768};
+    int nkc = filter_values(kcv, 7, d->K);
+    kf_tpl_add_param(sp, prefix, "kc", KF_ROLE_CACHE_K, kcv, nkc,
+                     pick_fit(kcv, nkc, 4L * (mkv[mkdef] % 100), l1 / 2));
+    /* pa 0: the micro-kernel reads A's full strips where they are (a chain's block is
+     * L2-resident, and its strides are constants), packing only a partial last strip */
+    long pav[] = {0, 1};
+    kf_tpl_add_param(sp, prefix, "pa", KF_ROLE_NONE, pav, 2, 0);
+}
+
+void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_desc *d, const kf_space *sp,
+                              const kf_point *p, const char *prefix, int64_t rows_max, kf_tpl_panel *info) {
+    assert(out && fname && d && sp && p && info && rows_max >= 1);
+    assert(!d->gb.on && d->M > 0 && d->N > 0 && d->K > 0);
+    mm_plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.d = d;
+    pl.name = fname;
+    pl.threads = 1;
+    long mk = kf_tpl_get(sp, p, prefix, "mk");
+    pl.vl = (int)kf_tpl_get(sp, p, prefix, "vl");
+    pl.mr = (int)(mk / 100);
+    pl.nr = (int)(mk % 100);
+    assert(pl.vl == 4 || pl.vl == 8 || pl.vl == 16);
+    assert(pl.mr >= 1 && pl.nr >= pl.vl && pl.nr % pl.vl == 0);
+    pl.nv = pl.nr / pl.vl;
+    int64_t KC = kf_tpl_get(sp, p, prefix, "kc");
+    pl.kc = ceil_div(d->K, ceil_div(d->K, KC));
+    pl.nc = round_up(d->N, pl.nr);
+    pl.per = ceil_div(rows_max, pl.mr);
+    info->mr = pl.mr;
+    info->nr = pl.nr;
+    info->kc = pl.kc;
+    info->bp_floats = round_up(pl.nc * d->K, 16);
+    info->ap_floats = round_up(pl.per * pl.mr * pl.kc, 16);
+
+    put(out, &pl,
+        "/* ---- @: a GEMM part, batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d: B packed whole once, "
+        "then blocks of at most %lld rows; mk=%dx%d kc=%lld ---- */\n"
+        "typedef float @_vf __attribute__((vector_size(%d)));\n"
+        "typedef float @_vfu __attribute__((vector_size(%d), aligned(4)));\n\n",
+        LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb, LL(rows_max), pl.mr, pl.nr, LL(pl.kc),
+        pl.vl * 4, pl.vl * 4);
+    emit_batch_offset(out, &pl, "a", d->a_bstride, d->M * d->K);
+    emit_batch_offset(out, &pl, "b", d->b_bstride, d->K * d->N);
+    int direct = kf_tpl_get(sp, p, prefix, "pa") == 0;
+    emit_pack_a(out, &pl);
+    emit_pack_b(out, &pl);
+    emit_ukr(out, &pl);
+    /* A's element (i, k): a[i * K + k], or a[k * M + i] when ta */
+    int64_t asi = d->ta ? 1 : d->K, ask = d->ta ? d->M : 1;
+    if (direct) emit_ukr_strided(out, &pl, "_d", asi, ask);
+    /* K slice pc of the whole B at bp + pc * NC, NR-wide strips of kc rows each */
+    put(out, &pl,
+        "static void @_pack_all(const float *restrict b, float *restrict bp)\n"
+        "{\n"
+        "    for (int64_t pc = 0; pc < %lldLL; pc += %lldLL) {\n"
+        "        const int64_t kc = %lldLL - pc < %lldLL ? %lldLL - pc : %lldLL;\n"
+        "        @_pack_b(b, bp + pc * %lldLL, 0, %lldLL, pc, kc);\n"
+        "    }\n"
+        "}\n\n",
+        LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(pl.nc), LL(d->N));
+    /* rows [0, rows) of C (row stride N) from A's rows [0, rows) (A points at the block's
+     * first row, or first column when ta) and the packed B; direct: full strips straight
+     * from A, the partial last one packed (reading past the block could leave A) */
+    char mrexpr[48];
+    snprintf(mrexpr, sizeof mrexpr, "rows / %d * %d", pl.mr, pl.mr);
+    put(out, &pl,
+        "static void @_rows(const float *restrict a, const float *restrict bp, float *restrict c,\n"
+        "                   float *restrict ap, int64_t rows)\n"
+        "{\n"
+        "    const int64_t full = %s;\n"
+        "    for (int64_t pc = 0; pc < %lldLL; pc += %lldLL) {\n"
+        "        const int64_t kc = %lldLL - pc < %lldLL ? %lldLL - pc : %lldLL;\n"
+        "        if (full < rows) @_pack_a(a, ap, full, rows - full, pc, kc);\n"
+        "        for (int64_t jr = 0; jr < %lldLL; jr += %d) {\n"
+        "            const int64_t nr = %lldLL - jr < %d ? %lldLL - jr : %d;\n"
+        "            const float *restrict bs = bp + pc * %lldLL + jr * kc;\n"
+        "            for (int64_t ir = 0; ir < rows; ir += %d) {\n"
+        "                float *restrict cs = c + ir * %lldLL + jr;\n",
+        direct ? mrexpr : "0", LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc), LL(d->K), LL(pl.kc),
+        LL(d->N), pl.nr, LL(d->N), pl.nr, LL(d->N), pl.nr, LL(pl.nc), pl.mr, LL(d->N));
+    if (direct)
+        put(out, &pl,
+            "                if (ir < full)\n"
+            "                    @_ukr_d(kc, a + ir * %lldLL + pc * %lldLL, bs, cs, %d, nr, pc == 0);\n"
+            "                else\n"
+            "                    @_ukr(kc, ap + (ir - full) * kc, bs, cs, rows - ir, nr, pc == 0);\n",
+            LL(asi), LL(ask), pl.mr);
+    else
+        put(out, &pl,
+            "                @_ukr(kc, ap + ir * kc, bs, cs, rows - ir < %d ? rows - ir : %d, nr, pc == 0);\n",
+            pl.mr, pl.mr);
+    put(out, &pl, "            }\n        }\n    }\n}\n\n");
 }
