@@ -109,6 +109,11 @@ static int point_assign(const kf_synth *s, const char *assign, kf_point *p) {
     return 1;
 }
 
+#define RELABEL_TASK                                                                                  \
+    "input x: f32[4, 6, 5, 7]\ninput w: f32[6]\n"                                                       \
+    "output n = reshape(layer_norm(reshape(x, shape=[4, 2, -1])), shape=[4, 6, 5, 7]) * reshape(w, shape=[-1, 1, 1])\n" \
+    "output s = reshape(sum(reshape(x, shape=[24, 35]), axes=[1]), shape=[4, 6])\n"
+
 /* One task per family, rendered for cuda and metal (and checked as text). */
 static const char *const family_tasks[] = {
     "input x: f32[1000003]\noutput y = x * sigmoid(x)\n",
@@ -140,6 +145,8 @@ static const char *const family_tasks[] = {
     "output w = slice(y, dim=1, start=1, step=3) + slice(slice(flip(x, dims=[0, 1]), dim=0, end=9), dim=1, start=3)\n",
     "input x: f32[4, 33]\ninput a: f32[33, 8]\noutput m = max(unfold(x, dim=1, size=3, step=2, dilation=2), axes=[2])\n"
     "output p = matmul(transpose(a), transpose(x))\n",
+    /* relabellings read in place: a group norm's rows, a reduction's result as the output */
+    RELABEL_TASK,
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 
@@ -786,6 +793,32 @@ Test(gpu_text, chains_use_scratch_between_kernels) {
     const kf_launch *last = &r.plan.l[r.plan.nlaunches - 1];
     cr_expect_eq(last->args[last->nargs - 1], 2, "the last kernel writes output 0 (buffer 2)");
     rendered_free(&r);
+}
+
+/* A reshape of the input read by a norm and a reduction is bound as the input itself (no
+ * copy kernel, nothing written to it), and the reduction whose result the output relabels
+ * writes the output's buffer. */
+Test(gpu_text, relabelled_buffers_are_bound_in_place) {
+    const char *plats[] = {"opencl", "cuda"};
+    for (int pl = 0; pl < 2; pl++) {
+        kf_device_info dev;
+        gpu_like(&dev, plats[pl]);
+        rendered r;
+        render_default(RELABEL_TASK, plats[pl], &dev, &r);
+        /* layer_norm (x -> scratch), the affine (scratch, w -> n), sum (x -> s) */
+        cr_assert_eq(r.plan.nlaunches, 3, "%s\n%s", plats[pl], r.c.source);
+        cr_expect_eq(r.plan.nscratch, 1, "%s: the norm's result only", plats[pl]);
+        int reads_x = 0;
+        for (int l = 0; l < r.plan.nlaunches; l++) {
+            const kf_launch *k = &r.plan.l[l];
+            for (int a = 0; a + 1 < k->nargs; a++) reads_x += k->args[a] == 0;
+            cr_expect_neq(k->args[k->nargs - 1], 0, "%s: launch %d writes the input", plats[pl], l);
+        }
+        cr_expect_eq(reads_x, 2, "%s: the norm and the sum read x's buffer\n%s", plats[pl], r.c.source);
+        const kf_launch *last = &r.plan.l[r.plan.nlaunches - 1];
+        cr_expect_eq(last->args[last->nargs - 1], 3, "%s: the sum writes output s (buffer 3)", plats[pl]);
+        rendered_free(&r);
+    }
 }
 
 Test(gpu_text, two_pass_reduction_has_partials) {

@@ -345,6 +345,18 @@ static const char *const strided_tasks[] = {
     /* intermediates no output reads (a reduction, a matmul, a view) are not planned */
     "task nc_dead\ninput x: f32[8, 4]\nu = sum(x, axes=[1])\nv = matmul(x, transpose(x))\nw = reshape(x, shape=[-1])\n"
     "output y = relu(x) + 1\n",
+    /* relabellings (reshapes) of an input and of computed values read in place by a
+     * reduction, a norm (a group norm, its result relabelled back into an affine), softmax,
+     * a scan, and a reduction written into the output that relabels it */
+    "task nc_relabel\ninput x: f32[3, 4, 5, 6]\ninput w: f32[4]\ninput b: f32[4]\n"
+    "output s = sum(reshape(x, shape=[3, 2, -1]), axes=[2])\n"
+    "output n = reshape(layer_norm(reshape(x, shape=[3, 2, -1]), axes=[-1]), shape=[3, 4, 5, 6]) "
+    "* reshape(w, shape=[-1, 1, 1]) + reshape(b, shape=[-1, 1, 1])\n"
+    "output c = cumsum(reshape(reshape(x, shape=[12, 30]), shape=[3, 120]), axis=1)\n",
+    "task nc_relabel2\ninput x: f32[3, 4, 5, 6]\ninput a: f32[20, 6]\n"
+    "output m = softmax(reshape(exp(x), shape=[12, 30]))\n"
+    "output r = reshape(max(reshape(x * 2, shape=[6, 60]), axes=[1]), shape=[2, 3])\n"
+    "output q = rms_norm(reshape(matmul(a, transpose(a)), shape=[8, 50]), axes=[-1])\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

@@ -154,7 +154,7 @@ Test(tpl_registry, every_op_is_supported_on_cpu_and_opencl) {
 /* A convolution's column matrix (reshape(permute(unfold(pad(x))))) feeding its matmul:
  * gathered by the CPU matmul's packing (an implicit GEMM: the padded input is the only
  * copy, the columns are never a stage), copied by an elementwise stage on GPUs. The
- * output, a relabelling of the matmul's result, is the matmul's buffer on the CPU. */
+ * output, a relabelling of the matmul's result, is the matmul's buffer everywhere. */
 Test(tpl_registry, conv_columns_are_gathered_on_the_cpu_only) {
     const char *task = "task conv\ninput x: f32[2, 6, 9, 8]\ninput w: f32[4, 3, 3, 2]\n"
                        "output y = conv(x, w, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)\n";
@@ -188,10 +188,10 @@ Test(tpl_registry, conv_columns_are_gathered_on_the_cpu_only) {
             cr_assert(!d->gb.on, "%s gathers", plats[p]);
         }
         /* one copy before the matmul (the padded input on the CPU, [4, 3, 11, 8]; the
-         * columns on GPUs, [2, 2, 18, 30]); on GPUs a copy of the result into the output,
-         * its relabelling, where the CPU's matmul writes the output's buffer itself */
-        cr_assert_eq(ewise, p == 0 ? 1 : 2, "%s: %d copy stages", plats[p], ewise);
-        if (p == 0) cr_assert_eq(s->out_alias[g->nodes[s->st[mm].nodes[0]].out], g->outputs[0]);
+         * columns on GPUs, [2, 2, 18, 30]); the matmul writes the output, its result's
+         * relabelling, into the output's buffer itself on every platform */
+        cr_assert_eq(ewise, 1, "%s: %d copy stages", plats[p], ewise);
+        cr_assert_eq(s->out_alias[g->nodes[s->st[mm].nodes[0]].out], g->outputs[0], "%s", plats[p]);
         int64_t n = 1;
         for (int i = 0; i < g->values[d->b_val].shape.rank; i++) n *= g->values[d->b_val].shape.d[i];
         cr_assert_eq(n, p == 0 ? 1056 : 2160, "%s: B read from %lld elements", plats[p], (long long)n);
@@ -352,4 +352,38 @@ Test(tpl_registry, a_stage_whose_only_supporting_row_is_one_gets_no_selector) {
     kf_buf_free(&why);
     kf_synth_free(s);
     kf_graph_free(g);
+}
+
+/* A reshape of a dense buffer (same element order, new shape) read by a reduction, a norm,
+ * softmax, a scan and a matmul is no stage of its own on any platform: each reader takes
+ * the input's buffer (alias), and a reduction's result that the output relabels is
+ * computed into the output's buffer (out_alias). */
+Test(tpl_registry, relabelled_inputs_are_read_in_place) {
+    const char *task = "task relin\ninput x: f32[4, 6, 5, 7]\ninput w: f32[35, 3]\n"
+                       "output s = sum(reshape(x, shape=[4, 2, -1]), axes=[2])\n"
+                       "output n = layer_norm(reshape(x, shape=[8, -1]), axes=[-1])\n"
+                       "output m = softmax(reshape(x, shape=[24, 35]))\n"
+                       "output c = cumsum(reshape(x, shape=[4, 210]), axis=1)\n"
+                       "output p = matmul(reshape(x, shape=[24, 35]), w)\n"
+                       "output r = reshape(max(x, axes=[3]), shape=[24, 5])\n";
+    const char *plats[] = {"cpu", "opencl", "cuda"};
+    for (int p = 0; p < 3; p++) {
+        kf_graph *g;
+        kf_synth *s = plan_text(task, plats[p], &g);
+        int x = g->inputs[0], ewise = 0;
+        for (int k = 0; k < s->nst; k++) ewise += s->st[k].kind == KF_STAGE_EWISE && !s->st[k].fused;
+        cr_assert_eq(ewise, 0, "%s: %d copy stages (%s)", plats[p], ewise, s->desc);
+        cr_assert_eq(s->nst, 6, "%s: %s", plats[p], s->desc);
+        /* each reshape of x: read as x's buffer, or read through by its reader (a matmul
+         * takes a relabelled operand's source itself, kf_synth_mm_operand) */
+        for (int ni = 0; ni < g->nnodes; ni++) {
+            int v = g->nodes[ni].out;
+            if (g->nodes[ni].op != KF_OP_RESHAPE || g->values[v].output_index >= 0) continue;
+            cr_assert(s->alias[v] == x || s->skip[ni], "%s: %s is copied", plats[p], g->values[v].name);
+        }
+        int mx = g->nodes[g->values[g->outputs[5]].producer].in[0];
+        cr_assert_eq(s->out_alias[mx], g->outputs[5], "%s: the max is not written into r", plats[p]);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
 }

@@ -113,14 +113,15 @@ static void plan_params(kf_synth *s) {
 
 static int stage_of_value(const kf_synth *s, int v) { return s->val_stage[v]; }
 
-/* On the CPU, a view whose composed map only relabels a buffer's elements (a reshape of an
- * input or of a computed value, kf_imap_is_linear) and that only non-elementwise ops read
- * (or views, which compose through it) is not copied: its readers take the source's buffer
- * under the view's shape (alias; the C entry declares the pointer). GPU launch plans bind
- * one allocation per buffer, so there the view stays a copy. */
+/* A view whose composed map only relabels a buffer's elements (a reshape of an input or of
+ * a computed value, kf_imap_is_linear) and that only non-elementwise ops read (or views,
+ * which compose through it) is not copied: its readers (reductions, norms, softmax, scans,
+ * matmuls, which all read their input as a dense row-major buffer) take the source's
+ * buffer under the view's shape (alias; the C entry declares the pointer, a GPU launch
+ * binds the source's buffer to the view's parameter, kf_gk_value). Readers only read it,
+ * so an input stays unchanged. Same planner on every platform. */
 static void plan_aliases(kf_synth *s) {
     const kf_graph *g = s->g;
-    if (kf_synth_is_gpu(s->platform)) return;
     s->alias = kf_malloc((size_t)g->nvalues * sizeof *s->alias);
     for (int v = 0; v < g->nvalues; v++) s->alias[v] = -1;
     for (int ni = 0; ni < g->nnodes; ni++) {

@@ -92,9 +92,9 @@ struct kf_synth {
     int *val_stage;    /* stage producing each value, -1 for inputs and constants */
     int *materialize;  /* value is kept in a buffer */
     int *skip;         /* per node: a view node no reader needs (kf_synth_view_skips) */
-    int *alias;        /* CPU, per value: a view that is a relabelling of a buffer (a reshape),
+    int *alias;        /* per value: a view that is a relabelling of a buffer (a reshape),
                           read by reductions, norms or scans as that buffer (its id); -1 */
-    int *out_alias;    /* CPU, per value: the graph output (a relabelling of it) whose buffer
+    int *out_alias;    /* per value: the graph output (a relabelling of it) whose buffer
                           it is written into; -1 */
     kf_space space;
     char desc[512];
