@@ -387,3 +387,25 @@ Test(tpl_registry, relabelled_inputs_are_read_in_place) {
         kf_graph_free(g);
     }
 }
+
+/* A channel reduction (64 outputs over [N, C, H, W], the batch norm's statistics) at the
+ * default point: blocks of outputs (oblock=64) must still leave a task per thread, so
+ * the loop is shared by the threads rather than one task on one thread. */
+Test(tpl_registry, row_blocks_leave_every_thread_a_task) {
+    kf_graph *g;
+    kf_synth *s = plan_text("input x: f32[16, 64, 8, 512]\noutput m = mean(x, axes=[0, 2, 3], keepdim=true)\n",
+                            "cpu", &g);
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    char label[512];
+    kf_point_format(kf_synth_space(s), &p, label, sizeof label);
+    cr_assert(strstr(label, "oblock=64") && strstr(label, "threads=2"), "%s", label);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(c.source, "blocks of 32 outputs") && strstr(c.source, "#pragma omp parallel for"),
+              "64 outputs in one block of 64 run on one thread:\n%s", c.source);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}

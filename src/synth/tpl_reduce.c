@@ -356,6 +356,9 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
     const char *init = comb(n) == KF_COMB_PROD ? "1.0" : comb(n) == KF_COMB_SUM ? "0.0"
                        : wantmax ? "-INFINITY" : "INFINITY";
     long ob = row_oblock(s, st, p);
+    /* a block per task: fewer outputs than threads x block would leave threads idle (64
+     * channel sums in blocks of 64 ran on one thread), so the block shrinks to share them */
+    if (threads > 1 && ob > 1 && (nout + ob - 1) / ob < threads) ob = (long)((nout + threads - 1) / threads);
     kf_buf_printf(o, "    /* row layout: %lld outputs, rows of %lld, %lld reduced", (long long)nout,
                   (long long)rowlen, (long long)count);
     if (ob <= 1) {
