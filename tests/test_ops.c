@@ -357,6 +357,14 @@ static const char *const strided_tasks[] = {
     "output m = softmax(reshape(exp(x), shape=[12, 30]))\n"
     "output r = reshape(max(reshape(x * 2, shape=[6, 60]), axes=[1]), shape=[2, 3])\n"
     "output q = rms_norm(reshape(matmul(a, transpose(a)), shape=[8, 50]), axes=[-1])\n",
+    /* values computed again after a reduction of them (kf_synth_remat): a channel's
+     * deviation (as in a batch norm, from the max: a mean of offset inputs is a test of
+     * the GPUs' float sums), read by its spread and by the result; a scaled row divided
+     * by its sum */
+    "task nc_remat\ninput x: f32[3, 5, 4, 7]\ninput w: f32[5]\n"
+    "d = x - max(x, axes=[0, 2, 3], keepdim=true)\nv = mean(abs(d), axes=[0, 2, 3], keepdim=true)\n"
+    "output y = d / (v + 1) * reshape(w, shape=[-1, 1, 1])\n"
+    "e = x * 2\noutput r = e / sum(e, axes=[3], keepdim=true)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

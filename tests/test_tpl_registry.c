@@ -409,3 +409,32 @@ Test(tpl_registry, row_blocks_leave_every_thread_a_task) {
     kf_synth_free(s);
     kf_graph_free(g);
 }
+
+/* A batch norm in training mode as the importer writes it: the deviation d = x - mean is
+ * read by the variance's reduction and, after it, by the result. d is computed again where
+ * the result is (from x and the mean, no more bytes than d), so no full-size tensor goes
+ * through scratch and d's first stage is the variance's prologue. */
+Test(tpl_registry, a_value_read_after_its_reduction_is_computed_again) {
+    const char *task = "input w: f32[8]\ninput b: f32[8]\ninput x: f32[4, 8, 6, 5]\n"
+                       "m = mean(x, axes=[0, 2, 3], keepdim=true)\nd = x - m\n"
+                       "v = mean(square(d), axes=[0, 2, 3], keepdim=true)\n"
+                       "output y = d * rsqrt(v + 1e-05) * reshape(w, shape=[-1, 1, 1]) + reshape(b, shape=[-1, 1, 1])\n";
+    const char *plats[] = {"cpu", "opencl", "cuda"};
+    for (int p = 0; p < 3; p++) {
+        kf_graph *g;
+        kf_synth *s = plan_text(task, plats[p], &g);
+        const kf_graph *h = s->lowered; /* the graph planned, with the copy of d */
+        cr_assert_not_null(h, "%s: nothing computed again (%s)", plats[p], s->desc);
+        int copies = 0, prologues = 0;
+        for (int ni = 0; ni < h->nnodes; ni++) copies += s->copy[ni];
+        cr_assert_eq(copies, 1, "%s", plats[p]);
+        for (int v = 0; v < h->nvalues; v++)
+            if (s->materialize[v] && h->values[v].output_index < 0)
+                cr_assert_lt(kf_shape_numel(&h->values[v].shape), 960, "%s: %s goes through scratch (%s)", plats[p],
+                             h->values[v].name, s->desc);
+        for (int k = 0; k < s->nst; k++) prologues += s->st[k].prologue > 0;
+        cr_assert_eq(prologues, 1, "%s: %s", plats[p], s->desc);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}

@@ -163,6 +163,12 @@ static void plan_aliases(kf_synth *s) {
     }
 }
 
+/* The node computing value v when it is a copy made for its reader (kf_synth_remat), else -1. */
+static int copy_of(const kf_synth *s, int v) {
+    int p = s->g->values[v].producer;
+    return s->copy && p >= 0 && s->copy[p] && !s->skip[p] ? p : -1;
+}
+
 /* Split g's nodes into stages. With allow_bcast, an elementwise node whose result only
  * broadcasts into a cluster's domain (e.g. a [N, 1] temporary inside an [N, M] cluster) is
  * recomputed inside that cluster. Marks what must be materialised. Returns 0 when a
@@ -175,6 +181,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
         const kf_value *ov = &g->values[n->out];
         int target = -1;
         if (s->skip[ni]) continue; /* a view its readers read through */
+        if (s->copy && s->copy[ni]) continue; /* placed with its reader, below */
         int is_view = kf_op_get(n->op)->cls == KF_CLASS_VIEW, src = -1, ng = 0;
         if (is_view) { /* read through its map from where the map starts */
             kf_imap m;
@@ -192,8 +199,12 @@ static int cluster(kf_synth *s, int allow_bcast) {
                             kf_shape_equal(&bc, &st->dom));
                 if (!fits) continue;
                 int ok = 1;
-                for (int a = 0; a < n->nin && !is_view; a++)
+                for (int a = 0; a < n->nin && !is_view; a++) {
                     if (stage_of_value(s, n->in[a]) > k) ok = 0;
+                    int c = copy_of(s, n->in[a]); /* a copy's operands come from memory */
+                    for (int b = 0; c >= 0 && b < g->nodes[c].nin; b++)
+                        if (stage_of_value(s, g->nodes[c].in[b]) >= k) ok = 0;
+                }
                 if (is_view && stage_of_value(s, src) >= k) ok = 0; /* its source from memory */
                 if (st->nguards + ng > KF_EW_MAX_GUARDS) ok = 0;
                 if (is_view && st->nviews >= KF_EW_MAX_VIEWS) ok = 0;
@@ -221,6 +232,12 @@ static int cluster(kf_synth *s, int allow_bcast) {
             target = s->nst++;
         }
         kf_stage *st = &s->st[target];
+        for (int a = 0; a < n->nin && !is_view; a++) { /* its copies first */
+            int c = copy_of(s, n->in[a]);
+            if (c < 0 || s->val_stage[n->in[a]] >= 0) continue;
+            st->nodes[st->nnodes++] = c;
+            s->val_stage[n->in[a]] = target;
+        }
         st->nodes[st->nnodes++] = ni;
         st->nguards += ng;
         st->nviews += is_view;
@@ -305,9 +322,10 @@ static void fuse_prologues(kf_synth *s) {
     }
 }
 
-static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_device_info *dev,
+static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, const kf_device_info *dev,
                             kf_synth **out, kf_error *err) {
     *out = NULL;
+    if (!kf_platform_find(platform) || g->nnodes == 0) free(copy); /* owned from here */
     if (!kf_platform_find(platform)) /* every platform has a template family */
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "the builtin generator has no templates for platform '%s' "
@@ -319,12 +337,14 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     int *skip = kf_synth_view_skips(g, !kf_synth_is_gpu(platform));
     if (!graph_dtype_ok(g, skip, platform, dev, err)) {
         free(skip);
+        free(copy);
         return err ? err->code : KF_ERR_UNSUPPORTED;
     }
     for (int j = 0; j < g->noutputs; j++) {
         const kf_value *v = &g->values[g->outputs[j]];
         if (v->producer < 0) {
             free(skip);
+            free(copy);
             return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
                                 "output '%s' is a graph input; nothing to compute", v->name);
         }
@@ -332,6 +352,8 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
 
     kf_synth *s = kf_calloc(1, sizeof *s);
     s->g = g;
+    s->copy = copy;
+    copy = NULL;
     s->skip = skip;
     s->dev = *dev;
     snprintf(s->platform, sizeof s->platform, "%s", platform);
@@ -395,9 +417,10 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     return KF_OK;
 }
 
-/* Composite ops with a lowering are planned as their lowering (kf_graph_lower): the
- * kernels compute the lowered graph, which has the task's buffers; the reference still
- * evaluates the task's own graph. */
+/* Composite ops with a lowering are planned as their lowering (kf_graph_lower), and cheap
+ * elementwise values read again after a reduction of them are recomputed there
+ * (kf_synth_remat): the kernels compute that graph, which has the task's buffers; the
+ * reference still evaluates the task's own graph. */
 kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
                         kf_synth **out, kf_error *err) {
     *out = NULL;
@@ -406,7 +429,13 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
         kf_status st = kf_graph_lower(g, &lowered, err);
         if (st != KF_OK) return st;
     }
-    kf_status st = plan_graph(lowered ? lowered : g, platform, dev, out, err);
+    int *copy = NULL;
+    kf_graph *re = kf_synth_remat(lowered ? lowered : g, &copy);
+    if (re) {
+        kf_graph_free(lowered);
+        lowered = re;
+    }
+    kf_status st = plan_graph(lowered ? lowered : g, copy, platform, dev, out, err);
     if (st != KF_OK) {
         kf_graph_free(lowered);
         return st;
@@ -425,6 +454,7 @@ void kf_synth_free(kf_synth *s) {
     free(s->skip);
     free(s->alias);
     free(s->out_alias);
+    free(s->copy);
     free(s);
 }
 

@@ -96,9 +96,18 @@ struct kf_synth {
                           read by reductions, norms or scans as that buffer (its id); -1 */
     int *out_alias;    /* per value: the graph output (a relabelling of it) whose buffer
                           it is written into; -1 */
+    int *copy;         /* per node: a copy of an elementwise node made for one reader
+                          (kf_synth_remat), placed in that reader's stage; NULL when none */
     kf_space space;
     char desc[512];
 };
+
+/* A copy of g in which a cheap elementwise node (operands all in memory anyway, at most
+ * one as large as its result) that a later elementwise node reads after a reduction of
+ * it is computed again just before that reader, which reads the copy (remat.c). Returns
+ * NULL when no node qualifies; else the new graph (caller frees) and in *copy_nodes, per
+ * node of it, 1 for the copies (caller frees). */
+kf_graph *kf_synth_remat(const kf_graph *g, int **copy_nodes);
 
 /* The template table, in order (kforge templates, tests). */
 int kf_tpl_count(void);
