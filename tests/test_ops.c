@@ -365,6 +365,12 @@ static const char *const strided_tasks[] = {
     "d = x - max(x, axes=[0, 2, 3], keepdim=true)\nv = mean(abs(d), axes=[0, 2, 3], keepdim=true)\n"
     "output y = d / (v + 1) * reshape(w, shape=[-1, 1, 1])\n"
     "e = x * 2\noutput r = e / sum(e, axes=[3], keepdim=true)\n",
+    /* norms whose elementwise reader is computed inside them (CPU epilogues): rows of 40
+     * across the reader's rows of 6, an affine norm, a flipped read of the input beside
+     * the norm's elements; an rms norm under a sigmoid */
+    "task nc_epilogue\ninput x: f32[3, 4, 5, 6]\ninput g: f32[40]\ninput h: f32[40]\n"
+    "output y = reshape(layer_norm(reshape(x, shape=[9, 40]), g, h), shape=[3, 4, 5, 6]) * 2 + flip(x, dims=[3])\n"
+    "output z = sigmoid(reshape(rms_norm(reshape(x, shape=[12, 30])), shape=[3, 4, 5, 6]))\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

@@ -438,3 +438,43 @@ Test(tpl_registry, a_value_read_after_its_reduction_is_computed_again) {
         kf_graph_free(g);
     }
 }
+
+/* A group norm as the importer writes it: rows of the relabelled input normalised, then
+ * relabelled back for a per-channel affine. On the CPU the affine is computed inside the
+ * norm's stage from each row's elements (an epilogue), so the one stage reads x and
+ * writes the output: no scratch. A norm whose result another stage reads too keeps it. */
+Test(tpl_registry, a_norm_computes_its_elementwise_reader_on_the_cpu) {
+    const char *gn = "input w: f32[8]\ninput b: f32[8]\ninput x: f32[4, 8, 6, 5]\n"
+                     "n = reshape(layer_norm(reshape(x, shape=[4, 2, -1]), axes=[-1]), shape=[4, 8, 6, 5])\n"
+                     "output y = n * reshape(w, shape=[-1, 1, 1]) + reshape(b, shape=[-1, 1, 1])\n";
+    kf_graph *g;
+    kf_synth *s = plan_text(gn, "cpu", &g);
+    int live = 0, scratch = 0;
+    for (int k = 0; k < s->nst; k++) live += !s->st[k].fused;
+    for (int v = 0; v < g->nvalues; v++) scratch += s->materialize[v] && g->values[v].output_index < 0;
+    cr_assert_eq(live, 1, "%s", s->desc);
+    cr_assert_eq(scratch, 0, "%s", s->desc);
+    cr_assert_str_eq(s->desc, "layer_norm+ewise[5 ops]");
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(c.source, "kf_epi0(") && !strstr(c.source, "= kf_scratch("), "%s", c.source);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    /* the norm's result also summed: it stays in memory, the affine its own stage */
+    const char *two = "input w: f32[8]\ninput x: f32[4, 8, 6, 5]\n"
+                      "n = reshape(layer_norm(reshape(x, shape=[4, 2, -1]), axes=[-1]), shape=[4, 8, 6, 5])\n"
+                      "output y = n * reshape(w, shape=[-1, 1, 1])\noutput t = sum(n, axes=[3])\n";
+    s = plan_text(two, "cpu", &g);
+    for (int k = 0; k < s->nst; k++) cr_assert_eq(s->st[k].epilogue, 0, "%s", s->desc);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    /* on GPUs the norm writes its result (no epilogue there) */
+    s = plan_text(gn, "opencl", &g);
+    for (int k = 0; k < s->nst; k++) cr_assert_eq(s->st[k].epilogue, 0, "%s", s->desc);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}

@@ -322,6 +322,63 @@ static void fuse_prologues(kf_synth *s) {
     }
 }
 
+/* Stage k reads value y (itself, or through a view whose map starts at y). */
+static int stage_reads(const kf_synth *s, int k, int y) {
+    const kf_graph *g = s->g;
+    const kf_stage *st = &s->st[k];
+    for (int i = 0; i < st->nnodes; i++) {
+        const kf_node *n = &g->nodes[st->nodes[i]];
+        if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) {
+            kf_imap m;
+            if (kf_value_imap(g, n->out, &m) == y) return 1;
+            continue;
+        }
+        for (int a = 0; a < n->nin; a++) {
+            int v = n->in[a];
+            if (v == y) return 1;
+            if (kf_synth_is_view(g, v)) {
+                kf_imap m;
+                if (kf_value_imap(g, v, &m) == y) return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Compute an elementwise stage inside the norm stage whose result it reads (kf_stage.
+ * epilogue; templates with .epilogue): a group norm's affine after its relabelled rows,
+ * so that the norm's result never goes through memory. The elementwise stage must be the
+ * only reader of that result, read it element for element (kf_synth_epilogue_ok), and
+ * read nothing computed after the norm. Runs after fuse_prologues, before the
+ * parameters are added. */
+static void fuse_epilogues(kf_synth *s) {
+    const kf_graph *g = s->g;
+    for (int k = 0; k < s->nst; k++) {
+        kf_stage *r = &s->st[k];
+        if (r->fused || !r->tpl || !r->tpl->epilogue || r->nalts != 1) continue;
+        int y = g->nodes[r->nodes[0]].out;
+        if (g->values[y].output_index >= 0 || (s->out_alias && s->out_alias[y] >= 0)) continue;
+        int e = -1, ok = 1;
+        for (int j = 0; j < s->nst && ok; j++) {
+            if (j == k || !stage_reads(s, j, y)) continue;
+            if (e >= 0 || j < k || s->st[j].kind != KF_STAGE_EWISE || s->st[j].fused) ok = 0;
+            e = j;
+        }
+        if (!ok || e < 0 || !kf_synth_epilogue_ok(s, &s->st[e], y)) continue;
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, &s->st[e], &lay);
+        for (int b = 0; b < lay.nbufs; b++)
+            if (lay.bufs[b] != y && s->val_stage[lay.bufs[b]] > k) ok = 0; /* not ready yet */
+        for (int v = 0; v < g->nvalues; v++) /* y only through e (an alias read elsewhere) */
+            if (s->alias && s->alias[v] == y) ok = 0;
+        if (!ok) continue;
+        r->epilogue = e + 1;
+        s->st[e].fused = 1;
+        s->st[e].fused_into = k;
+        s->materialize[y] = 0;
+    }
+}
+
 static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, const kf_device_info *dev,
                             kf_synth **out, kf_error *err) {
     *out = NULL;
@@ -379,6 +436,7 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
         }
     }
     fuse_prologues(s);
+    fuse_epilogues(s);
     if (kf_synth_is_gpu(platform)) {
         kf_status gst = kf_synth_gpu_check(s, err);
         if (gst != KF_OK) {
@@ -410,6 +468,9 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
                           s->st[st->prologue - 1].nnodes, s->st[st->prologue - 1].nnodes == 1 ? "" : "s");
         else
             kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
+        if (st->epilogue)
+            kf_buf_printf(&d, "+ewise[%d op%s]", s->st[st->epilogue - 1].nnodes,
+                          s->st[st->epilogue - 1].nnodes == 1 ? "" : "s");
     }
     snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
     kf_buf_free(&d);
@@ -589,6 +650,17 @@ static void stage_buffers(const kf_synth *s, int k, int *reads, int *nr, int *wr
         }
         if (s->materialize[n->out]) writes[(*nw)++] = n->out;
     }
+    if (st->epilogue) { /* the fused reader's other operands and its results */
+        int y = g->nodes[st->nodes[0]].out;
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, &s->st[st->epilogue - 1], &lay);
+        for (int b = 0; b < lay.nbufs; b++) {
+            int dup = lay.bufs[b] == y;
+            for (int r = 0; r < *nr; r++) dup |= reads[r] == lay.bufs[b];
+            if (!dup) reads[(*nr)++] = lay.bufs[b];
+        }
+        for (int r = lay.nreads; r < lay.nops; r++) writes[(*nw)++] = lay.v[r];
+    }
 }
 
 kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err) {
@@ -617,6 +689,11 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             snprintf(pname, sizeof pname, "kf_pro%d", k);
             const kf_node *rn = &g->nodes[st->nodes[0]];
             kf_synth_prologue_emit(s, &s->st[st->prologue - 1], rn->in[0], pname, &src);
+        }
+        if (st->epilogue) {
+            char ename[32];
+            snprintf(ename, sizeof ename, "kf_epi%d", k);
+            kf_synth_epilogue_emit(s, &s->st[st->epilogue - 1], g->nodes[st->nodes[0]].out, ename, &src);
         }
         kf_stage view; /* the stage as the template the point picks sees it */
         const kf_tpl_def *t = kf_tpl_chosen(s, st, p, &view);

@@ -42,6 +42,7 @@ typedef struct kf_tpl_def {
     /* 1 when the stage can take an elementwise prologue for its input (NULL: never) */
     int (*prologue_ok)(const struct kf_synth *s, const struct kf_stage *st);
     int can_split;     /* GPU: may add a second pass (a launch and partials in scratch) */
+    int epilogue;      /* CPU: may compute an elementwise reader of its result (kf_stage.epilogue) */
 } kf_tpl_def;
 
 /* Templates one stage may choose between (the first and the later rows that support it). */
@@ -69,6 +70,11 @@ typedef struct kf_stage {
      * only this reduction/softmax/norm stage's input is computed inside it (CPU: a row at
      * a time into a stack buffer; GPU: at each load) instead of through a scratch tensor */
     int prologue;      /* 1 + index of the fused elementwise stage (0 = none) */
+    /* epilogue fusion (synth.c fuse_epilogues, CPU norms): the elementwise stage that
+     * reads this stage's result, and nothing computed after this stage, is computed inside
+     * it, a chunk of each row at a time (kf_synth_epilogue_emit), so the result never goes
+     * through memory; that stage is fused (fused_into = this one) */
+    int epilogue;      /* 1 + index of the fused elementwise stage (0 = none) */
     int nguards;       /* elementwise: the guards of the padded views it reads (at most
                           KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
     int nviews;        /* elementwise: the view reads it holds (at most KF_EW_MAX_VIEWS) */
@@ -223,6 +229,18 @@ int kf_synth_reduce_prologue_ok(const kf_synth *s, const kf_stage *st);
  * in the order of kf_synth_ewise_layout's reads. */
 void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, const char *fname,
                             kf_buf *o);
+
+/* Epilogue fusion (CPU norms, kf_stage.epilogue). 1 when elementwise stage e can be
+ * computed from value y's elements a run at a time: e reads y only element for element
+ * (directly or through a relabelling: at e's flat index) and through no padded map. */
+int kf_synth_epilogue_ok(const kf_synth *s, const kf_stage *e, int y);
+/* Emit `static inline void NAME(long f0, long len, const float *restrict in, <reads>,
+ * <writes>)`: elementwise stage e on its elements f0 .. f0+len-1 (flat, row-major), with
+ * y's elements there in in[0 .. len-1]; reads are e's buffers other than y (the layout's
+ * bufs, in order), writes its materialised results (the layout's, in order). */
+void kf_synth_epilogue_emit(const kf_synth *s, const kf_stage *e, int y, const char *fname, kf_buf *o);
+/* Elements of a norm's row computed per epilogue call. */
+#define KF_EPI_CHUNK 2048
 
 /* A reduction's input dims as alternating kept/reduced groups: size-1 dims dropped,
  * neighbours of the same kind merged (size = product, stride = the innermost's). Shared by
