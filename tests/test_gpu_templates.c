@@ -273,9 +273,10 @@ static void check_fmt(const char *fmt, ...) {
 }
 
 /* Eight stages: as many launches as a candidate holds, more parameters than a space holds
- * (d is an output too, so the softmax does not take d's stage as its prologue). */
+ * (d is an output too, so the softmax does not take d's stage as its prologue; a is a
+ * chain of two ops, so b does not compute it again, kf_synth_remat). */
 static const char eight_stages[] = "input x: f32[17, 33]\n"
-                                   "a = exp(x)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
+                                   "a = exp(x * 2)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
                                    "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
                                    "n = min(c, axes=[1], keepdim=true)\noutput d = c * n\n"
                                    "output y = softmax(d)\n";
@@ -769,9 +770,10 @@ Test(gpu_text, chains_use_scratch_between_kernels) {
     gpu_like(&dev, "opencl");
     rendered r;
     render_default("input x: f32[17, 33]\ninput w: f32[33]\n"
-                   "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n",
+                   "t = exp(x) * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n",
                    "opencl", &dev, &r);
-    /* t, s (and s + 100, which the planner keeps apart from t's cluster) are
+    /* t (a chain of two ops, so y does not compute it again, kf_synth_remat), s (and
+     * s + 100, which the planner keeps apart from t's cluster) are
      * intermediates: scratch buffers, each written by one kernel (its last argument) and
      * read by a later one */
     cr_assert_geq(r.plan.nlaunches, 3, "%s", r.c.source);
@@ -907,7 +909,7 @@ Test(gpu_text, long_chains_stay_within_the_budgets) {
     rendered_free(&r);
     /* one stage more than a plan holds is unsupported, not a crash */
     kf_graph *g = parse("input x: f32[17, 33]\n"
-                        "a = exp(x)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
+                        "a = exp(x * 2)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
                         "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
                         "n = min(c, axes=[1], keepdim=true)\nd = c * n\n"
                         "q = max(d, axes=[1], keepdim=true)\noutput y = d - q\n");
