@@ -109,6 +109,11 @@ static int point_assign(const kf_synth *s, const char *assign, kf_point *p) {
     return 1;
 }
 
+#define RELABEL_TASK                                                                                  \
+    "input x: f32[4, 6, 5, 7]\ninput w: f32[6]\n"                                                       \
+    "output n = reshape(layer_norm(reshape(x, shape=[4, 2, -1])), shape=[4, 6, 5, 7]) * reshape(w, shape=[-1, 1, 1])\n" \
+    "output s = reshape(sum(reshape(x, shape=[24, 35]), axes=[1]), shape=[4, 6])\n"
+
 /* One task per family, rendered for cuda and metal (and checked as text). */
 static const char *const family_tasks[] = {
     "input x: f32[1000003]\noutput y = x * sigmoid(x)\n",
@@ -146,6 +151,8 @@ static const char *const family_tasks[] = {
     /* a padded max pool (guarded reads, the NaN-propagating maximum) and minimum */
     "input x: f32[2, 3, 9, 9]\noutput m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], value=-inf), dim=2, size=3, "
     "step=2), dim=3, size=3, step=2), axes=[-2, -1])\noutput y = maximum(x, 0.5) - minimum(x, -0.5)\n",
+    /* relabellings read in place: a group norm's rows, a reduction's result as the output */
+    RELABEL_TASK,
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 
@@ -272,9 +279,10 @@ static void check_fmt(const char *fmt, ...) {
 }
 
 /* Eight stages: as many launches as a candidate holds, more parameters than a space holds
- * (d is an output too, so the softmax does not take d's stage as its prologue). */
+ * (d is an output too, so the softmax does not take d's stage as its prologue; a is a
+ * chain of two ops, so b does not compute it again, kf_synth_remat). */
 static const char eight_stages[] = "input x: f32[17, 33]\n"
-                                   "a = exp(x)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
+                                   "a = exp(x * 2)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
                                    "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
                                    "n = min(c, axes=[1], keepdim=true)\noutput d = c * n\n"
                                    "output y = softmax(d)\n";
@@ -768,9 +776,10 @@ Test(gpu_text, chains_use_scratch_between_kernels) {
     gpu_like(&dev, "opencl");
     rendered r;
     render_default("input x: f32[17, 33]\ninput w: f32[33]\n"
-                   "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n",
+                   "t = exp(x) * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n",
                    "opencl", &dev, &r);
-    /* t, s (and s + 100, which the planner keeps apart from t's cluster) are
+    /* t (a chain of two ops, so y does not compute it again, kf_synth_remat), s (and
+     * s + 100, which the planner keeps apart from t's cluster) are
      * intermediates: scratch buffers, each written by one kernel (its last argument) and
      * read by a later one */
     cr_assert_geq(r.plan.nlaunches, 3, "%s", r.c.source);
@@ -792,6 +801,32 @@ Test(gpu_text, chains_use_scratch_between_kernels) {
     const kf_launch *last = &r.plan.l[r.plan.nlaunches - 1];
     cr_expect_eq(last->args[last->nargs - 1], 2, "the last kernel writes output 0 (buffer 2)");
     rendered_free(&r);
+}
+
+/* A reshape of the input read by a norm and a reduction is bound as the input itself (no
+ * copy kernel, nothing written to it), and the reduction whose result the output relabels
+ * writes the output's buffer. */
+Test(gpu_text, relabelled_buffers_are_bound_in_place) {
+    const char *plats[] = {"opencl", "cuda"};
+    for (int pl = 0; pl < 2; pl++) {
+        kf_device_info dev;
+        gpu_like(&dev, plats[pl]);
+        rendered r;
+        render_default(RELABEL_TASK, plats[pl], &dev, &r);
+        /* layer_norm (x -> scratch), the affine (scratch, w -> n), sum (x -> s) */
+        cr_assert_eq(r.plan.nlaunches, 3, "%s\n%s", plats[pl], r.c.source);
+        cr_expect_eq(r.plan.nscratch, 1, "%s: the norm's result only", plats[pl]);
+        int reads_x = 0;
+        for (int l = 0; l < r.plan.nlaunches; l++) {
+            const kf_launch *k = &r.plan.l[l];
+            for (int a = 0; a + 1 < k->nargs; a++) reads_x += k->args[a] == 0;
+            cr_expect_neq(k->args[k->nargs - 1], 0, "%s: launch %d writes the input", plats[pl], l);
+        }
+        cr_expect_eq(reads_x, 2, "%s: the norm and the sum read x's buffer\n%s", plats[pl], r.c.source);
+        const kf_launch *last = &r.plan.l[r.plan.nlaunches - 1];
+        cr_expect_eq(last->args[last->nargs - 1], 3, "%s: the sum writes output s (buffer 3)", plats[pl]);
+        rendered_free(&r);
+    }
 }
 
 Test(gpu_text, two_pass_reduction_has_partials) {
@@ -880,7 +915,7 @@ Test(gpu_text, long_chains_stay_within_the_budgets) {
     rendered_free(&r);
     /* one stage more than a plan holds is unsupported, not a crash */
     kf_graph *g = parse("input x: f32[17, 33]\n"
-                        "a = exp(x)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
+                        "a = exp(x * 2)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
                         "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
                         "n = min(c, axes=[1], keepdim=true)\nd = c * n\n"
                         "q = max(d, axes=[1], keepdim=true)\noutput y = d - q\n");

@@ -372,6 +372,32 @@ static const char *const strided_tasks[] = {
     "output y = x - gather(x, reshape(t, shape=[33, 1]), axis=1)\n"
     "output z = gather(x, argmax(x, axis=1, keepdim=true), axis=1) - max(x, axes=[1], keepdim=true)\n"
     "output w = gather(transpose(x), reshape(t, shape=[1, 33]), axis=0, fill=-1)\n",
+    /* relabellings (reshapes) of an input and of computed values read in place by a
+     * reduction, a norm (a group norm, its result relabelled back into an affine), softmax,
+     * a scan, and a reduction written into the output that relabels it */
+    "task nc_relabel\ninput x: f32[3, 4, 5, 6]\ninput w: f32[4]\ninput b: f32[4]\n"
+    "output s = sum(reshape(x, shape=[3, 2, -1]), axes=[2])\n"
+    "output n = reshape(layer_norm(reshape(x, shape=[3, 2, -1]), axes=[-1]), shape=[3, 4, 5, 6]) "
+    "* reshape(w, shape=[-1, 1, 1]) + reshape(b, shape=[-1, 1, 1])\n"
+    "output c = cumsum(reshape(reshape(x, shape=[12, 30]), shape=[3, 120]), axis=1)\n",
+    "task nc_relabel2\ninput x: f32[3, 4, 5, 6]\ninput a: f32[20, 6]\n"
+    "output m = softmax(reshape(exp(x), shape=[12, 30]))\n"
+    "output r = reshape(max(reshape(x * 2, shape=[6, 60]), axes=[1]), shape=[2, 3])\n"
+    "output q = rms_norm(reshape(matmul(a, transpose(a)), shape=[8, 50]), axes=[-1])\n",
+    /* values computed again after a reduction of them (kf_synth_remat): a channel's
+     * deviation (as in a batch norm, from the max: a mean of offset inputs is a test of
+     * the GPUs' float sums), read by its spread and by the result; a scaled row divided
+     * by its sum */
+    "task nc_remat\ninput x: f32[3, 5, 4, 7]\ninput w: f32[5]\n"
+    "d = x - max(x, axes=[0, 2, 3], keepdim=true)\nv = mean(abs(d), axes=[0, 2, 3], keepdim=true)\n"
+    "output y = d / (v + 1) * reshape(w, shape=[-1, 1, 1])\n"
+    "e = x * 2\noutput r = e / sum(e, axes=[3], keepdim=true)\n",
+    /* norms whose elementwise reader is computed inside them (CPU epilogues): rows of 40
+     * across the reader's rows of 6, an affine norm, a flipped read of the input beside
+     * the norm's elements; an rms norm under a sigmoid */
+    "task nc_epilogue\ninput x: f32[3, 4, 5, 6]\ninput g: f32[40]\ninput h: f32[40]\n"
+    "output y = reshape(layer_norm(reshape(x, shape=[9, 40]), g, h), shape=[3, 4, 5, 6]) * 2 + flip(x, dims=[3])\n"
+    "output z = sigmoid(reshape(rms_norm(reshape(x, shape=[12, 30])), shape=[3, 4, 5, 6]))\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

@@ -169,7 +169,7 @@ Test(templates, matmul_family) {
 Test(templates, multi_stage_graphs) {
     /* elementwise -> reduction -> elementwise; a temporary crosses stages via scratch */
     check_task("input x: f32[17, 33]\ninput w: f32[33]\n"
-               "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n");
+               "t = exp(x) * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n");
     check_task("input a: f32[17, 8]\ninput b: f32[8, 9]\ninput bias: f32[9]\n"
                "output y = relu(matmul(a, b) + bias)\n");
 }
@@ -213,13 +213,18 @@ Test(templates, prologue_fusion) {
     check_fusion("input x: f32[3, 17]\ninput r: f32[3, 17]\ninput w: f32[17]\ninput b: f32[17]\n"
                  "output y = layer_norm(x + r, w, b)\n", 1);
     check_fusion("input x: f32[3, 17]\ninput w: f32[17]\noutput y = rms_norm(x * 2.0, w)\n", 1);
+    /* a producer read again after the reduction: one op on inputs is computed again there
+     * (kf_synth_remat), so its first stage feeds only the sum */
+    check_fusion("input x: f32[17, 33]\ninput w: f32[33]\n"
+                 "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n", 1);
     /* not fused: a softmax over a non-innermost axis, an argmax over a long row, a producer
-     * whose result is also an output or is read again later, nothing reduced */
+     * whose result is also an output or is read again later (a chain, not computed again),
+     * nothing reduced */
     check_fusion("input x: f32[17, 3]\noutput y = softmax(x * 2.0, axis=0)\n", 0);
     check_fusion("input x: f32[2, 9000]\noutput i = argmin(x * x, axis=1)\n", 0);
     check_fusion("input x: f32[5, 33]\nt = x * x\noutput u = t + 1.0\noutput s = sum(t, axes=[1])\n", 0);
     check_fusion("input x: f32[17, 33]\ninput w: f32[33]\n"
-                 "t = x * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n", 0);
+                 "t = exp(x) * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n", 0);
 }
 
 Test(templates, pin_fixes_a_parameter_everywhere) {

@@ -154,7 +154,7 @@ Test(tpl_registry, every_op_is_supported_on_cpu_and_opencl) {
 /* A convolution's column matrix (reshape(permute(unfold(pad(x))))) feeding its matmul:
  * gathered by the CPU matmul's packing (an implicit GEMM: the padded input is the only
  * copy, the columns are never a stage), copied by an elementwise stage on GPUs. The
- * output, a relabelling of the matmul's result, is the matmul's buffer on the CPU. */
+ * output, a relabelling of the matmul's result, is the matmul's buffer everywhere. */
 Test(tpl_registry, conv_columns_are_gathered_on_the_cpu_only) {
     const char *task = "task conv\ninput x: f32[2, 6, 9, 8]\ninput w: f32[4, 3, 3, 2]\n"
                        "output y = conv(x, w, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)\n";
@@ -188,10 +188,10 @@ Test(tpl_registry, conv_columns_are_gathered_on_the_cpu_only) {
             cr_assert(!d->gb.on, "%s gathers", plats[p]);
         }
         /* one copy before the matmul (the padded input on the CPU, [4, 3, 11, 8]; the
-         * columns on GPUs, [2, 2, 18, 30]); on GPUs a copy of the result into the output,
-         * its relabelling, where the CPU's matmul writes the output's buffer itself */
-        cr_assert_eq(ewise, p == 0 ? 1 : 2, "%s: %d copy stages", plats[p], ewise);
-        if (p == 0) cr_assert_eq(s->out_alias[g->nodes[s->st[mm].nodes[0]].out], g->outputs[0]);
+         * columns on GPUs, [2, 2, 18, 30]); the matmul writes the output, its result's
+         * relabelling, into the output's buffer itself on every platform */
+        cr_assert_eq(ewise, 1, "%s: %d copy stages", plats[p], ewise);
+        cr_assert_eq(s->out_alias[g->nodes[s->st[mm].nodes[0]].out], g->outputs[0], "%s", plats[p]);
         int64_t n = 1;
         for (int i = 0; i < g->values[d->b_val].shape.rank; i++) n *= g->values[d->b_val].shape.d[i];
         cr_assert_eq(n, p == 0 ? 1056 : 2160, "%s: B read from %lld elements", plats[p], (long long)n);
@@ -382,6 +382,131 @@ Test(tpl_registry, a_matmul_softmax_matmul_chain_is_one_cpu_stage) {
     s = plan_text(task, "opencl", &g);
     for (int k = 0; k < s->nst; k++) cr_expect_eq(s->st[k].chain_mm, 0);
     cr_expect(strstr(kf_synth_describe(s), "chain") == NULL, "%s", kf_synth_describe(s));
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* A reshape of a dense buffer (same element order, new shape) read by a reduction, a norm,
+ * softmax, a scan and a matmul is no stage of its own on any platform: each reader takes
+ * the input's buffer (alias), and a reduction's result that the output relabels is
+ * computed into the output's buffer (out_alias). */
+Test(tpl_registry, relabelled_inputs_are_read_in_place) {
+    const char *task = "task relin\ninput x: f32[4, 6, 5, 7]\ninput w: f32[35, 3]\n"
+                       "output s = sum(reshape(x, shape=[4, 2, -1]), axes=[2])\n"
+                       "output n = layer_norm(reshape(x, shape=[8, -1]), axes=[-1])\n"
+                       "output m = softmax(reshape(x, shape=[24, 35]))\n"
+                       "output c = cumsum(reshape(x, shape=[4, 210]), axis=1)\n"
+                       "output p = matmul(reshape(x, shape=[24, 35]), w)\n"
+                       "output r = reshape(max(x, axes=[3]), shape=[24, 5])\n";
+    const char *plats[] = {"cpu", "opencl", "cuda"};
+    for (int p = 0; p < 3; p++) {
+        kf_graph *g;
+        kf_synth *s = plan_text(task, plats[p], &g);
+        int x = g->inputs[0], ewise = 0;
+        for (int k = 0; k < s->nst; k++) ewise += s->st[k].kind == KF_STAGE_EWISE && !s->st[k].fused;
+        cr_assert_eq(ewise, 0, "%s: %d copy stages (%s)", plats[p], ewise, s->desc);
+        cr_assert_eq(s->nst, 6, "%s: %s", plats[p], s->desc);
+        /* each reshape of x: read as x's buffer, or read through by its reader (a matmul
+         * takes a relabelled operand's source itself, kf_synth_mm_operand) */
+        for (int ni = 0; ni < g->nnodes; ni++) {
+            int v = g->nodes[ni].out;
+            if (g->nodes[ni].op != KF_OP_RESHAPE || g->values[v].output_index >= 0) continue;
+            cr_assert(s->alias[v] == x || s->skip[ni], "%s: %s is copied", plats[p], g->values[v].name);
+        }
+        int mx = g->nodes[g->values[g->outputs[5]].producer].in[0];
+        cr_assert_eq(s->out_alias[mx], g->outputs[5], "%s: the max is not written into r", plats[p]);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
+/* A channel reduction (64 outputs over [N, C, H, W], the batch norm's statistics) at the
+ * default point: blocks of outputs (oblock=64) must still leave a task per thread, so
+ * the loop is shared by the threads rather than one task on one thread. */
+Test(tpl_registry, row_blocks_leave_every_thread_a_task) {
+    kf_graph *g;
+    kf_synth *s = plan_text("input x: f32[16, 64, 8, 512]\noutput m = mean(x, axes=[0, 2, 3], keepdim=true)\n",
+                            "cpu", &g);
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    char label[512];
+    kf_point_format(kf_synth_space(s), &p, label, sizeof label);
+    cr_assert(strstr(label, "oblock=64") && strstr(label, "threads=2"), "%s", label);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(c.source, "blocks of 32 outputs") && strstr(c.source, "#pragma omp parallel for"),
+              "64 outputs in one block of 64 run on one thread:\n%s", c.source);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* A batch norm in training mode as the importer writes it: the deviation d = x - mean is
+ * read by the variance's reduction and, after it, by the result. d is computed again where
+ * the result is (from x and the mean, no more bytes than d), so no full-size tensor goes
+ * through scratch and d's first stage is the variance's prologue. */
+Test(tpl_registry, a_value_read_after_its_reduction_is_computed_again) {
+    const char *task = "input w: f32[8]\ninput b: f32[8]\ninput x: f32[4, 8, 6, 5]\n"
+                       "m = mean(x, axes=[0, 2, 3], keepdim=true)\nd = x - m\n"
+                       "v = mean(square(d), axes=[0, 2, 3], keepdim=true)\n"
+                       "output y = d * rsqrt(v + 1e-05) * reshape(w, shape=[-1, 1, 1]) + reshape(b, shape=[-1, 1, 1])\n";
+    const char *plats[] = {"cpu", "opencl", "cuda"};
+    for (int p = 0; p < 3; p++) {
+        kf_graph *g;
+        kf_synth *s = plan_text(task, plats[p], &g);
+        const kf_graph *h = s->lowered; /* the graph planned, with the copy of d */
+        cr_assert_not_null(h, "%s: nothing computed again (%s)", plats[p], s->desc);
+        int copies = 0, prologues = 0;
+        for (int ni = 0; ni < h->nnodes; ni++) copies += s->copy[ni];
+        cr_assert_eq(copies, 1, "%s", plats[p]);
+        for (int v = 0; v < h->nvalues; v++)
+            if (s->materialize[v] && h->values[v].output_index < 0)
+                cr_assert_lt(kf_shape_numel(&h->values[v].shape), 960, "%s: %s goes through scratch (%s)", plats[p],
+                             h->values[v].name, s->desc);
+        for (int k = 0; k < s->nst; k++) prologues += s->st[k].prologue > 0;
+        cr_assert_eq(prologues, 1, "%s: %s", plats[p], s->desc);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
+/* A group norm as the importer writes it: rows of the relabelled input normalised, then
+ * relabelled back for a per-channel affine. On the CPU the affine is computed inside the
+ * norm's stage from each row's elements (an epilogue), so the one stage reads x and
+ * writes the output: no scratch. A norm whose result another stage reads too keeps it. */
+Test(tpl_registry, a_norm_computes_its_elementwise_reader_on_the_cpu) {
+    const char *gn = "input w: f32[8]\ninput b: f32[8]\ninput x: f32[4, 8, 6, 5]\n"
+                     "n = reshape(layer_norm(reshape(x, shape=[4, 2, -1]), axes=[-1]), shape=[4, 8, 6, 5])\n"
+                     "output y = n * reshape(w, shape=[-1, 1, 1]) + reshape(b, shape=[-1, 1, 1])\n";
+    kf_graph *g;
+    kf_synth *s = plan_text(gn, "cpu", &g);
+    int live = 0, scratch = 0;
+    for (int k = 0; k < s->nst; k++) live += !s->st[k].fused;
+    for (int v = 0; v < g->nvalues; v++) scratch += s->materialize[v] && g->values[v].output_index < 0;
+    cr_assert_eq(live, 1, "%s", s->desc);
+    cr_assert_eq(scratch, 0, "%s", s->desc);
+    cr_assert_str_eq(s->desc, "layer_norm+ewise[5 ops]");
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(c.source, "kf_epi0(") && !strstr(c.source, "= kf_scratch("), "%s", c.source);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    /* the norm's result also summed: it stays in memory, the affine its own stage */
+    const char *two = "input w: f32[8]\ninput x: f32[4, 8, 6, 5]\n"
+                      "n = reshape(layer_norm(reshape(x, shape=[4, 2, -1]), axes=[-1]), shape=[4, 8, 6, 5])\n"
+                      "output y = n * reshape(w, shape=[-1, 1, 1])\noutput t = sum(n, axes=[3])\n";
+    s = plan_text(two, "cpu", &g);
+    for (int k = 0; k < s->nst; k++) cr_assert_eq(s->st[k].epilogue, 0, "%s", s->desc);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    /* on GPUs the norm writes its result (no epilogue there) */
+    s = plan_text(gn, "opencl", &g);
+    for (int k = 0; k < s->nst; k++) cr_assert_eq(s->st[k].epilogue, 0, "%s", s->desc);
     kf_synth_free(s);
     kf_graph_free(g);
 }

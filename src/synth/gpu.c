@@ -122,14 +122,24 @@ static void gk_param(kf_gk *k, const char *name, const char *ctype, kf_gparam_ki
     kf_gkernel_param(&k->k, name, ctype, kind);
 }
 
+/* The value whose buffer holds v's elements: the source of a relabelling view read in
+ * place (kf_synth.alias), then the output a computed value is written into (out_alias). */
+static int buffer_of(const kf_synth *s, int v) {
+    if (s->alias && s->alias[v] >= 0) v = s->alias[v];
+    if (s->out_alias && s->out_alias[v] >= 0) v = s->out_alias[v];
+    return v;
+}
+
 void kf_gk_value(const kf_gplan *gp, kf_gk *k, int v, kf_gparam_kind kind) {
     const kf_graph *g = gp->s->g;
-    const kf_value *val = &g->values[v];
+    const kf_value *val = &g->values[buffer_of(gp->s, v)];
     char name[16], arg[16];
     snprintf(name, sizeof name, "b%d", v);
+    /* a relabelling view is only read: an input it relabels stays unchanged */
+    assert(kind == KF_GP_IN || !(gp->s->alias && gp->s->alias[v] >= 0));
     if (val->input_index >= 0) snprintf(arg, sizeof arg, "%d", val->input_index);
     else if (val->output_index >= 0) snprintf(arg, sizeof arg, "%d", g->ninputs + val->output_index);
-    else snprintf(arg, sizeof arg, "t%d", v);
+    else snprintf(arg, sizeof arg, "t%d", buffer_of(gp->s, v));
     gk_param(k, name, kf_gpu_ctype(g, v), kind, arg);
 }
 
@@ -310,7 +320,7 @@ static int split_scratch(const kf_synth *s, const kf_stage *st) {
 static int base_scratch(const kf_synth *s) {
     int n = 0;
     for (int v = 0; v < s->g->nvalues; v++)
-        if (s->materialize[v] && s->g->values[v].output_index < 0) n++;
+        if (s->materialize[v] && s->g->values[v].output_index < 0 && !(s->out_alias && s->out_alias[v] >= 0)) n++;
     return n;
 }
 
@@ -421,7 +431,7 @@ kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate
     snprintf(gp.ix, sizeof gp.ix, "%s", maxn < (1LL << 30) ? "int" : "long");
 
     for (int v = 0; v < g->nvalues; v++) {
-        if (!s->materialize[v] || g->values[v].output_index >= 0) continue;
+        if (!s->materialize[v] || g->values[v].output_index >= 0 || (s->out_alias && s->out_alias[v] >= 0)) continue;
         char name[16];
         snprintf(name, sizeof name, "t%d", v);
         kf_gplan_scratch(&gp, name, kf_shape_numel(&g->values[v].shape) * kf_dtype_size(g->values[v].dtype));

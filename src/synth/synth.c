@@ -115,14 +115,15 @@ static void plan_params(kf_synth *s) {
 
 static int stage_of_value(const kf_synth *s, int v) { return s->val_stage[v]; }
 
-/* On the CPU, a view whose composed map only relabels a buffer's elements (a reshape of an
- * input or of a computed value, kf_imap_is_linear) and that only non-elementwise ops read
- * (or views, which compose through it) is not copied: its readers take the source's buffer
- * under the view's shape (alias; the C entry declares the pointer). GPU launch plans bind
- * one allocation per buffer, so there the view stays a copy. */
+/* A view whose composed map only relabels a buffer's elements (a reshape of an input or of
+ * a computed value, kf_imap_is_linear) and that only non-elementwise ops read (or views,
+ * which compose through it) is not copied: its readers (reductions, norms, softmax, scans,
+ * matmuls, which all read their input as a dense row-major buffer) take the source's
+ * buffer under the view's shape (alias; the C entry declares the pointer, a GPU launch
+ * binds the source's buffer to the view's parameter, kf_gk_value). Readers only read it,
+ * so an input stays unchanged. Same planner on every platform. */
 static void plan_aliases(kf_synth *s) {
     const kf_graph *g = s->g;
-    if (kf_synth_is_gpu(s->platform)) return;
     s->alias = kf_malloc((size_t)g->nvalues * sizeof *s->alias);
     for (int v = 0; v < g->nvalues; v++) s->alias[v] = -1;
     for (int ni = 0; ni < g->nnodes; ni++) {
@@ -164,6 +165,12 @@ static void plan_aliases(kf_synth *s) {
     }
 }
 
+/* The node computing value v when it is a copy made for its reader (kf_synth_remat), else -1. */
+static int copy_of(const kf_synth *s, int v) {
+    int p = s->g->values[v].producer;
+    return s->copy && p >= 0 && s->copy[p] && !s->skip[p] ? p : -1;
+}
+
 /* Split g's nodes into stages. With allow_bcast, an elementwise node whose result only
  * broadcasts into a cluster's domain (e.g. a [N, 1] temporary inside an [N, M] cluster) is
  * recomputed inside that cluster. Marks what must be materialised. Returns 0 when a
@@ -176,6 +183,7 @@ static int cluster(kf_synth *s, int allow_bcast) {
         const kf_value *ov = &g->values[n->out];
         int target = -1;
         if (s->skip[ni]) continue; /* a view its readers read through */
+        if (s->copy && s->copy[ni]) continue; /* placed with its reader, below */
         int is_view = kf_op_get(n->op)->cls == KF_CLASS_VIEW, src = -1, ng = 0;
         int is_gather = kf_op_get(n->op)->cls == KF_CLASS_GATHER;
         if (is_view) { /* read through its map from where the map starts */
@@ -194,8 +202,12 @@ static int cluster(kf_synth *s, int allow_bcast) {
                             kf_shape_equal(&bc, &st->dom));
                 if (!fits) continue;
                 int ok = 1;
-                for (int a = 0; a < n->nin && !is_view; a++)
+                for (int a = 0; a < n->nin && !is_view; a++) {
                     if (stage_of_value(s, n->in[a]) > k) ok = 0;
+                    int c = copy_of(s, n->in[a]); /* a copy's operands come from memory */
+                    for (int b = 0; c >= 0 && b < g->nodes[c].nin; b++)
+                        if (stage_of_value(s, g->nodes[c].in[b]) >= k) ok = 0;
+                }
                 if (is_view && stage_of_value(s, src) >= k) ok = 0; /* its source from memory */
                 if (is_gather && stage_of_value(s, n->in[0]) >= k) ok = 0; /* its data too */
                 if (st->nguards + ng > KF_EW_MAX_GUARDS) ok = 0;
@@ -225,6 +237,12 @@ static int cluster(kf_synth *s, int allow_bcast) {
             target = s->nst++;
         }
         kf_stage *st = &s->st[target];
+        for (int a = 0; a < n->nin && !is_view; a++) { /* its copies first */
+            int c = copy_of(s, n->in[a]);
+            if (c < 0 || s->val_stage[n->in[a]] >= 0) continue;
+            st->nodes[st->nnodes++] = c;
+            s->val_stage[n->in[a]] = target;
+        }
         st->nodes[st->nnodes++] = ni;
         st->nguards += ng;
         st->nviews += is_view || is_gather;
@@ -410,9 +428,67 @@ static void fuse_chains(kf_synth *s) {
     }
 }
 
-static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_device_info *dev,
+/* Stage k reads value y (itself, or through a view whose map starts at y). */
+static int stage_reads(const kf_synth *s, int k, int y) {
+    const kf_graph *g = s->g;
+    const kf_stage *st = &s->st[k];
+    for (int i = 0; i < st->nnodes; i++) {
+        const kf_node *n = &g->nodes[st->nodes[i]];
+        if (kf_op_get(n->op)->cls == KF_CLASS_VIEW) {
+            kf_imap m;
+            if (kf_value_imap(g, n->out, &m) == y) return 1;
+            continue;
+        }
+        for (int a = 0; a < n->nin; a++) {
+            int v = n->in[a];
+            if (v == y) return 1;
+            if (kf_synth_is_view(g, v)) {
+                kf_imap m;
+                if (kf_value_imap(g, v, &m) == y) return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Compute an elementwise stage inside the norm stage whose result it reads (kf_stage.
+ * epilogue; templates with .epilogue): a group norm's affine after its relabelled rows,
+ * so that the norm's result never goes through memory. The elementwise stage must be the
+ * only reader of that result, read it element for element (kf_synth_epilogue_ok), and
+ * read nothing computed after the norm. Runs after fuse_prologues, before the
+ * parameters are added. */
+static void fuse_epilogues(kf_synth *s) {
+    const kf_graph *g = s->g;
+    for (int k = 0; k < s->nst; k++) {
+        kf_stage *r = &s->st[k];
+        if (r->fused || !r->tpl || !r->tpl->epilogue || r->nalts != 1) continue;
+        int y = g->nodes[r->nodes[0]].out;
+        if (g->values[y].output_index >= 0 || (s->out_alias && s->out_alias[y] >= 0)) continue;
+        int e = -1, ok = 1;
+        for (int j = 0; j < s->nst && ok; j++) {
+            if (j == k || !stage_reads(s, j, y)) continue;
+            if (e >= 0 || j < k || s->st[j].kind != KF_STAGE_EWISE || s->st[j].fused) ok = 0;
+            e = j;
+        }
+        if (!ok || e < 0 || !kf_synth_epilogue_ok(s, &s->st[e], y)) continue;
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, &s->st[e], &lay);
+        for (int b = 0; b < lay.nbufs; b++)
+            if (lay.bufs[b] != y && s->val_stage[lay.bufs[b]] > k) ok = 0; /* not ready yet */
+        for (int v = 0; v < g->nvalues; v++) /* y only through e (an alias read elsewhere) */
+            if (s->alias && s->alias[v] == y) ok = 0;
+        if (!ok) continue;
+        r->epilogue = e + 1;
+        s->st[e].fused = 1;
+        s->st[e].fused_into = k;
+        s->materialize[y] = 0;
+    }
+}
+
+static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, const kf_device_info *dev,
                             kf_synth **out, kf_error *err) {
     *out = NULL;
+    if (!kf_platform_find(platform) || g->nnodes == 0) free(copy); /* owned from here */
     if (!kf_platform_find(platform)) /* every platform has a template family */
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0,
                             "the builtin generator has no templates for platform '%s' "
@@ -424,12 +500,14 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     int *skip = kf_synth_view_skips(g, !kf_synth_is_gpu(platform));
     if (!graph_dtype_ok(g, skip, platform, dev, err)) {
         free(skip);
+        free(copy);
         return err ? err->code : KF_ERR_UNSUPPORTED;
     }
     for (int j = 0; j < g->noutputs; j++) {
         const kf_value *v = &g->values[g->outputs[j]];
         if (v->producer < 0) {
             free(skip);
+            free(copy);
             return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
                                 "output '%s' is a graph input; nothing to compute", v->name);
         }
@@ -437,6 +515,8 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
 
     kf_synth *s = kf_calloc(1, sizeof *s);
     s->g = g;
+    s->copy = copy;
+    copy = NULL;
     s->skip = skip;
     s->dev = *dev;
     snprintf(s->platform, sizeof s->platform, "%s", platform);
@@ -463,6 +543,7 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     }
     fuse_prologues(s);
     fuse_chains(s);
+    fuse_epilogues(s);
     if (kf_synth_is_gpu(platform)) {
         kf_status gst = kf_synth_gpu_check(s, err);
         if (gst != KF_OK) {
@@ -501,6 +582,9 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
                           s->st[st->prologue - 1].nnodes, s->st[st->prologue - 1].nnodes == 1 ? "" : "s");
         else
             kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
+        if (st->epilogue)
+            kf_buf_printf(&d, "+ewise[%d op%s]", s->st[st->epilogue - 1].nnodes,
+                          s->st[st->epilogue - 1].nnodes == 1 ? "" : "s");
     }
     snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
     kf_buf_free(&d);
@@ -508,9 +592,10 @@ static kf_status plan_graph(const kf_graph *g, const char *platform, const kf_de
     return KF_OK;
 }
 
-/* Composite ops with a lowering are planned as their lowering (kf_graph_lower): the
- * kernels compute the lowered graph, which has the task's buffers; the reference still
- * evaluates the task's own graph. */
+/* Composite ops with a lowering are planned as their lowering (kf_graph_lower), and cheap
+ * elementwise values read again after a reduction of them are recomputed there
+ * (kf_synth_remat): the kernels compute that graph, which has the task's buffers; the
+ * reference still evaluates the task's own graph. */
 kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
                         kf_synth **out, kf_error *err) {
     *out = NULL;
@@ -519,7 +604,13 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
         kf_status st = kf_graph_lower(g, &lowered, err);
         if (st != KF_OK) return st;
     }
-    kf_status st = plan_graph(lowered ? lowered : g, platform, dev, out, err);
+    int *copy = NULL;
+    kf_graph *re = kf_synth_remat(lowered ? lowered : g, &copy);
+    if (re) {
+        kf_graph_free(lowered);
+        lowered = re;
+    }
+    kf_status st = plan_graph(lowered ? lowered : g, copy, platform, dev, out, err);
     if (st != KF_OK) {
         kf_graph_free(lowered);
         return st;
@@ -538,6 +629,7 @@ void kf_synth_free(kf_synth *s) {
     free(s->skip);
     free(s->alias);
     free(s->out_alias);
+    free(s->copy);
     free(s);
 }
 
@@ -672,6 +764,17 @@ static void stage_buffers(const kf_synth *s, int k, int *reads, int *nr, int *wr
         }
         if (s->materialize[n->out]) writes[(*nw)++] = n->out;
     }
+    if (st->epilogue) { /* the fused reader's other operands and its results */
+        int y = g->nodes[st->nodes[0]].out;
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, &s->st[st->epilogue - 1], &lay);
+        for (int b = 0; b < lay.nbufs; b++) {
+            int dup = lay.bufs[b] == y;
+            for (int r = 0; r < *nr; r++) dup |= reads[r] == lay.bufs[b];
+            if (!dup) reads[(*nr)++] = lay.bufs[b];
+        }
+        for (int r = lay.nreads; r < lay.nops; r++) writes[(*nw)++] = lay.v[r];
+    }
 }
 
 kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err) {
@@ -700,6 +803,11 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             snprintf(pname, sizeof pname, "kf_pro%d", k);
             const kf_node *rn = &g->nodes[st->nodes[0]];
             kf_synth_prologue_emit(s, &s->st[st->prologue - 1], rn->in[0], -1, pname, &src);
+        }
+        if (st->epilogue) {
+            char ename[32];
+            snprintf(ename, sizeof ename, "kf_epi%d", k);
+            kf_synth_epilogue_emit(s, &s->st[st->epilogue - 1], g->nodes[st->nodes[0]].out, ename, &src);
         }
         kf_stage view; /* the stage as the template the point picks sees it */
         const kf_tpl_def *t = kf_tpl_chosen(s, st, p, &view);

@@ -42,6 +42,7 @@ typedef struct kf_tpl_def {
     /* 1 when the stage can take an elementwise prologue for its input (NULL: never) */
     int (*prologue_ok)(const struct kf_synth *s, const struct kf_stage *st);
     int can_split;     /* GPU: may add a second pass (a launch and partials in scratch) */
+    int epilogue;      /* CPU: may compute an elementwise reader of its result (kf_stage.epilogue) */
 } kf_tpl_def;
 
 /* Templates one stage may choose between (the first and the later rows that support it). */
@@ -69,6 +70,11 @@ typedef struct kf_stage {
      * only this reduction/softmax/norm stage's input is computed inside it (CPU: a row at
      * a time into a stack buffer; GPU: at each load) instead of through a scratch tensor */
     int prologue;      /* 1 + index of the fused elementwise stage (0 = none) */
+    /* epilogue fusion (synth.c fuse_epilogues, CPU norms): the elementwise stage that
+     * reads this stage's result, and nothing computed after this stage, is computed inside
+     * it, a chunk of each row at a time (kf_synth_epilogue_emit), so the result never goes
+     * through memory; that stage is fused (fused_into = this one) */
+    int epilogue;      /* 1 + index of the fused elementwise stage (0 = none) */
     int nguards;       /* elementwise: the guards of the padded views it reads (at most
                           KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
     int nviews;        /* elementwise: the view reads it holds (at most KF_EW_MAX_VIEWS) */
@@ -97,13 +103,22 @@ struct kf_synth {
     int *val_stage;    /* stage producing each value, -1 for inputs and constants */
     int *materialize;  /* value is kept in a buffer */
     int *skip;         /* per node: a view node no reader needs (kf_synth_view_skips) */
-    int *alias;        /* CPU, per value: a view that is a relabelling of a buffer (a reshape),
+    int *alias;        /* per value: a view that is a relabelling of a buffer (a reshape),
                           read by reductions, norms or scans as that buffer (its id); -1 */
-    int *out_alias;    /* CPU, per value: the graph output (a relabelling of it) whose buffer
+    int *out_alias;    /* per value: the graph output (a relabelling of it) whose buffer
                           it is written into; -1 */
+    int *copy;         /* per node: a copy of an elementwise node made for one reader
+                          (kf_synth_remat), placed in that reader's stage; NULL when none */
     kf_space space;
     char desc[512];
 };
+
+/* A copy of g in which a cheap elementwise node (operands all in memory anyway, at most
+ * one as large as its result) that a later elementwise node reads after a reduction of
+ * it is computed again just before that reader, which reads the copy (remat.c). Returns
+ * NULL when no node qualifies; else the new graph (caller frees) and in *copy_nodes, per
+ * node of it, 1 for the copies (caller frees). */
+kf_graph *kf_synth_remat(const kf_graph *g, int **copy_nodes);
 
 /* The template table, in order (kforge templates, tests). */
 int kf_tpl_count(void);
@@ -244,6 +259,18 @@ int kf_synth_reduce_prologue_ok(const kf_synth *s, const kf_stage *st);
  * the element f0 itself (a row block of a chain's local buffer, tpl_chain.c). */
 void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, int local, const char *fname,
                             kf_buf *o);
+
+/* Epilogue fusion (CPU norms, kf_stage.epilogue). 1 when elementwise stage e can be
+ * computed from value y's elements a run at a time: e reads y only element for element
+ * (directly or through a relabelling: at e's flat index) and through no padded map. */
+int kf_synth_epilogue_ok(const kf_synth *s, const kf_stage *e, int y);
+/* Emit `static inline void NAME(long f0, long len, const float *restrict in, <reads>,
+ * <writes>)`: elementwise stage e on its elements f0 .. f0+len-1 (flat, row-major), with
+ * y's elements there in in[0 .. len-1]; reads are e's buffers other than y (the layout's
+ * bufs, in order), writes its materialised results (the layout's, in order). */
+void kf_synth_epilogue_emit(const kf_synth *s, const kf_stage *e, int y, const char *fname, kf_buf *o);
+/* Elements of a norm's row computed per epilogue call. */
+#define KF_EPI_CHUNK 2048
 
 /* A reduction's input dims as alternating kept/reduced groups: size-1 dims dropped,
  * neighbours of the same kind merged (size = product, stride = the innermost's). Shared by

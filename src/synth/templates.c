@@ -248,7 +248,7 @@ static const kf_tpl_def templates[] = {
      .prologue_ok = kf_synth_reduce_prologue_ok},
     {.name = "cpu.norm_rows", .kind = KF_STAGE_NORM, .doc = "norms over trailing axes",
      .supports = sup_norm_rows, .cpu_params = cpu_rows_params, .cpu_emit_body = kf_synth_reduce_emit,
-     .prologue_ok = kf_synth_reduce_prologue_ok},
+     .prologue_ok = kf_synth_reduce_prologue_ok, .epilogue = 1},
     {.name = "cpu.reduce", .kind = KF_STAGE_REDUCE, .doc = "axis reductions, row and column layouts",
      .supports = sup_reduce, .cpu_params = cpu_rows_params, .cpu_emit_body = kf_synth_reduce_emit,
      .prologue_ok = kf_synth_reduce_prologue_ok},

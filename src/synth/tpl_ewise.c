@@ -385,3 +385,76 @@ void kf_synth_prologue_emit(const kf_synth *s, const kf_stage *st, int x, int lo
     kf_buf_printf(o, "            out[j] = r%d;\n        }\n", x);
     kf_buf_printf(o, "        out += n; f0 += n; len -= n;%s\n    }\n}\n", local >= 0 ? " done += n;" : "");
 }
+
+int kf_synth_epilogue_ok(const kf_synth *s, const kf_stage *e, int y) {
+    const kf_graph *g = s->g;
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, e, &lay);
+    if (lay.ng || kf_shape_numel(&e->dom) != kf_shape_numel(&g->values[y].shape)) return 0;
+    int ys = 0;
+    for (int r = 0; r < lay.nreads; r++) {
+        if (lay.buf[r] != y) continue;
+        /* y read element for element: at the domain's flat index */
+        int64_t run = 1;
+        for (int j = lay.q - 1; j >= 0; j--) {
+            if (lay.str[r][j] != run) return 0;
+            run *= lay.dim[j];
+        }
+        if (lay.base[r] != 0) return 0;
+        ys++;
+    }
+    return ys > 0;
+}
+
+void kf_synth_epilogue_emit(const kf_synth *s, const kf_stage *e, int y, const char *fname, kf_buf *o) {
+    const kf_graph *g = s->g;
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, e, &lay);
+    const int q = lay.q, nreads = lay.nreads, nops = lay.nops;
+    const int64_t inner = q ? lay.dim[q - 1] : 1;
+    kf_buf_printf(o, "static inline void %s(long f0, long len, const float *restrict in", fname);
+    for (int b = 0; b < lay.nbufs; b++)
+        if (lay.bufs[b] != y) kf_buf_printf(o, ", const %s *restrict b%d", kf_synth_ctype(g, lay.bufs[b]), lay.bufs[b]);
+    for (int r = nreads; r < nops; r++) kf_buf_printf(o, ", %s *restrict b%d", kf_synth_ctype(g, lay.v[r]), lay.v[r]);
+    kf_buf_puts(o, ") {\n");
+    kf_buf_printf(o, "    /* the elementwise stage on elements f0 .. f0+len-1 of %s (in), rows of %lld */\n",
+                  g->values[y].name, (long long)inner);
+    kf_buf_puts(o, "    while (len > 0) {\n");
+    kf_buf_printf(o, "        const long o = f0 / %lldL, j0 = f0 %% %lldL;\n", (long long)inner, (long long)inner);
+    kf_buf_printf(o, "        const long n = %lldL - j0 < len ? %lldL - j0 : len;\n", (long long)inner, (long long)inner);
+    kf_buf_puts(o, "        (void)o;\n");
+    for (int r = 0; r < nops; r++)
+        if (r >= nreads || lay.buf[r] != y)
+            kf_buf_printf(o, "        long off%d = %lldL;\n", r, (long long)(r < nreads ? lay.base[r] : 0));
+    if (q > 1) {
+        kf_buf_puts(o, "        { long rem = o, idx;\n");
+        for (int j = q - 2; j >= 0; j--) {
+            kf_buf_printf(o, "          idx = rem %% %lldL; rem /= %lldL;\n", (long long)lay.dim[j], (long long)lay.dim[j]);
+            for (int r = 0; r < nops; r++)
+                if (lay.str[r][j] && (r >= nreads || lay.buf[r] != y))
+                    kf_buf_printf(o, "          off%d += idx * %lldL;\n", r, (long long)lay.str[r][j]);
+        }
+        kf_buf_puts(o, "          (void)rem; }\n");
+    }
+    for (int r = 0; r < nops; r++) {
+        int v = lay.v[r];
+        const char *ct = kf_synth_ctype(g, v);
+        int64_t is = q ? lay.str[r][q - 1] : 0;
+        if (r < nreads && lay.buf[r] == y) continue;
+        if (r >= nreads) kf_buf_printf(o, "        %s *restrict p%d = b%d + off%d + j0;\n", ct, v, v, r);
+        else if (is) kf_buf_printf(o, "        const %s *restrict p%d = b%d + off%d + j0 * %lldL;\n", ct, v, lay.buf[r], r, (long long)is);
+        else kf_buf_printf(o, "        const %s s%d = b%d[off%d];\n", ct, v, lay.buf[r], r);
+    }
+    kf_buf_puts(o, "        for (long j = 0; j < n; j++) {\n");
+    for (int r = 0; r < nreads; r++) {
+        int v = lay.v[r];
+        int64_t is = q ? lay.str[r][q - 1] : 0;
+        if (lay.buf[r] == y) kf_buf_printf(o, "            const float r%d = in[j];\n", v);
+        else if (is == 1) kf_buf_printf(o, "            const float r%d = p%d[j];\n", v, v);
+        else if (is) kf_buf_printf(o, "            const float r%d = p%d[j * %lldL];\n", v, v, (long long)is);
+        else kf_buf_printf(o, "            const float r%d = s%d;\n", v, v);
+    }
+    for (int i = 0; i < e->nnodes; i++) emit_node(s, &g->nodes[e->nodes[i]], o);
+    for (int r = nreads; r < nops; r++) kf_buf_printf(o, "            p%d[j] = r%d;\n", lay.v[r], lay.v[r]);
+    kf_buf_puts(o, "        }\n        in += n; f0 += n; len -= n;\n    }\n}\n");
+}

@@ -146,7 +146,7 @@ void kf_synth_reduce_params(kf_synth *s, kf_stage *st) {
         while (ax < sh->rank && !((n->attr.axes >> ax) & 1u)) ax++;
         rowlen_ok = ax == sh->rank - 1 && sh->d[ax] <= KF_STAGE_ROW_MAX;
     }
-    if ((st->kind == KF_STAGE_NORM || st->kind == KF_STAGE_SOFTMAX) && rowlen_ok)
+    if ((st->kind == KF_STAGE_NORM || st->kind == KF_STAGE_SOFTMAX) && rowlen_ok && !st->epilogue)
         kf_tpl_add_param(&s->space, st->prefix, "nt", KF_ROLE_STREAM, nt, 2, big ? 1 : 0);
 }
 
@@ -356,6 +356,9 @@ static void emit_reduce(const kf_synth *s, const kf_stage *st, const kf_point *p
     const char *init = comb(n) == KF_COMB_PROD ? "1.0" : comb(n) == KF_COMB_SUM ? "0.0"
                        : wantmax ? "-INFINITY" : "INFINITY";
     long ob = row_oblock(s, st, p);
+    /* a block per task: fewer outputs than threads x block would leave threads idle (64
+     * channel sums in blocks of 64 ran on one thread), so the block shrinks to share them */
+    if (threads > 1 && ob > 1 && (nout + ob - 1) / ob < threads) ob = (long)((nout + threads - 1) / threads);
     kf_buf_printf(o, "    /* row layout: %lld outputs, rows of %lld, %lld reduced", (long long)nout,
                   (long long)rowlen, (long long)count);
     if (ob <= 1) {
@@ -489,7 +492,7 @@ static void emit_norm(const kf_synth *s, const kf_stage *st, const kf_point *p, 
         snprintf(len, sizeof len, "%lldL", (long long)N);
         emit_src(s, st, o, "xr", off, len, N, "        ");
     }
-    kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
+    if (!st->epilogue) kf_buf_printf(o, "        float *restrict yr = b%d + oi * %lldL;\n", y, (long long)N);
     char full[48];
     snprintf(full, sizeof full, "%snt", st->prefix);
     long nt = kf_point_get(&s->space, p, full, 0);
@@ -502,8 +505,15 @@ static void emit_norm(const kf_synth *s, const kf_stage *st, const kf_point *p, 
         kf_buf_printf(o, "        const float ms = (float)(kf_vsumsqdev(xr, %lldL, 0.0f) / %lld.0);\n", (long long)N, (long long)N);
         kf_buf_printf(o, "        const float rstd = 1.0f / sqrtf(ms + %s);\n", eps);
     }
-    /* nt: write the row in 512-element blocks through a stack buffer with streaming stores */
-    if (nt) {
+    /* nt: write the row in 512-element blocks through a stack buffer with streaming stores;
+     * an epilogue takes the row in blocks from a stack buffer and writes its own results */
+    if (st->epilogue) {
+        kf_buf_printf(o, "        for (long jb = 0; jb < %lldL; jb += %dL) {\n", (long long)N, KF_EPI_CHUNK);
+        kf_buf_printf(o, "          const long je = jb + %dL < %lldL ? jb + %dL : %lldL;\n", KF_EPI_CHUNK, (long long)N,
+                      KF_EPI_CHUNK, (long long)N);
+        kf_buf_printf(o, "          float tb[%d] __attribute__((aligned(64)));\n", KF_EPI_CHUNK);
+        kf_buf_puts(o, "          for (long j = jb; j < je; j++) tb[j - jb] = (xr[j] - mean) * rstd");
+    } else if (nt) {
         kf_buf_printf(o, "        for (long jb = 0; jb < %lldL; jb += 512) {\n", (long long)N);
         kf_buf_printf(o, "          const long je = jb + 512 < %lldL ? jb + 512 : %lldL;\n", (long long)N, (long long)N);
         kf_buf_puts(o, "          float tb[512] __attribute__((aligned(64)));\n");
@@ -514,7 +524,18 @@ static void emit_norm(const kf_synth *s, const kf_stage *st, const kf_point *p, 
     if (w >= 0) kf_buf_printf(o, " * b%d[j]", w);
     if (b >= 0) kf_buf_printf(o, " + b%d[j]", b);
     kf_buf_puts(o, ";\n");
-    if (nt) kf_buf_puts(o, "          kf_stream_copy(yr + jb, tb, je - jb);\n        }\n        kf_sfence();\n");
+    if (st->epilogue) {
+        const kf_stage *e = &s->st[st->epilogue - 1];
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, e, &lay);
+        kf_buf_printf(o, "          kf_epi%d(oi * %lldL + jb, je - jb, tb", st->index, (long long)N);
+        for (int k = 0; k < lay.nbufs; k++)
+            if (lay.bufs[k] != y) kf_buf_printf(o, ", b%d", lay.bufs[k]);
+        for (int r = lay.nreads; r < lay.nops; r++) kf_buf_printf(o, ", b%d", lay.v[r]);
+        kf_buf_puts(o, ");\n        }\n");
+    } else if (nt) {
+        kf_buf_puts(o, "          kf_stream_copy(yr + jb, tb, je - jb);\n        }\n        kf_sfence();\n");
+    }
     kf_buf_puts(o, "    }\n");
 }
 
