@@ -44,14 +44,8 @@ if [ ! -x "$BUILD/kforge" ]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$BUILD" -j "$(nproc)" \
     || { echo "cuda_h200.sh: build failed; build elsewhere with bench/pack_gpu_build.sh and pass --build" >&2; exit 1; }
 fi
-BUILD=$(cd "$BUILD" && pwd)
-[ -d "$BUILD/devlibs" ] && export LD_LIBRARY_PATH="$BUILD/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# a carried build names the source tree it was configured in: make that path this checkout
-SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
-if [ -n "$SRC" ] && [ ! -e "$SRC" ]; then
-  mkdir -p "$(dirname "$SRC")" && ln -s "$PWD" "$SRC" && echo "linked $SRC -> $PWD"
-fi
-export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+. bench/carried_build.sh
+use_carried_build "$BUILD"
 
 echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1

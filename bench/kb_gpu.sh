@@ -40,13 +40,8 @@ BENCH_ARGS=("$@")
 [ -x "$BUILD/kforge" ] || { echo "kb_gpu.sh: no $BUILD/kforge (build it elsewhere: bench/pack_gpu_build.sh)" >&2; exit 2; }
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
-BUILD=$(cd "$BUILD" && pwd)
-[ -d "$BUILD/devlibs" ] && export LD_LIBRARY_PATH="$BUILD/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)
-if [ -n "$SRC" ] && [ ! -e "$SRC" ]; then
-  mkdir -p "$(dirname "$SRC")" && ln -s "$PWD" "$SRC" && echo "linked $SRC -> $PWD"
-fi
-export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
+. bench/carried_build.sh
+use_carried_build "$BUILD"
 export KFORGE="$BUILD/kforge" KFORGE_RUNNER="$BUILD/kforge-runner" PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 WORK=$(mktemp -d /tmp/kf-kb-gpu.XXXXXX)
