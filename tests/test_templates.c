@@ -174,17 +174,26 @@ Test(templates, multi_stage_graphs) {
                "output y = relu(matmul(a, b) + bias)\n");
 }
 
-/* The plan of text fuses an elementwise producer into a reduction-family stage ("op(ewise[..])")
- * exactly when fused says so, and the candidates verify either way. */
-static void check_fusion(const char *text, int fused) {
+/* Plan text for the CPU and expect its description to hold marker exactly when want says so
+ * (what: the thing the marker stands for, for the message). */
+static kf_synth *plan_expect(const char *text, const char *marker, int want, const char *what, kf_graph **gp) {
     kf_error err = {0};
     kf_graph *g = NULL;
     cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
     kf_synth *s = NULL;
     cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
     const char *d = kf_synth_describe(s);
-    cr_expect_eq(strstr(d, "(ewise") != NULL, fused, "task:\n%s\nplan %s: expected %s", text, d,
-                 fused ? "a fused prologue" : "no fusion");
+    cr_expect_eq(strstr(d, marker) != NULL, want, "task:\n%s\nplan %s: expected %s%s", text, d,
+                 want ? "" : "no ", what);
+    *gp = g;
+    return s;
+}
+
+/* The plan of text fuses an elementwise producer into a reduction-family stage ("op(ewise[..])")
+ * exactly when fused says so, and the candidates verify either way. */
+static void check_fusion(const char *text, int fused) {
+    kf_graph *g;
+    kf_synth *s = plan_expect(text, "(ewise", fused, "fused prologue", &g);
     kf_synth_free(s);
     kf_graph_free(g);
     check_task(text);
@@ -398,13 +407,8 @@ Test(templates, padded_window_interior_is_unguarded) {
  * verify either way (the moved point takes the other row block and one thread). */
 static void check_chain(const char *text, int chained) {
     kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
-    const char *d = kf_synth_describe(s);
-    cr_expect_eq(strstr(d, "chain[") != NULL, chained, "task:\n%s\nplan %s: expected %s", text, d,
-                 chained ? "a chain" : "no chain");
+    kf_graph *g;
+    kf_synth *s = plan_expect(text, "chain[", chained, "chain", &g);
     if (chained) {
         kf_point p;
         kf_synth_default_point(s, &p);
