@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,5 +353,51 @@ Test(numerics, a_reference_beyond_float32_is_drawn_smaller) {
                 "    return 0;\n"
                 "}\n");
     expect_mismatch(&r);
+    fx_close(&f);
+}
+
+/* The verifier's passes over an output run in parallel chunks (official GPU shapes have
+ * outputs of a billion elements): a verdict, its first bad element, its counts and its NMSE
+ * must not depend on the thread count, and a fault in a later chunk must not hide an
+ * earlier one. Five chunks of 2^16 elements; faults planted in chunks 1 and 3. */
+static const char *chunk_task = "task chunks\ninput x: f32[5, 65536]\noutput y = x * 2\n";
+
+static const char *chunk_kernel(const char *fault) {
+    snprintf(buf, sizeof buf,
+             "int kforge_kernel(void *const *args) {\n"
+             "    const float *x = args[0];\n"
+             "    float *y = args[1];\n"
+             "    for (long i = 0; i < 5l * 65536; i++) {\n"
+             "        if (i == 3l * 65536 + 77 || i == 65536l + 5) { %s; continue; }\n"
+             "        y[i] = 2 * x[i];\n"
+             "    }\n"
+             "    return 0;\n"
+             "}\n",
+             fault);
+    return buf;
+}
+
+static void same_on_any_thread_count(fixture *f, const char *fault, kf_vstatus want,
+                                     const char *first) {
+    char detail[2][1100];
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(k ? 4 : 1);
+        kf_vresult r = run_src(f, chunk_kernel(fault));
+        cr_assert_eq(r.status, want, "threads %d: status %s; %s", k ? 4 : 1,
+                     kf_vstatus_name(r.status), r.detail);
+        cr_assert_eq(r.first_bad, 65536 + 5, "threads %d: first bad %lld; %s", k ? 4 : 1,
+                     (long long)r.first_bad, r.detail);
+        cr_assert(strstr(r.detail, first), "threads %d: '%s' not in: %s", k ? 4 : 1, first, r.detail);
+        snprintf(detail[k], sizeof detail[k], "%s", r.detail);
+    }
+    cr_assert_str_eq(detail[0], detail[1], "one thread and four judged differently");
+}
+
+Test(numerics, a_large_output_is_judged_alike_on_any_thread_count) {
+    fixture f;
+    fx_open(&f, chunk_task);
+    same_on_any_thread_count(&f, "", KF_V_UNWRITTEN, "2 of 327680 elements unwritten");
+    same_on_any_thread_count(&f, "y[i] = 2 * x[i] + 0.5f", KF_V_MISMATCH,
+                             "2 of 327680 elements out of tolerance");
     fx_close(&f);
 }

@@ -26,6 +26,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* "[3, 17]" (row-major coordinates of flat index i). */
@@ -116,20 +117,103 @@ static void compare_int(const kf_verify_ctx *ctx, int s, int j, const void *data
     (void)ntie;
 }
 
+/* One chunk's share of a float comparison (compare_chunk); the chunks are combined in
+ * order, so the verdict, the first bad element and the sums do not depend on how many
+ * threads compared them. */
+typedef struct cmp_part {
+    double err2, ref2, bnd2, max_abs, max_rel, worst_excess, got, want;
+    int64_t nbad, first_bad, worst;
+} cmp_part;
+
+static void compare_chunk(kf_dtype dt, const void *data, const void *ref, const float *bnd,
+                          double atol, double scale, double rtol, int64_t i0, int64_t i1,
+                          cmp_part *p) {
+    memset(p, 0, sizeof *p);
+    p->worst_excess = -1;
+    p->first_bad = p->worst = -1;
+    for (int64_t i = i0; i < i1; i++) {
+        double got, want;
+        if (dt == KF_F32) {
+            got = (double)((const float *)data)[i];
+            want = (double)((const float *)ref)[i];
+        } else {
+            got = kf_verify_load(dt, data, i);
+            want = kf_verify_load(dt, ref, i);
+        }
+        int bad = 0;
+        double d = 0;
+        if (isnan(want) || isnan(got)) {
+            bad = isnan(want) != isnan(got);
+        } else if (isinf(want) || isinf(got)) {
+            bad = got != want;
+        } else {
+            d = fabs(got - want);
+            double tol = atol * scale + rtol * fabs(want) + (bnd ? (double)bnd[i] : 0.0);
+            bad = d > tol;
+            p->err2 += d * d;
+            p->ref2 += want * want;
+            if (bnd) p->bnd2 += (double)bnd[i] * (double)bnd[i];
+            if (d > p->max_abs) p->max_abs = d;
+            if (want != 0 && d / fabs(want) > p->max_rel) p->max_rel = d / fabs(want);
+            if (d - tol > p->worst_excess) {
+                p->worst_excess = d - tol;
+                p->worst = i;
+            }
+        }
+        if (bad && p->nbad++ == 0) {
+            p->first_bad = i;
+            p->got = got;
+            p->want = want;
+        }
+    }
+}
+
+/* The first element of an output still holding the poison pattern and how many do (-1, 0:
+ * none), in parallel chunks. */
+static int64_t first_poison(kf_dtype dt, const void *data, int64_t n, int par, int64_t *count) {
+    int64_t nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
+    int64_t first = -1, cnt = 0;
+#pragma omp parallel for schedule(static) reduction(+ : cnt) if (par && nch > 1)
+    for (int64_t k = 0; k < nch; k++) {
+        int64_t e1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n, f = -1;
+        if (dt == KF_F32) { /* the common case without a call per element */
+            uint32_t pat;
+            kf_verify_poison(KF_F32, &pat, 1, 0);
+            const uint32_t *u = data;
+            for (int64_t i = k * KF_VERIFY_CHUNK; i < e1; i++)
+                if (u[i] == pat) {
+                    if (f < 0) f = i;
+                    cnt++;
+                }
+        } else {
+            for (int64_t i = k * KF_VERIFY_CHUNK; i < e1; i++)
+                if (kf_verify_is_poison(dt, data, i)) {
+                    if (f < 0) f = i;
+                    cnt++;
+                }
+        }
+        if (f >= 0) {
+#pragma omp critical(kf_first_poison)
+            if (first < 0 || f < first) first = f;
+        }
+    }
+    *count = cnt;
+    return first;
+}
+
 /* Compare output j of set s with the reference; see the file comment for the rules. */
 void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data, kf_cmp *res) {
     const kf_graph *g = ctx->g;
     const kf_value *v = &g->values[g->outputs[j]];
     kf_dtype dt = v->dtype;
     int64_t n = ctx->out_numel[j];
+    int par = !ctx->host_timing;
     memset(res, 0, sizeof *res);
     res->status = KF_V_OK;
     res->first_bad = -1;
 
-    for (int64_t i = 0; i < n; i++) {
-        if (!kf_verify_is_poison(dt, data, i)) continue;
-        int64_t cnt = 0;
-        for (int64_t k = i; k < n; k++) cnt += kf_verify_is_poison(dt, data, k);
+    int64_t cnt = 0, i = first_poison(dt, data, n, par, &cnt);
+    if (i >= 0) {
         char idx[160];
         kf_verify_format_index(&v->shape, i, idx, sizeof idx);
         res->status = KF_V_UNWRITTEN;
@@ -160,36 +244,33 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
     const float *bnd = ctx->sets[s].bound ? ctx->sets[s].bound[j] : NULL;
     double scale = ctx->sets[s].ref_rms[j];
     if (!(scale > 1.0)) scale = 1.0;
+    int64_t nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
+    cmp_part *parts = kf_calloc((size_t)nch + 1, sizeof *parts);
+#pragma omp parallel for schedule(dynamic, 1) if (par && nch > 1)
+    for (int64_t k = 0; k < nch; k++)
+        compare_chunk(dt, data, ref, bnd, atol, scale, rtol, k * KF_VERIFY_CHUNK,
+                      (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n, &parts[k]);
     double err2 = 0, ref2 = 0, bnd2 = 0, worst_excess = -1;
     int64_t worst = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double got = kf_verify_load(dt, data, i), want = kf_verify_load(dt, ref, i);
-        int bad = 0;
-        double d = 0;
-        if (isnan(want) || isnan(got)) {
-            bad = isnan(want) != isnan(got);
-        } else if (isinf(want) || isinf(got)) {
-            bad = got != want;
-        } else {
-            d = fabs(got - want);
-            double tol = atol * scale + rtol * fabs(want) + (bnd ? (double)bnd[i] : 0.0);
-            bad = d > tol;
-            err2 += d * d;
-            ref2 += want * want;
-            if (bnd) bnd2 += (double)bnd[i] * (double)bnd[i];
-            if (d > res->max_abs) res->max_abs = d;
-            if (want != 0 && d / fabs(want) > res->max_rel) res->max_rel = d / fabs(want);
-            if (d - tol > worst_excess) {
-                worst_excess = d - tol;
-                worst = i;
-            }
+    for (int64_t k = 0; k < nch; k++) {
+        const cmp_part *p = &parts[k];
+        err2 += p->err2;
+        ref2 += p->ref2;
+        bnd2 += p->bnd2;
+        if (p->max_abs > res->max_abs) res->max_abs = p->max_abs;
+        if (p->max_rel > res->max_rel) res->max_rel = p->max_rel;
+        if (p->worst >= 0 && p->worst_excess > worst_excess) {
+            worst_excess = p->worst_excess;
+            worst = p->worst;
         }
-        if (bad && res->nbad++ == 0) {
-            res->first_bad = i;
-            res->got = got;
-            res->want = want;
+        if (p->nbad && res->nbad == 0) {
+            res->first_bad = p->first_bad;
+            res->got = p->got;
+            res->want = p->want;
         }
+        res->nbad += p->nbad;
     }
+    free(parts);
     res->nmse = ref2 > 0 ? err2 / ref2 : (err2 > 0 ? INFINITY : 0.0);
     double nmse_base = nmse_tol;
     if (bnd2 > 0 && ref2 > 0) nmse_tol += bnd2 / (ctx->bound_k * ref2);

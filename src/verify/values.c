@@ -189,8 +189,10 @@ int kf_verify_is_poison(kf_dtype dt, const void *data, int64_t i) {
 }
 
 /* Fill n elements with the poison pattern of dt: one element, then doubling copies (the
- * timing run poisons the outputs before every call). */
-void kf_verify_poison(kf_dtype dt, void *data, int64_t n) {
+ * timing run poisons the outputs before every call). par: in parallel threads of this
+ * process (never between a CPU candidate's timed calls, where idle workers spinning on
+ * the cores would slow the next call). */
+void kf_verify_poison(kf_dtype dt, void *data, int64_t n, int par) {
     if (n <= 0) return;
     size_t es;
     switch (dt) {
@@ -232,11 +234,20 @@ void kf_verify_poison(kf_dtype dt, void *data, int64_t n) {
     }
     default: return;
     }
+    /* the first chunk by doubling copies, then chunk after chunk from it in parallel
+     * (an official-shape GPU output is gigabytes, poisoned before every check) */
     size_t total = (size_t)n * es, done = es;
-    while (done < total) {
-        size_t k = done < total - done ? done : total - done;
+    size_t head = (size_t)KF_VERIFY_CHUNK * es < total ? (size_t)KF_VERIFY_CHUNK * es : total;
+    while (done < head) {
+        size_t k = done < head - done ? done : head - done;
         memcpy((char *)data + done, data, k);
         done += k;
+    }
+    int64_t nch = (int64_t)((total + head - 1) / head);
+#pragma omp parallel for schedule(static) if (par && nch > 16)
+    for (int64_t k = 1; k < nch; k++) {
+        size_t at = (size_t)k * head, len = total - at < head ? total - at : head;
+        memcpy((char *)data + at, data, len);
     }
 }
 

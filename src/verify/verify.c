@@ -234,6 +234,15 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     double **dbnd = kf_calloc((size_t)c->nout, sizeof *dbnd);
     kf_status st = KF_OK;
     double t_draw = 0, t_ref = 0;
+    /* the float64 copies the interpreter reads and writes: allocated once and reused by
+     * every set (at official GPU shapes an output is a gigabyte or more of doubles: faulting
+     * it in again per set cost more than computing it) */
+    for (int i = 0; i < c->nin; i++)
+        din[i] = kf_malloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
+    for (int j = 0; j < c->nout; j++) {
+        dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+        if (bounded) dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+    }
     for (int s = 0; s < c->nsets && st == KF_OK; s++) {
         kf_vset *v = &c->sets[s];
         v->dist = s % KF_DIST_COUNT;
@@ -241,15 +250,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         v->ref = kf_calloc((size_t)c->nout, sizeof *v->ref);
         v->ref_rms = kf_calloc((size_t)c->nout, sizeof *v->ref_rms);
         v->bound = kf_calloc((size_t)c->nout, sizeof *v->bound);
-        for (int i = 0; i < c->nin; i++) {
-            v->in[i] = kf_malloc(c->in_bytes[i] ? c->in_bytes[i] : 1);
-            din[i] = kf_malloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
-        }
-        for (int j = 0; j < c->nout; j++) {
-            dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
-            if (bounded)
-                dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
-        }
+        for (int i = 0; i < c->nin; i++) v->in[i] = kf_malloc(c->in_bytes[i] ? c->in_bytes[i] : 1);
         /* the offset and large-magnitude sets reach each input's magnitude limit; where the
          * reference then holds a value that float32 cannot (exp(80) times 1e4, finite in
          * float64), no float32 kernel can match it: the set is drawn again at half the
@@ -270,40 +271,74 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         for (int j = 0; j < c->nout && st == KF_OK; j++) {
             kf_dtype dt = g->values[g->outputs[j]].dtype;
             v->ref[j] = kf_malloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
-            double ss = 0;
-            int64_t nf = 0;
+            /* the reference in the output's dtype and its RMS; the sums per fixed chunk,
+             * added in chunk order, so the scale does not depend on the thread count */
+            int64_t n = c->out_numel[j], nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
+            double *css = kf_calloc((size_t)nch + 1, sizeof *css);
+            int64_t *cnf = kf_calloc((size_t)nch + 1, sizeof *cnf);
+            char *cpos = kf_calloc((size_t)nch + 1, 1);
             void *ref = v->ref[j];
-            const double *dj = dout[j];
-#pragma omp parallel for schedule(static)
-            for (int64_t e = 0; e < c->out_numel[j]; e++) kf_verify_store(dt, ref, e, dj[e]);
-            for (int64_t e = 0; e < c->out_numel[j]; e++) {
-                double w = kf_verify_load(dt, ref, e);
-                if (isfinite(w)) {
-                    ss += w * w;
-                    nf++;
+            const double *dj = dout[j], *bd = dbnd[j];
+#pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
+            for (int64_t k = 0; k < nch; k++) {
+                int64_t e1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n;
+                double ss = 0;
+                int64_t nf = 0;
+                for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) {
+                    double w;
+                    if (dt == KF_F32) { /* the common case without a call per element */
+                        float f = (float)dj[e];
+                        ((float *)ref)[e] = f;
+                        w = (double)f;
+                    } else {
+                        kf_verify_store(dt, ref, e, dj[e]);
+                        w = kf_verify_load(dt, ref, e);
+                    }
+                    if (isfinite(w)) {
+                        ss += w * w;
+                        nf++;
+                    }
+                    if (bd && bd[e] > 0) cpos[k] = 1;
                 }
+                css[k] = ss;
+                cnf[k] = nf;
             }
+            double ss = 0;
+            int64_t nf = 0, anypos = 0;
+            for (int64_t k = 0; k < nch; k++) {
+                ss += css[k];
+                nf += cnf[k];
+                anypos |= cpos[k];
+            }
+            free(css);
+            free(cnf);
+            free(cpos);
             v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
-            int64_t e0 = 0;
-            while (dbnd[j] && e0 < c->out_numel[j] && !(dbnd[j][e0] > 0)) e0++;
-            if (st == KF_OK && dbnd[j] && e0 < c->out_numel[j]) { /* rounded up: a bound */
-                float *bj = kf_malloc(sizeof(float) * (size_t)c->out_numel[j]);
-                for (int64_t e = 0; e < c->out_numel[j]; e++) {
-                    float f = (float)dbnd[j][e];
-                    bj[e] = (double)f < dbnd[j][e] ? nextafterf(f, INFINITY) : f;
+            if (st == KF_OK && bd && anypos) { /* rounded up: a bound */
+                float *bj = kf_malloc(sizeof(float) * (size_t)n);
+#pragma omp parallel for schedule(static) if (n >= KF_VERIFY_CHUNK)
+                for (int64_t e = 0; e < n; e++) {
+                    float f = (float)bd[e];
+                    if ((double)f < bd[e]) { /* the next float up; a bound is >= 0 */
+                        uint32_t u;
+                        memcpy(&u, &f, 4);
+                        if (f >= 0 && u < 0x7f800000u) {
+                            u++;
+                            memcpy(&f, &u, 4);
+                        } else {
+                            f = nextafterf(f, INFINITY);
+                        }
+                    }
+                    bj[e] = f;
                 }
                 v->bound[j] = bj;
             }
         }
-        for (int i = 0; i < c->nin; i++) {
-            free(din[i]);
-            din[i] = NULL;
-        }
-        for (int j = 0; j < c->nout; j++) {
-            free(dout[j]);
-            free(dbnd[j]);
-            dout[j] = dbnd[j] = NULL;
-        }
+    }
+    for (int i = 0; i < c->nin; i++) free(din[i]);
+    for (int j = 0; j < c->nout; j++) {
+        free(dout[j]);
+        free(dbnd[j]);
     }
     free(din);
     free(dout);
@@ -470,7 +505,7 @@ void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
     const kf_graph *g = c->g;
     for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(sb, i), c->sets[s].in[i], c->in_bytes[i]);
     for (int j = 0; j < c->nout; j++)
-        kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j), c->out_numel[j]);
+        kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j), c->out_numel[j], 1);
     kf_sbx_fill_guards(sb);
 }
 
@@ -565,7 +600,7 @@ static int timed_prepare(void *arg, int final, int poison) {
     t->cur = s;
     for (int j = 0; j < c->nout && poison; j++)
         kf_verify_poison(c->g->values[c->g->outputs[j]].dtype, kf_sbx_data(t->sb, c->nin + j),
-                         c->out_numel[j]);
+                         c->out_numel[j], 0);
     return s;
 }
 
@@ -706,7 +741,9 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             lim.check = timed_check;
             lim.cb_arg = &tc;
         }
+        c->host_timing = lim.handshake;
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
+        c->host_timing = 0;
         if (st != KF_OK) {
             r->status = KF_V_INTERNAL;
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");

@@ -60,11 +60,16 @@ void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, double mag, int h
 double kf_verify_load(kf_dtype dt, const void *data, int64_t i);
 /* Store v rounded to nearest-even into element i (i64: rounded to nearest, saturated). */
 void kf_verify_store(kf_dtype dt, void *data, int64_t i, double v);
-/* Whether element i holds exactly the poison pattern; fill n elements with poison. */
+/* Whether element i holds exactly the poison pattern; fill n elements with poison (par:
+ * with this process's threads, never while a CPU candidate is being timed). */
 int kf_verify_is_poison(kf_dtype dt, const void *data, int64_t i);
-void kf_verify_poison(kf_dtype dt, void *data, int64_t n);
+void kf_verify_poison(kf_dtype dt, void *data, int64_t n, int par);
 /* Whether the verifier can store this dtype. */
 int kf_verify_dtype_ok(kf_dtype dt);
+/* Elements per chunk of the verifier's parallel passes over outputs (poison, reference
+ * conversion, comparison): partial sums are kept per chunk and added in chunk order, so a
+ * verdict and its numbers do not depend on the thread count. */
+#define KF_VERIFY_CHUNK ((int64_t)1 << 16)
 
 /* ---- the context ---- */
 
@@ -90,6 +95,8 @@ struct kf_verify_ctx {
     kf_vset *sets;
     double bound_k;         /* the longest contraction's length K (1 without one): the
                                NMSE allowance of the bounds is sum bound^2 / K (compare.c) */
+    int host_timing;        /* a CPU candidate's timed calls are under way: the checks between
+                               them run on this thread alone (values.c kf_verify_poison) */
 };
 
 /* ---- verify.c, shared with memcheck.c ---- */
