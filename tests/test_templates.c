@@ -236,6 +236,36 @@ Test(templates, prologue_fusion) {
                  "t = exp(x) * w\ns = sum(t, axes=[1], keepdim=true)\noutput y = t / (s + 100.0)\n", 0);
 }
 
+/* Independent chains computed from shared inputs, each feeding its own reduction (a triplet
+ * loss's two distances, a cosine similarity's three sums): one elementwise stage per chain,
+ * each fused into its reduction, so no chain's full result is stored; a node shared by two
+ * chains keeps them in one stored stage. want: the number of fused "(ewise" prologues. */
+static void check_siblings(const char *text, int want) {
+    kf_graph *g;
+    kf_synth *s = plan_expect(text, "(ewise", want > 0, "fused prologue", &g);
+    const char *d = kf_synth_describe(s);
+    int n = 0;
+    for (const char *q = d; (q = strstr(q, "(ewise")) != NULL; q++) n++;
+    cr_expect_eq(n, want, "task:\n%s\nplan %s: %d fused prologues, want %d", text, d, n, want);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(text);
+}
+
+Test(templates, sibling_chains_fuse_into_their_reductions) {
+    check_siblings("input a: f32[6, 40]\ninput p: f32[6, 40]\ninput n: f32[6, 40]\n"
+                   "dp = sqrt(sum(square(a - p + 1e-6), axes=[1]))\n"
+                   "dn = sqrt(sum(square(a - n + 1e-6), axes=[1]))\n"
+                   "output l = mean(maximum(dp - dn + 1.0, 0.0))\n", 3);
+    check_siblings("input x: f32[7, 33]\ninput y: f32[7, 33]\n"
+                   "xy = sum(x * y, axes=[1])\nxx = sum(x * x, axes=[1])\nyy = sum(y * y, axes=[1])\n"
+                   "output c = xy / sqrt(xx * yy + 1e-8)\n", 3);
+    /* a node of both chains: one stage, stored */
+    check_siblings("input a: f32[6, 40]\ninput p: f32[6, 40]\ninput n: f32[6, 40]\n"
+                   "t = exp(a)\ndp = sum(t * p, axes=[1])\ndn = sum(t * n, axes=[1])\n"
+                   "output l = dp - dn\n", 0);
+}
+
 Test(templates, pin_fixes_a_parameter_everywhere) {
     kf_error err = {0};
     kf_graph *g = NULL;

@@ -299,6 +299,114 @@ static int only_feeds(const kf_synth *s, int k, int x, int rn) {
     return 1;
 }
 
+/* The node that alone reads value x, as its first operand, when that node is the only node
+ * of a reduction, softmax or norm stage (a stage that may take x's producer as its
+ * prologue), else -1. */
+static int sole_row_reader(const kf_synth *s, int x) {
+    const kf_graph *g = s->g;
+    if (g->values[x].output_index >= 0) return -1;
+    int rn = -1;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        if (s->skip[ni]) continue;
+        for (int a = 0; a < n->nin; a++) {
+            if (n->in[a] != x) continue;
+            if (a != 0 || rn >= 0) return -1;
+            rn = ni;
+        }
+    }
+    if (rn < 0) return -1;
+    int k = s->val_stage[g->nodes[rn].out];
+    if (k < 0 || s->st[k].nnodes != 1) return -1;
+    kf_stage_kind kd = s->st[k].kind;
+    return kd == KF_STAGE_REDUCE || kd == KF_STAGE_SOFTMAX || kd == KF_STAGE_NORM ? rn : -1;
+}
+
+/* An elementwise stage that computes several independent chains, each the input of its own
+ * reduction, softmax or norm (a triplet loss's two distances, a cosine similarity's three
+ * sums, read from shared inputs), is split into one stage per chain, so that
+ * fuse_prologues can compute each chain inside its reader instead of storing every chain's
+ * full result: the shared inputs are then read once per chain, the results never. Only
+ * where every node of the stage belongs to exactly one chain (nothing shared but the loads
+ * of inputs) and the stage reads no views. Runs after cluster(), before templates are
+ * chosen. */
+static void split_sibling_chains(kf_synth *s) {
+    const kf_graph *g = s->g;
+    int *slice = kf_malloc((size_t)g->nnodes * sizeof *slice);
+    for (int e = 0; e < s->nst; e++) {
+        kf_stage *st = &s->st[e];
+        if (st->kind != KF_STAGE_EWISE || st->nguards || st->nviews || st->nnodes < 2) continue;
+        /* the stage's stored results: each must be a chain for its own row reader */
+        int mv[32], nm = 0, ok = 1;
+        for (int i = 0; i < st->nnodes && ok; i++) {
+            int v = g->nodes[st->nodes[i]].out;
+            if (!s->materialize[v]) continue;
+            if (nm == 32 || sole_row_reader(s, v) < 0 || !kf_shape_equal(&g->values[v].shape, &st->dom)) ok = 0;
+            else mv[nm++] = v;
+        }
+        if (!ok || nm < 2) continue;
+        /* each node's chain: the stored result it feeds (walked backwards from each);
+         * a node feeding two is shared and the stage is left whole */
+        for (int ni = 0; ni < g->nnodes; ni++) slice[ni] = -1;
+        for (int c = 0; c < nm && ok; c++) {
+            int stack[KF_MAX_NODE_IN * 64], sp = 0;
+            stack[sp++] = g->values[mv[c]].producer;
+            while (sp > 0 && ok) {
+                int ni = stack[--sp];
+                if (ni < 0 || s->val_stage[g->nodes[ni].out] != e) continue;
+                if (slice[ni] == c) continue;
+                if (slice[ni] >= 0) {
+                    ok = 0;
+                    break;
+                }
+                slice[ni] = c;
+                for (int a = 0; a < g->nodes[ni].nin; a++) {
+                    if (sp == (int)(sizeof stack / sizeof stack[0])) {
+                        ok = 0;
+                        break;
+                    }
+                    stack[sp++] = g->values[g->nodes[ni].in[a]].producer;
+                }
+            }
+        }
+        for (int i = 0; i < st->nnodes && ok; i++)
+            if (slice[st->nodes[i]] < 0) ok = 0;
+        if (!ok) continue;
+        /* stages e+1.. move up by nm-1; chain c becomes stage e+c */
+        memmove(&s->st[e + nm], &s->st[e + 1], (size_t)(s->nst - e - 1) * sizeof *s->st);
+        s->nst += nm - 1;
+        for (int k = e + nm; k < s->nst; k++) s->st[k].index = k;
+        for (int v = 0; v < g->nvalues; v++)
+            if (s->val_stage[v] > e) s->val_stage[v] += nm - 1;
+        int *all = st->nodes, nall = st->nnodes;
+        for (int c = nm - 1; c >= 0; c--) {
+            kf_stage *t = &s->st[e + c];
+            if (c > 0) {
+                memset(t, 0, sizeof *t);
+                t->kind = KF_STAGE_EWISE;
+                t->dom = s->st[e].dom;
+                t->nodes = kf_malloc((size_t)g->nnodes * sizeof *t->nodes);
+            }
+            t->index = e + c;
+            int n = 0;
+            for (int i = 0; i < nall; i++)
+                if (slice[all[i]] == c) {
+                    if (c > 0) t->nodes[n] = all[i];
+                    n++;
+                    s->val_stage[g->nodes[all[i]].out] = e + c;
+                }
+            if (c == 0) { /* in place: the kept order is topological */
+                int m = 0;
+                for (int i = 0; i < nall; i++)
+                    if (slice[all[i]] == 0) all[m++] = all[i];
+            }
+            t->nnodes = n;
+        }
+        e += nm - 1;
+    }
+    free(slice);
+}
+
 /* Compute an elementwise producer inside the reduction, softmax or norm stage that is its
  * only reader (see kf_stage.prologue), so that its result never goes through memory: on
  * the CPU a row at a time into a stack buffer, on GPUs at every load of the stage's input
@@ -532,6 +640,7 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
         s->nst = 0;
         cluster(s, 0);
     }
+    split_sibling_chains(s);
     for (int k = 0; k < s->nst; k++) {
         kf_stage *st = &s->st[k];
         if (st->kind == KF_STAGE_MATMUL) kf_synth_matmul_desc(g, &g->nodes[st->nodes[0]], !kf_synth_is_gpu(platform), &st->mm);
