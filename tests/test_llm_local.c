@@ -380,3 +380,32 @@ Test(llm_local, repeated_reply_is_fed_back_and_the_request_varies) {
     json_decref(log);
     finish(&x);
 }
+
+/* ---- the flags ---- */
+
+Test(llm_local, cli_flags_reach_the_server_and_the_help) {
+    FILE *h = popen(KF_BUILD_DIR "/kforge synth --help", "r");
+    cr_assert_not_null(h);
+    char help[16384];
+    size_t n = fread(help, 1, sizeof help - 1, h);
+    help[n] = 0;
+    pclose(h);
+    cr_assert(strstr(help, "--reply-tokens N") && strstr(help, "--context N") && strstr(help, "--llm-retry-timeouts"),
+              "%s", help);
+    play(json_pack("[o]", kernel_reply(good_kernel)), NULL);
+    char task[200], cmd[1200];
+    snprintf(task, sizeof task, "%s/ref.c", srv.dir); /* removed by teardown */
+    kf_error err = {0};
+    cr_assert_eq(kf_write_file(task, task_text, strlen(task_text), &err), KF_OK, "%s", err.msg);
+    snprintf(cmd, sizeof cmd,
+             "XDG_CONFIG_HOME=%s KFORGE_CONFIG= %s/kforge synth %s --agent llm --llm-url http://127.0.0.1:%d/v1 "
+             "--model scripted --iters 1 --memcheck off --no-store --reply-tokens 300 --context 100000 "
+             "--llm-retry-timeouts --out %s -q 2>&1",
+             srv.dir, KF_BUILD_DIR, task, srv.port, outdir);
+    int rc = system(cmd);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s: %d", cmd, rc);
+    json_t *log = server_log();
+    cr_assert_eq(json_array_size(log), 1);
+    cr_assert_eq(json_integer_value(at(json_array_get(log, 0), "body.max_tokens")), 300);
+    json_decref(log);
+}
