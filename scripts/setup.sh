@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libcriterion-dev valgrind
       ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo libcurl4-openssl-dev libsqlite3-dev python3
-      chromium clang libomp-dev) # chromium: headless, for the HTML report's browser test
+      chromium clang libomp-dev curl) # curl: tests/llm_real.sh; chromium: headless, for the HTML report's browser test
       # (tests/test_report_html.c); clang, libomp-dev: the libFuzzer harnesses (make test-fuzz)
 missing=()
 for p in "${PKGS[@]}"; do

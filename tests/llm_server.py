@@ -20,6 +20,11 @@ Each response may hold:
                                 "json": {"dotted.path.0": value}}
               a failed check is answered 418 {"error": {"message": "check failed: ..."}}
 
+The object form may also hold "get": {"models": BODY, "props": BODY}: a GET whose path
+ends in /models or /props (a client asking for the model's context window) is answered
+200 with that body, or 404 when the script has none, outside the script's order and
+outside LOG (so scripts and request counts stay as they were).
+
 Requests past the end of the script are answered 500 "script exhausted". Every request is
 appended to LOG as one JSON line: n, method, path, headers (the auth headers'
 values replaced by {"has_key", "sha256" (a 16-hex prefix), "len"}), body (JSON when it
@@ -69,7 +74,9 @@ class Script:
         if isinstance(data, dict):
             self.key = data.get("key")
             self.responses = data.get("responses", [])
+            self.get = data.get("get", {})
         else:
+            self.get = {}
             self.key = None
             self.responses = data
         self.log_path = log_path
@@ -126,7 +133,20 @@ def make_handler(script):
         def do_POST(self):
             self.handle_any()
 
+        def answer_get(self, name):
+            body = script.get.get(name)
+            out = json.dumps(body if body is not None else {"error": {"message": "not found"}}).encode()
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
         def handle_any(self):
+            bare = self.path.split("?")[0].rstrip("/")
+            if self.command == "GET" and bare.endswith(("/models", "/props")):
+                self.answer_get(bare.rsplit("/", 1)[1])
+                return
             n, resp = script.next()
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""

@@ -358,6 +358,7 @@ Test(llm, timeout_then_success_on_retry) {
     config(&c, KF_LLM_OPENAI);
     c.timeout_s = 0.4;
     c.max_retries = 1;
+    c.retry_timeouts = 1; /* asked for: by default a timed-out request is not retried */
     kf_llm *l = client(&c);
     kf_llm_reply r;
     kf_error err = {0};

@@ -47,7 +47,13 @@ typedef struct kf_llm_config {
                                  60 s; a Retry-After header (seconds) overrides it, capped
                                  at 120 s */
     size_t max_reply_bytes;   /* a response body over this is an error (default 8 MiB) */
-    int max_tokens;           /* requested per reply (default 8192) */
+    int max_tokens;           /* requested per reply (default 8192; --reply-tokens, config
+                                 key max_tokens or reply_tokens) */
+    long context_tokens;      /* the model's context window in tokens (0 = unknown: asked of
+                                 the server, kf_llm_server_context); the agent fits each
+                                 prompt and reply limit into it (--context, key context) */
+    int retry_timeouts;       /* retry a request that timed out (default 0: the server may
+                                 still be computing it, and a retry queues behind it) */
     double temperature;       /* default 0.2; < 0 = not sent */
     int max_calls;            /* budget: kf_llm_chat calls made, failed ones included (a
                                  refused connection, an HTTP error), the retries within one
@@ -98,7 +104,20 @@ typedef struct kf_llm_reply {
     int http_status;          /* of the last attempt */
     int attempts;             /* 1 + retries */
     double seconds;           /* wall time, waits included */
+    int context_exceeded;     /* the server refused the request as longer than its context
+                                 window (a configuration error: retrying cannot help) */
+    long ctx_window, ctx_prompt, ctx_reply; /* what the refusal said (0 when it did not say):
+                                 the window, the prompt's tokens, the reply limit asked */
+    int max_tokens;           /* the reply limit sent */
+    double temperature;       /* the temperature sent (< 0: none sent) */
 } kf_llm_reply;
+
+/* Per-call overrides of the config (kf_llm_chat_with). */
+typedef struct kf_llm_params {
+    int max_tokens;           /* > 0: the reply limit for this call, else the config's */
+    int set_temperature;      /* 1: send temperature instead of the config's */
+    double temperature;
+} kf_llm_params;
 
 typedef struct kf_llm kf_llm;
 
@@ -121,6 +140,27 @@ kf_status kf_llm_new(const kf_llm_config *c, kf_llm **out, kf_error *err);
  * transport errors (timeouts and refused connections included); not retried: other 4xx,
  * the size cap, a bad URL or an unresolvable host. */
 kf_status kf_llm_chat(kf_llm *l, const kf_llm_msg *msgs, int nmsgs, kf_llm_reply *r, kf_error *err);
+
+/* kf_llm_chat with per-call overrides (p may be NULL). A request the server refuses as
+ * longer than its context window (HTTP 400/413 saying so: "maximum context length",
+ * context_length_exceeded, "prompt is too long", llama.cpp's exceed_context_size_error) is
+ * KF_ERR_RUNTIME with r->context_exceeded set and a message that leads with the window,
+ * the prompt's size and the reply limit, and names --context and --reply-tokens. A request
+ * that timed out is not retried unless c->retry_timeouts (the server may still be
+ * computing it); a connect timeout is. */
+kf_status kf_llm_chat_with(kf_llm *l, const kf_llm_msg *msgs, int nmsgs, const kf_llm_params *p,
+                           kf_llm_reply *r, kf_error *err);
+
+/* KF_ERR_UNSUPPORTED (with the message kf_llm_chat would give) when a budget is spent, so
+ * a caller can stop before announcing a call it will not make; else KF_OK. */
+kf_status kf_llm_budget_left(const kf_llm *l, kf_error *err);
+
+/* The context window the server reports for the model, in tokens, or 0 when it does not
+ * say (or is not asked: the Anthropic protocol). OpenAI-compatible servers are asked
+ * GET {url}/models (max_model_len, context_length, context_window, n_ctx of the model's
+ * entry: vLLM, LM Studio, gateways) and then GET {root}/props (llama.cpp's llama-server:
+ * n_ctx); how names where it came from. Never counts as a call; never an error. */
+long kf_llm_server_context(kf_llm *l, char *how, size_t cap);
 
 /* Calls made (failed ones included: max_calls counts them) and the tokens counted so far. */
 void kf_llm_usage(const kf_llm *l, int *calls, long *prompt_tokens, long *completion_tokens);

@@ -42,7 +42,17 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
  *   KF_OK with *code (malloc'd) set: a candidate to evaluate;
  *   KF_OK with *code NULL: no candidate this round; *vs is KF_V_NO_CODE or
  *     KF_V_AGENT_ERROR and detail says why (it is fed back, or recorded);
- *   KF_ERR_UNSUPPORTED: a budget (--max-calls, --max-tokens) is spent; stop asking. */
+ *   KF_ERR_UNSUPPORTED: a budget (--max-calls, --max-tokens) is spent; stop asking (no
+ *     request made, nothing written to the transcript);
+ *   KF_ERR_ARG with *vs KF_V_AGENT_ERROR and detail set: a configuration error that asking
+ *     again cannot mend (the prompt does not fit the model's context window, as the server
+ *     said or as the known window shows after trimming); record the round, then stop.
+ * With a known context window (--context, or the server's) the prompt is fitted into it:
+ * older rounds, then the reference kernel, then the one-shot example, then the last
+ * kernel are left out until it fits beside the reply limit, which shrinks to what is left
+ * when needed; the table and the transcript ("fit") say what was left out. A reply whose
+ * code repeats an earlier round's is fed back as a repeat, and the next request is sent
+ * warmer (temperature raised by 0.3 per repeat in a row, at most 1). */
 kf_status kf_llm_agent_ask(kf_llm_agent *a, char **code, kf_vstatus *vs, char *detail, size_t cap,
                            kf_error *err);
 
@@ -51,6 +61,9 @@ kf_status kf_llm_agent_ask(kf_llm_agent *a, char **code, kf_vstatus *vs, char *d
  * message (compile log, runtime failure, mismatch summary without reference values, or
  * speed and roofline position). */
 void kf_llm_agent_feedback(kf_llm_agent *a, const kf_iter_record *first, const kf_iter_record *best);
+
+/* KF_ERR_UNSUPPORTED when a budget is spent (no further call will be made), else KF_OK. */
+kf_status kf_llm_agent_budget(const kf_llm_agent *a, kf_error *err);
 
 /* Calls made and tokens used. */
 void kf_llm_agent_usage(const kf_llm_agent *a, int *calls, long *prompt_tokens, long *completion_tokens);

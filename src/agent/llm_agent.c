@@ -30,6 +30,8 @@
 typedef struct round {
     char *reply;          /* the model's text */
     char *feedback;       /* kforge's answer to it (NULL until given) */
+    uint64_t hash;        /* of its code (else of its text): repeats are found by it */
+    int repeat_of;        /* the earlier round (1-based) it repeats; 0 = none */
 } round;
 
 struct kf_llm_agent {
@@ -38,8 +40,18 @@ struct kf_llm_agent {
     const kf_run_result *r;
     char platform[16];
     char *system;
-    char *first;
-    char *tpl_compile, *tpl_runtime, *tpl_mismatch, *tpl_ok, *tpl_nocode;
+    char *first;               /* the task message: whole; */
+    char *first_noref;         /* without the reference kernel; */
+    char *first_bare;          /* without it and the one-shot example (context fitting) */
+    int has_ref;
+    char *tpl_compile, *tpl_runtime, *tpl_mismatch, *tpl_ok, *tpl_nocode, *tpl_repeat;
+    const kf_llm_config *cfg;  /* the endpoint's settings (the caller's, for the run) */
+    FILE *table;               /* the run's table (NULL: quiet) */
+    long window;               /* the model's context window in tokens (0: unknown) */
+    int window_asked;          /* the server was asked for it */
+    double tok_per_char;       /* prompt tokens per character, for the fitting estimate */
+    char last_fit[300];        /* the last fitting said in the table */
+    int repeats;               /* replies in a row that repeated an earlier round */
     round rounds[MAXROUNDS];
     int nrounds;
     FILE *transcript;
@@ -183,6 +195,9 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
     a->g = su->g;
     a->r = su->r;
     a->analysis = o->analysis;
+    a->table = o->table;
+    a->cfg = o->llm;
+    a->tok_per_char = 0.5; /* small models' tokenizers split C into ~2 characters a token */
     a->on_call = su->on_call;
     a->on_call_ctx = su->on_call_ctx;
     snprintf(a->platform, sizeof a->platform, "%s", su->r->dev.platform);
@@ -206,7 +221,8 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         (st = read_prompt(dir, "feedback_runtime.md", &a->tpl_runtime, err)) != KF_OK ||
         (st = read_prompt(dir, "feedback_mismatch.md", &a->tpl_mismatch, err)) != KF_OK ||
         (st = read_prompt(dir, "feedback_ok.md", &a->tpl_ok, err)) != KF_OK ||
-        (st = read_prompt(dir, "feedback_no_code.md", &a->tpl_nocode, err)) != KF_OK)
+        (st = read_prompt(dir, "feedback_no_code.md", &a->tpl_nocode, err)) != KF_OK ||
+        (st = read_prompt(dir, "feedback_repeat.md", &a->tpl_repeat, err)) != KF_OK)
         goto fail;
     if (o->torch_text) {
         const char *kv[] = {"torch_source", o->torch_text, NULL};
@@ -236,6 +252,14 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
                             "torch", torch_txt ? torch_txt : "", "reference", ref_txt ? ref_txt : "",
                             "floor", flr ? flr : "?", "ops", ops_txt, NULL};
         a->first = fill(task_tpl, kv);
+        /* the lighter forms, for a small context window: kv[17] is the reference, kv[7] and
+         * kv[9] the example */
+        kv[17] = "";
+        a->first_noref = fill(task_tpl, kv);
+        kv[7] = "(left out to fit the model's context window)";
+        kv[9] = "(left out)";
+        a->first_bare = fill(task_tpl, kv);
+        a->has_ref = ref_txt != NULL;
     }
     if ((st = kf_llm_new(o->llm, &a->llm, err)) != KF_OK) goto fail;
     if (su->transcript_path) {
@@ -259,8 +283,9 @@ fail:
 void kf_llm_agent_free(kf_llm_agent *a) {
     if (!a) return;
     kf_llm_free(a->llm);
-    free(a->system), free(a->first);
+    free(a->system), free(a->first), free(a->first_noref), free(a->first_bare);
     free(a->tpl_compile), free(a->tpl_runtime), free(a->tpl_mismatch), free(a->tpl_ok), free(a->tpl_nocode);
+    free(a->tpl_repeat);
     for (int i = 0; i < a->nrounds; i++) free(a->rounds[i].reply), free(a->rounds[i].feedback);
     if (a->transcript) fclose(a->transcript);
     free(a->best_source);
@@ -271,10 +296,23 @@ void kf_llm_agent_usage(const kf_llm_agent *a, int *calls, long *pt, long *ct) {
     kf_llm_usage(a->llm, calls, pt, ct);
 }
 
+/* The round's feedback: fb, said to be about a repeat when the reply was one (owns fb). */
+static void set_feedback(kf_llm_agent *a, round *rd, char *fb) {
+    if (fb && rd->repeat_of) {
+        char k[16];
+        snprintf(k, sizeof k, "%d", rd->repeat_of);
+        const char *kv[] = {"round", k, "feedback", fb, NULL};
+        char *w = fill(a->tpl_repeat, kv);
+        free(fb);
+        fb = w;
+    }
+    rd->feedback = fb;
+}
+
 /* ---- one call ---- */
 
 static void log_call(kf_llm_agent *a, const kf_llm_msg *m, int n, const kf_llm_reply *rep, kf_status st,
-                     const char *error) {
+                     const char *error, const char *fit) {
     if (!a->transcript && !a->on_call) return;
     json_t *j = json_object();
     int calls = 0;
@@ -309,6 +347,9 @@ static void log_call(kf_llm_agent *a, const kf_llm_msg *m, int n, const kf_llm_r
     json_object_set_new(j, "http_status", json_integer(rep->http_status));
     json_object_set_new(j, "attempts", json_integer(rep->attempts));
     json_object_set_new(j, "seconds", json_real(rep->seconds));
+    json_object_set_new(j, "max_tokens", json_integer(rep->max_tokens));
+    if (rep->temperature >= 0) json_object_set_new(j, "temperature", json_real(rep->temperature));
+    if (fit && fit[0]) json_object_set_new(j, "fit", json_string(fit));
     if (a->transcript) {
         char *line = json_dumps(j, JSON_COMPACT);
         if (line) {
@@ -330,6 +371,78 @@ static void log_call(kf_llm_agent *a, const kf_llm_msg *m, int n, const kf_llm_r
     json_decref(j);
 }
 
+kf_status kf_llm_agent_budget(const kf_llm_agent *a, kf_error *err) { return kf_llm_budget_left(a->llm, err); }
+
+/* The prompt's size in tokens, estimated: characters at the calibrated rate, and a chat
+ * template's few tokens per message. */
+static long estimate(const kf_llm_agent *a, const kf_llm_msg *m, int n) {
+    size_t chars = 0;
+    for (int i = 0; i < n; i++) chars += strlen(m[i].content);
+    return (long)(a->tok_per_char * (double)chars) + 8L * n + 16;
+}
+
+/* The messages at trimming level lvl (0: all; 1: older rounds left out; 2: the reference
+ * too; 3: the one-shot example too; 4: the last kernel too, its feedback kept). */
+static int build(const kf_llm_agent *a, int lvl, kf_llm_msg *m) {
+    int n = 0;
+    m[n++] = (kf_llm_msg){"system", a->system};
+    m[n++] = (kf_llm_msg){"user", lvl >= 3 ? a->first_bare : lvl >= 2 ? a->first_noref : a->first};
+    int from = a->nrounds - (lvl >= 1 ? 1 : KEEP);
+    if (from < 0) from = 0;
+    for (int i = from; i < a->nrounds; i++) {
+        m[n++] = (kf_llm_msg){"assistant", lvl >= 4 ? "(my previous kernel, left out to fit the context window)"
+                                                    : a->rounds[i].reply};
+        m[n++] = (kf_llm_msg){"user", a->rounds[i].feedback ? a->rounds[i].feedback : "Continue."};
+    }
+    return n;
+}
+
+/* Fit the messages into the known window: the level and the reply limit, and what was
+ * left out (fit, "" when nothing). 0 when even the lightest prompt leaves no room for a
+ * reply (detail says so). */
+static int fit_window(kf_llm_agent *a, kf_llm_msg *m, int *n, int *max_tokens, char *fit, size_t fcap,
+                      char *detail, size_t dcap) {
+    fit[0] = 0;
+    *max_tokens = 0;
+    *n = build(a, 0, m);
+    if (a->window <= 0) return 1;
+    long want = 0;
+    int R = a->cfg->max_tokens > 0 ? a->cfg->max_tokens : 8192;
+    long reserve = R < a->window / 2 ? R : a->window / 2;
+    int lvl = 0;
+    long est = estimate(a, m, *n);
+    int older = a->nrounds - KEEP < 0 ? 0 : a->nrounds - KEEP; /* rounds never sent */
+    while (est > a->window - reserve && lvl < 4) {
+        lvl++;
+        *n = build(a, lvl, m);
+        est = estimate(a, m, *n);
+    }
+    long room = a->window - est;
+    long min_reply = R < 128 ? R : 128;
+    if (room < min_reply) {
+        snprintf(detail, dcap,
+                 "the prompt does not fit the model's context window (%ld tokens): it needs ~%ld tokens even "
+                 "with the reference kernel, the example and older rounds left out, leaving %ld for the reply; "
+                 "give a larger --context if the server allows, or serve the model with a larger window",
+                 a->window, est, room > 0 ? room : 0);
+        return 0;
+    }
+    want = room < R ? room : R;
+    *max_tokens = (int)want;
+    kf_buf b = {0};
+    int dropped = a->nrounds - 1 - older;
+    if (lvl >= 1 && dropped > 0) kf_buf_printf(&b, "%d older round%s", dropped, dropped == 1 ? "" : "s");
+    if (lvl >= 2 && a->has_ref) kf_buf_printf(&b, "%sthe reference kernel", b.len ? ", " : "");
+    if (lvl >= 3) kf_buf_printf(&b, "%sthe one-shot example", b.len ? ", " : "");
+    if (lvl >= 4 && a->nrounds > 0) kf_buf_printf(&b, "%syour last kernel (its feedback kept)", b.len ? ", " : "");
+    if (b.len || want < R)
+        snprintf(fit, fcap, "fitted to the %ld-token context window: %s%s; ~%ld prompt tokens, reply limit %ld%s",
+                 a->window, b.len ? "left out " : "nothing left out", b.len ? b.data : "", est, want,
+                 want < R ? " (lowered to fit)" : "");
+    kf_buf_free(&b);
+    return 1;
+}
+
 kf_status kf_llm_agent_ask(kf_llm_agent *a, char **code, kf_vstatus *vs, char *detail, size_t cap,
                            kf_error *err) {
     *code = NULL;
@@ -337,32 +450,58 @@ kf_status kf_llm_agent_ask(kf_llm_agent *a, char **code, kf_vstatus *vs, char *d
     detail[0] = 0;
     if (a->nrounds >= MAXROUNDS)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%d rounds with the model", MAXROUNDS);
-    /* system, first user message, then the last KEEP rounds (reply, feedback) */
-    kf_llm_msg m[3 + 2 * KEEP];
-    int n = 0;
-    m[n++] = (kf_llm_msg){"system", a->system};
-    m[n++] = (kf_llm_msg){"user", a->first};
-    int from = a->nrounds - KEEP < 0 ? 0 : a->nrounds - KEEP;
-    for (int i = from; i < a->nrounds; i++) {
-        m[n++] = (kf_llm_msg){"assistant", a->rounds[i].reply};
-        m[n++] = (kf_llm_msg){"user", a->rounds[i].feedback ? a->rounds[i].feedback : "Continue."};
+    /* a spent budget: no call, no transcript line */
+    kf_status st = kf_llm_budget_left(a->llm, err);
+    if (st != KF_OK) return st;
+    if (!a->window_asked) {
+        a->window_asked = 1;
+        char how[64] = "--context";
+        a->window = a->cfg->context_tokens;
+        if (a->window <= 0) a->window = kf_llm_server_context(a->llm, how, sizeof how);
+        if (a->window > 0 && a->table)
+            fprintf(a->table, "model: context window %ld tokens (%s)\n", a->window, how);
     }
+    /* system, first user message, then the last KEEP rounds (reply, feedback), fitted to the
+     * context window when it is known */
+    kf_llm_msg m[3 + 2 * KEEP];
+    int n = 0, max_tokens = 0;
+    char fit[300];
+    if (!fit_window(a, m, &n, &max_tokens, fit, sizeof fit, detail, cap)) {
+        *vs = KF_V_AGENT_ERROR;
+        return KF_ERR_ARG;
+    }
+    if (fit[0] && strcmp(fit, a->last_fit) && a->table) fprintf(a->table, "prompt %s\n", fit);
+    snprintf(a->last_fit, sizeof a->last_fit, "%s", fit);
+    kf_llm_params p = {.max_tokens = max_tokens};
+    if (a->repeats > 0) {
+        /* the same reply again: vary the request */
+        double base = a->cfg->temperature;
+        p.set_temperature = 1;
+        p.temperature = (base >= 0 ? base : 0.5) + 0.3 * a->repeats;
+        if (p.temperature > 1) p.temperature = 1;
+    }
+    size_t chars = 0;
+    for (int i = 0; i < n; i++) chars += strlen(m[i].content);
     kf_llm_reply rep;
     memset(&rep, 0, sizeof rep);
     kf_error e = {0};
-    kf_status st = kf_llm_chat(a->llm, m, n, &rep, &e);
-    log_call(a, m, n, &rep, st, e.msg);
+    st = kf_llm_chat_with(a->llm, m, n, &p, &rep, &e);
     if (st == KF_ERR_UNSUPPORTED) {
         kf_llm_reply_free(&rep);
         if (err) *err = e;
         return st;
     }
+    log_call(a, m, n, &rep, st, e.msg, fit);
     if (st != KF_OK) {
         *vs = KF_V_AGENT_ERROR;
         snprintf(detail, cap, "%s", e.msg);
+        int fatal = rep.context_exceeded;
         kf_llm_reply_free(&rep);
-        return KF_OK;
+        return fatal ? KF_ERR_ARG : KF_OK;
     }
+    /* calibrate the estimate on what the server counted */
+    if (rep.prompt_tokens > 8L * n + 16 && chars > 0)
+        a->tok_per_char = 1.1 * (double)(rep.prompt_tokens - 8L * n - 16) / (double)chars;
     round *rd = &a->rounds[a->nrounds++];
     rd->reply = kf_strdup(rep.text && rep.text[0] ? rep.text : "(empty reply)");
     char *c = NULL;
@@ -382,9 +521,15 @@ kf_status kf_llm_agent_ask(kf_llm_agent *a, char **code, kf_vstatus *vs, char *d
     } else {
         *code = c;
     }
+    /* the same code (or, without code, the same text) as an earlier round */
+    const char *key = c ? c : rd->reply;
+    rd->hash = kf_hash64(key, strlen(key), 0x5eed);
+    for (int i = 0; i < a->nrounds - 1 && !rd->repeat_of; i++)
+        if (a->rounds[i].hash == rd->hash) rd->repeat_of = i + 1;
+    a->repeats = rd->repeat_of ? a->repeats + 1 : 0;
     if (*vs == KF_V_NO_CODE) {
         const char *kv[] = {"detail", detail, NULL};
-        rd->feedback = fill(a->tpl_nocode, kv);
+        set_feedback(a, rd, fill(a->tpl_nocode, kv));
     }
     kf_llm_reply_free(&rep);
     return KF_OK;
@@ -500,5 +645,5 @@ void kf_llm_agent_feedback(kf_llm_agent *a, const kf_iter_record *first, const k
     /* the candidate's own output can quote anything it could read (the key in a config
      * file, say): never send the key back over the network */
     if (fb) kf_llm_redact(a->llm, fb);
-    rd->feedback = fb;
+    set_feedback(a, rd, fb);
 }

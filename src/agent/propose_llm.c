@@ -117,13 +117,19 @@ static kf_status llm_step(void *self, kf_evalctx *ec, int it, kf_error *err) {
     kf_vstatus vs = KF_V_OK;
     char detail[1024];
     kf_error ae = {0};
+    /* a spent budget ends the run here, before a round is announced that never happens */
+    if (kf_llm_agent_budget(ls->agent, &ae) != KF_OK) {
+        snprintf(r->stop_reason, sizeof r->stop_reason, "%s", ae.msg);
+        return KF_ERR_UNSUPPORTED;
+    }
     if (ec->o->table) fprintf(ec->o->table, "asking the model (round %d)...\n", ls->nround + 1);
     st = kf_llm_agent_ask(ls->agent, &code, &vs, detail, sizeof detail, &ae);
     if (st == KF_ERR_UNSUPPORTED) {
         snprintf(r->stop_reason, sizeof r->stop_reason, "%s", ae.msg);
         return st;
     }
-    if (st != KF_OK) {
+    int config_error = st == KF_ERR_ARG && vs == KF_V_AGENT_ERROR;
+    if (st != KF_OK && !config_error) {
         if (err) *err = ae;
         return st;
     }
@@ -135,6 +141,11 @@ static kf_status llm_step(void *self, kf_evalctx *ec, int it, kf_error *err) {
         snprintf(rec->res.detail, sizeof rec->res.detail, "%s", detail);
         kf_loop_table_row(ec, rec);
         kf_persist_iter(ec->ps, r, rec, NULL, NULL);
+        if (config_error) {
+            /* asking again cannot mend it: the same prompt would not fit either */
+            snprintf(r->stop_reason, sizeof r->stop_reason, "configuration error: %.130s", detail);
+            return KF_ERR_UNSUPPORTED;
+        }
         if (vs == KF_V_AGENT_ERROR && ++ls->agent_errors >= 3) {
             snprintf(r->stop_reason, sizeof r->stop_reason, "the model's endpoint failed 3 times in a row");
             return KF_ERR_UNSUPPORTED;

@@ -138,9 +138,18 @@ static void usage_synth(FILE *f) {
             "  --llm-protocol P   openai, anthropic or auto (default: from the URL)\n"
             "  --llm-config FILE  JSON config file (default ~/.config/kforge/config.json);\n"
             "                     keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY or the file\n"
-            "  --llm-timeout S    seconds per request (default 300)\n"
+            "  --llm-timeout S    seconds per request (default 300); a request that timed out\n"
+            "                     is not retried (the server may still be computing it)\n"
+            "  --llm-retry-timeouts  retry a timed-out request anyway (hosted APIs)\n"
+            "  --reply-tokens N   tokens the model may write per reply (default 8192; config\n"
+            "                     key max_tokens)\n"
+            "  --context N        the model's context window in tokens (default: what the\n"
+            "                     server reports, if it does); each prompt and reply limit is\n"
+            "                     fitted into it: older rounds, the reference kernel and the\n"
+            "                     example are left out first, and the table says so\n"
             "  --max-calls N      stop after N model calls\n"
-            "  --max-tokens N     stop once N prompt + completion tokens are used\n"
+            "  --max-tokens N     stop once N prompt + completion tokens are used (the whole\n"
+            "                     run; per reply: --reply-tokens)\n"
             "  --reference FILE   a correct kernel the model may start from (default: the\n"
             "                     store's best verified kernel of the same task on another\n"
             "                     platform, by %% of floor: `kforge show --best TASK.kf`)\n"
@@ -268,6 +277,8 @@ static int cmd_synth(int argc, char **argv) {
         {"max-tokens", required_argument, 0, 'k'}, {"reference", required_argument, 0, 'r'},
         {"prompts", required_argument, 0, 'p'}, {"builtin-iters", required_argument, 0, 'B'},
         {"llm-timeout", required_argument, 0, 'W'}, {"analysis", required_argument, 0, 'Y'},
+        {"reply-tokens", required_argument, 0, 1001}, {"context", required_argument, 0, 1002},
+        {"llm-retry-timeouts", no_argument, 0, 1003},
         {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
         {"no-reference", no_argument, 0, 'Z'}, {"pin", required_argument, 0, 'I'},
@@ -279,7 +290,8 @@ static int cmd_synth(int argc, char **argv) {
     int no_store = 0, no_cache = 0;
     /* the model's endpoint: flags override the environment, which overrides the file */
     const char *f_model = NULL, *f_url = NULL, *f_proto = NULL, *f_config = NULL;
-    long f_calls = -1, f_tokens = -1;
+    long f_calls = -1, f_tokens = -1, f_reply = -1, f_context = -1;
+    int f_retry_timeouts = 0;
     double f_timeout = -1;
     int json = 0, quiet = 0, c;
     long long lv;
@@ -339,6 +351,15 @@ static int cmd_synth(int argc, char **argv) {
             if (!kf_cli_int(optarg, 1, LONG_MAX, &lv)) { fprintf(stderr, "kforge synth: --max-tokens needs an integer from 1 to %ld, got '%s'\n", LONG_MAX, optarg); return EXIT_USAGE; }
             f_tokens = lv;
             break;
+        case 1001:
+            if (!kf_cli_int(optarg, 1, 100000000, &lv)) { fprintf(stderr, "kforge synth: --reply-tokens needs an integer from 1 to 100000000, got '%s'\n", optarg); return EXIT_USAGE; }
+            f_reply = lv;
+            break;
+        case 1002:
+            if (!kf_cli_int(optarg, 1, 100000000, &lv)) { fprintf(stderr, "kforge synth: --context needs an integer from 1 to 100000000 (tokens), got '%s'\n", optarg); return EXIT_USAGE; }
+            f_context = lv;
+            break;
+        case 1003: f_retry_timeouts = 1; break;
         case 'W':
             if (!kf_cli_seconds(optarg, &dv)) { fprintf(stderr, "kforge synth: --llm-timeout needs a finite number of seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
             f_timeout = dv;
@@ -430,6 +451,9 @@ static int cmd_synth(int argc, char **argv) {
         if (f_calls > 0) llm.max_calls = (int)f_calls;
         if (f_tokens > 0) llm.max_total_tokens = f_tokens;
         if (f_timeout > 0) llm.timeout_s = f_timeout;
+        if (f_reply > 0) llm.max_tokens = (int)f_reply;
+        if (f_context > 0) llm.context_tokens = f_context;
+        if (f_retry_timeouts) llm.retry_timeouts = 1;
         o.llm = &llm;
     }
     /* the task's text: shown to the model, and the store keeps it (resume, task hash) */

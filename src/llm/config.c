@@ -160,7 +160,18 @@ static kf_status apply_key(kf_llm_config *c, const char *path, const char *key, 
         c->max_retries = (int)i;
         return KF_OK;
     }
-    if (!strcmp(key, "max_tokens")) {
+    if (!strcmp(key, "retry_timeouts")) {
+        if (!json_is_boolean(v)) return bad_key(err, path, key, "want true or false");
+        c->retry_timeouts = json_is_true(v);
+        return KF_OK;
+    }
+    if (!strcmp(key, "context")) {
+        if ((s = get_int(v, path, key, 0, &i, err))) return s;
+        if (i > 100000000) return bad_key(err, path, key, "want an integer <= 100000000");
+        c->context_tokens = i;
+        return KF_OK;
+    }
+    if (!strcmp(key, "max_tokens") || !strcmp(key, "reply_tokens")) {
         if ((s = get_int(v, path, key, 1, &i, err))) return s;
         if (i > 100000000) return bad_key(err, path, key, "want an integer <= 100000000");
         c->max_tokens = (int)i;
@@ -184,8 +195,9 @@ static kf_status apply_key(kf_llm_config *c, const char *path, const char *key, 
     }
     return bad_key(err, path, key,
                    "unknown (known: url, model, protocol, api_key, timeout_s, "
-                   "connect_timeout_s, max_retries, backoff_s, max_reply_bytes, max_tokens, "
-                   "temperature, max_calls, max_total_tokens)");
+                   "connect_timeout_s, max_retries, retry_timeouts, backoff_s, max_reply_bytes, "
+                   "max_tokens (or reply_tokens), context, temperature, max_calls, "
+                   "max_total_tokens)");
 }
 
 kf_status kf_llm_config_file(kf_llm_config *c, const char *path, kf_error *err) {

@@ -137,9 +137,13 @@ static CURLcode setup(CURL *h, const kf_llm_config *c, const char *url, struct c
 #define SET(opt, val) \
     if (rc == CURLE_OK) rc = curl_easy_setopt(h, opt, val)
     SET(CURLOPT_URL, url);
-    SET(CURLOPT_POST, 1L);
-    SET(CURLOPT_POSTFIELDS, body);
-    SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    if (body) {
+        SET(CURLOPT_POST, 1L);
+        SET(CURLOPT_POSTFIELDS, body);
+        SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    } else {
+        SET(CURLOPT_HTTPGET, 1L);
+    }
     SET(CURLOPT_HTTPHEADER, hdrs);
     SET(CURLOPT_WRITEFUNCTION, on_body);
     SET(CURLOPT_WRITEDATA, s);
@@ -173,8 +177,12 @@ static void describe(CURLcode rc, const kf_llm_config *c, const sink *s, const c
         if (strstr(errbuf, "Connection timed out") || strstr(errbuf, "Resolving timed out"))
             snprintf(out, cap, "connection timed out (connect_timeout_s = %g)",
                      c->connect_timeout_s);
-        else
+        else if (c->retry_timeouts)
             snprintf(out, cap, "request timed out (timeout_s = %g)", c->timeout_s);
+        else
+            snprintf(out, cap, "request timed out (timeout_s = %g; not retried: the server may "
+                     "still be computing it; --llm-timeout S waits longer, --llm-retry-timeouts "
+                     "retries)", c->timeout_s);
     } else if (rc == CURLE_COULDNT_CONNECT) {
         snprintf(out, cap, "cannot connect");
     } else if (rc == CURLE_COULDNT_RESOLVE_HOST) {
@@ -220,6 +228,11 @@ kf_status kf_llm_http_post(void *handle, const kf_llm_config *c, const char *url
         res->status = rc == CURLE_OK ? status : 0;
         if (status > 0 || reqsize > 0) res->reached = 1;
         int retry = rc == CURLE_OK ? status_retryable(status) : (!s.over && transport_retryable(rc));
+        /* a request that timed out after it was sent may still be computing on the server
+         * (a local model keeps going): a retry queues behind it, so only when asked */
+        int sent_timeout = rc == CURLE_OPERATION_TIMEDOUT && !strstr(errbuf, "Connection timed out") &&
+                           !strstr(errbuf, "Resolving timed out");
+        if (sent_timeout && !c->retry_timeouts) retry = 0;
         if (!retry || attempt > c->max_retries) break;
         double w = backoff_wait(c, attempt, rc == CURLE_OK ? s.retry_after_s : -1);
         kf_log(2, "kforge: llm: %s (attempt %d): retrying in %.2f s\n",

@@ -29,6 +29,7 @@ typedef struct kf_http_result {
  * with the message redacted of c->key. res is filled either way; free with
  * kf_http_result_free. handle is the client's reusable curl handle (void * to keep curl
  * out of this header). */
+/* body NULL: a GET instead (the same handling). */
 kf_status kf_llm_http_post(void *handle, const kf_llm_config *c, const char *url,
                            const char *const *headers, int nheaders, const char *body,
                            kf_http_result *res, kf_error *err);
