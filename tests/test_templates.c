@@ -402,6 +402,59 @@ Test(templates, padded_windows_border_heavy) {
     for (size_t i = 0; i < sizeof d3 / sizeof d3[0]; i++) check_padded_windows(3, d3[i]);
 }
 
+/* A window over more elements than are unrolled (an 11x11 average pool) whose innermost axis
+ * is short: that axis is unrolled (one elementwise stage reading the view in place) and the
+ * op reduces the rest, instead of a copy of every window ("ewise[1 op] -> mean"). Odd sizes,
+ * padding, steps, keepdim, 3-D windows; a window whose innermost axis is long is copied as
+ * before; all verified. */
+Test(templates, large_windows_reduce_unrolled_rows) {
+    kf_graph *g;
+    kf_synth *s = plan_expect("input x: f32[2, 3, 25, 23]\noutput y = mean(unfold(unfold(x, dim=2, size=11, "
+                              "step=11), dim=3, size=11, step=11), axes=[-2, -1])\n",
+                              "ewise[1 op] -> mean", 0, "a copy of the windows", &g);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task("input x: f32[2, 3, 25, 23]\n"
+               "output a = mean(unfold(unfold(x, dim=2, size=11, step=11), dim=3, size=11, step=11), axes=[-2, -1])\n"
+               "output b = max(unfold(unfold(pad(x, pads=[2, 3, 1, 2], value=-inf), dim=2, size=6, step=2), dim=3, "
+               "size=7, step=3, dilation=2), axes=[4, 5], keepdim=true)\n"
+               "output c = sum(unfold(unfold(x, dim=2, size=2, step=3), dim=3, size=20, step=1), axes=[-2, -1])\n"
+               "output d = min(unfold(unfold(x, dim=2, size=9, step=5), dim=3, size=4, step=3), axes=[-1, -2])\n");
+    check_task("input x: f32[2, 2, 9, 7, 8]\noutput y = mean(unfold(unfold(unfold(pad(x, pads=[1, 1, 0, 0, 2, 1]), "
+               "dim=2, size=4, step=3), dim=3, size=4, step=1), dim=4, size=4, step=2), axes=[-3, -2, -1])\n"
+               "output p = prod(unfold(unfold(x * 0.1 + 1.0, dim=3, size=6, step=1), dim=4, size=5, step=3), "
+               "axes=[5, 6])\n");
+    check_task("input z: f32[3, 6, 40]\n"
+               "output c = sum(unfold(unfold(z, dim=1, size=2, step=3), dim=2, size=31, step=2), axes=[-2, -1])\n");
+}
+
+/* An elementwise stage whose rows are a few elements long (a strided conv_transpose's
+ * interleave of its phases) walks the next dim's rows in the same task, stepping the
+ * offsets: rendered so, and verified with a broadcast operand read once per row, odd dims,
+ * and the conv_transpose itself. */
+Test(templates, short_rows_walk_two_dims) {
+    static const char *task = "input x: f32[5, 7, 3]\ninput b: f32[7, 1, 1]\n"
+                              "output y = permute(x, dims=[1, 0, 2]) * 2.0 + b\n";
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "%s", err.msg);
+    kf_point p;
+    kf_synth_default_point(s, &p);
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+    cr_expect(strstr(c.source, "a task's rows together") && strstr(c.source, "for (long i2 = 0; i2 < 5L; i2++)"),
+              "rows of 3 walked with the next dim:\n%s", c.source);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(task);
+    check_task("input x: f32[3, 4, 5, 2]\noutput y = permute(x, dims=[2, 0, 1, 3]) - 1.0\n");
+    check_task("input x: f32[2, 6, 5, 7]\ninput w: f32[6, 3, 4, 3]\ninput b: f32[3]\n"
+               "output y = conv_transpose(x, w, b, stride=[2, 3], padding=[1, 1], output_padding=[1, 0])\n");
+}
+
 /* A padded window's rendered stage computes each row's guard-free run and reads it with
  * plain loads: the stride-2 taps of a 3x3 max pool appear unguarded. */
 Test(templates, padded_window_interior_is_unguarded) {

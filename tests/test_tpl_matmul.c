@@ -442,8 +442,17 @@ Test(tpl_matmul, gathered_b) {
      * the strip across a row's end is not */
     static const kf_mm_gather runs = {.on = 1, .base = 3, .nrow = 1, .rdim = {30}, .rstr = {200}, .ncol = 2,
                                       .cdim = {4, 40}, .cstr = {50, 1}};
+    /* a 3-D convolution's columns over x [C=2, 6, 8, 10] (padded): output rows of 7 (j =
+     * (oz 3, oy 5, ox 7)), so every strip holds several rows' runs, and panels of 48
+     * columns cut rows apart; k = (c, kz 2, ky 2, kx 3) */
+    static const kf_mm_gather rows3 = {.on = 1, .base = 1, .nrow = 4, .rdim = {2, 2, 2, 3},
+                                       .rstr = {480, 80, 10, 1}, .ncol = 3, .cdim = {3, 5, 7},
+                                       .cstr = {80, 10, 1}};
     const mm_case cs[] = {
         {.M = 5, .N = 42, .K = 18, .gb = &conv, .bsrc = 216, .params = "threads=2"},
+        {.M = 16, .N = 105, .K = 24, .gb = &rows3, .bsrc = 961, .params = "threads=2"},
+        {.M = 16, .N = 105, .K = 24, .gb = &rows3, .bsrc = 961, .params = "mk=616 nc=48 kc=64"},
+        {.M = 11, .N = 105, .K = 24, .gb = &rows3, .bsrc = 961, .params = "mk=408 nc=256"},
         {.M = 9, .N = 160, .K = 30, .gb = &runs, .bsrc = 6000, .params = "threads=2 mk=616"},
         {.M = 9, .N = 160, .K = 30, .gb = &runs, .bsrc = 6000, .params = "mk=408"},
         {.M = 5, .N = 42, .K = 18, .gb = &conv, .bsrc = 216, .params = "naive=1"},
@@ -508,6 +517,8 @@ Test(tpl_matmul, space_shape) {
     cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "mk"), 616);
     cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "kc"), 256);
     cr_assert_eq(kf_tpl_get(&sp, &pt, "s0.", "split"), 1);
+    /* many M blocks: the B panel is sized for L3 (well over a quarter of L2) */
+    cr_assert(kf_tpl_get(&sp, &pt, "s0.", "nc") * kf_tpl_get(&sp, &pt, "s0.", "kc") * 4 > 512 * 1024 / 4);
     /* every micro-kernel fits 16 registers: MR*NV accumulators + NV + 1 */
     for (int i = 0; i < sp.nparams; i++) {
         if (strcmp(sp.p[i].name, "s0.mk") != 0) continue;
@@ -516,6 +527,24 @@ Test(tpl_matmul, space_shape) {
             cr_assert(mr * nv + nv + 1 <= 16, "mk=%ld needs too many registers",
                       sp.p[i].values[j]);
         }
+    }
+
+    /* a convolution's few output channels (M 16): the default micro-kernel pads M by
+     * under an eighth (below 6-row strips' 18 on AVX2 and 12-row strips' 24 on AVX-512), and the
+     * one M block's B panel fits a quarter of L2 */
+    for (int bits = 256; bits <= 512; bits += 256) {
+        mm_case cv = MM(16, 7920, 1680, 0, 0, NULL);
+        make_desc(&cv, &d);
+        kf_device_info dv;
+        make_dev(&dv, bits);
+        memset(&sp, 0, sizeof sp);
+        kf_tpl_matmul_params(&d, &dv, &sp, "s3.");
+        make_point(&sp, &pt, NULL);
+        long mk = kf_tpl_get(&sp, &pt, "s3.", "mk"), mr = mk / 100;
+        cr_assert((mr - 16 % mr) % mr * 8 < 16, "mk %ld pads M 16 by an eighth or more", mk);
+        cr_assert_eq(mk, bits == 512 ? 848 : 424);
+        long kc = kf_tpl_get(&sp, &pt, "s3.", "kc"), nc = kf_tpl_get(&sp, &pt, "s3.", "nc");
+        cr_assert(4 * kc * nc <= dv.l2_bytes / 4, "B panel %ld x %ld over a quarter of L2", kc, nc);
     }
 
     /* a tiny matmul: one thread by default, block values capped by the sizes */

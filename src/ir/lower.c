@@ -78,7 +78,13 @@ static int64_t unroll_count(const kf_graph *g, const kf_node *n) {
     int64_t r = 1;
     for (int a = 0; a < xs->rank; a++)
         if (n->attr.axes >> a & 1u) r *= xs->d[a];
-    return r >= 2 && r <= KF_UNROLL_MAX ? r : 0;
+    if (r >= 2 && r <= KF_UNROLL_MAX) return r;
+    /* a larger window (an 11x11 average pool): its innermost reduced axis alone, when that is
+     * short and others remain; unrolled_text reduces the rest of the window after it */
+    int last = -1, more = 0;
+    for (int a = 0; a < xs->rank; a++)
+        if (n->attr.axes >> a & 1u) more += last >= 0, last = a;
+    return r > KF_UNROLL_MAX && more && xs->d[last] >= 2 && xs->d[last] <= KF_UNROLL_MAX ? r : 0;
 }
 
 /* n's unrolled form (unroll_count(g, n) elements) as .kf text over _0: the combiner over a
@@ -110,9 +116,22 @@ static char *unrolled_text(const kf_graph *g, const kf_node *n, int64_t count) {
         if (n->attr.axes >> a & 1u) ax[nax] = a, ext[nax++] = xs->d[a];
     kf_buf o = {0};
     if (n->attr.keepdim) kf_buf_puts(&o, "reshape(");
-    if (d->mean) kf_buf_puts(&o, "(");
-    terms(&o, d, ax, ext, nax, 0, count);
-    if (d->mean) kf_buf_printf(&o, ") / %lld", (long long)count);
+    if (count > KF_UNROLL_MAX) {
+        /* the innermost reduced axis unrolled (its selects drop it), then the op itself over
+         * the other reduced axes (all before it) of that elementwise value: a reduction
+         * whose rows are computed from the view in place, never a copy of every window. A
+         * mean's inner part is a sum, divided by its count after the outer mean. */
+        kf_buf_printf(&o, "%s(", d->name);
+        terms(&o, d, ax + nax - 1, ext + nax - 1, 1, 0, ext[nax - 1]);
+        kf_buf_puts(&o, ", axes=[");
+        for (int k = 0; k < nax - 1; k++) kf_buf_printf(&o, "%s%d", k ? ", " : "", ax[k]);
+        kf_buf_puts(&o, "])");
+        if (d->mean) kf_buf_printf(&o, " / %lld", (long long)ext[nax - 1]);
+    } else {
+        if (d->mean) kf_buf_puts(&o, "(");
+        terms(&o, d, ax, ext, nax, 0, count);
+        if (d->mean) kf_buf_printf(&o, ") / %lld", (long long)count);
+    }
     if (n->attr.keepdim) {
         kf_buf_puts(&o, ", shape=[");
         for (int j = 0; j < os->rank; j++) kf_buf_printf(&o, "%s%lld", j ? ", " : "", (long long)os->d[j]);

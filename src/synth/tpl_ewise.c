@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* rows shorter than this are walked two dims at a time (kf_synth_ewise_emit) */
+#define KF_EW_SHORT_ROW 8
+
 void kf_synth_float_lit(double v, char *buf, size_t cap) { kf_op_float_lit(v, buf, cap); }
 
 void kf_synth_ewise_params(kf_synth *s, kf_stage *st) {
@@ -256,9 +259,20 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
     for (int j = 0; j + 1 < q; j++) outer *= dim[j];
     if (block > inner) block = inner;
     int64_t chunks = (inner + block - 1) / block;
+    /* rows shorter than a few elements (a strided conv_transpose's interleave: rows of its
+     * 2 phases): a task takes the next dim's rows too, stepping the offsets, so that the
+     * division chain that places a row is paid once per dim2 rows, not per row */
+    int two = q >= 2 && inner < KF_EW_SHORT_ROW && chunks == 1 && lay.ng == 0 && !nt;
+    for (int r = 0; r < nreads; r++) two &= lay.take[r] < 0;
+    const int64_t dim2 = two ? dim[q - 2] : 1;
+    outer /= dim2;
 
-    kf_buf_printf(o, "    /* domain coalesced to %lld x %lld, %lld chunk(s) of %ld per row */\n",
-                  (long long)outer, (long long)inner, (long long)chunks, block);
+    if (two)
+        kf_buf_printf(o, "    /* domain coalesced to %lld x %lld rows of %lld, a task's rows together */\n",
+                      (long long)outer, (long long)dim2, (long long)inner);
+    else
+        kf_buf_printf(o, "    /* domain coalesced to %lld x %lld, %lld chunk(s) of %ld per row */\n",
+                      (long long)outer, (long long)inner, (long long)chunks, block);
     if (threads > 1 && outer * chunks > 1)
         kf_buf_printf(o, "    #pragma omp parallel for schedule(static) num_threads(%ld)\n", threads);
     kf_buf_printf(o, "    for (long task = 0; task < %lldL; task++) {\n", (long long)(outer * chunks));
@@ -272,9 +286,9 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         kf_buf_printf(o, "        long off%d = %lldL;\n", r, (long long)(r < nreads ? lay.base[r] : 0));
     }
     for (int k = 0; k < lay.ng; k++) kf_buf_printf(o, "        long g%d = %lldL;\n", k, (long long)lay.goff[k]);
-    if (q > 1) {
+    if (q > 1 + two) {
         kf_buf_puts(o, "        { long rem = o, idx;\n");
-        for (int j = q - 2; j >= 0; j--) {
+        for (int j = q - 2 - two; j >= 0; j--) {
             kf_buf_printf(o, "          idx = rem %% %lldL; rem /= %lldL;\n", (long long)dim[j],
                           (long long)dim[j]);
             for (int r = 0; r < nops; r++)
@@ -284,6 +298,7 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         }
         kf_buf_puts(o, "          (void)rem; }\n");
     }
+    if (two) kf_buf_printf(o, "        for (long i2 = 0; i2 < %lldL; i2++) {\n", (long long)dim2);
     for (int r = 0; r < nops; r++) {
         int v = lay.v[r];
         const char *ct = kf_synth_ctype(g, v);
@@ -327,6 +342,11 @@ void kf_synth_ewise_emit(const kf_synth *s, const kf_stage *st, const kf_point *
         for (int r = nreads; r < nops; r++)
             kf_buf_printf(o, "          kf_stream_copy(p%d + jb, t%d, je - jb);\n", lay.v[r], lay.v[r]);
         kf_buf_puts(o, "        }\n        kf_sfence();\n");
+    }
+    if (two) {
+        for (int r = 0; r < nops; r++)
+            if (str[r][q - 2]) kf_buf_printf(o, "        off%d += %lldL;\n", r, (long long)str[r][q - 2]);
+        kf_buf_puts(o, "        }\n");
     }
     kf_buf_puts(o, "    }\n");
 }

@@ -72,6 +72,23 @@ static int pick_fit(const long *v, int n, int64_t unit, int64_t budget) {
     return best;
 }
 
+/* The default micro-kernel for M rows: the table's default unless its last strip pads M by
+ * an eighth or more (a convolution's 16 output channels on 12-row strips compute 24 rows,
+ * on 6-row strips 18); then the one with the most accumulators among those under an
+ * eighth, the least padding on a tie. */
+static int pick_mk(const mk_shape *tab, int n, int def, int64_t M) {
+    if (M <= 0 || (round_up(M, tab[def].mr) - M) * 8 < M) return def;
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        int64_t pad = round_up(M, tab[i].mr) - M;
+        if (pad * 8 >= M) continue;
+        if (best < 0 || tab[i].mr * tab[i].nv > tab[best].mr * tab[best].nv ||
+            (tab[i].mr * tab[i].nv == tab[best].mr * tab[best].nv && pad < round_up(M, tab[best].mr) - M))
+            best = i;
+    }
+    return best < 0 ? def : best;
+}
+
 static int dev_nregs(const kf_device_info *dev, int vl) {
     if (vl == 16) return 32;
     if (dev && (strstr(dev->arch, "aarch64") || strstr(dev->arch, "arm64"))) return 32;
@@ -109,7 +126,7 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
                            : (int)(sizeof mk16 / sizeof mk16[0]);
     long mkv[KF_MAX_PARAM_VALUES];
     for (int i = 0; i < ntab; i++) mkv[i] = tab[i].mr * 100L + tab[i].nv * vl;
-    int mkdef = nregs >= 32 ? MK32_DEF : MK16_DEF;
+    int mkdef = pick_mk(tab, ntab, nregs >= 32 ? MK32_DEF : MK16_DEF, d->M);
     kf_tpl_add_param(sp, prefix, "mk", KF_ROLE_MICRO_KERNEL, mkv, ntab, mkdef);
     int mr0 = tab[mkdef].mr, nr0 = tab[mkdef].nv * vl;
 
@@ -125,9 +142,14 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
 
     long ncv[] = {256, 512, 1024, 2048, 4096, 8192, 16384};
     int nnc = filter_values(ncv, 7, round_up(d->N > 0 ? d->N : 1, nr0));
-    /* each thread packs its own B panel; together they should use under half of L3 */
-    kf_tpl_add_param(sp, prefix, "nc", KF_ROLE_NONE, ncv, nnc,
-                     pick_fit(ncv, nnc, 4L * kc0, l3 / (4 * nthreads)));
+    /* each thread packs its own B panel; together they should use under half of L3, where
+     * the panel serves several M blocks. With one M block (a convolution's few output
+     * channels) it serves one pass of the micro-kernel: then it should stay in L2, so that
+     * packing it and reading it back never reach memory (KernelBench 58's conv_transpose,
+     * M 16: 2.3x faster with the panel at a quarter of L2 than at 7936 columns). */
+    int64_t mc0 = mcv[pick_fit(mcv, nmc, 4L * kc0, l2 / 2)];
+    int64_t nbudget = d->M <= mc0 ? l2 / 4 : l3 / (4 * nthreads);
+    kf_tpl_add_param(sp, prefix, "nc", KF_ROLE_NONE, ncv, nnc, pick_fit(ncv, nnc, 4L * kc0, nbudget));
 
     if (nthreads > 1) {
         /* tasks per thread: more tasks balance a busy machine, at the price of packing
@@ -331,16 +353,17 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
         /* B gathered: the panel's column offsets once, then row k of the panel is the
          * source at row k's offset plus those */
         /* a strip whose columns are consecutive in the source (a stride-1 row of a
-         * convolution's output) is one contiguous load per row */
+         * convolution's output) is one contiguous load per row; any other strip is copied
+         * as its runs of consecutive columns (seg[j]: the run from column j to its break
+         * or the strip's end), as a convolution's output rows shorter than a strip are */
         put(out, pl,
             "    int64_t off[%lldLL];\n"
+            "    unsigned short seg[%lldLL];\n"
             "    unsigned char run[%lldLL];\n"
             "    for (int64_t j = 0; j < nc; j++) off[j] = @_bcol(jc + j);\n"
-            "    for (int64_t jr = 0; jr < full; jr += %d) {\n"
-            "        int c = 1;\n"
-            "        for (int64_t j = 1; j < %d; j++) c &= off[jr + j] == off[jr] + j;\n"
-            "        run[jr / %d] = (unsigned char)c;\n"
-            "    }\n"
+            "    for (int64_t j = nc - 1; j >= 0; j--)\n"
+            "        seg[j] = (unsigned short)(j + 1 < nc && (j + 1) %% %d && off[j + 1] == off[j] + 1 ? seg[j + 1] + 1 : 1);\n"
+            "    for (int64_t jr = 0; jr < full; jr += %d) run[jr / %d] = seg[jr] == %d;\n"
             "    for (int64_t k = 0; k < kc; k++) {\n"
             "        const float *restrict s = b + @_brow(pc + k);\n"
             "        for (int64_t jr = 0; jr < full; jr += %d) {\n"
@@ -349,17 +372,28 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "                const float *restrict r = s + off[jr];\n"
             "                for (int64_t j = 0; j < %d; j++) d[j] = r[j];\n"
             "            } else {\n"
-            "                for (int64_t j = 0; j < %d; j++) d[j] = s[off[jr + j]];\n"
+            "                for (int64_t j = 0; j < %d;) {\n"
+            "                    const int64_t l = seg[jr + j];\n"
+            "                    const float *restrict r = s + off[jr + j];\n"
+            "                    for (int64_t t = 0; t < l; t++) d[j + t] = r[t];\n"
+            "                    j += l;\n"
+            "                }\n"
             "            }\n"
             "        }\n"
             "        if (full < nc) {\n"
+            "            float *restrict d = bp + full * kc + k * %d;\n"
             "            int64_t j = 0;\n"
-            "            for (; j < nc - full; j++) bp[full * kc + k * %d + j] = s[off[full + j]];\n"
-            "            for (; j < %d; j++) bp[full * kc + k * %d + j] = 0.0f;\n"
+            "            while (j < nc - full) {\n"
+            "                const int64_t l = seg[full + j];\n"
+            "                const float *restrict r = s + off[full + j];\n"
+            "                for (int64_t t = 0; t < l; t++) d[j + t] = r[t];\n"
+            "                j += l;\n"
+            "            }\n"
+            "            for (; j < %d; j++) d[j] = 0.0f;\n"
             "        }\n"
             "    }\n"
             "}\n\n",
-            LL(pl->nc), LL(pl->nc / nr + 1), nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr);
+            LL(pl->nc), LL(pl->nc), LL(pl->nc / nr + 1), nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr);
     } else if (!d->tb) {
         /* B is [K, N]: row k of the source is the panel's row k, contiguous in j */
         put(out, pl,
