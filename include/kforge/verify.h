@@ -68,6 +68,11 @@ typedef struct kf_vresult {
     double time_ms;         /* median */
     double time_min_ms, time_mean_ms;
     double run_wall_s;      /* wall time the whole check took */
+    /* where run_wall_s went (the loop's per-phase breakdown, issue 30): building the
+     * artifact, starting the runner processes (fork to the runner's first 'ready', the
+     * kernel loaded), the check runs' calls and the timing run's calls (each after its
+     * start); seconds, 0 where the phase did not happen */
+    double compile_s, start_s, check_s, timing_s;
     char resources[512];    /* the compiler's resource report where the platform gives one
                                (CUDA: "KERNEL regs=R smem=S local=L max_threads=T", one per
                                kernel, "; "-separated; local = spills + local arrays, bytes
@@ -111,6 +116,9 @@ typedef struct kf_verify_ctx kf_verify_ctx;
 kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
                             kf_error *err);
 void kf_verify_ctx_free(kf_verify_ctx *ctx);
+/* Seconds kf_verify_ctx_new spent drawing the input sets and computing their reference
+ * (0 and 0 when they came from a cache: kf_verify_ctx_load). */
+void kf_verify_ctx_times(const kf_verify_ctx *ctx, double *draw_s, double *ref_s);
 
 /* Check (and, when opts.time_it, time) an already-compiled artifact of candidate c on
  * backend b. Always fills r; returns KF_OK when the check itself could be carried out

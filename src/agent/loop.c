@@ -221,6 +221,25 @@ json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_
     json_object_set_new(run, "iterations", its);
     json_object_set_new(run, "best_iter", r->best >= 0 ? json_integer(r->iters[r->best].iter) : json_null());
     json_object_set_new(run, "wall_s", json_real(r->wall_s));
+    if (r->phases.total > 0) {
+        const kf_phase_times *p = &r->phases;
+        json_t *ph = json_object();
+        json_object_set_new(ph, "parse", json_real(p->parse));
+        json_object_set_new(ph, "setup", json_real(p->setup));
+        json_object_set_new(ph, "draw", json_real(p->draw));
+        json_object_set_new(ph, "reference", json_real(p->reference));
+        json_object_set_new(ph, "reference_cached", json_boolean(p->ref_cached));
+        json_object_set_new(ph, "compile", json_real(p->compile));
+        json_object_set_new(ph, "sandbox_start", json_real(p->start));
+        json_object_set_new(ph, "check", json_real(p->check));
+        json_object_set_new(ph, "timing", json_real(p->timing));
+        json_object_set_new(ph, "analysis", json_real(p->analysis));
+        json_object_set_new(ph, "store", json_real(p->store));
+        json_object_set_new(ph, "memcheck", json_real(p->memcheck));
+        json_object_set_new(ph, "other", json_real(p->other));
+        json_object_set_new(ph, "total", json_real(p->total));
+        json_object_set_new(run, "phases_s", ph);
+    }
     json_t *mc = json_object();
     json_object_set_new(mc, "status", json_string(r->memcheck));
     json_object_set_new(mc, "detail", json_string(r->memcheck_detail));
@@ -614,24 +633,36 @@ int kf_loop_evaluate(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *r
     kf_hash_hex(kf_hash64(cand->flags, strlen(cand->flags), kf_hash64(cand->source, strlen(cand->source), 0)),
                 rec->hash);
     kf_error verr = {0};
+    kf_phase_times *ph = &r->phases;
     /* a result the store holds for this exact build on this device is not measured again */
-    if (!kf_persist_lookup(ec->ps, r, cand, rec)) {
+    double t = kf_now();
+    int found = kf_persist_lookup(ec->ps, r, cand, rec);
+    ph->store += kf_now() - t;
+    if (!found) {
         kf_status st = kf_verify_candidate(ec->vctx, ec->be, cand, &rec->res, &verr);
         if (st != KF_OK) {
             rec->res.status = KF_V_INTERNAL;
             snprintf(rec->res.detail, sizeof rec->res.detail, "%s", verr.msg);
         }
+        ph->compile += rec->res.compile_s;
+        ph->start += rec->res.start_s;
+        ph->check += rec->res.check_s;
+        ph->timing += rec->res.timing_s;
     }
     int best = 0;
     if (rec->res.status == KF_V_OK && rec->res.timed) {
         kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
+        t = kf_now();
         profile(ec, cand, rec);
         if (ec->o->analysis != KF_ANALYSIS_OFF) analyse(ec, cand, rec);
+        ph->analysis += kf_now() - t;
         rec->source = kf_strdup(cand->source);
         snprintf(rec->flags, sizeof rec->flags, "%s", cand->flags);
         /* --memcheck every: a candidate the checker flags never becomes the best (a cached
          * result carries its stored verdict) */
+        t = kf_now();
         if (!rec->cached) memcheck_every(ec->o, r, ec->vctx, ec->be, ec->work, ec->mc_tool, rec);
+        ph->memcheck += kf_now() - t;
         if (rec->res.status == KF_V_OK && (r->best < 0 || rec->res.time_ms < ec->best_time)) {
             ec->best_time = rec->res.time_ms;
             r->best = (int)(rec - r->iters);
@@ -640,8 +671,34 @@ int kf_loop_evaluate(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *r
         }
     }
     kf_loop_table_row(ec, rec);
+    t = kf_now();
     kf_persist_iter(ec->ps, r, rec, cand->source, cand->flags);
+    ph->store += kf_now() - t;
     return best;
+}
+
+/* The total (the caller's parse included) and what the named phases leave of it. */
+static void phases_close(kf_phase_times *p, double parse_s, double loop_s) {
+    p->parse = parse_s;
+    p->total = parse_s + loop_s;
+    p->other = p->total - (p->parse + p->setup + p->draw + p->reference + p->compile + p->start +
+                           p->check + p->timing + p->analysis + p->store + p->memcheck);
+    if (p->other < 0) p->other = 0;
+}
+
+void kf_phase_times_print(FILE *f, const kf_phase_times *p) {
+    const struct { const char *name; double s; } rows[] = {
+        {"parse", p->parse}, {"setup", p->setup}, {"input draw", p->draw},
+        {"reference", p->reference}, {"compile", p->compile}, {"sandbox start", p->start},
+        {"check runs", p->check}, {"timing runs", p->timing}, {"analysis", p->analysis},
+        {"store", p->store}, {"memcheck", p->memcheck}, {"other", p->other},
+    };
+    fprintf(f, "phases (s):\n");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        fprintf(f, "  %-14s %8.3f  %5.1f%%%s\n", rows[i].name, rows[i].s,
+                p->total > 0 ? 100 * rows[i].s / p->total : 0,
+                i == 3 && p->ref_cached ? "  (from the store's cache)" : "");
+    fprintf(f, "  %-14s %8.3f\n", "total", p->total);
 }
 
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
@@ -729,8 +786,16 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     vo.floor_s = r->roof.floor_s;
     vo.workdir = work;
     if (o->table) fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);
+    r->phases.setup = kf_now() - t0;
+    double t_ctx = kf_now();
     st = kf_verify_ctx_new(g, &vo, &vctx, err);
     if (st != KF_OK) goto done;
+    t_ctx = kf_now() - t_ctx;
+    /* the reference: the interpreter and everything else of the context but the drawing
+     * (rounding the reference to the outputs' dtype, its RMS, the error bounds) */
+    kf_verify_ctx_times(vctx, &r->phases.draw, &r->phases.reference);
+    if (t_ctx > r->phases.draw) r->phases.reference = t_ctx - r->phases.draw;
+    double t_setup2 = kf_now();
 
     r->sandbox_flags = kf_verify_sandbox_describe(vctx, be, r->sandbox, sizeof r->sandbox);
     /* a model's kernels are untrusted: say what holds them, and loudly what does not */
@@ -759,7 +824,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         fprintf(o->table, "memcheck every: not run: %s\n", mc_none.msg);
 
     int iters = o->iters > 0 ? o->iters : 12;
+    r->phases.setup += kf_now() - t_setup2;
+    double tp = kf_now();
     st = kf_persist_begin(&ps, g, o, r, iters, &vo, err);
+    r->phases.store += kf_now() - tp;
     if (st != KF_OK) goto done;
     r->iters = kf_calloc((size_t)iters, sizeof *r->iters);
     /* iterations for the builtin agent; the rest go to the model */
@@ -791,7 +859,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         if (st != KF_OK) goto done;
     }
     if (in_use >= 0 && agents[in_use].close) agents[in_use].close(agents[in_use].self, &ec);
+    double tm = kf_now();
     final_memcheck(o, r, vctx, be, work, mc_tool, mc_none.msg);
+    r->phases.memcheck += kf_now() - tm;
     if (r->best >= 0) {
         r->best_source = kf_strdup(r->iters[r->best].source);
         snprintf(r->best_flags, sizeof r->best_flags, "%s", r->iters[r->best].flags);
@@ -803,7 +873,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         double first = r->niters && r->iters[0].res.status == KF_V_OK ? r->iters[0].res.time_ms : 0;
         kf_report_table_footer(o->table, r->best >= 0 ? &brow : NULL, first, r->wall_s);
     }
+    tp = kf_now();
     kf_persist_finish(&ps, r, 0);
+    r->phases.store += kf_now() - tp;
+    phases_close(&r->phases, o->parse_s, kf_now() - t0);
     st = write_outputs(g, r, err);
 
 done:

@@ -445,6 +445,7 @@ typedef struct hs_run {
     int stuck;              /* one of them did not stop */
     int in_call, in_flush, finished, violation, rc, started;
     double t_go, t_first_go, t_timing, spent;
+    double t_fork;          /* when the runner was forked (kf_sbx_run's t0) */
     /* checking the calls (lim->prepare/check): the set the current call got, the random
      * checks made, and the first failure */
     pid_t pid;
@@ -603,6 +604,7 @@ static int hs_go(hs_run *h, kf_sbx *sb) {
 static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
     switch (m[0]) {
     case 'r':
+        if (!h->started && sb->start_s == 0) sb->start_s = kf_now() - h->t_fork;
         /* after loading (the first call is a warm-up: no flush), or after an 'f' */
         if (h->in_call || (h->started && !h->in_flush)) break;
         /* the first call, or the next after a flush: prepared with the run stopped */
@@ -921,6 +923,8 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     ctl->handshake = use_hs;
 
     double t0 = kf_now();
+    hs.t_fork = t0;
+    sb->start_s = 0;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {

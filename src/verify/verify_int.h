@@ -90,6 +90,7 @@ struct kf_verify_ctx {
     kf_vset *sets;
     double bound_k;         /* the longest contraction's length K (1 without one): the
                                NMSE allowance of the bounds is sum bound^2 / K (compare.c) */
+    double t_draw, t_ref;   /* seconds spent drawing the sets and computing the reference */
 };
 
 /* ---- verify.c, shared with memcheck.c ---- */
@@ -136,6 +137,8 @@ typedef struct kf_sbx {
     int hs_last_set;        /* the input set of the last call (prepare's return value) */
     int hs_fail_set, hs_fail_call; /* where a random check failed */
     double hs_times[KF_RUN_MAX_REPS];
+    double start_s;         /* the last run: fork to the runner's first message (the
+                               artifact loaded), by the parent's clock; 0 without one */
 } kf_sbx;
 
 typedef struct kf_sbx_limits {
