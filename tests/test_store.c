@@ -93,7 +93,7 @@ Test(store, migrates_a_version_1_file) {
     kf_store_close(s);
 
     s = open_at("v1.db");
-    cr_assert_eq(scalar(s, "PRAGMA user_version"), 2);
+    cr_assert_eq(scalar(s, "PRAGMA user_version"), KF_STORE_SCHEMA_VERSION);
     cr_assert_eq(scalar(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'reference'"), 1);
     kf_store_run got;
     cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);

@@ -120,6 +120,21 @@ void kf_verify_ctx_free(kf_verify_ctx *ctx);
  * (0 and 0 when they came from a cache: kf_verify_ctx_load). */
 void kf_verify_ctx_times(const kf_verify_ctx *ctx, double *draw_s, double *ref_s);
 
+/* The input sets and their reference as parts a cache can keep (src/verify/refcache.c).
+ * Bump KF_VERIFY_SETS_VERSION whenever the same seed would draw other values or give
+ * another reference (a cached list then no longer matches). */
+#define KF_VERIFY_SETS_VERSION 1
+/* Contract: ctx's sets as n byte blobs (returned): (*data)[k] of (*len)[k] bytes, part 0 a
+ * header. The blobs are ctx's own (valid while it lives) but part 0, which is *head; the
+ * caller frees *data, *len and *head. */
+int kf_verify_ctx_parts(const kf_verify_ctx *ctx, const void ***data, size_t **len, void **head);
+/* Contract: a context for g and o (o->seed must be the seed the parts were drawn with, not
+ * 0) from the n parts kf_verify_ctx_parts gave (malloc'd blobs: those it uses it takes over,
+ * setting data[k] to NULL; the caller frees the rest). KF_ERR_PARSE when the parts were made
+ * for other sets (seed, set count, graph sizes, format version); nothing is used then. */
+kf_status kf_verify_ctx_from_parts(const kf_graph *g, const kf_verify_opts *o, int n, void **data,
+                                   const size_t *len, kf_verify_ctx **out, kf_error *err);
+
 /* Check (and, when opts.time_it, time) an already-compiled artifact of candidate c on
  * backend b. Always fills r; returns KF_OK when the check itself could be carried out
  * (whatever the verdict), or an error when kforge could not run it at all. */
