@@ -94,6 +94,11 @@ typedef struct kf_verify_opts {
     int min_reps;           /* default 5 */
     double min_time_s;      /* keep repeating until this much time is spent (default 0.2) */
     int max_reps;           /* default 200 */
+    double stable_rel;      /* > 0: the timing may stop before min_time_s once the median
+                               is stable within this fraction (and at least min_reps + 2
+                               reps, two calls checked at random; the CPU's parent-timed
+                               runs only). Default 0: min_time_s, as before; kforge synth
+                               sets 0.01 */
     double floor_s;         /* roofline floor in seconds; 0 = unknown (no impossibility test) */
     int64_t cache_bytes;    /* flush between reps when the working set is below this */
     int fresh_outputs;      /* CPU timing: the outputs' pages are freed before every rep, so

@@ -712,6 +712,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         double now = kf_now();
         kf_verify_rng_seed(&tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&tc));
         if (lim.handshake) {
+            lim.stable_rel = o->stable_rel;
             lim.prepare = timed_prepare;
             lim.check = timed_check;
             lim.cb_arg = &tc;

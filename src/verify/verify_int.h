@@ -175,6 +175,12 @@ typedef struct kf_sbx_limits {
     int (*prepare)(void *arg, int final, int poison);
     kf_vstatus (*check)(void *arg, int set, char *detail, size_t cap);
     void *cb_arg;
+    /* > 0: the timing run may end before min_time once the median is stable (issue 30):
+     * at least min_reps + 2 reps, the median of all reps within this fraction of the
+     * median without the last two, the middle half of the reps within 4 times this
+     * fraction of the median, and at least two calls checked at random (besides the
+     * final one); 0: min_time as before */
+    double stable_rel;
 } kf_sbx_limits;
 
 /* Caps on what one run may leave in its scratch directory (entries of any kind, and
