@@ -26,7 +26,16 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* Elements per block of the parallel comparison (the merge is in block order). */
+#define CMP_BLOCK 65536
+
+typedef struct cmp_part {
+    double err2, ref2, bnd2, max_abs, max_rel, worst_excess, got, want;
+    int64_t worst, first_bad, nbad;
+} cmp_part;
 
 /* "[3, 17]" (row-major coordinates of flat index i). */
 void kf_verify_format_index(const kf_shape *sh, int64_t i, char *buf, size_t cap) {
@@ -126,10 +135,23 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
     res->status = KF_V_OK;
     res->first_bad = -1;
 
-    for (int64_t i = 0; i < n; i++) {
-        if (!kf_verify_is_poison(dt, data, i)) continue;
-        int64_t cnt = 0;
-        for (int64_t k = i; k < n; k++) cnt += kf_verify_is_poison(dt, data, k);
+    /* the first poisoned element and how many there are, by blocks (in parallel) */
+    int64_t nblk = (n + CMP_BLOCK - 1) / CMP_BLOCK, first_poison = -1, npoison = 0;
+#pragma omp parallel for schedule(static) reduction(+ : npoison) if (nblk > 1)
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t e = (b + 1) * CMP_BLOCK < n ? (b + 1) * CMP_BLOCK : n, f = -1;
+        for (int64_t i = b * CMP_BLOCK; i < e; i++)
+            if (kf_verify_is_poison(dt, data, i)) {
+                if (f < 0) f = i;
+                npoison++;
+            }
+        if (f >= 0) {
+#pragma omp critical(kf_cmp_first)
+            if (first_poison < 0 || f < first_poison) first_poison = f;
+        }
+    }
+    if (first_poison >= 0) {
+        int64_t i = first_poison, cnt = npoison;
         char idx[160];
         kf_verify_format_index(&v->shape, i, idx, sizeof idx);
         res->status = KF_V_UNWRITTEN;
@@ -160,36 +182,65 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
     const float *bnd = ctx->sets[s].bound ? ctx->sets[s].bound[j] : NULL;
     double scale = ctx->sets[s].ref_rms[j];
     if (!(scale > 1.0)) scale = 1.0;
-    double err2 = 0, ref2 = 0, bnd2 = 0, worst_excess = -1;
-    int64_t worst = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double got = kf_verify_load(dt, data, i), want = kf_verify_load(dt, ref, i);
-        int bad = 0;
-        double d = 0;
-        if (isnan(want) || isnan(got)) {
-            bad = isnan(want) != isnan(got);
-        } else if (isinf(want) || isinf(got)) {
-            bad = got != want;
-        } else {
-            d = fabs(got - want);
-            double tol = atol * scale + rtol * fabs(want) + (bnd ? (double)bnd[i] : 0.0);
-            bad = d > tol;
-            err2 += d * d;
-            ref2 += want * want;
-            if (bnd) bnd2 += (double)bnd[i] * (double)bnd[i];
-            if (d > res->max_abs) res->max_abs = d;
-            if (want != 0 && d / fabs(want) > res->max_rel) res->max_rel = d / fabs(want);
-            if (d - tol > worst_excess) {
-                worst_excess = d - tol;
-                worst = i;
+    /* by blocks of CMP_BLOCK elements (in parallel), merged in block order: the sums, the
+     * first bad element and the worst excess come out the same whatever the thread count */
+    cmp_part *pt = kf_calloc((size_t)nblk, sizeof *pt);
+#pragma omp parallel for schedule(static) if (nblk > 1)
+    for (int64_t b = 0; b < nblk; b++) {
+        cmp_part *p = &pt[b];
+        p->worst_excess = -1;
+        p->worst = p->first_bad = -1;
+        int64_t e = (b + 1) * CMP_BLOCK < n ? (b + 1) * CMP_BLOCK : n;
+        for (int64_t i = b * CMP_BLOCK; i < e; i++) {
+            double got = kf_verify_load(dt, data, i), want = kf_verify_load(dt, ref, i);
+            int bad = 0;
+            double d = 0;
+            if (isnan(want) || isnan(got)) {
+                bad = isnan(want) != isnan(got);
+            } else if (isinf(want) || isinf(got)) {
+                bad = got != want;
+            } else {
+                d = fabs(got - want);
+                double tol = atol * scale + rtol * fabs(want) + (bnd ? (double)bnd[i] : 0.0);
+                bad = d > tol;
+                p->err2 += d * d;
+                p->ref2 += want * want;
+                if (bnd) p->bnd2 += (double)bnd[i] * (double)bnd[i];
+                if (d > p->max_abs) p->max_abs = d;
+                if (want != 0 && d / fabs(want) > p->max_rel) p->max_rel = d / fabs(want);
+                if (d - tol > p->worst_excess) {
+                    p->worst_excess = d - tol;
+                    p->worst = i;
+                }
+            }
+            if (bad && p->nbad++ == 0) {
+                p->first_bad = i;
+                p->got = got;
+                p->want = want;
             }
         }
-        if (bad && res->nbad++ == 0) {
-            res->first_bad = i;
-            res->got = got;
-            res->want = want;
-        }
     }
+    double err2 = 0, ref2 = 0, bnd2 = 0, worst_excess = -1;
+    int64_t worst = -1;
+    for (int64_t b = 0; b < nblk; b++) {
+        const cmp_part *p = &pt[b];
+        err2 += p->err2;
+        ref2 += p->ref2;
+        bnd2 += p->bnd2;
+        if (p->max_abs > res->max_abs) res->max_abs = p->max_abs;
+        if (p->max_rel > res->max_rel) res->max_rel = p->max_rel;
+        if (p->worst >= 0 && p->worst_excess > worst_excess) {
+            worst_excess = p->worst_excess;
+            worst = p->worst;
+        }
+        if (p->nbad && res->nbad == 0) {
+            res->first_bad = p->first_bad;
+            res->got = p->got;
+            res->want = p->want;
+        }
+        res->nbad += p->nbad;
+    }
+    free(pt);
     res->nmse = ref2 > 0 ? err2 / ref2 : (err2 > 0 ? INFINITY : 0.0);
     double nmse_base = nmse_tol;
     if (bnd2 > 0 && ref2 > 0) nmse_tol += bnd2 / (ctx->bound_k * ref2);
