@@ -2,7 +2,8 @@
  * The cached input sets and reference (issue 30, src/verify/refcache.c and the store's
  * refsets): a context made from a cached list must judge candidates exactly as the one that
  * drew the sets (a wrong kernel still fails, on the same set), a list made for other sets is
- * refused, and the loop serves a seeded run's sets from the store the second time.
+ * refused, and the loop serves a seeded run's sets from the store the second time (and
+ * records where the run's time went in the store's run row).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -158,6 +159,12 @@ Test(refcache, loop_reads_the_store) {
     cr_assert_eq(kf_loop_run(g, &o, &r1, &err), KF_OK, "%s", err.msg);
     cr_expect_eq(r1.phases.ref_cached, 0);
     cr_expect_gt(r1.phases.total, 0);
+    /* the store's run record keeps the phases too (runs.phases) */
+    kf_run_result back;
+    cr_assert_eq(kf_run_load(s, r1.run_id, &back, NULL, &err), KF_OK, "%s", err.msg);
+    cr_expect_eq(back.phases.total, r1.phases.total);
+    cr_expect_eq(back.phases.check, r1.phases.check);
+    kf_run_result_free(&back);
     cr_assert_eq(kf_loop_run(g, &o, &r2, &err), KF_OK, "%s", err.msg);
     cr_expect_eq(r2.phases.ref_cached, 1);
     cr_expect_eq(r2.phases.draw, 0);

@@ -141,6 +141,8 @@ typedef struct kf_store_run {
     char memcheck_detail[2048];
     char reference[800];     /* where the model's reference kernel came from ("" = none or
                                 not a model run; schema version 2) */
+    char phases[1024];       /* where the run's time went: kf_phase_times as JSON, as run.json's
+                                phases_s ("" = not recorded; schema version 3) */
 } kf_store_run;
 
 void kf_store_run_clear(kf_store_run *r);

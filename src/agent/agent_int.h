@@ -71,6 +71,11 @@ typedef struct kf_persist {
     int64_t cached_eval;     /* the evaluation the last cache hit served */
 } kf_persist;
 
+/* kf_phase_times as the run record's phases_s object, and back from its JSON text (all
+ * zero when text is empty or not such an object). */
+json_t *kf_agent_phases_json(const kf_phase_times *p);
+void kf_agent_phases_read(const char *text, kf_phase_times *p);
+
 /* The input sets and reference for g drawn with vo's seed, from o->store's cache
  * (kf_store_parts_get, kf_verify_ctx_from_parts) into *out: 1 on a hit, 0 on a miss, with
  * no store, or when the seed was drawn from the clock (o->seed 0: such a key never

@@ -202,6 +202,51 @@ static json_t *plan_json(const kf_launch_plan *p) {
     return arr;
 }
 
+/* See agent_int.h. */
+json_t *kf_agent_phases_json(const kf_phase_times *p) {
+    json_t *ph = json_object();
+    json_object_set_new(ph, "parse", json_real(p->parse));
+    json_object_set_new(ph, "setup", json_real(p->setup));
+    json_object_set_new(ph, "draw", json_real(p->draw));
+    json_object_set_new(ph, "reference", json_real(p->reference));
+    json_object_set_new(ph, "reference_cached", json_boolean(p->ref_cached));
+    json_object_set_new(ph, "compile", json_real(p->compile));
+    json_object_set_new(ph, "sandbox_start", json_real(p->start));
+    json_object_set_new(ph, "check", json_real(p->check));
+    json_object_set_new(ph, "timing", json_real(p->timing));
+    json_object_set_new(ph, "analysis", json_real(p->analysis));
+    json_object_set_new(ph, "store", json_real(p->store));
+    json_object_set_new(ph, "memcheck", json_real(p->memcheck));
+    json_object_set_new(ph, "other", json_real(p->other));
+    json_object_set_new(ph, "total", json_real(p->total));
+    return ph;
+}
+
+/* See agent_int.h. */
+void kf_agent_phases_read(const char *text, kf_phase_times *p) {
+    memset(p, 0, sizeof *p);
+    json_t *j = text && text[0] ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return;
+    }
+    p->parse = json_number_value(json_object_get(j, "parse"));
+    p->setup = json_number_value(json_object_get(j, "setup"));
+    p->draw = json_number_value(json_object_get(j, "draw"));
+    p->reference = json_number_value(json_object_get(j, "reference"));
+    p->ref_cached = json_is_true(json_object_get(j, "reference_cached"));
+    p->compile = json_number_value(json_object_get(j, "compile"));
+    p->start = json_number_value(json_object_get(j, "sandbox_start"));
+    p->check = json_number_value(json_object_get(j, "check"));
+    p->timing = json_number_value(json_object_get(j, "timing"));
+    p->analysis = json_number_value(json_object_get(j, "analysis"));
+    p->store = json_number_value(json_object_get(j, "store"));
+    p->memcheck = json_number_value(json_object_get(j, "memcheck"));
+    p->other = json_number_value(json_object_get(j, "other"));
+    p->total = json_number_value(json_object_get(j, "total"));
+    json_decref(j);
+}
+
 /* See agent_int.h: the run record of run.json. */
 json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_result *r) {
     json_t *run = json_object();
@@ -221,25 +266,7 @@ json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_
     json_object_set_new(run, "iterations", its);
     json_object_set_new(run, "best_iter", r->best >= 0 ? json_integer(r->iters[r->best].iter) : json_null());
     json_object_set_new(run, "wall_s", json_real(r->wall_s));
-    if (r->phases.total > 0) {
-        const kf_phase_times *p = &r->phases;
-        json_t *ph = json_object();
-        json_object_set_new(ph, "parse", json_real(p->parse));
-        json_object_set_new(ph, "setup", json_real(p->setup));
-        json_object_set_new(ph, "draw", json_real(p->draw));
-        json_object_set_new(ph, "reference", json_real(p->reference));
-        json_object_set_new(ph, "reference_cached", json_boolean(p->ref_cached));
-        json_object_set_new(ph, "compile", json_real(p->compile));
-        json_object_set_new(ph, "sandbox_start", json_real(p->start));
-        json_object_set_new(ph, "check", json_real(p->check));
-        json_object_set_new(ph, "timing", json_real(p->timing));
-        json_object_set_new(ph, "analysis", json_real(p->analysis));
-        json_object_set_new(ph, "store", json_real(p->store));
-        json_object_set_new(ph, "memcheck", json_real(p->memcheck));
-        json_object_set_new(ph, "other", json_real(p->other));
-        json_object_set_new(ph, "total", json_real(p->total));
-        json_object_set_new(run, "phases_s", ph);
-    }
+    if (r->phases.total > 0) json_object_set_new(run, "phases_s", kf_agent_phases_json(&r->phases));
     json_t *mc = json_object();
     json_object_set_new(mc, "status", json_string(r->memcheck));
     json_object_set_new(mc, "detail", json_string(r->memcheck_detail));
@@ -887,10 +914,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         double first = r->niters && r->iters[0].res.status == KF_V_OK ? r->iters[0].res.time_ms : 0;
         kf_report_table_footer(o->table, r->best >= 0 ? &brow : NULL, first, r->wall_s);
     }
-    tp = kf_now();
-    kf_persist_finish(&ps, r, 0);
-    r->phases.store += kf_now() - tp;
+    /* closed before the run's end is stored, which then records them (its own write is
+     * the one store write they miss) */
     phases_close(&r->phases, o->parse_s, kf_now() - t0);
+    kf_persist_finish(&ps, r, 0);
     st = write_outputs(g, r, err);
 
 done:

@@ -317,6 +317,13 @@ void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed) {
                  r->store_error);
     }
     sr.wall_s = r->wall_s;
+    if (r->phases.total > 0) {
+        json_t *ph = kf_agent_phases_json(&r->phases);
+        char *t = json_dumps(ph, JSON_COMPACT | JSON_SORT_KEYS);
+        if (t && strlen(t) < sizeof sr.phases) snprintf(sr.phases, sizeof sr.phases, "%s", t);
+        free(t);
+        json_decref(ph);
+    }
     sr.llm_calls = r->llm_calls;
     sr.prompt_tokens = r->llm_prompt_tokens;
     sr.completion_tokens = r->llm_completion_tokens;

@@ -92,7 +92,9 @@ static const char *const migrations[KF_STORE_SCHEMA_VERSION] = {
     "CREATE TABLE IF NOT EXISTS refsets ("
     "  key TEXT NOT NULL, part INTEGER NOT NULL, nparts INTEGER NOT NULL, task TEXT NOT NULL,"
     "  created REAL NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (key, part));"
-    "CREATE INDEX IF NOT EXISTS refsets_by_task ON refsets (task, created);",
+    "CREATE INDEX IF NOT EXISTS refsets_by_task ON refsets (task, created);"
+    /* ... and where a run's time went (kf_phase_times as JSON) */
+    "ALTER TABLE runs ADD COLUMN phases TEXT NOT NULL DEFAULT '';",
 };
 
 static double wall_now(void) {
@@ -527,8 +529,8 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
     kf_status st = prep(s, "UPDATE runs SET status = ?1, ended = ?2, stop_reason = ?3, wall_s = ?4, "
                  "llm_calls = ?5, prompt_tokens = ?6, completion_tokens = ?7, memcheck = ?8, "
                  "memcheck_detail = ?9, best_iter = ?10, best_ms = ?11, best_pct = ?12, "
-                 "best_candidate = (SELECT candidate FROM iterations WHERE run = ?13 AND iter = ?10) "
-                 "WHERE id = ?13", &q, err);
+                 "best_candidate = (SELECT candidate FROM iterations WHERE run = ?13 AND iter = ?10), "
+                 "phases = ?14 WHERE id = ?13", &q, err);
     if (st == KF_OK) {
         bind_text(q, 1, r->status);
         sqlite3_bind_double(q, 2, wall_now());
@@ -543,6 +545,7 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
         sqlite3_bind_double(q, 11, r->best_ms);
         sqlite3_bind_double(q, 12, r->best_pct);
         bind_text(q, 13, r->id);
+        bind_text(q, 14, r->phases);
         if (sqlite3_step(q) != SQLITE_DONE) st = db_fail(s, err, "cannot record the run's end");
     }
     sqlite3_finalize(q);
@@ -555,7 +558,7 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id), best_iter, best_ms, best_pct, "   \
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id AND i.cached), replayed, "           \
     "stop_reason, wall_s, llm_calls, prompt_tokens, completion_tokens, memcheck, memcheck_detail, "   \
-    "reference"
+    "reference, phases"
 
 static void run_row(const kf_store *s, sqlite3_stmt *q, kf_store_run *r) {
     memset(r, 0, sizeof *r);
@@ -593,6 +596,7 @@ static void run_row(const kf_store *s, sqlite3_stmt *q, kf_store_run *r) {
     scopy(r->memcheck, sizeof r->memcheck, sqlite3_column_text(q, c++));
     scopy(r->memcheck_detail, sizeof r->memcheck_detail, sqlite3_column_text(q, c++));
     scopy(r->reference, sizeof r->reference, sqlite3_column_text(q, c++));
+    scopy(r->phases, sizeof r->phases, sqlite3_column_text(q, c++));
     /* what kf_store_mark_interrupted would have written, where it cannot write */
     if (s->readonly && !strcmp(r->status, "running") && process_gone(s, r->host, r->pid))
         snprintf(r->status, sizeof r->status, "interrupted");
