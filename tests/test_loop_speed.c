@@ -1,7 +1,7 @@
 /*
  * The fast loop's timing rule (issue 30): with kf_verify_opts.stable_rel the timing run ends
  * once the median has settled instead of running until min_time_s, and without it the run
- * is as before. The kernel spins for 2 ms by the clock, so its times hardly vary. No time is
+ * is as before. The kernel spins for 20 ms by the clock, so its times hardly vary. No time is
  * asserted: only how many reps the parent took.
  */
 #include <criterion/criterion.h>
@@ -21,7 +21,7 @@ static const char *spin = "#include <math.h>\n#include <time.h>\n"
                           " return t.tv_sec + 1e-9 * t.tv_nsec; }\n"
                           "int kforge_kernel(void *const *a) {\n"
                           "    const float *x = a[0]; float *y = a[1];\n"
-                          "    double t0 = now(); while (now() - t0 < 0.002) {}\n"
+                          "    double t0 = now(); while (now() - t0 < 0.02) {}\n"
                           "    for (long i = 0; i < 1024; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
                           "    return 0;\n}\n";
 
@@ -41,7 +41,7 @@ static kf_vresult timed_run(double stable_rel) {
     o.threads = 1;
     o.time_it = 1;
     o.min_reps = 5;
-    /* far more than the cap's 30 reps of 2 ms: the cap ends it without a stable stop (the
+    /* far more than the cap's 30 reps of 20 ms: the cap ends it without a stable stop (the
      * wall limit, and with it the run's budget, is wide for a loaded machine) */
     o.min_time_s = 100;
     o.max_reps = 30;
@@ -64,11 +64,13 @@ static kf_vresult timed_run(double stable_rel) {
 }
 
 Test(loop_speed, stable_median_ends_the_timing) {
-    kf_vresult r = timed_run(0.05);
+    /* a wide stability band: the rule, not the machine's noise, is under test */
+    kf_vresult r = timed_run(0.2);
     cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
     cr_assert(r.timed);
     cr_expect_geq(r.reps, 7, "at least min_reps + 2 reps, got %d", r.reps);
-    cr_expect_lt(r.reps, 30, "the median of a 2 ms spin settles before the cap; %d reps", r.reps);
+    cr_expect_lt(r.reps, 30, "the median of a 20 ms spin settles before the cap; %d reps (median %.3f ms, min %.3f, mean %.3f)",
+                 r.reps, r.time_ms, r.time_min_ms, r.time_mean_ms);
 }
 
 Test(loop_speed, without_it_min_time_rules) {
