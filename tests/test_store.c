@@ -87,13 +87,14 @@ Test(store, migrates_a_version_1_file) {
     char id[17];
     snprintf(id, sizeof id, "%s", r.id);
     kf_store_run_clear(&r);
-    cr_assert_eq(sqlite3_exec(kf_store_db(s), "ALTER TABLE runs DROP COLUMN reference; PRAGMA user_version = 1",
+    cr_assert_eq(sqlite3_exec(kf_store_db(s), "ALTER TABLE runs DROP COLUMN reference; ALTER TABLE runs DROP COLUMN phases; "
+                              "DROP TABLE refsets; PRAGMA user_version = 1",
                               NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(kf_store_db(s)));
     cr_assert_eq(scalar(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'reference'"), 0);
     kf_store_close(s);
 
     s = open_at("v1.db");
-    cr_assert_eq(scalar(s, "PRAGMA user_version"), 2);
+    cr_assert_eq(scalar(s, "PRAGMA user_version"), KF_STORE_SCHEMA_VERSION);
     cr_assert_eq(scalar(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'reference'"), 1);
     kf_store_run got;
     cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);

@@ -58,7 +58,9 @@ typedef struct kf_loop_opts {
     const char *resume_run;  /* continue this stored run (full id; the options must be the
                                 stored ones: kf_run_resume_load) */
     const char *target_spec; /* --target as given, recorded with the run (NULL: target) */
+    double parse_s;          /* seconds the caller spent parsing the task (kf_phase_times) */
 } kf_loop_opts;
+
 
 enum {
     KF_ANALYSIS_BUILTIN = 0, /* every verified candidate is diagnosed (kf_perf_diagnose); the
@@ -130,6 +132,23 @@ typedef struct kf_iter_record {
     char measured_by[17];    /* the run that measured it */
 } kf_iter_record;
 
+/* Where a run's wall time went (issue 30), seconds, summed over its candidates: parse (the
+ * caller's, kf_loop_opts.parse_s), setup (the backend, the generator's plan, the device's
+ * ceilings), draw and reference (the input sets and their float64 reference; both 0 when
+ * the store's cache had them: ref_cached), compile, start (runner processes up to the
+ * kernel loaded), check (the check runs' calls and comparisons), timing (the timing runs),
+ * analysis (diagnosis and profiling), store (every store read and write), memcheck, and
+ * other (the rest of total: proposing, the table, the output files). */
+typedef struct kf_phase_times {
+    double parse, setup, draw, reference, compile, start, check, timing, analysis, store,
+        memcheck, other, total;
+    int ref_cached;          /* the input sets and reference came from the store */
+} kf_phase_times;
+
+/* The phases of r as one line per phase with its share of the total ("phase  seconds  %"),
+ * into f (kforge synth --verbose). */
+void kf_phase_times_print(FILE *f, const kf_phase_times *p);
+
 typedef struct kf_run_result {
     kf_device_info dev;
     kf_ceilings ceil;
@@ -159,6 +178,7 @@ typedef struct kf_run_result {
     int cache_hits;          /* iterations served from the store */
     char store_error[512];   /* the first store failure ("" none): the loop goes on without */
     int store_failures;      /* store writes and reads that failed (kforge synth exits 2) */
+    kf_phase_times phases;   /* where the wall time went */
 } kf_run_result;
 
 /* Run the loop on g. Returns KF_OK when the loop ran (r->best may still be -1 when no

@@ -43,7 +43,7 @@
 extern "C" {
 #endif
 
-#define KF_STORE_SCHEMA_VERSION 2
+#define KF_STORE_SCHEMA_VERSION 3
 #define KF_STORE_BUSY_MS 10000
 #define KF_STORE_HARNESS "v2" /* v2: offset and large-magnitude sets, contraction error bounds */
 
@@ -85,6 +85,18 @@ void kf_store_close(kf_store *s);
 const char *kf_store_path(const kf_store *s);
 /* The handle, for tests and tools that read the tables directly (a sqlite3 *). */
 void *kf_store_db(kf_store *s);
+
+/* ---- cached input sets (issue 30) ---- */
+
+/* Contract: keep the n byte blobs data[k] (len[k] bytes each) under key for task, in one
+ * transaction, replacing what key held; then only the task's `keep` newest keys stay (0:
+ * all). The verifier's input sets and reference are kept so (kf_verify_ctx_parts). */
+kf_status kf_store_parts_put(kf_store *s, const char *key, const char *task, int n, const void *const *data,
+                             const size_t *len, int keep, kf_error *err);
+/* Contract: the blobs under key, in order: *n of them (0 when none, or when the entry is
+ * incomplete), (*data)[k] malloc'd with (*len)[k] bytes; the caller frees each, and both
+ * arrays. */
+kf_status kf_store_parts_get(kf_store *s, const char *key, int *n, void ***data, size_t **len, kf_error *err);
 
 /* ---- tasks ---- */
 
@@ -129,6 +141,8 @@ typedef struct kf_store_run {
     char memcheck_detail[2048];
     char reference[800];     /* where the model's reference kernel came from ("" = none or
                                 not a model run; schema version 2) */
+    char phases[1024];       /* where the run's time went: kf_phase_times as JSON, as run.json's
+                                phases_s ("" = not recorded; schema version 3) */
 } kf_store_run;
 
 void kf_store_run_clear(kf_store_run *r);

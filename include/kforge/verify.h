@@ -68,6 +68,11 @@ typedef struct kf_vresult {
     double time_ms;         /* median */
     double time_min_ms, time_mean_ms;
     double run_wall_s;      /* wall time the whole check took */
+    /* where run_wall_s went (the loop's per-phase breakdown, issue 30): building the
+     * artifact, starting the runner processes (fork to the runner's first 'ready', the
+     * kernel loaded), the check runs' calls and the timing run's calls (each after its
+     * start); seconds, 0 where the phase did not happen */
+    double compile_s, start_s, check_s, timing_s;
     char resources[512];    /* the compiler's resource report where the platform gives one
                                (CUDA: "KERNEL regs=R smem=S local=L max_threads=T", one per
                                kernel, "; "-separated; local = spills + local arrays, bytes
@@ -89,6 +94,11 @@ typedef struct kf_verify_opts {
     int min_reps;           /* default 5 */
     double min_time_s;      /* keep repeating until this much time is spent (default 0.2) */
     int max_reps;           /* default 200 */
+    double stable_rel;      /* > 0: the timing may stop before min_time_s once the median
+                               is stable within this fraction (and at least min_reps + 2
+                               reps, two calls checked at random; the CPU's parent-timed
+                               runs only). Default 0: min_time_s, as before; kforge synth
+                               sets 0.01 */
     double floor_s;         /* roofline floor in seconds; 0 = unknown (no impossibility test) */
     int64_t cache_bytes;    /* flush between reps when the working set is below this */
     int fresh_outputs;      /* CPU timing: the outputs' pages are freed before every rep, so
@@ -111,6 +121,24 @@ typedef struct kf_verify_ctx kf_verify_ctx;
 kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
                             kf_error *err);
 void kf_verify_ctx_free(kf_verify_ctx *ctx);
+/* Seconds kf_verify_ctx_new spent drawing the input sets and computing their reference
+ * (0 and 0 when they came from a cache: kf_verify_ctx_load). */
+void kf_verify_ctx_times(const kf_verify_ctx *ctx, double *draw_s, double *ref_s);
+
+/* The input sets and their reference as parts a cache can keep (src/verify/refcache.c).
+ * Bump KF_VERIFY_SETS_VERSION whenever the same seed would draw other values or give
+ * another reference (a cached list then no longer matches). */
+#define KF_VERIFY_SETS_VERSION 1
+/* Contract: ctx's sets as n byte blobs (returned): (*data)[k] of (*len)[k] bytes, part 0 a
+ * header. The blobs are ctx's own (valid while it lives) but part 0, which is *head; the
+ * caller frees *data, *len and *head. */
+int kf_verify_ctx_parts(const kf_verify_ctx *ctx, const void ***data, size_t **len, void **head);
+/* Contract: a context for g and o (o->seed must be the seed the parts were drawn with, not
+ * 0) from the n parts kf_verify_ctx_parts gave (malloc'd blobs: those it uses it takes over,
+ * setting data[k] to NULL; the caller frees the rest). KF_ERR_PARSE when the parts were made
+ * for other sets (seed, set count, graph sizes, format version); nothing is used then. */
+kf_status kf_verify_ctx_from_parts(const kf_graph *g, const kf_verify_opts *o, int n, void **data,
+                                   const size_t *len, kf_verify_ctx **out, kf_error *err);
 
 /* Check (and, when opts.time_it, time) an already-compiled artifact of candidate c on
  * backend b. Always fills r; returns KF_OK when the check itself could be carried out

@@ -84,6 +84,26 @@ typedef struct kf_persist {
     int64_t cached_eval;     /* the evaluation the last cache hit served */
 } kf_persist;
 
+/* kf_phase_times as the run record's phases_s object, and back from its JSON text (all
+ * zero when text is empty or not such an object). */
+json_t *kf_agent_phases_json(const kf_phase_times *p);
+void kf_agent_phases_read(const char *text, kf_phase_times *p);
+
+/* The input sets and reference for g drawn with vo's seed, from o->store's cache
+ * (kf_store_parts_get, kf_verify_ctx_from_parts) into *out: 1 on a hit, 0 on a miss, with
+ * no store, or when the seed was drawn from the clock (o->seed 0: such a key never
+ * recurs). Keyed by the task's content hash, the seed, the set count, the sets' format
+ * (KF_VERIFY_SETS_VERSION) and the harness (KF_STORE_HARNESS). A cache that cannot be
+ * read is a miss, said on o->table. */
+int kf_persist_sets_load(const kf_loop_opts *o, const kf_graph *g, const kf_verify_opts *vo,
+                         kf_verify_ctx **out);
+/* Keep c's sets in o->store under the key kf_persist_sets_load reads (nothing without a
+ * store, with o->seed 0, or above KF_SETS_CACHE_MAX bytes); the task's 2 newest entries
+ * stay. A failure is said on o->table and otherwise ignored: the run needs no cache. */
+void kf_persist_sets_save(const kf_loop_opts *o, const kf_graph *g, const kf_verify_opts *vo,
+                          const kf_verify_ctx *c);
+#define KF_SETS_CACHE_MAX (4ll << 30)
+
 /* Record the task and the run (or reopen o->resume_run) once the device, roofline and
  * verification settings are known; r->run_id gets the run's id. Fails as the store does
  * (the loop does not start without the record it was asked to keep). */

@@ -202,6 +202,51 @@ static json_t *plan_json(const kf_launch_plan *p) {
     return arr;
 }
 
+/* See agent_int.h. */
+json_t *kf_agent_phases_json(const kf_phase_times *p) {
+    json_t *ph = json_object();
+    json_object_set_new(ph, "parse", json_real(p->parse));
+    json_object_set_new(ph, "setup", json_real(p->setup));
+    json_object_set_new(ph, "draw", json_real(p->draw));
+    json_object_set_new(ph, "reference", json_real(p->reference));
+    json_object_set_new(ph, "reference_cached", json_boolean(p->ref_cached));
+    json_object_set_new(ph, "compile", json_real(p->compile));
+    json_object_set_new(ph, "sandbox_start", json_real(p->start));
+    json_object_set_new(ph, "check", json_real(p->check));
+    json_object_set_new(ph, "timing", json_real(p->timing));
+    json_object_set_new(ph, "analysis", json_real(p->analysis));
+    json_object_set_new(ph, "store", json_real(p->store));
+    json_object_set_new(ph, "memcheck", json_real(p->memcheck));
+    json_object_set_new(ph, "other", json_real(p->other));
+    json_object_set_new(ph, "total", json_real(p->total));
+    return ph;
+}
+
+/* See agent_int.h. */
+void kf_agent_phases_read(const char *text, kf_phase_times *p) {
+    memset(p, 0, sizeof *p);
+    json_t *j = text && text[0] ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return;
+    }
+    p->parse = json_number_value(json_object_get(j, "parse"));
+    p->setup = json_number_value(json_object_get(j, "setup"));
+    p->draw = json_number_value(json_object_get(j, "draw"));
+    p->reference = json_number_value(json_object_get(j, "reference"));
+    p->ref_cached = json_is_true(json_object_get(j, "reference_cached"));
+    p->compile = json_number_value(json_object_get(j, "compile"));
+    p->start = json_number_value(json_object_get(j, "sandbox_start"));
+    p->check = json_number_value(json_object_get(j, "check"));
+    p->timing = json_number_value(json_object_get(j, "timing"));
+    p->analysis = json_number_value(json_object_get(j, "analysis"));
+    p->store = json_number_value(json_object_get(j, "store"));
+    p->memcheck = json_number_value(json_object_get(j, "memcheck"));
+    p->other = json_number_value(json_object_get(j, "other"));
+    p->total = json_number_value(json_object_get(j, "total"));
+    json_decref(j);
+}
+
 /* See agent_int.h: the run record of run.json. */
 json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_result *r) {
     json_t *run = json_object();
@@ -221,6 +266,7 @@ json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_
     json_object_set_new(run, "iterations", its);
     json_object_set_new(run, "best_iter", r->best >= 0 ? json_integer(r->iters[r->best].iter) : json_null());
     json_object_set_new(run, "wall_s", json_real(r->wall_s));
+    if (r->phases.total > 0) json_object_set_new(run, "phases_s", kf_agent_phases_json(&r->phases));
     json_t *mc = json_object();
     json_object_set_new(mc, "status", json_string(r->memcheck));
     json_object_set_new(mc, "detail", json_string(r->memcheck_detail));
@@ -614,24 +660,36 @@ int kf_loop_evaluate(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *r
     kf_hash_hex(kf_hash64(cand->flags, strlen(cand->flags), kf_hash64(cand->source, strlen(cand->source), 0)),
                 rec->hash);
     kf_error verr = {0};
+    kf_phase_times *ph = &r->phases;
     /* a result the store holds for this exact build on this device is not measured again */
-    if (!kf_persist_lookup(ec->ps, r, cand, rec)) {
+    double t = kf_now();
+    int found = kf_persist_lookup(ec->ps, r, cand, rec);
+    ph->store += kf_now() - t;
+    if (!found) {
         kf_status st = kf_verify_candidate(ec->vctx, ec->be, cand, &rec->res, &verr);
         if (st != KF_OK) {
             rec->res.status = KF_V_INTERNAL;
             snprintf(rec->res.detail, sizeof rec->res.detail, "%s", verr.msg);
         }
+        ph->compile += rec->res.compile_s;
+        ph->start += rec->res.start_s;
+        ph->check += rec->res.check_s;
+        ph->timing += rec->res.timing_s;
     }
     int best = 0;
     if (rec->res.status == KF_V_OK && rec->res.timed) {
         kf_perf_place(&r->roof, rec->res.time_ms * 1e-3, &rec->perf);
+        t = kf_now();
         profile(ec, cand, rec);
         if (ec->o->analysis != KF_ANALYSIS_OFF) analyse(ec, cand, rec);
+        ph->analysis += kf_now() - t;
         rec->source = kf_strdup(cand->source);
         snprintf(rec->flags, sizeof rec->flags, "%s", cand->flags);
         /* --memcheck every: a candidate the checker flags never becomes the best (a cached
          * result carries its stored verdict) */
+        t = kf_now();
         if (!rec->cached) memcheck_every(ec->o, r, ec->vctx, ec->be, ec->work, ec->mc_tool, rec);
+        ph->memcheck += kf_now() - t;
         if (rec->res.status == KF_V_OK && (r->best < 0 || rec->res.time_ms < ec->best_time)) {
             ec->best_time = rec->res.time_ms;
             r->best = (int)(rec - r->iters);
@@ -640,8 +698,34 @@ int kf_loop_evaluate(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *r
         }
     }
     kf_loop_table_row(ec, rec);
+    t = kf_now();
     kf_persist_iter(ec->ps, r, rec, cand->source, cand->flags);
+    ph->store += kf_now() - t;
     return best;
+}
+
+/* The total (the caller's parse included) and what the named phases leave of it. */
+static void phases_close(kf_phase_times *p, double parse_s, double loop_s) {
+    p->parse = parse_s;
+    p->total = parse_s + loop_s;
+    p->other = p->total - (p->parse + p->setup + p->draw + p->reference + p->compile + p->start +
+                           p->check + p->timing + p->analysis + p->store + p->memcheck);
+    if (p->other < 0) p->other = 0;
+}
+
+void kf_phase_times_print(FILE *f, const kf_phase_times *p) {
+    const struct { const char *name; double s; } rows[] = {
+        {"parse", p->parse}, {"setup", p->setup}, {"input draw", p->draw},
+        {"reference", p->reference}, {"compile", p->compile}, {"sandbox start", p->start},
+        {"check runs", p->check}, {"timing runs", p->timing}, {"analysis", p->analysis},
+        {"store", p->store}, {"memcheck", p->memcheck}, {"other", p->other},
+    };
+    fprintf(f, "phases (s):\n");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        fprintf(f, "  %-14s %8.3f  %5.1f%%%s\n", rows[i].name, rows[i].s,
+                p->total > 0 ? 100 * rows[i].s / p->total : 0,
+                i == 3 && p->ref_cached ? "  (from the store's cache)" : "");
+    fprintf(f, "  %-14s %8.3f\n", "total", p->total);
 }
 
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
@@ -725,12 +809,34 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     vo.seed = r->seed;
     vo.threads = o->threads;
     vo.time_it = 1;
+    /* the timing ends once the median is stable (issue 30: a 6 ms kernel took 33 reps, each
+     * with its 2 x 64 MiB of inputs and poisoned outputs written first) */
+    vo.stable_rel = 0.01;
     vo.fresh_outputs = o->fresh_outputs;
     vo.floor_s = r->roof.floor_s;
     vo.workdir = work;
     if (o->table) fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);
-    st = kf_verify_ctx_new(g, &vo, &vctx, err);
-    if (st != KF_OK) goto done;
+    r->phases.setup = kf_now() - t0;
+    double t_ctx = kf_now();
+    /* the sets and reference depend on the task, the seed and the set count only: a run
+     * with a given seed (--seed, --resume) finds them in the store when one drew them */
+    r->phases.ref_cached = kf_persist_sets_load(o, g, &vo, &vctx);
+    if (r->phases.ref_cached) {
+        r->phases.reference = kf_now() - t_ctx;
+        if (o->table) fprintf(o->table, "(input sets and reference from the store's cache)\n");
+    } else {
+        st = kf_verify_ctx_new(g, &vo, &vctx, err);
+        if (st != KF_OK) goto done;
+        t_ctx = kf_now() - t_ctx;
+        /* the reference: the interpreter and everything else of the context but the
+         * drawing (rounding the reference to the outputs' dtype, its RMS, the bounds) */
+        kf_verify_ctx_times(vctx, &r->phases.draw, &r->phases.reference);
+        if (t_ctx > r->phases.draw) r->phases.reference = t_ctx - r->phases.draw;
+        double ts = kf_now();
+        kf_persist_sets_save(o, g, &vo, vctx);
+        r->phases.store += kf_now() - ts;
+    }
+    double t_setup2 = kf_now();
 
     r->sandbox_flags = kf_verify_sandbox_describe(vctx, be, r->sandbox, sizeof r->sandbox);
     /* a model's kernels are untrusted: say what holds them, and loudly what does not */
@@ -759,7 +865,10 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         fprintf(o->table, "memcheck every: not run: %s\n", mc_none.msg);
 
     int iters = o->iters > 0 ? o->iters : 12;
+    r->phases.setup += kf_now() - t_setup2;
+    double tp = kf_now();
     st = kf_persist_begin(&ps, g, o, r, iters, &vo, err);
+    r->phases.store += kf_now() - tp;
     if (st != KF_OK) goto done;
     r->iters = kf_calloc((size_t)iters, sizeof *r->iters);
     /* iterations for the builtin agent; the rest go to the model */
@@ -791,7 +900,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         if (st != KF_OK) goto done;
     }
     if (in_use >= 0 && agents[in_use].close) agents[in_use].close(agents[in_use].self, &ec);
+    double tm = kf_now();
     final_memcheck(o, r, vctx, be, work, mc_tool, mc_none.msg);
+    r->phases.memcheck += kf_now() - tm;
     if (r->best >= 0) {
         r->best_source = kf_strdup(r->iters[r->best].source);
         snprintf(r->best_flags, sizeof r->best_flags, "%s", r->iters[r->best].flags);
@@ -803,6 +914,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         double first = r->niters && r->iters[0].res.status == KF_V_OK ? r->iters[0].res.time_ms : 0;
         kf_report_table_footer(o->table, r->best >= 0 ? &brow : NULL, first, r->wall_s);
     }
+    /* closed before the run's end is stored, which then records them (its own write is
+     * the one store write they miss) */
+    phases_close(&r->phases, o->parse_s, kf_now() - t0);
     kf_persist_finish(&ps, r, 0);
     st = write_outputs(g, r, err);
 

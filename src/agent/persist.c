@@ -317,6 +317,13 @@ void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed) {
                  r->store_error);
     }
     sr.wall_s = r->wall_s;
+    if (r->phases.total > 0) {
+        json_t *ph = kf_agent_phases_json(&r->phases);
+        char *t = json_dumps(ph, JSON_COMPACT | JSON_SORT_KEYS);
+        if (t && strlen(t) < sizeof sr.phases) snprintf(sr.phases, sizeof sr.phases, "%s", t);
+        free(t);
+        json_decref(ph);
+    }
     sr.llm_calls = r->llm_calls;
     sr.prompt_tokens = r->llm_prompt_tokens;
     sr.completion_tokens = r->llm_completion_tokens;
@@ -329,4 +336,56 @@ void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed) {
     }
     kf_error e = {0};
     if (kf_store_run_finish(p->s, &sr, &e) != KF_OK) store_failed(p, r, &e);
+}
+
+/* ---- the input sets and reference, cached (issue 30) ---- */
+
+/* The cache key of g's sets under vo, and the task's hash; 0 when there is none to use. */
+static int sets_key(const kf_loop_opts *o, const kf_graph *g, const kf_verify_opts *vo, char *key, size_t cap,
+                    char task[17]) {
+    if (!o->store || !o->seed || !vo->seed) return 0;
+    char *text = NULL;
+    if (!o->task_text && (!g->path[0] || kf_read_file(g->path, &text, NULL, NULL) != KF_OK)) return 0;
+    kf_store_task_hash(o->task_text ? o->task_text : text, task);
+    free(text);
+    snprintf(key, cap, "sets|task=%s|seed=%llu|nsets=%d|format=%d|harness=%s", task, (unsigned long long)vo->seed,
+             vo->nsets, KF_VERIFY_SETS_VERSION, KF_STORE_HARNESS);
+    return 1;
+}
+
+/* See agent_int.h. */
+int kf_persist_sets_load(const kf_loop_opts *o, const kf_graph *g, const kf_verify_opts *vo, kf_verify_ctx **out) {
+    *out = NULL;
+    char key[256], task[17];
+    if (!sets_key(o, g, vo, key, sizeof key, task)) return 0;
+    int n = 0;
+    void **data = NULL;
+    size_t *len = NULL;
+    kf_error e = {0};
+    kf_status st = kf_store_parts_get(o->store, key, &n, &data, &len, &e);
+    if (st == KF_OK && n > 0) st = kf_verify_ctx_from_parts(g, vo, n, data, len, out, &e);
+    for (int k = 0; k < n; k++) free(data[k]);
+    free(data);
+    free(len);
+    if (st != KF_OK && o->table) fprintf(o->table, "store: cached input sets not used: %s\n", e.msg);
+    return *out != NULL;
+}
+
+/* See agent_int.h. */
+void kf_persist_sets_save(const kf_loop_opts *o, const kf_graph *g, const kf_verify_opts *vo, const kf_verify_ctx *c) {
+    char key[256], task[17];
+    if (!sets_key(o, g, vo, key, sizeof key, task)) return;
+    const void **data = NULL;
+    size_t *len = NULL;
+    void *head = NULL;
+    int n = kf_verify_ctx_parts(c, &data, &len, &head);
+    uint64_t total = 0;
+    for (int k = 0; k < n; k++) total += len[k];
+    kf_error e = {0};
+    if (total <= (uint64_t)KF_SETS_CACHE_MAX &&
+        kf_store_parts_put(o->store, key, task, n, data, len, 2, &e) != KF_OK && o->table)
+        fprintf(o->table, "store: input sets not cached: %s\n", e.msg);
+    free(data);
+    free(len);
+    free(head);
 }

@@ -189,6 +189,7 @@ kf_status kf_run_load(kf_store *s, const char *run_ref, kf_run_result *r, kf_sto
     }
     r->seed = sr.seed;
     r->wall_s = sr.wall_s;
+    kf_agent_phases_read(sr.phases, &r->phases);
     r->llm_calls = sr.llm_calls;
     r->llm_prompt_tokens = sr.prompt_tokens;
     r->llm_completion_tokens = sr.completion_tokens;

@@ -114,6 +114,9 @@ static void usage_synth(FILE *f) {
             "                     a stage's template by its name: --pin tpl=matvec)\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
+            "  -v, --verbose      after the run, where its time went (parse, input draw,\n"
+            "                     reference, compile, sandbox start, check runs, timing runs,\n"
+            "                     analysis, store, memcheck; run.json keeps them: phases_s)\n"
             "\n"
             "store (docs/store.md):\n"
             "  --store PATH       record the run here (default: $KFORGE_STORE, else\n"
@@ -263,6 +266,9 @@ int kf_cli_seconds(const char *s, double *out) {
 static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json);
 static int synth_resume(const char *ref, const char *store_path, int no_cache, int quiet, int json);
 
+/* kforge synth --verbose: the run's per-phase breakdown after the table */
+static int synth_verbose;
+
 static int cmd_synth(int argc, char **argv) {
     static const struct option lo[] = {
         {"target", required_argument, 0, 't'}, {"iters", required_argument, 0, 'n'},
@@ -283,6 +289,7 @@ static int cmd_synth(int argc, char **argv) {
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
         {"no-reference", no_argument, 0, 'Z'}, {"pin", required_argument, 0, 'I'},
         {"start", required_argument, 0, 'G'}, {"counters", required_argument, 0, 'Q'},
+        {"verbose", no_argument, 0, 'v'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     kf_loop_opts o;
     kf_loop_opts_default(&o);
@@ -299,7 +306,7 @@ static int cmd_synth(int argc, char **argv) {
     static char pins[1024];
     pins[0] = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "qh", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "qhv", lo, NULL)) != -1) {
         switch (c) {
         case 't': o.target = optarg; break;
         case 'n':
@@ -400,6 +407,7 @@ static int cmd_synth(int argc, char **argv) {
         case 'X': f_resume = optarg; break;
         case 'J': json = 1; break;
         case 'q': quiet = 1; break;
+        case 'v': synth_verbose = 1; break;
         case 'h': usage_synth(stdout); return 0;
         default: usage_synth(stderr); return EXIT_USAGE;
         }
@@ -423,7 +431,9 @@ static int cmd_synth(int argc, char **argv) {
     }
     kf_error err = {0};
     kf_graph *g = NULL;
+    double t_parse = kf_now();
     if (kf_parse_file(argv[optind], &g, &err) != KF_OK) return print_error(&err);
+    o.parse_s = kf_now() - t_parse;
     o.table = quiet ? NULL : (json ? stderr : stdout);
     kf_store *store = NULL;
     if (!no_store) {
@@ -497,6 +507,7 @@ static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json) {
         if (o.table && r.best >= 0)
             fprintf(o.table, "wrote %s/%s, manifest.json, run.json\n", r.out_dir,
                     kf_loop_kernel_file(r.dev.platform));
+        if (synth_verbose) kf_phase_times_print(stderr, &r.phases);
         if (r.store_error[0]) {
             /* said whatever -q: the run's record is incomplete, and the exit says so */
             fprintf(stderr, "kforge: the store did not record all of the run (%d write%s failed, the first: %s)%s%.10s\n",

@@ -88,6 +88,13 @@ static const char *const migrations[KF_STORE_SCHEMA_VERSION] = {
     "  at REAL NOT NULL);",
     /* 1 -> 2: which reference kernel a model run was given */
     "ALTER TABLE runs ADD COLUMN reference TEXT NOT NULL DEFAULT '';",
+    /* 2 -> 3: the input sets and their reference, cached (kf_store_parts_put) */
+    "CREATE TABLE IF NOT EXISTS refsets ("
+    "  key TEXT NOT NULL, part INTEGER NOT NULL, nparts INTEGER NOT NULL, task TEXT NOT NULL,"
+    "  created REAL NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (key, part));"
+    "CREATE INDEX IF NOT EXISTS refsets_by_task ON refsets (task, created);"
+    /* ... and where a run's time went (kf_phase_times as JSON) */
+    "ALTER TABLE runs ADD COLUMN phases TEXT NOT NULL DEFAULT '';",
 };
 
 static double wall_now(void) {
@@ -522,8 +529,8 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
     kf_status st = prep(s, "UPDATE runs SET status = ?1, ended = ?2, stop_reason = ?3, wall_s = ?4, "
                  "llm_calls = ?5, prompt_tokens = ?6, completion_tokens = ?7, memcheck = ?8, "
                  "memcheck_detail = ?9, best_iter = ?10, best_ms = ?11, best_pct = ?12, "
-                 "best_candidate = (SELECT candidate FROM iterations WHERE run = ?13 AND iter = ?10) "
-                 "WHERE id = ?13", &q, err);
+                 "best_candidate = (SELECT candidate FROM iterations WHERE run = ?13 AND iter = ?10), "
+                 "phases = ?14 WHERE id = ?13", &q, err);
     if (st == KF_OK) {
         bind_text(q, 1, r->status);
         sqlite3_bind_double(q, 2, wall_now());
@@ -538,6 +545,7 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
         sqlite3_bind_double(q, 11, r->best_ms);
         sqlite3_bind_double(q, 12, r->best_pct);
         bind_text(q, 13, r->id);
+        bind_text(q, 14, r->phases);
         if (sqlite3_step(q) != SQLITE_DONE) st = db_fail(s, err, "cannot record the run's end");
     }
     sqlite3_finalize(q);
@@ -550,7 +558,7 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id), best_iter, best_ms, best_pct, "   \
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id AND i.cached), replayed, "           \
     "stop_reason, wall_s, llm_calls, prompt_tokens, completion_tokens, memcheck, memcheck_detail, "   \
-    "reference"
+    "reference, phases"
 
 static void run_row(const kf_store *s, sqlite3_stmt *q, kf_store_run *r) {
     memset(r, 0, sizeof *r);
@@ -588,6 +596,7 @@ static void run_row(const kf_store *s, sqlite3_stmt *q, kf_store_run *r) {
     scopy(r->memcheck, sizeof r->memcheck, sqlite3_column_text(q, c++));
     scopy(r->memcheck_detail, sizeof r->memcheck_detail, sqlite3_column_text(q, c++));
     scopy(r->reference, sizeof r->reference, sqlite3_column_text(q, c++));
+    scopy(r->phases, sizeof r->phases, sqlite3_column_text(q, c++));
     /* what kf_store_mark_interrupted would have written, where it cannot write */
     if (s->readonly && !strcmp(r->status, "running") && process_gone(s, r->host, r->pid))
         snprintf(r->status, sizeof r->status, "interrupted");
@@ -1061,5 +1070,90 @@ kf_status kf_store_best_elsewhere(kf_store *s, const char *task, const char *pla
         *found = 1;
     }
     kf_store_best_free(b, n);
+    return KF_OK;
+}
+
+/* ---- cached input sets (refsets) ---- */
+
+/* See store.h. */
+kf_status kf_store_parts_put(kf_store *s, const char *key, const char *task, int n, const void *const *data,
+                             const size_t *len, int keep, kf_error *err) {
+    if (s->readonly) return kf_error_set(err, KF_ERR_IO, s->path, 0, 0, "store: opened read-only");
+    kf_status st = exec(s, "BEGIN IMMEDIATE", err);
+    if (st != KF_OK) return st;
+    sqlite3_stmt *q = NULL;
+    st = prep(s, "DELETE FROM refsets WHERE key = ?", &q, err);
+    if (st == KF_OK) {
+        bind_text(q, 1, key);
+        if (sqlite3_step(q) != SQLITE_DONE) st = db_fail(s, err, "cannot replace cached input sets");
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (st == KF_OK) st = prep(s, "INSERT INTO refsets (key, part, nparts, task, created, bytes) VALUES (?,?,?,?,?,?)", &q, err);
+    double now = wall_now();
+    for (int k = 0; k < n && st == KF_OK; k++) {
+        sqlite3_reset(q);
+        bind_text(q, 1, key);
+        sqlite3_bind_int(q, 2, k);
+        sqlite3_bind_int(q, 3, n);
+        bind_text(q, 4, task);
+        sqlite3_bind_double(q, 5, now);
+        sqlite3_bind_blob64(q, 6, data[k], (sqlite3_uint64)len[k], SQLITE_STATIC);
+        if (sqlite3_step(q) != SQLITE_DONE) st = db_fail(s, err, "cannot cache the input sets");
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    /* the task's newest `keep` entries stay */
+    if (st == KF_OK && keep > 0) st = prep(s, "DELETE FROM refsets WHERE task = ?1 AND key NOT IN (SELECT key FROM refsets "
+                                              "WHERE task = ?1 AND part = 0 ORDER BY created DESC LIMIT ?2)", &q, err);
+    if (st == KF_OK && keep > 0) {
+        bind_text(q, 1, task);
+        sqlite3_bind_int(q, 2, keep);
+        if (sqlite3_step(q) != SQLITE_DONE) st = db_fail(s, err, "cannot drop old cached input sets");
+    }
+    sqlite3_finalize(q);
+    if (st == KF_OK) st = exec(s, "COMMIT", err);
+    if (st != KF_OK) rollback(s);
+    return st;
+}
+
+/* See store.h. */
+kf_status kf_store_parts_get(kf_store *s, const char *key, int *n, void ***data, size_t **len, kf_error *err) {
+    *n = 0;
+    *data = NULL;
+    *len = NULL;
+    sqlite3_stmt *q = NULL;
+    kf_status st = prep(s, "SELECT part, nparts, bytes FROM refsets WHERE key = ? ORDER BY part", &q, err);
+    if (st != KF_OK) return st;
+    bind_text(q, 1, key);
+    int rc, want = -1, k = 0;
+    void **d = NULL;
+    size_t *l = NULL;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int part = sqlite3_column_int(q, 0), np = sqlite3_column_int(q, 1);
+        if (want < 0) {
+            if (np < 1 || np > (1 << 20)) break;
+            want = np;
+            d = kf_calloc((size_t)np, sizeof *d);
+            l = kf_calloc((size_t)np, sizeof *l);
+        }
+        if (np != want || part != k) break; /* a gap or a mixed entry: not served */
+        size_t b = (size_t)sqlite3_column_bytes(q, 2);
+        const void *p = sqlite3_column_blob(q, 2);
+        d[k] = kf_malloc(b ? b : 1);
+        if (b) memcpy(d[k], p, b);
+        l[k++] = b;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = db_fail(s, err, "cannot read cached input sets");
+    sqlite3_finalize(q);
+    if (st != KF_OK || want < 0 || k != want) {
+        for (int i = 0; i < k; i++) free(d[i]);
+        free(d);
+        free(l);
+        return st;
+    }
+    *n = k;
+    *data = d;
+    *len = l;
     return KF_OK;
 }

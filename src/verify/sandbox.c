@@ -445,6 +445,7 @@ typedef struct hs_run {
     int stuck;              /* one of them did not stop */
     int in_call, in_flush, finished, violation, rc, started;
     double t_go, t_first_go, t_timing, spent;
+    double t_fork;          /* when the runner was forked (kf_sbx_run's t0) */
     /* checking the calls (lim->prepare/check): the set the current call got, the random
      * checks made, and the first failure */
     pid_t pid;
@@ -584,6 +585,28 @@ static void hs_check(hs_run *h, kf_sbx *sb) {
     }
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The timed reps' median has settled (kf_sbx_limits.stable_rel): see there. */
+static int hs_stable(const hs_run *h, const kf_sbx *sb) {
+    int n = sb->hs_reps;
+    double rel = h->lim->stable_rel;
+    if (rel <= 0 || n < h->min_reps + 2 || n < 5 || h->checks < 2) return 0;
+    double a[KF_RUN_MAX_REPS], b[KF_RUN_MAX_REPS];
+    memcpy(a, sb->hs_times, sizeof a[0] * (size_t)n);
+    memcpy(b, sb->hs_times, sizeof b[0] * (size_t)(n - 2));
+    qsort(a, (size_t)n, sizeof a[0], cmp_dbl);
+    qsort(b, (size_t)(n - 2), sizeof b[0], cmp_dbl);
+    double ma = n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
+    int m = n - 2;
+    double mb = m % 2 ? b[m / 2] : 0.5 * (b[m / 2 - 1] + b[m / 2]);
+    double iqr = a[(3 * n) / 4] - a[n / 4];
+    return ma > 0 && fabs(ma - mb) <= rel * ma && iqr <= 4 * rel * ma;
+}
+
 /* Start one call: the clock starts just before the run is continued and the byte goes out. */
 static int hs_go(hs_run *h, kf_sbx *sb) {
     double t = kf_now();
@@ -603,6 +626,7 @@ static int hs_go(hs_run *h, kf_sbx *sb) {
 static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
     switch (m[0]) {
     case 'r':
+        if (!h->started && sb->start_s == 0) sb->start_s = kf_now() - h->t_fork;
         /* after loading (the first call is a warm-up: no flush), or after an 'f' */
         if (h->in_call || (h->started && !h->in_flush)) break;
         /* the first call, or the next after a flush: prepared with the run stopped */
@@ -636,6 +660,8 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
              * budget */
             if (sb->hs_reps >= h->min_reps && (h->spent >= h->min_time || t - h->t_timing >= 4 * h->min_time))
                 last = 1;
+            /* or the median has settled (kf_sbx_limits.stable_rel) */
+            if (hs_stable(h, sb)) last = 1;
             if (sb->hs_reps >= h->max_reps || sb->hs_reps >= KF_RUN_MAX_REPS) last = 1;
             if (h->budget > 0 && t - h->t_timing > h->budget) last = 1;
         }
@@ -921,6 +947,8 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     ctl->handshake = use_hs;
 
     double t0 = kf_now();
+    hs.t_fork = t0;
+    sb->start_s = 0;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {

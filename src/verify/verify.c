@@ -345,6 +345,8 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     free(dbnd);
     free(pos);
     free(mag);
+    c->t_draw = t_draw;
+    c->t_ref = t_ref;
     kf_log(2, "verify: %d input sets of '%s' drawn in %.2f s, reference computed in %.2f s "
               "(seed %llu)", c->nsets, g->name, t_draw, t_ref, (unsigned long long)c->seed);
     if (st != KF_OK) {
@@ -353,6 +355,11 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     }
     *out = c;
     return KF_OK;
+}
+
+void kf_verify_ctx_times(const kf_verify_ctx *c, double *draw_s, double *ref_s) {
+    *draw_s = c ? c->t_draw : 0;
+    *ref_s = c ? c->t_ref : 0;
 }
 
 /* ---- checking ---- */
@@ -694,6 +701,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
         double w = 0;
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, &w, err);
+        r->start_s += sb.start_s;
         if (w > slowest) slowest = w;
         if (st != KF_OK) {
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
@@ -711,8 +719,10 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         }
     }
     r->status = KF_V_OK;
+    r->check_s = kf_now() - t0 - r->start_s;
 
     if (o->time_it) {
+        double tt = kf_now(), start0 = r->start_s;
         kf_verify_load_set(c, &sb, 0);
         snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
         snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
@@ -737,6 +747,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         double now = kf_now();
         kf_verify_rng_seed(&tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&tc));
         if (lim.handshake) {
+            lim.stable_rel = o->stable_rel;
             lim.prepare = timed_prepare;
             lim.check = timed_check;
             lim.cb_arg = &tc;
@@ -744,6 +755,8 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         c->host_timing = lim.handshake;
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
         c->host_timing = 0;
+        r->start_s += sb.start_s;
+        r->timing_s = kf_now() - tt - (r->start_s - start0);
         if (st != KF_OK) {
             r->status = KF_V_INTERNAL;
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
@@ -803,6 +816,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
 done:
     kf_sbx_free(&sb);
     r->run_wall_s = kf_now() - t0;
+    if (!r->timing_s) r->check_s = r->run_wall_s - r->start_s; /* a failed check: all of it */
     return st;
 }
 
@@ -824,6 +838,7 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
     char art[PATH_MAX];
     kf_error e = {0};
     kf_status st;
+    double compile_s = 0;
     const kf_launch_plan *plan = NULL;
     if (kf_platform_declares_plan(b->info.platform, cand->source) &&
         (st = kf_candidate_plan(cand, c->nin + c->nout, &plan, &e)) != KF_OK) {
@@ -831,7 +846,9 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
          * error reads as the backend's compile reports one */
         kf_buf_printf(&log, "kforge: bad launch plan: %s\n", e.msg);
     } else {
+        double tc = kf_now();
         st = kf_backend_compile(b, cand->source, cand->flags, c->workdir, art, sizeof art, &log, &e);
+        compile_s = kf_now() - tc;
     }
     /* a malformed launch plan (KF_ERR_PARSE) is the candidate's fault, like a build error */
     if (st == KF_ERR_COMPILE || st == KF_ERR_PARSE) {
@@ -845,6 +862,7 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
         }
         snprintf(r->detail, sizeof r->detail, "%s\n%s", e.msg, tail);
         kf_buf_free(&log);
+        r->compile_s = compile_s;
         r->run_wall_s = kf_now() - t0;
         return KF_OK;
     }
@@ -854,10 +872,12 @@ kf_status kf_verify_candidate(kf_verify_ctx *c, kf_backend *b, const kf_candidat
     if (st != KF_OK) {
         snprintf(r->detail, sizeof r->detail, "%s", e.msg);
         if (err) *err = e;
+        r->compile_s = compile_s;
         r->run_wall_s = kf_now() - t0;
         return st;
     }
     st = kf_verify_artifact(c, b, cand, art, r, err);
+    r->compile_s = compile_s;
     snprintf(r->resources, sizeof r->resources, "%s", res);
     r->run_wall_s = kf_now() - t0;
     return st;

@@ -97,6 +97,7 @@ struct kf_verify_ctx {
                                NMSE allowance of the bounds is sum bound^2 / K (compare.c) */
     int host_timing;        /* a CPU candidate's timed calls are under way: the checks between
                                them run on this thread alone (values.c kf_verify_poison) */
+    double t_draw, t_ref;   /* seconds spent drawing the sets and computing the reference */
 };
 
 /* ---- verify.c, shared with memcheck.c ---- */
@@ -143,6 +144,8 @@ typedef struct kf_sbx {
     int hs_last_set;        /* the input set of the last call (prepare's return value) */
     int hs_fail_set, hs_fail_call; /* where a random check failed */
     double hs_times[KF_RUN_MAX_REPS];
+    double start_s;         /* the last run: fork to the runner's first message (the
+                               artifact loaded), by the parent's clock; 0 without one */
 } kf_sbx;
 
 typedef struct kf_sbx_limits {
@@ -179,6 +182,12 @@ typedef struct kf_sbx_limits {
     int (*prepare)(void *arg, int final, int poison);
     kf_vstatus (*check)(void *arg, int set, char *detail, size_t cap);
     void *cb_arg;
+    /* > 0: the timing run may end before min_time once the median is stable (issue 30):
+     * at least min_reps + 2 reps, the median of all reps within this fraction of the
+     * median without the last two, the middle half of the reps within 4 times this
+     * fraction of the median, and at least two calls checked at random (besides the
+     * final one); 0: min_time as before */
+    double stable_rel;
 } kf_sbx_limits;
 
 /* Caps on what one run may leave in its scratch directory (entries of any kind, and
