@@ -78,42 +78,6 @@ int kf_verify_ctx_parts(const kf_verify_ctx *c, const void ***data, size_t **len
     return n;
 }
 
-/* The context's fixed part, as kf_verify_ctx_new sets it up before drawing (no sets). */
-static kf_verify_ctx *ctx_shell(const kf_graph *g, const kf_verify_opts *o) {
-    kf_verify_ctx *c = kf_calloc(1, sizeof *c);
-    c->g = g;
-    if (o) c->opts = *o;
-    else kf_verify_opts_default(&c->opts);
-    if (c->opts.nsets < 1) c->opts.nsets = 1;
-    c->seed = c->opts.seed;
-    const char *wd = c->opts.workdir;
-    if (!wd || !wd[0]) wd = getenv("TMPDIR");
-    if (!wd || !wd[0]) wd = "/tmp";
-    snprintf(c->workdir, sizeof c->workdir, "%s", wd);
-    c->opts.workdir = c->workdir;
-    if (c->opts.runner) {
-        snprintf(c->runner, sizeof c->runner, "%s", c->opts.runner);
-        c->opts.runner = c->runner;
-    }
-    c->nin = g->ninputs;
-    c->nout = g->noutputs;
-    c->in_numel = kf_calloc((size_t)c->nin + 1, sizeof *c->in_numel);
-    c->in_bytes = kf_calloc((size_t)c->nin + 1, sizeof *c->in_bytes);
-    c->out_numel = kf_calloc((size_t)c->nout + 1, sizeof *c->out_numel);
-    c->out_bytes = kf_calloc((size_t)c->nout + 1, sizeof *c->out_bytes);
-    for (int i = 0; i < c->nin; i++) {
-        const kf_value *v = &g->values[g->inputs[i]];
-        c->in_numel[i] = kf_shape_numel(&v->shape);
-        c->in_bytes[i] = (size_t)c->in_numel[i] * (size_t)kf_dtype_size(v->dtype);
-    }
-    for (int j = 0; j < c->nout; j++) {
-        const kf_value *v = &g->values[g->outputs[j]];
-        c->out_numel[j] = kf_shape_numel(&v->shape);
-        c->out_bytes[j] = (size_t)c->out_numel[j] * (size_t)kf_dtype_size(v->dtype);
-    }
-    return c;
-}
-
 static kf_status refuse(kf_verify_ctx *c, kf_error *err, const char *why) {
     kf_verify_ctx_free(c);
     return kf_error_set(err, KF_ERR_PARSE, NULL, 0, 0, "cached input sets: %s", why);
@@ -125,7 +89,7 @@ kf_status kf_verify_ctx_from_parts(const kf_graph *g, const kf_verify_opts *o, i
     *out = NULL;
     if (!g || !o || o->seed == 0 || n < 1)
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_ctx_from_parts: no graph, seed or parts");
-    kf_verify_ctx *c = ctx_shell(g, o);
+    kf_verify_ctx *c = kf_verify_ctx_shell(g, o);
     parts_head ph;
     if (len[0] < sizeof ph) return refuse(c, err, "short header");
     memcpy(&ph, data[0], sizeof ph);

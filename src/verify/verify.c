@@ -129,6 +129,42 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, const kf_value *x, 
     }
 }
 
+/* The context's fixed part, before any set is drawn or read (verify_int.h). */
+kf_verify_ctx *kf_verify_ctx_shell(const kf_graph *g, const kf_verify_opts *o) {
+    kf_verify_ctx *c = kf_calloc(1, sizeof *c);
+    c->g = g;
+    if (o) c->opts = *o;
+    else kf_verify_opts_default(&c->opts);
+    if (c->opts.nsets < 1) c->opts.nsets = 1;
+    c->seed = c->opts.seed;
+    const char *wd = c->opts.workdir;
+    if (!wd || !wd[0]) wd = getenv("TMPDIR");
+    if (!wd || !wd[0]) wd = "/tmp";
+    snprintf(c->workdir, sizeof c->workdir, "%s", wd);
+    c->opts.workdir = c->workdir;
+    if (c->opts.runner) {
+        snprintf(c->runner, sizeof c->runner, "%s", c->opts.runner);
+        c->opts.runner = c->runner;
+    }
+    c->nin = g->ninputs;
+    c->nout = g->noutputs;
+    c->in_numel = kf_calloc((size_t)c->nin + 1, sizeof *c->in_numel);
+    c->in_bytes = kf_calloc((size_t)c->nin + 1, sizeof *c->in_bytes);
+    c->out_numel = kf_calloc((size_t)c->nout + 1, sizeof *c->out_numel);
+    c->out_bytes = kf_calloc((size_t)c->nout + 1, sizeof *c->out_bytes);
+    for (int i = 0; i < c->nin; i++) {
+        const kf_value *v = &g->values[g->inputs[i]];
+        c->in_numel[i] = kf_shape_numel(&v->shape);
+        c->in_bytes[i] = (size_t)c->in_numel[i] * (size_t)kf_dtype_size(v->dtype);
+    }
+    for (int j = 0; j < c->nout; j++) {
+        const kf_value *v = &g->values[g->outputs[j]];
+        c->out_numel[j] = kf_shape_numel(&v->shape);
+        c->out_bytes[j] = (size_t)c->out_numel[j] * (size_t)kf_dtype_size(v->dtype);
+    }
+    return c;
+}
+
 /* Draw the sets and their references; see verify.h. g must outlive the context. */
 kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
                             kf_error *err) {
@@ -185,43 +221,12 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
                             "more than this machine's %.1f GiB of memory", g->name,
                             (double)need / (1 << 30), nsets_wanted, nsets_wanted == 1 ? "" : "s",
                             (double)pages * (double)page / (1 << 30));
-    kf_verify_ctx *c = kf_calloc(1, sizeof *c);
-    c->g = g;
+    kf_verify_ctx *c = kf_verify_ctx_shell(g, o);
     c->bound_k = bound_k;
-    if (o) c->opts = *o;
-    else kf_verify_opts_default(&c->opts);
-    if (c->opts.nsets < 1) c->opts.nsets = 1;
-    c->seed = c->opts.seed;
     if (!c->seed) {
         double t = kf_now();
         uint64_t pid = (uint64_t)getpid();
         c->seed = kf_hash64(&t, sizeof t, pid) | 1;
-    }
-    const char *wd = c->opts.workdir;
-    if (!wd || !wd[0]) wd = getenv("TMPDIR");
-    if (!wd || !wd[0]) wd = "/tmp";
-    snprintf(c->workdir, sizeof c->workdir, "%s", wd);
-    c->opts.workdir = c->workdir;
-    if (c->opts.runner) {
-        snprintf(c->runner, sizeof c->runner, "%s", c->opts.runner);
-        c->opts.runner = c->runner;
-    }
-
-    c->nin = g->ninputs;
-    c->nout = g->noutputs;
-    c->in_numel = kf_calloc((size_t)c->nin + 1, sizeof *c->in_numel);
-    c->in_bytes = kf_calloc((size_t)c->nin + 1, sizeof *c->in_bytes);
-    c->out_numel = kf_calloc((size_t)c->nout, sizeof *c->out_numel);
-    c->out_bytes = kf_calloc((size_t)c->nout, sizeof *c->out_bytes);
-    for (int i = 0; i < c->nin; i++) {
-        const kf_value *v = &g->values[g->inputs[i]];
-        c->in_numel[i] = kf_shape_numel(&v->shape);
-        c->in_bytes[i] = (size_t)c->in_numel[i] * (size_t)kf_dtype_size(v->dtype);
-    }
-    for (int j = 0; j < c->nout; j++) {
-        const kf_value *v = &g->values[g->outputs[j]];
-        c->out_numel[j] = kf_shape_numel(&v->shape);
-        c->out_bytes[j] = (size_t)c->out_numel[j] * (size_t)kf_dtype_size(v->dtype);
     }
 
     int *pos = kf_calloc((size_t)c->nin + 1, sizeof *pos);

@@ -102,6 +102,11 @@ struct kf_verify_ctx {
 
 /* ---- verify.c, shared with memcheck.c ---- */
 
+/* A context's fixed part from the graph and options (opts copied, the workdir and runner
+ * resolved, the buffer sizes): what kf_verify_ctx_new draws the sets into and
+ * kf_verify_ctx_from_parts (refcache.c) reads them into. seed = opts.seed (0 stays 0). */
+kf_verify_ctx *kf_verify_ctx_shell(const kf_graph *g, const kf_verify_opts *o);
+
 kf_status kf_verify_find_runner(const kf_verify_ctx *c, char *out, size_t cap, kf_error *err);
 
 /* ---- compare.c ---- */
