@@ -355,7 +355,10 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
         /* a strip whose columns are consecutive in the source (a stride-1 row of a
          * convolution's output) is one contiguous load per row; any other strip is copied
          * as its runs of consecutive columns (seg[j]: the run from column j to its break
-         * or the strip's end), as a convolution's output rows shorter than a strip are */
+         * or the strip's end), as a convolution's output rows shorter than a strip are,
+         * where its runs average four columns or more; shorter runs (a strided
+         * convolution's columns, one apart) element by element, which the compiler turns
+         * into gathers (suite 51 lost 3.5x copying runs of one) */
         put(out, pl,
             "    int64_t off[%lldLL];\n"
             "    unsigned short seg[%lldLL];\n"
@@ -363,21 +366,27 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "    for (int64_t j = 0; j < nc; j++) off[j] = @_bcol(jc + j);\n"
             "    for (int64_t j = nc - 1; j >= 0; j--)\n"
             "        seg[j] = (unsigned short)(j + 1 < nc && (j + 1) %% %d && off[j + 1] == off[j] + 1 ? seg[j + 1] + 1 : 1);\n"
-            "    for (int64_t jr = 0; jr < full; jr += %d) run[jr / %d] = seg[jr] == %d;\n"
+            "    for (int64_t jr = 0; jr < full; jr += %d) {\n"
+            "        int nseg = 0;\n"
+            "        for (int64_t j = 0; j < %d; j += seg[jr + j]) nseg++;\n"
+            "        run[jr / %d] = (unsigned char)(nseg == 1 ? 1 : nseg * 4 <= %d ? 2 : 0);\n"
+            "    }\n"
             "    for (int64_t k = 0; k < kc; k++) {\n"
             "        const float *restrict s = b + @_brow(pc + k);\n"
             "        for (int64_t jr = 0; jr < full; jr += %d) {\n"
             "            float *restrict d = bp + jr * kc + k * %d;\n"
-            "            if (run[jr / %d]) {\n"
+            "            if (run[jr / %d] == 1) {\n"
             "                const float *restrict r = s + off[jr];\n"
             "                for (int64_t j = 0; j < %d; j++) d[j] = r[j];\n"
-            "            } else {\n"
+            "            } else if (run[jr / %d] == 2) {\n"
             "                for (int64_t j = 0; j < %d;) {\n"
             "                    const int64_t l = seg[jr + j];\n"
             "                    const float *restrict r = s + off[jr + j];\n"
             "                    for (int64_t t = 0; t < l; t++) d[j + t] = r[t];\n"
             "                    j += l;\n"
             "                }\n"
+            "            } else {\n"
+            "                for (int64_t j = 0; j < %d; j++) d[j] = s[off[jr + j]];\n"
             "            }\n"
             "        }\n"
             "        if (full < nc) {\n"
@@ -393,7 +402,8 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "        }\n"
             "    }\n"
             "}\n\n",
-            LL(pl->nc), LL(pl->nc), LL(pl->nc / nr + 1), nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr);
+            LL(pl->nc), LL(pl->nc), LL(pl->nc / nr + 1), nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr,
+            nr, nr);
     } else if (!d->tb) {
         /* B is [K, N]: row k of the source is the panel's row k, contiguous in j */
         put(out, pl,
