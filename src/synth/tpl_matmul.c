@@ -356,9 +356,10 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
          * convolution's output) is one contiguous load per row; any other strip is copied
          * as its runs of consecutive columns (seg[j]: the run from column j to its break
          * or the strip's end), as a convolution's output rows shorter than a strip are,
-         * where its runs average four columns or more; shorter runs (a strided
-         * convolution's columns, one apart) element by element, which the compiler turns
-         * into gathers (suite 51 lost 3.5x copying runs of one) */
+         * where its runs average sixteen columns or more (suite 52's rows of 32); shorter
+         * runs element by element, which the compiler turns into gathers: copying runs of
+         * one (suite 51, a strided conv1d) was 3.5x slower, runs of ten (KernelBench 85, a
+         * depthwise conv, tiny GEMMs) 20 % slower in the kernel and about 2x in all */
         put(out, pl,
             "    int64_t off[%lldLL];\n"
             "    unsigned short seg[%lldLL];\n"
@@ -369,7 +370,7 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "    for (int64_t jr = 0; jr < full; jr += %d) {\n"
             "        int nseg = 0;\n"
             "        for (int64_t j = 0; j < %d; j += seg[jr + j]) nseg++;\n"
-            "        run[jr / %d] = (unsigned char)(nseg == 1 ? 1 : nseg * 4 <= %d ? 2 : 0);\n"
+            "        run[jr / %d] = (unsigned char)(nseg == 1 ? 1 : nseg * 16 <= %d ? 2 : 0);\n"
             "    }\n"
             "    for (int64_t k = 0; k < kc; k++) {\n"
             "        const float *restrict s = b + @_brow(pc + k);\n"
