@@ -174,15 +174,20 @@ Test(llm_local, context_length_400_is_a_configuration_error) {
     finish(&x);
 }
 
+/* A client of the scripted server: OpenAI protocol, three retries without backoff. */
+static void client_config(kf_llm_config *c) {
+    kf_llm_config_default(c);
+    c->protocol = KF_LLM_OPENAI;
+    snprintf(c->url, sizeof c->url, "http://127.0.0.1:%d/v1", srv.port);
+    snprintf(c->model, sizeof c->model, "scripted");
+    c->max_retries = 3;
+    c->backoff_s = 0;
+}
+
 Test(llm_local, context_error_from_the_client) {
     play(json_pack("[o,o]", context_400(), context_400()), NULL);
     kf_llm_config c;
-    kf_llm_config_default(&c);
-    c.protocol = KF_LLM_OPENAI;
-    snprintf(c.url, sizeof c.url, "http://127.0.0.1:%d/v1", srv.port);
-    snprintf(c.model, sizeof c.model, "scripted");
-    c.max_retries = 3;
-    c.backoff_s = 0;
+    client_config(&c);
     kf_llm *l = NULL;
     kf_error err = {0};
     cr_assert_eq(kf_llm_new(&c, &l, &err), KF_OK, "%s", err.msg);
@@ -306,12 +311,7 @@ Test(llm_local, timed_out_request_is_not_sent_again) {
     json_object_set_new(slow, "delay_s", json_real(3.0));
     play(json_pack("[o,o,o]", slow, kernel_reply(good_kernel), kernel_reply(good_kernel)), NULL);
     kf_llm_config c;
-    kf_llm_config_default(&c);
-    c.protocol = KF_LLM_OPENAI;
-    snprintf(c.url, sizeof c.url, "http://127.0.0.1:%d/v1", srv.port);
-    snprintf(c.model, sizeof c.model, "scripted");
-    c.max_retries = 3;
-    c.backoff_s = 0;
+    client_config(&c);
     c.timeout_s = 0.4;
     kf_llm *l = NULL;
     kf_error err = {0};

@@ -51,6 +51,15 @@ TestSuite(templates, .init = setup, .fini = teardown, .timeout = 600);
 
 static const long kSizes[] = {1, 3, 17, 1000003};
 
+/* Parse text and plan it for the CPU (both must succeed); *gp gets the graph. */
+static kf_synth *plan_cpu(const char *text, kf_graph **gp) {
+    kf_error err = {0};
+    cr_assert_eq(kf_parse_string(text, "<test>", gp, &err), KF_OK, "parse: %s\n%s", err.msg, text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(*gp, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    return s;
+}
+
 Test(templates, elementwise_odd_sizes) {
     for (int i = 0; i < 4; i++)
         check_fmt("input x: f32[%ld]\noutput y = x * sigmoid(x)\n", kSizes[i]);
@@ -84,9 +93,7 @@ Test(templates, tanh_of_softplus) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kf_error err = {0};
         kf_graph *g = NULL;
-        cr_assert_eq(kf_parse_string(cases[i].text, "<test>", &g, &err), KF_OK, "%s", err.msg);
-        kf_synth *s = NULL;
-        cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "%s", err.msg);
+        kf_synth *s = plan_cpu(cases[i].text, &g);
         kf_point p;
         kf_synth_default_point(s, &p);
         kf_candidate c;
@@ -177,11 +184,8 @@ Test(templates, multi_stage_graphs) {
 /* Plan text for the CPU and expect its description to hold marker exactly when want says so
  * (what: the thing the marker stands for, for the message). */
 static kf_synth *plan_expect(const char *text, const char *marker, int want, const char *what, kf_graph **gp) {
-    kf_error err = {0};
     kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "parse: %s\n%s", err.msg, text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    kf_synth *s = plan_cpu(text, &g);
     const char *d = kf_synth_describe(s);
     cr_expect_eq(strstr(d, marker) != NULL, want, "task:\n%s\nplan %s: expected %s%s", text, d,
                  want ? "" : "no ", what);
@@ -267,12 +271,9 @@ Test(templates, sibling_chains_fuse_into_their_reductions) {
 }
 
 Test(templates, pin_fixes_a_parameter_everywhere) {
-    kf_error err = {0};
     kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string("input x: f32[64, 256]\nt = exp(x)\ns = sum(t, axes=[1], keepdim=true)\n"
-                                 "output y = t / s\noutput z = softmax(x)\n", "<test>", &g, &err), KF_OK, "%s", err.msg);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    kf_synth *s = plan_cpu("input x: f32[64, 256]\nt = exp(x)\ns = sum(t, axes=[1], keepdim=true)\n"
+                                 "output y = t / s\noutput z = softmax(x)\n", &g);
     const kf_space *sp = kf_synth_space(s);
     int had = 0;
     for (int i = 0; i < sp->nparams; i++) had += strstr(sp->p[i].name, "nt") != NULL && sp->p[i].nvalues == 2;
@@ -301,11 +302,8 @@ Test(templates, cross_entropy_gathers_without_a_mask) {
                        "l = logsumexp(x, axes=[1], keepdim=true)\nT = reshape(t, shape=[64, 1])\n"
                        "m = 1 - eq(T, -100)\nr = (l - gather(x, T, axis=1, fill=0)) * m\n"
                        "output y = sum(r) / sum(m)\noutput z = reshape(r, shape=[64])\n";
-    kf_error err = {0};
     kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "%s", err.msg);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    kf_synth *s = plan_cpu(text, &g);
     const kf_graph *pg = s->g;
     for (int v = 0; v < pg->nvalues; v++)
         cr_expect(!(s->materialize[v] && pg->values[v].producer >= 0 && kf_shape_numel(&pg->values[v].shape) >= 64 * 37),
@@ -437,9 +435,7 @@ Test(templates, short_rows_walk_two_dims) {
                               "output y = permute(x, dims=[1, 0, 2]) * 2.0 + b\n";
     kf_error err = {0};
     kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "%s", err.msg);
+    kf_synth *s = plan_cpu(task, &g);
     kf_point p;
     kf_synth_default_point(s, &p);
     kf_candidate c;
@@ -460,12 +456,8 @@ Test(templates, short_rows_walk_two_dims) {
 Test(templates, padded_window_interior_is_unguarded) {
     kf_error err = {0};
     kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string("input x: f32[2, 3, 20, 20]\noutput m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], "
-                                 "value=-inf), dim=2, size=3, step=2), dim=3, size=3, step=2), axes=[-2, -1])\n",
-                                 "<test>", &g, &err),
-                 KF_OK, "%s", err.msg);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, "cpu", &be->info, &s, &err), KF_OK, "%s", err.msg);
+    kf_synth *s = plan_cpu("input x: f32[2, 3, 20, 20]\noutput m = max(unfold(unfold(pad(x, pads=[1, 1, 1, 1], "
+                                 "value=-inf), dim=2, size=3, step=2), dim=3, size=3, step=2), axes=[-2, -1])\n", &g);
     kf_point p;
     kf_synth_default_point(s, &p);
     kf_candidate c;
