@@ -105,6 +105,10 @@ typedef struct kf_verify_opts {
                                the kernel faults in fresh ones, as when a framework allocates
                                its outputs on every call (PyTorch on the CPU: glibc maps
                                allocations of 32 MiB and more afresh each time) */
+    int64_t host_mem;       /* bytes of memory the context may hold for its input sets and
+                               references (0: KFORGE_HOST_MEM in GiB, else the machine's
+                               physical memory); beyond it inputs are drawn again per run and
+                               references computed again per check (src/verify/sets.c) */
     const char *workdir;    /* scratch directory (must exist) */
     const char *runner;     /* path of kforge-runner; NULL = find it (KFORGE_RUNNER, next to
                                the executable, or the build directory) */
@@ -124,6 +128,11 @@ void kf_verify_ctx_free(kf_verify_ctx *ctx);
 /* Seconds kf_verify_ctx_new spent drawing the input sets and computing their reference
  * (0 and 0 when they came from a cache: kf_verify_ctx_load). */
 void kf_verify_ctx_times(const kf_verify_ctx *ctx, double *draw_s, double *ref_s);
+
+/* What the context keeps between checks (src/verify/sets.c's memory plan): every set's
+ * inputs (else drawn again for each run) and every set's reference (else one at a time,
+ * computed again when a check needs another set). */
+void kf_verify_ctx_plan(const kf_verify_ctx *ctx, int *keeps_inputs, int *keeps_refs);
 
 /* The input sets and their reference as parts a cache can keep (src/verify/refcache.c).
  * Bump KF_VERIFY_SETS_VERSION whenever the same seed would draw other values or give

@@ -379,6 +379,7 @@ void kf_persist_sets_save(const kf_loop_opts *o, const kf_graph *g, const kf_ver
     size_t *len = NULL;
     void *head = NULL;
     int n = kf_verify_ctx_parts(c, &data, &len, &head);
+    if (n <= 0) return; /* not kept whole (the verifier's memory plan): nothing to cache */
     uint64_t total = 0;
     for (int k = 0; k < n; k++) total += len[k];
     kf_error e = {0};

@@ -70,7 +70,8 @@ static int tie_geometry(const kf_graph *g, int j, int *in_index, int64_t *outer,
     return 1;
 }
 
-static void compare_int(const kf_verify_ctx *ctx, int s, int j, const void *data, kf_cmp *res) {
+static void compare_int(const kf_verify_ctx *ctx, int s, int j, const void *data,
+                        const void *const *ins, kf_cmp *res) {
     const kf_graph *g = ctx->g;
     const kf_value *v = &g->values[g->outputs[j]];
     const void *ref = ctx->sets[s].ref[j];
@@ -78,7 +79,7 @@ static void compare_int(const kf_verify_ctx *ctx, int s, int j, const void *data
     int tin = -1, is_max = 0;
     int64_t outer = 0, axn = 0, inner = 0;
     int ties = tie_geometry(g, j, &tin, &outer, &axn, &inner, &is_max);
-    const void *x = ties ? ctx->sets[s].in[tin] : NULL;
+    const void *x = ties ? ins[tin] : NULL;
     kf_dtype xdt = ties ? g->values[g->inputs[tin]].dtype : KF_F32;
     int64_t ntie = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -202,7 +203,8 @@ static int64_t first_poison(kf_dtype dt, const void *data, int64_t n, int par, i
 }
 
 /* Compare output j of set s with the reference; see the file comment for the rules. */
-void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data, kf_cmp *res) {
+void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
+                       const void *const *ins, kf_cmp *res) {
     const kf_graph *g = ctx->g;
     const kf_value *v = &g->values[g->outputs[j]];
     kf_dtype dt = v->dtype;
@@ -228,7 +230,7 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
         return;
     }
     if (dt == KF_I64) {
-        compare_int(ctx, s, j, data, res);
+        compare_int(ctx, s, j, data, ins, res);
         return;
     }
 

@@ -229,16 +229,20 @@ static int check_region(const kf_verify_ctx *c, const kf_sbx *sb, kf_vresult *r,
         if (b >= c->nin) r->bad_output = b - c->nin;
         return 0;
     }
-    for (int i = 0; i < c->nin; i++) {
-        if (memcmp(kf_sbx_data(sb, i), c->sets[0].in[i], c->in_bytes[i]) == 0) continue;
+    int i;
+    int64_t e, nchanged;
+    double was, now;
+    if (kf_verify_input_changed(c, sb, 0, &i, &e, &nchanged, &was, &now)) {
         snprintf(detail, sizeof detail, "input '%s' was written (inputs are read-only)",
                  g->values[g->inputs[i]].name);
         fail(c, r, KF_V_INPUT_MODIFIED, what, detail);
         return 0;
     }
+    const void *ins[KF_RUN_MAX_BUFS];
+    for (int k = 0; k < c->nin; k++) ins[k] = kf_sbx_data(sb, k);
     for (int j = 0; j < c->nout; j++) {
         kf_cmp cmp;
-        kf_verify_compare(c, 0, j, kf_sbx_data(sb, c->nin + j), &cmp);
+        kf_verify_compare(c, 0, j, kf_sbx_data(sb, c->nin + j), ins, &cmp);
         r->max_abs_err = fmax(r->max_abs_err, cmp.max_abs);
         r->max_rel_err = fmax(r->max_rel_err, cmp.max_rel);
         r->nmse = fmax(r->nmse, cmp.nmse);
@@ -558,6 +562,11 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         /* as in any device run: drivers reserve address space, runtimes write files */
         .no_mem_limit = dev, .poll_output = dev,
     };
+    /* every check here is on set 0: its reference readable (sets.c's memory plan) */
+    if ((st = kf_verify_set_ready(c, 0, err)) != KF_OK) {
+        snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "set 0's reference");
+        goto done;
+    }
     kf_verify_load_set(c, &sb, 0);
     lim.tag = MC_TAG_BASE + __atomic_add_fetch(&mc_counter, 1, __ATOMIC_RELAXED);
     st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, &native_wall, err);

@@ -73,60 +73,15 @@ void kf_verify_opts_default(kf_verify_opts *o) {
     o->runner = NULL;
 }
 
-static void free_sets(kf_verify_ctx *c) {
-    if (!c->sets) return;
-    for (int s = 0; s < c->nsets; s++) {
-        kf_vset *v = &c->sets[s];
-        for (int i = 0; v->in && i < c->nin; i++) free(v->in[i]);
-        for (int j = 0; v->ref && j < c->nout; j++) free(v->ref[j]);
-        for (int j = 0; v->bound && j < c->nout; j++) free(v->bound[j]);
-        free(v->in);
-        free(v->ref);
-        free(v->bound);
-        free(v->ref_rms);
-    }
-    free(c->sets);
-    c->sets = NULL;
-}
-
 /* Release a context; NULL is a no-op. */
 void kf_verify_ctx_free(kf_verify_ctx *c) {
     if (!c) return;
-    free_sets(c);
+    kf_verify_sets_free(c);
     free(c->in_numel);
     free(c->out_numel);
     free(c->in_bytes);
     free(c->out_bytes);
     free(c);
-}
-
-static uint64_t mix_seed(uint64_t seed, int set, int input) {
-    uint64_t x = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(set + 1));
-    x ^= 0xD1B54A32D192ED03ull * (uint64_t)(input + 1);
-    x ^= x >> 29;
-    return x * 0xBF58476D1CE4E5B9ull;
-}
-
-/* Elements per independently seeded block: the blocks are drawn in parallel, and the
- * values depend only on (seed, set, input, block), never on the thread count. */
-#define DRAW_BLOCK 65536
-
-static void draw_input(const kf_verify_ctx *c, int s, int i, const kf_value *x, int pos,
-                       double mag, void *data, double *vals) {
-    int64_t n = c->in_numel[i];
-    int es = kf_dtype_size(x->dtype);
-    int64_t nblk = (n + DRAW_BLOCK - 1) / DRAW_BLOCK;
-    uint64_t base = mix_seed(c->seed, s, i);
-    int dist = c->sets[s].dist;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t k = 0; k < nblk; k++) {
-        kf_rng r;
-        kf_verify_rng_seed(&r, base + 0x9E3779B97F4A7C15ull * (uint64_t)k);
-        int64_t from = k * DRAW_BLOCK, cnt = n - from < DRAW_BLOCK ? n - from : DRAW_BLOCK;
-        void *p = (char *)data + from * es;
-        kf_verify_draw(&r, dist, x->dtype, pos, mag, x->has_range, x->lo, x->hi, p, cnt);
-        for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
-    }
 }
 
 /* The context's fixed part, before any set is drawn or read (verify_int.h). */
@@ -137,6 +92,8 @@ kf_verify_ctx *kf_verify_ctx_shell(const kf_graph *g, const kf_verify_opts *o) {
     else kf_verify_opts_default(&c->opts);
     if (c->opts.nsets < 1) c->opts.nsets = 1;
     c->seed = c->opts.seed;
+    c->keep_in = c->keep_ref = 1;
+    c->ready = -1;
     const char *wd = c->opts.workdir;
     if (!wd || !wd[0]) wd = getenv("TMPDIR");
     if (!wd || !wd[0]) wd = "/tmp";
@@ -163,203 +120,6 @@ kf_verify_ctx *kf_verify_ctx_shell(const kf_graph *g, const kf_verify_opts *o) {
         c->out_bytes[j] = (size_t)c->out_numel[j] * (size_t)kf_dtype_size(v->dtype);
     }
     return c;
-}
-
-/* Draw the sets and their references; see verify.h. g must outlive the context. */
-kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
-                            kf_error *err) {
-    *out = NULL;
-    if (!g) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_ctx_new: no graph");
-    if (g->noutputs < 1)
-        return kf_error_set(err, KF_ERR_TYPE, g->path, 0, 0, "task '%s' has no outputs", g->name);
-    if (g->ninputs + g->noutputs > KF_RUN_MAX_BUFS)
-        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
-                            "the verifier supports at most %d inputs+outputs", KF_RUN_MAX_BUFS);
-    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
-        int id = k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs];
-        const kf_value *v = &g->values[id];
-        if (!kf_verify_dtype_ok(v->dtype))
-            return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
-                                "the verifier cannot store dtype %s of '%s'",
-                                kf_dtype_name(v->dtype), v->name);
-    }
-    /* What the sets hold (every input and reference output, per set) plus one float64 copy
-     * of the inputs and outputs for the interpreter: refused, not attempted, when the
-     * machine's memory cannot hold it (malloc would fail, or the OOM killer strike). */
-    int nsets_wanted = o && o->nsets > 1 ? o->nsets : 1;
-    /* error bounds (kf_interp_run_bounds) where an op can amplify or accumulate rounding: a
-     * graph of pointwise ops alone has none beyond rounding its result (rtol covers it) */
-    int bounded = 0;
-    double bound_k = 1;
-    for (int k = 0; k < g->nnodes; k++) {
-        const kf_node *n = &g->nodes[k];
-        kf_op_class cls = kf_op_get(n->op)->cls;
-        if (cls != KF_CLASS_POINTWISE && cls != KF_CLASS_VIEW) bounded = 1;
-        if (cls != KF_CLASS_CONTRACT) continue;
-        /* a transposed operand is a transpose view before the matmul */
-        const kf_shape *as = &g->values[n->in[0]].shape;
-        double K = (double)(as->rank == 1 ? as->d[0] : as->d[as->rank - 1]);
-        if (K > bound_k) bound_k = K;
-    }
-    uint64_t need = 0;
-    for (int k = 0; k < g->ninputs + g->noutputs; k++) {
-        const kf_value *v = &g->values[k < g->ninputs ? g->inputs[k] : g->outputs[k - g->ninputs]];
-        uint64_t bytes;
-        if (!kf_shape_bytes(&v->shape, v->dtype, &bytes))
-            return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, v->line, v->col,
-                                "'%s' is too large to verify", v->name);
-        uint64_t numel = bytes / (uint64_t)kf_dtype_size(v->dtype);
-        need += bytes * (uint64_t)nsets_wanted + numel * 8;
-        /* an output's error bound (a task with more than pointwise ops): a float per element
-         * per set, a double while computed */
-        if (k >= g->ninputs && bounded) need += numel * 4 * (uint64_t)nsets_wanted + numel * 8;
-    }
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0 && need > (uint64_t)pages * (uint64_t)page)
-        return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
-                            "task '%s' needs %.1f GiB for its %d input set%s and references, "
-                            "more than this machine's %.1f GiB of memory", g->name,
-                            (double)need / (1 << 30), nsets_wanted, nsets_wanted == 1 ? "" : "s",
-                            (double)pages * (double)page / (1 << 30));
-    kf_verify_ctx *c = kf_verify_ctx_shell(g, o);
-    c->bound_k = bound_k;
-    if (!c->seed) {
-        double t = kf_now();
-        uint64_t pid = (uint64_t)getpid();
-        c->seed = kf_hash64(&t, sizeof t, pid) | 1;
-    }
-
-    int *pos = kf_calloc((size_t)c->nin + 1, sizeof *pos);
-    double *mag = kf_calloc((size_t)c->nin + 1, sizeof *mag);
-    kf_graph_input_domains(g, pos, mag);
-    c->nsets = c->opts.nsets;
-    c->sets = kf_calloc((size_t)c->nsets, sizeof *c->sets);
-    double **din = kf_calloc((size_t)c->nin + 1, sizeof *din);
-    double **dout = kf_calloc((size_t)c->nout, sizeof *dout);
-    double **dbnd = kf_calloc((size_t)c->nout, sizeof *dbnd);
-    kf_status st = KF_OK;
-    double t_draw = 0, t_ref = 0;
-    /* the float64 copies the interpreter reads and writes: allocated once and reused by
-     * every set (at official GPU shapes an output is a gigabyte or more of doubles: faulting
-     * it in again per set cost more than computing it) */
-    for (int i = 0; i < c->nin; i++)
-        din[i] = kf_malloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
-    for (int j = 0; j < c->nout; j++) {
-        dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
-        if (bounded) dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
-    }
-    for (int s = 0; s < c->nsets && st == KF_OK; s++) {
-        kf_vset *v = &c->sets[s];
-        v->dist = s % KF_DIST_COUNT;
-        v->in = kf_calloc((size_t)c->nin + 1, sizeof *v->in);
-        v->ref = kf_calloc((size_t)c->nout, sizeof *v->ref);
-        v->ref_rms = kf_calloc((size_t)c->nout, sizeof *v->ref_rms);
-        v->bound = kf_calloc((size_t)c->nout, sizeof *v->bound);
-        for (int i = 0; i < c->nin; i++) v->in[i] = kf_malloc(c->in_bytes[i] ? c->in_bytes[i] : 1);
-        /* the offset and large-magnitude sets reach each input's magnitude limit; where the
-         * reference then holds a value that float32 cannot (exp(80) times 1e4, finite in
-         * float64), no float32 kernel can match it: the set is drawn again at half the
-         * magnitude, until the reference stays within float32's range */
-        for (double shrink = 1;; shrink *= 0.5) {
-            double tm = kf_now();
-            for (int i = 0; i < c->nin; i++)
-                draw_input(c, s, i, &g->values[g->inputs[i]], pos[i], mag[i] * shrink, v->in[i], din[i]);
-            double tb = kf_now();
-            int beyond = 0;
-            /* bounds only where an op can amplify or accumulate rounding (above) */
-            st = kf_interp_run_checked(g, (const double *const *)din, dout, bounded ? dbnd : NULL, &beyond, err);
-            t_draw += tb - tm;
-            t_ref += kf_now() - tb;
-            if (st != KF_OK || !beyond || (v->dist != KF_DIST_LARGE && v->dist != KF_DIST_OFFSET) || shrink < 1e-6)
-                break;
-        }
-        for (int j = 0; j < c->nout && st == KF_OK; j++) {
-            kf_dtype dt = g->values[g->outputs[j]].dtype;
-            v->ref[j] = kf_malloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
-            /* the reference in the output's dtype and its RMS; the sums per fixed chunk,
-             * added in chunk order, so the scale does not depend on the thread count */
-            int64_t n = c->out_numel[j], nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
-            double *css = kf_calloc((size_t)nch + 1, sizeof *css);
-            int64_t *cnf = kf_calloc((size_t)nch + 1, sizeof *cnf);
-            char *cpos = kf_calloc((size_t)nch + 1, 1);
-            void *ref = v->ref[j];
-            const double *dj = dout[j], *bd = dbnd[j];
-#pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
-            for (int64_t k = 0; k < nch; k++) {
-                int64_t e1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n;
-                double ss = 0;
-                int64_t nf = 0;
-                for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) {
-                    double w;
-                    if (dt == KF_F32) { /* the common case without a call per element */
-                        float f = (float)dj[e];
-                        ((float *)ref)[e] = f;
-                        w = (double)f;
-                    } else {
-                        kf_verify_store(dt, ref, e, dj[e]);
-                        w = kf_verify_load(dt, ref, e);
-                    }
-                    if (isfinite(w)) {
-                        ss += w * w;
-                        nf++;
-                    }
-                    if (bd && bd[e] > 0) cpos[k] = 1;
-                }
-                css[k] = ss;
-                cnf[k] = nf;
-            }
-            double ss = 0;
-            int64_t nf = 0, anypos = 0;
-            for (int64_t k = 0; k < nch; k++) {
-                ss += css[k];
-                nf += cnf[k];
-                anypos |= cpos[k];
-            }
-            free(css);
-            free(cnf);
-            free(cpos);
-            v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
-            if (st == KF_OK && bd && anypos) { /* rounded up: a bound */
-                float *bj = kf_malloc(sizeof(float) * (size_t)n);
-#pragma omp parallel for schedule(static) if (n >= KF_VERIFY_CHUNK)
-                for (int64_t e = 0; e < n; e++) {
-                    float f = (float)bd[e];
-                    if ((double)f < bd[e]) { /* the next float up; a bound is >= 0 */
-                        uint32_t u;
-                        memcpy(&u, &f, 4);
-                        if (f >= 0 && u < 0x7f800000u) {
-                            u++;
-                            memcpy(&f, &u, 4);
-                        } else {
-                            f = nextafterf(f, INFINITY);
-                        }
-                    }
-                    bj[e] = f;
-                }
-                v->bound[j] = bj;
-            }
-        }
-    }
-    for (int i = 0; i < c->nin; i++) free(din[i]);
-    for (int j = 0; j < c->nout; j++) {
-        free(dout[j]);
-        free(dbnd[j]);
-    }
-    free(din);
-    free(dout);
-    free(dbnd);
-    free(pos);
-    free(mag);
-    c->t_draw = t_draw;
-    c->t_ref = t_ref;
-    kf_log(2, "verify: %d input sets of '%s' drawn in %.2f s, reference computed in %.2f s "
-              "(seed %llu)", c->nsets, g->name, t_draw, t_ref, (unsigned long long)c->seed);
-    if (st != KF_OK) {
-        kf_verify_ctx_free(c);
-        return st;
-    }
-    *out = c;
-    return KF_OK;
 }
 
 void kf_verify_ctx_times(const kf_verify_ctx *c, double *draw_s, double *ref_s) {
@@ -487,25 +247,17 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
         if (is_out && r) r->bad_output = b - c->nin;
         return KF_V_OOB_WRITE;
     }
-    for (int i = 0; i < c->nin; i++) {
-        const void *now = kf_sbx_data(sb, i), *was = c->sets[s].in[i];
-        if (memcmp(now, was, c->in_bytes[i]) == 0) continue;
+    int i;
+    int64_t e, nchanged;
+    double was, now;
+    if (kf_verify_input_changed(c, sb, s, &i, &e, &nchanged, &was, &now)) {
         const kf_value *v = &g->values[g->inputs[i]];
-        int es = kf_dtype_size(v->dtype);
-        int64_t e = 0;
-        while (e < c->in_numel[i] &&
-               memcmp((const char *)now + e * es, (const char *)was + e * es, (size_t)es) == 0)
-            e++;
-        int64_t nchanged = 0;
-        for (int64_t k = e; k < c->in_numel[i]; k++)
-            nchanged += memcmp((const char *)now + k * es, (const char *)was + k * es, (size_t)es) != 0;
         char idx[160];
         kf_verify_format_index(&v->shape, e, idx, sizeof idx);
         snprintf(detail, cap,
                  "input '%s' was written (inputs are read-only): element %lld %s changed from "
                  "%.9g to %.9g; %lld of %lld elements changed",
-                 v->name, (long long)e, idx, kf_verify_load(v->dtype, was, e),
-                 kf_verify_load(v->dtype, now, e), (long long)nchanged,
+                 v->name, (long long)e, idx, was, now, (long long)nchanged,
                  (long long)c->in_numel[i]);
         if (r) r->first_bad = e;
         return KF_V_INPUT_MODIFIED;
@@ -515,7 +267,7 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
 
 void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
     const kf_graph *g = c->g;
-    for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(sb, i), c->sets[s].in[i], c->in_bytes[i]);
+    kf_verify_put_inputs(c, sb, s, 1);
     for (int j = 0; j < c->nout; j++)
         kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j), c->out_numel[j], 1);
     kf_sbx_fill_guards(sb);
@@ -607,8 +359,7 @@ static int timed_prepare(void *arg, int final, int poison) {
         if (!final || ((s != t->first || c->nsets < 3) && (s != t->cur || c->nsets < 2))) break;
     }
     if (t->first < 0) t->first = s;
-    if (s != t->cur)
-        for (int i = 0; i < c->nin; i++) memcpy(kf_sbx_data(t->sb, i), c->sets[s].in[i], c->in_bytes[i]);
+    if (s != t->cur) kf_verify_put_inputs(c, t->sb, s, 0);
     t->cur = s;
     for (int j = 0; j < c->nout && poison; j++)
         kf_verify_poison(c->g->values[c->g->outputs[j]].dtype, kf_sbx_data(t->sb, c->nin + j),
@@ -622,9 +373,17 @@ static int timed_prepare(void *arg, int final, int poison) {
 static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresult *r,
                              char *detail, size_t cap) {
     kf_vstatus vs = check_memory(c, sb, s, r, detail, cap);
+    kf_error e = {0};
+    if (vs == KF_V_OK && kf_verify_set_ready(c, s, &e) != KF_OK) {
+        snprintf(detail, cap, "the reference of set %d could not be computed again: %s", s, e.msg);
+        return KF_V_INTERNAL;
+    }
+    /* the region's inputs: set s's, unchanged (check_memory), for the ties of an argmax */
+    const void *ins[KF_RUN_MAX_BUFS];
+    for (int i = 0; i < c->nin; i++) ins[i] = kf_sbx_data(sb, i);
     for (int j = 0; j < c->nout && vs == KF_V_OK; j++) {
         kf_cmp cmp;
-        kf_verify_compare(c, s, j, kf_sbx_data(sb, c->nin + j), &cmp);
+        kf_verify_compare(c, s, j, kf_sbx_data(sb, c->nin + j), ins, &cmp);
         if (r) {
             r->max_abs_err = fmax(r->max_abs_err, cmp.max_abs);
             r->max_rel_err = fmax(r->max_rel_err, cmp.max_rel);

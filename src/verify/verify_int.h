@@ -75,8 +75,14 @@ int kf_verify_dtype_ok(kf_dtype dt);
 
 typedef struct kf_vset {
     int dist;       /* KF_DIST_* */
-    void **in;      /* per graph input: typed data (the exact bytes the kernel gets) */
-    void **ref;     /* per graph output: reference rounded to the output dtype, typed */
+    double shrink;  /* the magnitude limit's factor the set was drawn with: 1, or halved until
+                       its reference fitted the output's dtype (sets.c) */
+    void **in;      /* per graph input: typed data (the exact bytes the kernel gets); NULL
+                       entries when the context keeps no inputs (keep_in 0) */
+    uint64_t **in_hash; /* per graph input, per block of KF_DRAW_BLOCK elements: the keyed
+                       hash of the drawn bytes (keep_in 0 only), for the unchanged-input check */
+    void **ref;     /* per graph output: reference rounded to the output dtype, typed; with
+                       keep_ref 0 only the ready set's, pointing into the shared buffers */
     double *ref_rms;/* per graph output: RMS of the rounded reference (finite elements) */
     float **bound;  /* per graph output: the reference's error bound per element
                        (kf_interp_run_bounds), added to the tolerance; NULL when zero */
@@ -98,7 +104,41 @@ struct kf_verify_ctx {
     int host_timing;        /* a CPU candidate's timed calls are under way: the checks between
                                them run on this thread alone (values.c kf_verify_poison) */
     double t_draw, t_ref;   /* seconds spent drawing the sets and computing the reference */
+    /* The memory plan (sets.c): what the context keeps of each set. keep_in 0: inputs are
+     * drawn again from the seed into each run's buffers and checked unchanged by keyed block
+     * hashes; keep_ref 0: one set's reference at a time, computed again when a check needs
+     * another set (the float64 scratch then stays allocated). */
+    int keep_in, keep_ref;
+    int ready;              /* keep_ref 0: the set whose reference the shared buffers hold */
+    uint64_t hkey;          /* the block hashes' key: from the clock and address space, not
+                               the seed, so a kernel cannot know it */
+    int bounded;            /* the graph has error bounds (an op beyond pointwise) */
+    int *pos;               /* per input: drawn strictly positive (kf_graph_input_domains) */
+    double *mag;            /* per input: its magnitude limit */
+    double **din, **dout, **dbnd; /* keep_ref 0: the interpreter's float64 scratch */
+    void **lz_ref;          /* keep_ref 0: per output, the ready set's typed reference */
+    float **lz_bound;       /* keep_ref 0: per output, its bound (NULL: not bounded) */
 };
+
+/* ---- sets.c ---- */
+
+typedef struct kf_sbx kf_sbx; /* below (sandbox.c) */
+
+/* Elements per independently seeded block of a drawn input (and per hash block): the
+ * blocks are drawn in parallel, the values depend only on (seed, set, input, block). */
+#define KF_DRAW_BLOCK 65536
+/* Free the sets, the plan's buffers and scratch. */
+void kf_verify_sets_free(kf_verify_ctx *c);
+/* Make set s's reference (ref, bound, ref_rms) readable: a no-op when the context keeps
+ * every reference, else computed again into the shared buffers when another set is there. */
+kf_status kf_verify_set_ready(kf_verify_ctx *c, int s, kf_error *err);
+/* Set s's inputs into the region's input buffers: copied, or drawn again from the seed
+ * (par: with this process's threads; 0 while a CPU candidate is being timed). */
+void kf_verify_put_inputs(const kf_verify_ctx *c, kf_sbx *sb, int s, int par);
+/* 1 when an input in the region differs from set s's: *which input, its first changed
+ * element, how many changed, the value drawn and the value found there. */
+int kf_verify_input_changed(const kf_verify_ctx *c, const kf_sbx *sb, int s, int *which,
+                            int64_t *first, int64_t *nchanged, double *was, double *now);
 
 /* ---- verify.c, shared with memcheck.c ---- */
 
@@ -120,8 +160,11 @@ typedef struct kf_cmp {
     char detail[1024];
 } kf_cmp;
 
-/* Compare output j of set s (data as the kernel left it) with the reference. */
-void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data, kf_cmp *res);
+/* Compare output j of set s (data as the kernel left it) with the reference (set s ready:
+ * kf_verify_set_ready); ins: the run's input buffers, checked unchanged (an argmax's ties
+ * are judged on them). */
+void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
+                       const void *const *ins, kf_cmp *res);
 
 /* "[3, 17]" for flat index i of shape sh. */
 void kf_verify_format_index(const kf_shape *sh, int64_t i, char *buf, size_t cap);
