@@ -14,6 +14,10 @@
 #               the problems run in the order given
 # --limit S     seconds for the whole run (default 480); the problem running then is cut off
 # --out DIR     kb_gpu.json, kb_gpu.log (default $OUT, else kforge-out/kb-gpu)
+# --host-mem G  GiB the verifier may hold for input sets and references (KFORGE_HOST_MEM;
+#               default: the machine's physical memory). On the lent GPU machines the
+#               memory reported starts small and grows with use: give what the kind has,
+#               less room for PyTorch's processes (e.g. 100 on a 128 GiB machine)
 # after --     kforge bench options (default: --iters 2 --reps 10)
 #
 # exit status: 0 when every problem that ran was correct, 1 otherwise.
@@ -30,7 +34,8 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2 ;;
     --limit) LIMIT=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --host-mem) export KFORGE_HOST_MEM=$2; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) echo "kb_gpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -54,11 +59,14 @@ IFS=, read -r -a KEYS <<< "$ONLY"
 for k in "${KEYS[@]}"; do
   left=$((LIMIT - (SECONDS - T0)))
   [ $left -lt 30 ] && { echo "== $k: not run (time limit)"; continue; }
-  echo "== $k ($left s left)"
-  timeout -k 10 $left python3 bench/kernelbench.py "$KB" --cap 0 --only "$k" --work "$WORK/copies/$k" \
+  echo "== $k ($left s left; host memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $3 " used"}'))"
+  # what the problem cost the host (kforge's verifier and PyTorch's processes together)
+  TIMEFORMAT="   host: %R s wall, %U s user, %S s system"
+  time timeout -k 10 $left python3 bench/kernelbench.py "$KB" --cap 0 --only "$k" --work "$WORK/copies/$k" \
     --kforge "$KFORGE" --bench --target cuda --out "$WORK/bench/$k" --json "$OUTDIR/kb_$k.json" \
     "${BENCH_ARGS[@]}" 2>&1 | tee -a "$OUTDIR/kb_gpu.log" | grep -v '^  ' | tail -40
   rc=${PIPESTATUS[0]}
+  unset TIMEFORMAT
   [ "$rc" = 0 ] || { echo "   exit $rc$([ "$rc" = 124 ] && echo ' (cut off by the time limit)')"; FAIL=1; }
 done
 # every problem's rows in one file

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static uint64_t mix_seed(uint64_t seed, int set, int input) {
@@ -86,6 +87,21 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, int pos, double mag
     }
 }
 
+/* A large buffer (a set's data, a reference, the float64 scratch): at 64 MiB and more
+ * aligned to 2 MiB and offered transparent huge pages, so that first touching gigabytes
+ * takes one fault per 2 MiB, not per 4 KiB (on the GPU machine's microVM each fault also
+ * grows the guest's memory: the faults of ~64 GB were minutes of system time). n > 0. */
+static void *big_alloc(size_t n) {
+    if (n < (64u << 20)) return kf_malloc(n);
+    void *p = NULL;
+    size_t al = 2u << 20, rounded = (n + al - 1) & ~(al - 1);
+    if (posix_memalign(&p, al, rounded) != 0) return kf_malloc(n); /* kf_malloc aborts cleanly */
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    return p;
+}
+
 /* The smallest float at or above v (v >= 0; a bound is rounded up). */
 static inline float round_up_f32(double v) {
     float f = (float)v;
@@ -139,7 +155,7 @@ static kf_status set_compute(kf_verify_ctx *c, int s, int first, kf_error *err) 
         kf_dtype dt = g->values[g->outputs[j]].dtype;
         if (c->keep_ref) {
             free(v->ref[j]);
-            v->ref[j] = kf_malloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
+            v->ref[j] = big_alloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
         } else {
             v->ref[j] = c->lz_ref[j];
         }
@@ -194,7 +210,7 @@ static kf_status set_compute(kf_verify_ctx *c, int s, int first, kf_error *err) 
             v->bound[j] = NULL;
         }
         if (bd && anypos) { /* rounded up: a bound */
-            float *bj = c->keep_ref ? kf_malloc(sizeof(float) * (size_t)n) : c->lz_bound[j];
+            float *bj = c->keep_ref ? big_alloc(sizeof(float) * (size_t)n) : c->lz_bound[j];
 #pragma omp parallel for schedule(static) if (n >= KF_VERIFY_CHUNK)
             for (int64_t e = 0; e < n; e++) bj[e] = round_up_f32(bd[e]);
             v->bound[j] = bj;
@@ -362,17 +378,17 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     c->dout = kf_calloc((size_t)c->nout, sizeof *c->dout);
     c->dbnd = kf_calloc((size_t)c->nout, sizeof *c->dbnd);
     for (int i = 0; i < c->nin; i++)
-        c->din[i] = kf_malloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
+        c->din[i] = big_alloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
     for (int j = 0; j < c->nout; j++) {
-        c->dout[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
-        if (bounded) c->dbnd[j] = kf_malloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+        c->dout[j] = big_alloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+        if (bounded) c->dbnd[j] = big_alloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
     }
     if (!keep_ref) {
         c->lz_ref = kf_calloc((size_t)c->nout, sizeof *c->lz_ref);
         c->lz_bound = kf_calloc((size_t)c->nout, sizeof *c->lz_bound);
         for (int j = 0; j < c->nout; j++) {
-            c->lz_ref[j] = kf_malloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
-            if (bounded) c->lz_bound[j] = kf_malloc(sizeof(float) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
+            c->lz_ref[j] = big_alloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
+            if (bounded) c->lz_bound[j] = big_alloc(sizeof(float) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
         }
     }
     kf_status st = KF_OK;
@@ -386,7 +402,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         v->ref_rms = kf_calloc((size_t)c->nout, sizeof *v->ref_rms);
         v->bound = kf_calloc((size_t)c->nout, sizeof *v->bound);
         for (int i = 0; i < c->nin; i++) {
-            if (keep_in) v->in[i] = kf_malloc(c->in_bytes[i] ? c->in_bytes[i] : 1);
+            if (keep_in) v->in[i] = big_alloc(c->in_bytes[i] ? c->in_bytes[i] : 1);
             else v->in_hash[i] = kf_calloc((size_t)((c->in_numel[i] + KF_DRAW_BLOCK - 1) / KF_DRAW_BLOCK) + 1, 8);
         }
         /* every set is computed once here, whatever is kept: that settles its magnitude
