@@ -397,6 +397,24 @@ Test(gpu_verify, matmul_family) {
     check_task("input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n");
 }
 
+/* A matrix times a vector (N == 1) and a vector times a matrix (M == 1) are planned as a
+ * reduction of a product (src/synth/gemv.c) and verify against the task's matmul, with odd
+ * K, a transposed vector and a bias after the product; a transposed matrix keeps the GEMM
+ * (the last task). */
+static const char *gemv_tasks[] = {
+    "input a: f32[37, 1031]\ninput b: f32[1031, 1]\noutput c = matmul(a, b)\n",
+    "input a: f32[1, 1031]\ninput b: f32[1031, 45]\noutput c = matmul(a, b)\n",
+    "input a: f32[37, 1031]\ninput b: f32[1, 1031]\noutput c = matmul(a, b, transpose_b=true)\n",
+    "input a: f32[9, 70001]\ninput b: f32[70001, 1]\ninput bias: f32[1]\noutput c = relu(matmul(a, b) + bias)\n",
+    "input a: f32[1031, 37]\ninput b: f32[1, 1031]\noutput c = matmul(a, b, transpose_a=true, transpose_b=true)\n",
+};
+#define NGEMV_REDUCED 4 /* the first four are reductions */
+
+Test(gpu_verify, matrix_vector_products_as_reductions) {
+    NEED_OCL();
+    for (size_t t = 0; t < sizeof gemv_tasks / sizeof gemv_tasks[0]; t++) check_task(gemv_tasks[t]);
+}
+
 /* f16/bf16 on tensor cores: only where the device under test runs them (KFORGE_TEST_GPU=cuda
  * on sm_80 or newer) */
 Test(gpu_verify, mma_matmul) {
@@ -769,6 +787,27 @@ Test(gpu_text, point_is_baked_in) {
         }
         rendered_free(&r);
     }
+}
+
+Test(gpu_text, matrix_vector_products_plan_as_reductions) {
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    for (size_t t = 0; t < sizeof gemv_tasks / sizeof gemv_tasks[0]; t++) {
+        rendered r;
+        render_default(gemv_tasks[t], "cuda", &dev, &r);
+        const char *d = kf_synth_describe(r.s);
+        if (t < NGEMV_REDUCED)
+            cr_expect(strstr(d, "sum(ewise") && !strstr(d, "matmul"), "task:\n%s\nplan %s", gemv_tasks[t], d);
+        else
+            cr_expect(strstr(d, "matmul") != NULL, "task:\n%s\nplan %s", gemv_tasks[t], d);
+        rendered_free(&r);
+    }
+    /* a matrix product keeps the GEMM; so does the CPU, whose matvec template reads the
+     * vector once per row block */
+    rendered r;
+    render_default("input a: f32[37, 1031]\ninput b: f32[1031, 2]\noutput c = matmul(a, b)\n", "cuda", &dev, &r);
+    cr_expect(strstr(kf_synth_describe(r.s), "matmul"), "%s", kf_synth_describe(r.s));
+    rendered_free(&r);
 }
 
 Test(gpu_text, chains_use_scratch_between_kernels) {

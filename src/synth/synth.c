@@ -701,7 +701,8 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
     return KF_OK;
 }
 
-/* Composite ops with a lowering are planned as their lowering (kf_graph_lower), and cheap
+/* Composite ops with a lowering are planned as their lowering (kf_graph_lower), on GPUs
+ * matrix-vector products as reductions (kf_synth_gemv_rewrite), and cheap
  * elementwise values read again after a reduction of them are recomputed there
  * (kf_synth_remat): the kernels compute that graph, which has the task's buffers; the
  * reference still evaluates the task's own graph. */
@@ -712,6 +713,13 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
     if (kf_graph_has_lowering(g)) {
         kf_status st = kf_graph_lower(g, &lowered, err);
         if (st != KF_OK) return st;
+    }
+    if (kf_synth_is_gpu(platform)) { /* matrix-vector products as reductions (gemv.c) */
+        kf_graph *mv = kf_synth_gemv_rewrite(lowered ? lowered : g);
+        if (mv) {
+            kf_graph_free(lowered);
+            lowered = mv;
+        }
     }
     int *copy = NULL;
     kf_graph *re = kf_synth_remat(lowered ? lowered : g, &copy);

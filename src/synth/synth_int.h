@@ -119,6 +119,9 @@ struct kf_synth {
  * NULL when no node qualifies; else the new graph (caller frees) and in *copy_nodes, per
  * node of it, 1 for the copies (caller frees). */
 kf_graph *kf_synth_remat(const kf_graph *g, int **copy_nodes);
+/* GPU platforms: the task's f32 matrix-vector products (M or N of 1) rewritten as a
+ * reduction of an elementwise product (gemv.c); NULL when the graph has none. */
+kf_graph *kf_synth_gemv_rewrite(const kf_graph *g);
 
 /* The template table, in order (kforge templates, tests). */
 int kf_tpl_count(void);
