@@ -43,25 +43,10 @@ kf_graph *kf_synth_gemv_rewrite(const kf_graph *g) {
     int any = 0, dummy;
     for (int k = 0; k < g->nnodes && !any; k++) any = is_gemv(g, &g->nodes[k], &dummy);
     if (!any) return NULL;
-    kf_graph *h = kf_graph_new(g->name);
-    snprintf(h->path, sizeof h->path, "%s", g->path);
-    h->has_tol = g->has_tol;
-    h->atol = g->atol, h->rtol = g->rtol, h->nmse = g->nmse;
-    int *map = kf_malloc((size_t)g->nvalues * sizeof *map);
+    int *map = NULL;
+    kf_graph *h = kf_synth_graph_with_inputs(g, &map);
+    if (!h) return NULL;
     int ok = 1;
-    for (int i = 0; i < g->nvalues; i++) map[i] = -1;
-    for (int i = 0; i < g->ninputs && ok; i++) {
-        const kf_value *v = &g->values[g->inputs[i]];
-        int id = kf_graph_add_input(h, v->name, v->dtype, &v->shape, NULL);
-        if (id < 0) {
-            ok = 0;
-            break;
-        }
-        kf_value *nv = &h->values[id];
-        nv->has_range = v->has_range, nv->lo = v->lo, nv->hi = v->hi;
-        nv->line = v->line, nv->col = v->col;
-        map[g->inputs[i]] = id;
-    }
     kf_op reshape = kf_op_lookup("reshape"), mul = kf_op_lookup("mul"), sum = kf_op_lookup("sum");
     for (int ni = 0; ni < g->nnodes && ok; ni++) {
         const kf_node *n = &g->nodes[ni];

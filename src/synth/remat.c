@@ -88,6 +88,32 @@ static int remat_plan(const kf_graph *g, int *late) {
     return copies;
 }
 
+/* See synth_int.h. */
+kf_graph *kf_synth_graph_with_inputs(const kf_graph *g, int **map_out) {
+    kf_graph *h = kf_graph_new(g->name);
+    snprintf(h->path, sizeof h->path, "%s", g->path);
+    h->has_tol = g->has_tol;
+    h->atol = g->atol, h->rtol = g->rtol, h->nmse = g->nmse;
+    int *map = kf_malloc((size_t)g->nvalues * sizeof *map);
+    for (int i = 0; i < g->nvalues; i++) map[i] = -1;
+    for (int i = 0; i < g->ninputs; i++) {
+        const kf_value *v = &g->values[g->inputs[i]];
+        int id = kf_graph_add_input(h, v->name, v->dtype, &v->shape, NULL);
+        if (id < 0) { /* they were valid in g: a bug, not the task's */
+            free(map);
+            kf_graph_free(h);
+            *map_out = NULL;
+            return NULL;
+        }
+        kf_value *nv = &h->values[id];
+        nv->has_range = v->has_range, nv->lo = v->lo, nv->hi = v->hi;
+        nv->line = v->line, nv->col = v->col;
+        map[g->inputs[i]] = id;
+    }
+    *map_out = map;
+    return h;
+}
+
 kf_graph *kf_synth_remat(const kf_graph *g, int **copy_nodes) {
     *copy_nodes = NULL;
     if (g->nnodes == 0) return NULL;
@@ -96,26 +122,10 @@ kf_graph *kf_synth_remat(const kf_graph *g, int **copy_nodes) {
         free(late);
         return NULL;
     }
-    kf_graph *h = kf_graph_new(g->name);
-    snprintf(h->path, sizeof h->path, "%s", g->path);
-    h->has_tol = g->has_tol;
-    h->atol = g->atol, h->rtol = g->rtol, h->nmse = g->nmse;
-    int *map = kf_malloc((size_t)g->nvalues * sizeof *map);
+    int *map = NULL;
+    kf_graph *h = kf_synth_graph_with_inputs(g, &map);
     int *copy = kf_calloc((size_t)(2 * g->nnodes), sizeof *copy);
-    int ok = 1;
-    for (int i = 0; i < g->nvalues; i++) map[i] = -1;
-    for (int i = 0; i < g->ninputs && ok; i++) {
-        const kf_value *v = &g->values[g->inputs[i]];
-        int id = kf_graph_add_input(h, v->name, v->dtype, &v->shape, NULL);
-        if (id < 0) {
-            ok = 0;
-            break;
-        }
-        kf_value *nv = &h->values[id];
-        nv->has_range = v->has_range, nv->lo = v->lo, nv->hi = v->hi;
-        nv->line = v->line, nv->col = v->col;
-        map[g->inputs[i]] = id;
-    }
+    int ok = h != NULL;
     for (int ni = 0; ni < g->nnodes && ok; ni++) {
         const kf_node *n = &g->nodes[ni];
         int ins[KF_MAX_NODE_IN];

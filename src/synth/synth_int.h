@@ -119,6 +119,10 @@ struct kf_synth {
  * NULL when no node qualifies; else the new graph (caller frees) and in *copy_nodes, per
  * node of it, 1 for the copies (caller frees). */
 kf_graph *kf_synth_remat(const kf_graph *g, int **copy_nodes);
+/* The start of a rewritten copy of g (remat.c, gemv.c): a graph of g's name, path and
+ * tolerances holding g's inputs, and *map (g's value ids to the copy's, -1 for values not
+ * yet copied; the caller frees it). NULL when an input could not be added. */
+kf_graph *kf_synth_graph_with_inputs(const kf_graph *g, int **map);
 /* GPU platforms: the task's f32 matrix-vector products (M or N of 1) rewritten as a
  * reduction of an elementwise product (gemv.c); NULL when the graph has none. */
 kf_graph *kf_synth_gemv_rewrite(const kf_graph *g);
