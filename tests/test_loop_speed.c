@@ -1,14 +1,24 @@
 /*
- * The fast loop's timing rule (issue 30): with kf_verify_opts.stable_rel the timing run ends
+ * The fast loop's timing rules (issue 30): with kf_verify_opts.stable_rel the timing run ends
  * once the median has settled instead of running until min_time_s, and without it the run
  * is as before. The kernel spins for 20 ms by the clock, so its times hardly vary. No time is
  * asserted: only how many reps the parent took.
+ *
+ * The cache flush between timed CPU calls: the parent evicts the task's buffers (every
+ * timed call and the final one start on evicted buffers), and the runner no longer writes
+ * a buffer of twice the cache, which the kernel below would see as a large mapped block
+ * of the process's heap (it fails the call then).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__aarch64__)
+#define CAN_EVICT 1
+#else
+#define CAN_EVICT 0
+#endif
 
 #include "kforge/backend.h"
 #include "kforge/candidate.h"
@@ -25,7 +35,16 @@ static const char *spin = "#include <math.h>\n#include <time.h>\n"
                           "    for (long i = 0; i < 1024; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
                           "    return 0;\n}\n";
 
-static kf_vresult timed_run(double stable_rel) {
+/* 1 when the process holds a mapped heap block of 32 MiB or more (a flush buffer) */
+static const char *heap_watch = "#include <malloc.h>\n"
+                                "int kforge_kernel(void *const *a) {\n"
+                                "    const float *x = a[0]; float *y = a[1];\n"
+                                "    struct mallinfo2 m = mallinfo2();\n"
+                                "    if (m.hblkhd >= ((size_t)32 << 20)) return 7;\n"
+                                "    for (long i = 0; i < 1024; i++) y[i] = x[i] / (1.0f + __builtin_expf(-x[i]));\n"
+                                "    return 0;\n}\n";
+
+static kf_vresult timed_run_src(const char *src, double stable_rel, int64_t cache_bytes) {
     kf_error err = {0};
     kf_graph *g = NULL;
     cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
@@ -47,10 +66,11 @@ static kf_vresult timed_run(double stable_rel) {
     o.max_reps = 30;
     o.wall_limit_s = 120;
     o.stable_rel = stable_rel;
+    o.cache_bytes = cache_bytes;
     kf_verify_ctx *c = NULL;
     cr_assert_eq(kf_verify_ctx_new(g, &o, &c, &err), KF_OK, "%s", err.msg);
     kf_candidate cand;
-    cr_assert_eq(kf_candidate_init(&cand, "cpu", spin, NULL, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_candidate_init(&cand, "cpu", src, NULL, &err), KF_OK, "%s", err.msg);
     kf_vresult r;
     cr_assert_eq(kf_verify_candidate(c, be, &cand, &r, &err), KF_OK, "%s", err.msg);
     kf_candidate_clear(&cand);
@@ -62,6 +82,8 @@ static kf_vresult timed_run(double stable_rel) {
     cr_expect_eq(system(cmd), 0);
     return r;
 }
+
+static kf_vresult timed_run(double stable_rel) { return timed_run_src(spin, stable_rel, 0); }
 
 Test(loop_speed, stable_median_ends_the_timing) {
     /* a wide stability band: the rule, not the machine's noise, is under test */
@@ -77,4 +99,24 @@ Test(loop_speed, without_it_min_time_rules) {
     kf_vresult r = timed_run(0);
     cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
     cr_expect_eq(r.reps, 30, "fixed: until min_time or the cap; %d reps", r.reps);
+}
+
+Test(loop_speed, timed_calls_start_on_evicted_buffers) {
+    /* 8 KiB of data under a 64 MiB cache: flushed before every timed call; the runner's
+     * buffer would have been 128 MiB */
+    kf_vresult r = timed_run_src(heap_watch, 0.2, 64ll << 20);
+    cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
+    cr_assert(r.timed);
+    if (CAN_EVICT)
+        cr_expect_geq(r.evicted, r.reps + 1, "every timed call and the final one: %d evicted, %d reps",
+                      r.evicted, r.reps);
+    else
+        cr_expect_eq(r.evicted, 0);
+}
+
+Test(loop_speed, data_beyond_the_cache_is_not_flushed) {
+    /* 8 KiB of data over a 4 KiB "cache": no flush, no eviction (as before) */
+    kf_vresult r = timed_run_src(heap_watch, 0.2, 4096);
+    cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
+    cr_expect_eq(r.evicted, 0);
 }
