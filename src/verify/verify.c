@@ -125,7 +125,10 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, const kf_value *x, 
         int64_t from = k * DRAW_BLOCK, cnt = n - from < DRAW_BLOCK ? n - from : DRAW_BLOCK;
         void *p = (char *)data + from * es;
         kf_verify_draw(&r, dist, x->dtype, pos, mag, x->has_range, x->lo, x->hi, p, cnt);
-        for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
+        if (x->dtype == KF_F32)
+            for (int64_t e = 0; e < cnt; e++) vals[from + e] = (double)((const float *)p)[e];
+        else
+            for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
     }
 }
 
