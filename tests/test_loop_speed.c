@@ -173,18 +173,25 @@ static const char *two_outputs = "task t\ninput x: f32[300, 1001]\ninput z: f32[
                                  "output y = a + b - square(z) * 0.5\noutput q = a * y\n";
 static const char *one_elem = "task o\ninput x: f32[70000]\ninput s: f32[1]\noutput y = tanh(x * s) - 2.0\n";
 static const char *huge = "task h\ninput x: f32[40000]\noutput y = x * 1e30 * 1e6\n";
+/* broadcast graph inputs: a row, a column, a leading axis (rows of 1001: chunks of 16384
+ * start mid-row) */
+static const char *bcast = "task m\ninput x: f32[300, 1001]\ninput w: f32[1001]\ninput s: f32[300, 1]\n"
+                           "p = pow(x, w)\nm = maximum(p, w)\nn = minimum(m, s)\n"
+                           "output y = n / (x + 1.0) - w\n";
+static const char *lead = "task l\ninput x: f32[3, 50, 700]\ninput b: f32[50, 1]\ninput c: f32[3, 1, 700]\n"
+                          "output y = tanh(x + b) * c\n";
 
 Test(loop_speed, pointwise_reference_chunk_by_chunk) {
-    const char *fused[] = {swish_big, two_outputs, one_elem, huge};
-    for (int k = 0; k < 4; k++) {
+    const char *fused[] = {swish_big, two_outputs, one_elem, huge, bcast, lead};
+    for (int k = 0; k < 6; k++) {
         kf_graph *g = parse(fused[k]);
         cr_expect(kf_interp_fusable(g), "graph %d runs chunk by chunk", k);
         kf_graph_free(g);
         cr_expect_eq(same_as_the_walk(fused[k], 1.0), 0);
     }
     cr_expect_eq(same_as_the_walk(huge, 1e3), 1, "beyond float32 (2^124)");
-    /* a broadcast row, a reduction: node by node */
-    const char *walked[] = {"task b\ninput x: f32[64, 32]\ninput w: f32[32]\noutput y = x * w\n",
+    /* an intermediate of another shape (broadcast), a reduction: node by node */
+    const char *walked[] = {"task b\ninput x: f32[64, 32]\ninput w: f32[32]\nt = exp(w)\noutput y = x * t\n",
                             "task r\ninput x: f32[64, 32]\noutput y = sum(x, axes=[1])\n"};
     for (int k = 0; k < 2; k++) {
         kf_graph *g = parse(walked[k]);

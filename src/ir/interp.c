@@ -878,8 +878,9 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
 /* Pointwise graphs, chunk by chunk                                                      */
 
 /* The shape every live node of g produces when g is a chain of elementwise (unary and
- * binary) ops over one shape, whose operands have that shape or a single element, and
- * whose outputs are all computed by nodes; NULL otherwise (kf_interp_fusable). */
+ * binary) ops over one shape, whose operands have that shape, a single element, or (graph
+ * inputs) a shape that broadcasts to it, and whose outputs are all computed by nodes; NULL
+ * otherwise (kf_interp_fusable). */
 static const kf_shape *ip_fused_shape(const kf_graph *g, const char *live) {
     if (g->noutputs < 1) return NULL;
     const kf_value *o0 = &g->values[g->outputs[0]];
@@ -896,8 +897,10 @@ static const kf_shape *ip_fused_shape(const kf_graph *g, const char *live) {
         if ((d->kind != KF_KIND_UNARY && d->kind != KF_KIND_BINARY) || !d->f64) return NULL;
         if (!kf_shape_equal(&g->values[n->out].shape, sh)) return NULL;
         for (int a = 0; a < n->nin; a++) {
-            const kf_shape *is = &g->values[n->in[a]].shape;
-            if (!kf_shape_equal(is, sh) && ip_numel(is) != 1) return NULL;
+            const kf_value *iv = &g->values[n->in[a]];
+            int64_t st[KF_MAX_DIMS];
+            if (kf_shape_equal(&iv->shape, sh) || ip_numel(&iv->shape) == 1) continue;
+            if (iv->input_index < 0 || !ip_bcast_strides(&iv->shape, sh, st)) return NULL;
         }
         any = 1;
     }
@@ -942,6 +945,18 @@ static kf_status ip_run_fused(const kf_graph *g, const char *live, const double 
     for (int v = 0; v < nv; v++) slot[v] = -1;
     for (int k = 0; k < g->nnodes; k++)
         if (live[k] && !dest[g->nodes[k].out] && slot[g->nodes[k].out] < 0) slot[g->nodes[k].out] = nslots++;
+    /* graph inputs broadcast to the shape (a bias row, a column): gathered per chunk into a
+     * row of their own, from the element strides of the broadcast */
+    const kf_shape *sh = &g->values[g->outputs[0]].shape;
+    int ngather = 0, *gv = kf_malloc(((size_t)g->ninputs + 1) * sizeof *gv);
+    int64_t(*gst)[KF_MAX_DIMS] = kf_malloc(((size_t)g->ninputs + 1) * sizeof *gst);
+    for (int i = 0; i < g->ninputs; i++) {
+        const kf_value *iv = &g->values[g->inputs[i]];
+        if (kf_shape_equal(&iv->shape, sh) || ip_numel(&iv->shape) == 1 || !ip_bcast_strides(&iv->shape, sh, gst[ngather]))
+            continue;
+        gv[ngather++] = g->inputs[i];
+        slot[g->inputs[i]] = nslots++;
+    }
     int64_t chunks = (N + KF_INTERP_CHUNK - 1) / KF_INTERP_CHUNK;
     int far = 0;
 #pragma omp parallel if (N >= KF_INTERP_PAR_MIN) reduction(| : far)
@@ -950,6 +965,25 @@ static kf_status ip_run_fused(const kf_graph *g, const char *live, const double 
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < chunks; c++) {
             int64_t i0 = c * KF_INTERP_CHUNK, len = N - i0 < KF_INTERP_CHUNK ? N - i0 : KF_INTERP_CHUNK;
+            for (int q = 0; q < ngather; q++) { /* this chunk's elements of each broadcast input */
+                const double *src = inputs[g->values[gv[q]].input_index];
+                double *row = scratch + (size_t)slot[gv[q]] * KF_INTERP_CHUNK;
+                int64_t idx[KF_MAX_DIMS], off = 0, rest = i0;
+                for (int d = sh->rank - 1; d >= 0; d--) {
+                    idx[d] = sh->d[d] ? rest % sh->d[d] : 0;
+                    rest = sh->d[d] ? rest / sh->d[d] : 0;
+                    off += idx[d] * gst[q][d];
+                }
+                for (int64_t e = 0; e < len; e++) {
+                    row[e] = src[off];
+                    for (int d = sh->rank - 1; d >= 0; d--) { /* the next element's index */
+                        off += gst[q][d];
+                        if (++idx[d] < sh->d[d]) break;
+                        off -= idx[d] * gst[q][d];
+                        idx[d] = 0;
+                    }
+                }
+            }
             for (int k = 0; k < g->nnodes; k++) {
                 if (!live[k]) continue;
                 const kf_node *n = &g->nodes[k];
@@ -961,7 +995,7 @@ static kf_status ip_run_fused(const kf_graph *g, const char *live, const double 
                     const kf_value *uv = &g->values[u];
                     if (uv->is_const) { /* a literal: one value for every element */
                         in[a] = &uv->cval;
-                    } else if (slot[u] >= 0) { /* an intermediate: this chunk's row */
+                    } else if (slot[u] >= 0) { /* an intermediate or a gathered input: this chunk's row */
                         in[a] = scratch + (size_t)slot[u] * KF_INTERP_CHUNK;
                         st[a] = 1;
                     } else { /* a graph input or an output computed before: whole arrays */
@@ -990,6 +1024,8 @@ static kf_status ip_run_fused(const kf_graph *g, const char *live, const double 
     if (beyond) *beyond = far;
     free(dest);
     free(slot);
+    free(gv);
+    free(gst);
     return KF_OK;
 }
 
