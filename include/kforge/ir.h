@@ -223,6 +223,12 @@ kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,
 kf_status kf_interp_run_checked(const kf_graph *g, const double *const *inputs, double *const *outputs,
                                 double *const *bounds, int *beyond_f32, kf_error *err);
 
+/* 1 when kf_interp_run evaluates g chunk by chunk (all its live nodes elementwise over one
+ * shape, operands of that shape or of one element, outputs computed by nodes): the same
+ * results bit for bit as the node-by-node walk, without whole-tensor intermediates. The
+ * bounds runs always walk node by node. */
+int kf_interp_fusable(const kf_graph *g);
+
 
 #ifdef __cplusplus
 }

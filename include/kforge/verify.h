@@ -67,6 +67,9 @@ typedef struct kf_vresult {
     int reps;
     double time_ms;         /* median */
     double time_min_ms, time_mean_ms;
+    int evicted;            /* timed calls (and the final one) that started on buffers the
+                               parent had evicted from the caches (CPU, x86-64/arm64, data
+                               within the last-level cache); 0 elsewhere */
     double run_wall_s;      /* wall time the whole check took */
     /* where run_wall_s went (the loop's per-phase breakdown, issue 30): building the
      * artifact, starting the runner processes (fork to the runner's first 'ready', the

@@ -874,6 +874,161 @@ static kf_status ip_node(const kf_graph *g, const kf_node *n, const double *cons
                         "op %s is not supported by the interpreter", info->name);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Pointwise graphs, chunk by chunk                                                      */
+
+/* The shape every live node of g produces when g is a chain of elementwise (unary and
+ * binary) ops over one shape, whose operands have that shape, a single element, or (graph
+ * inputs) a shape that broadcasts to it, and whose outputs are all computed by nodes; NULL
+ * otherwise (kf_interp_fusable). */
+static const kf_shape *ip_fused_shape(const kf_graph *g, const char *live) {
+    if (g->noutputs < 1) return NULL;
+    const kf_value *o0 = &g->values[g->outputs[0]];
+    const kf_shape *sh = &o0->shape;
+    int any = 0;
+    for (int j = 0; j < g->noutputs; j++) {
+        const kf_value *v = &g->values[g->outputs[j]];
+        if (v->producer < 0 || !kf_shape_equal(&v->shape, sh)) return NULL;
+    }
+    for (int k = 0; k < g->nnodes; k++) {
+        if (!live[k]) continue;
+        const kf_node *n = &g->nodes[k];
+        const kf_op_def *d = kf_op_get(n->op);
+        if ((d->kind != KF_KIND_UNARY && d->kind != KF_KIND_BINARY) || !d->f64) return NULL;
+        if (!kf_shape_equal(&g->values[n->out].shape, sh)) return NULL;
+        for (int a = 0; a < n->nin; a++) {
+            const kf_value *iv = &g->values[n->in[a]];
+            int64_t st[KF_MAX_DIMS];
+            if (kf_shape_equal(&iv->shape, sh) || ip_numel(&iv->shape) == 1) continue;
+            if (iv->input_index < 0 || !ip_bcast_strides(&iv->shape, sh, st)) return NULL;
+        }
+        any = 1;
+    }
+    return any ? sh : NULL;
+}
+
+/* The nodes that an output needs (ip_run's liveness). */
+static void ip_liveness(const kf_graph *g, char *need, char *live) {
+    for (int j = 0; j < g->noutputs; j++) need[g->outputs[j]] = 1;
+    for (int k = g->nnodes - 1; k >= 0; k--) {
+        const kf_node *n = &g->nodes[k];
+        if (!need[n->out]) continue;
+        live[k] = 1;
+        for (int a = 0; a < n->nin; a++) need[n->in[a]] = 1;
+    }
+}
+
+int kf_interp_fusable(const kf_graph *g) {
+    if (!g) return 0;
+    char *need = kf_calloc((size_t)g->nvalues + 1, 1);
+    char *live = kf_calloc((size_t)g->nnodes + 1, 1);
+    ip_liveness(g, need, live);
+    int ok = ip_fused_shape(g, live) != NULL;
+    free(need);
+    free(live);
+    return ok;
+}
+
+/* A pointwise graph (ip_fused_shape) run chunk by chunk: every node over KF_INTERP_CHUNK
+ * elements before the next chunk, the intermediates in a scratch row per thread (in cache,
+ * never a whole-tensor allocation). The same f64 calls on the same elements as the
+ * node-by-node walk, so the same results bit for bit; beyond as ip_run's. */
+static kf_status ip_run_fused(const kf_graph *g, const char *live, const double *const *inputs,
+                              double *const *outputs, int *beyond) {
+    int nv = g->nvalues;
+    int64_t N = ip_numel(&g->values[g->outputs[0]].shape);
+    double **dest = kf_calloc((size_t)nv + 1, sizeof *dest);
+    int *slot = kf_malloc(((size_t)nv + 1) * sizeof *slot);
+    int nslots = 0;
+    for (int j = 0; j < g->noutputs; j++)
+        if (!dest[g->outputs[j]]) dest[g->outputs[j]] = outputs[j];
+    for (int v = 0; v < nv; v++) slot[v] = -1;
+    for (int k = 0; k < g->nnodes; k++)
+        if (live[k] && !dest[g->nodes[k].out] && slot[g->nodes[k].out] < 0) slot[g->nodes[k].out] = nslots++;
+    /* graph inputs broadcast to the shape (a bias row, a column): gathered per chunk into a
+     * row of their own, from the element strides of the broadcast */
+    const kf_shape *sh = &g->values[g->outputs[0]].shape;
+    int ngather = 0, *gv = kf_malloc(((size_t)g->ninputs + 1) * sizeof *gv);
+    int64_t(*gst)[KF_MAX_DIMS] = kf_malloc(((size_t)g->ninputs + 1) * sizeof *gst);
+    for (int i = 0; i < g->ninputs; i++) {
+        const kf_value *iv = &g->values[g->inputs[i]];
+        if (kf_shape_equal(&iv->shape, sh) || ip_numel(&iv->shape) == 1 || !ip_bcast_strides(&iv->shape, sh, gst[ngather]))
+            continue;
+        gv[ngather++] = g->inputs[i];
+        slot[g->inputs[i]] = nslots++;
+    }
+    int64_t chunks = (N + KF_INTERP_CHUNK - 1) / KF_INTERP_CHUNK;
+    int far = 0;
+#pragma omp parallel if (N >= KF_INTERP_PAR_MIN) reduction(| : far)
+    {
+        double *scratch = kf_malloc(sizeof(double) * (size_t)KF_INTERP_CHUNK * (size_t)(nslots ? nslots : 1));
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < chunks; c++) {
+            int64_t i0 = c * KF_INTERP_CHUNK, len = N - i0 < KF_INTERP_CHUNK ? N - i0 : KF_INTERP_CHUNK;
+            for (int q = 0; q < ngather; q++) { /* this chunk's elements of each broadcast input */
+                const double *src = inputs[g->values[gv[q]].input_index];
+                double *row = scratch + (size_t)slot[gv[q]] * KF_INTERP_CHUNK;
+                int64_t idx[KF_MAX_DIMS], off = 0, rest = i0;
+                for (int d = sh->rank - 1; d >= 0; d--) {
+                    idx[d] = sh->d[d] ? rest % sh->d[d] : 0;
+                    rest = sh->d[d] ? rest / sh->d[d] : 0;
+                    off += idx[d] * gst[q][d];
+                }
+                for (int64_t e = 0; e < len; e++) {
+                    row[e] = src[off];
+                    for (int d = sh->rank - 1; d >= 0; d--) { /* the next element's index */
+                        off += gst[q][d];
+                        if (++idx[d] < sh->d[d]) break;
+                        off -= idx[d] * gst[q][d];
+                        idx[d] = 0;
+                    }
+                }
+            }
+            for (int k = 0; k < g->nnodes; k++) {
+                if (!live[k]) continue;
+                const kf_node *n = &g->nodes[k];
+                const kf_op_def *d = kf_op_get(n->op);
+                const double *in[2] = {NULL, NULL};
+                int64_t st[2] = {0, 0};
+                for (int a = 0; a < n->nin && a < 2; a++) {
+                    int u = n->in[a];
+                    const kf_value *uv = &g->values[u];
+                    if (uv->is_const) { /* a literal: one value for every element */
+                        in[a] = &uv->cval;
+                    } else if (slot[u] >= 0) { /* an intermediate or a gathered input: this chunk's row */
+                        in[a] = scratch + (size_t)slot[u] * KF_INTERP_CHUNK;
+                        st[a] = 1;
+                    } else { /* a graph input or an output computed before: whole arrays */
+                        const double *base = uv->input_index >= 0 ? inputs[uv->input_index] : dest[u];
+                        int whole = ip_numel(&uv->shape) != 1 || N == 1;
+                        in[a] = whole ? base + i0 : base;
+                        st[a] = whole;
+                    }
+                }
+                double *out = dest[n->out] ? dest[n->out] + i0 : scratch + (size_t)slot[n->out] * KF_INTERP_CHUNK;
+                if (d->kind == KF_KIND_UNARY) d->f64(in[0], 1, NULL, 0, out, len, &n->attr);
+                else d->f64(in[0], st[0], in[1], st[1], out, len, &n->attr);
+                if (beyond && !far && g->values[n->out].dtype == KF_F32)
+                    for (int64_t e = 0; e < len; e++)
+                        if (fabs(out[e]) > 0x1p124 && isfinite(out[e])) {
+                            far = 1;
+                            break;
+                        }
+            }
+        }
+        free(scratch);
+    }
+    /* an output named twice: the second gets the first's values */
+    for (int j = 0; j < g->noutputs; j++)
+        if (dest[g->outputs[j]] != outputs[j]) memcpy(outputs[j], dest[g->outputs[j]], (size_t)N * sizeof(double));
+    if (beyond) *beyond = far;
+    free(dest);
+    free(slot);
+    free(gv);
+    free(gst);
+    return KF_OK;
+}
+
 /* Contract: see ir.h. g must be type-checked (kf_graph_add_node / the parser do this).
  * inputs[i] holds numel(g->inputs[i]) doubles, outputs[j] room for numel(g->outputs[j]).
  * Returns KF_OK, KF_ERR_ARG for missing buffers or an empty-axis max/argmax, KF_ERR_TYPE /
@@ -927,11 +1082,13 @@ static kf_status ip_run(const kf_graph *g, const double *const *inputs, double *
         if (g->values[v].producer >= 0 && !dest[v]) dest[v] = outputs[j];
     }
     /* liveness: a node runs only if its result is needed */
-    for (int k = g->nnodes - 1; k >= 0; k--) {
-        const kf_node *n = &g->nodes[k];
-        if (!need[n->out]) continue;
-        live[k] = 1;
-        for (int a = 0; a < n->nin; a++) need[n->in[a]] = 1;
+    ip_liveness(g, need, live);
+    /* a pointwise graph without bounds: chunk by chunk (issue 30: the reference of a 16M
+     * element swish walked node by node spent as much on faulting in its whole-tensor
+     * intermediates as on computing them) */
+    if (!bounds && ip_fused_shape(g, live)) {
+        st = ip_run_fused(g, live, inputs, outputs, beyond);
+        goto done;
     }
     for (int k = 0; k < g->nnodes; k++)
         if (live[k])

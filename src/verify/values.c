@@ -292,6 +292,15 @@ void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, double mag, int h
         for (int64_t i = 0; i < n; i++) ((unsigned char *)data)[i] = kf_verify_rng_uniform(r) < 0.5;
         return;
     }
+    if (dt == KF_F32 && !has_range) { /* the common case, without a call per element */
+        float *f = data;
+        for (int64_t i = 0; i < n; i++)
+            for (int attempt = 0;; attempt++) {
+                f[i] = (float)draw_one(r, dist, pos, mag);
+                if (f[i] != 0.0f || attempt >= 64) break;
+            }
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         for (int attempt = 0;; attempt++) {
             double x;

@@ -191,6 +191,7 @@ typedef struct kf_sbx {
     int hs_reps, hs_warm, hs_calls;
     int hs_last_set;        /* the input set of the last call (prepare's return value) */
     int hs_fail_set, hs_fail_call; /* where a random check failed */
+    int hs_evicted;         /* calls that started on buffers the parent evicted (lim->evict) */
     double hs_times[KF_RUN_MAX_REPS];
     double start_s;         /* the last run: fork to the runner's first message (the
                                artifact loaded), by the parent's clock; 0 without one */
@@ -236,7 +237,16 @@ typedef struct kf_sbx_limits {
      * fraction of the median, and at least two calls checked at random (besides the
      * final one); 0: min_time as before */
     double stable_rel;
+    /* Handshake time runs: before each timed call (and the final one) the parent evicts
+     * every task buffer, inputs and outputs, from every cache level of every core with
+     * clflushopt/clflush (arm64: dc civac) over its own mapping of the region, with the
+     * run stopped, instead of the runner writing a buffer of twice the last-level cache
+     * (docs/design-notes.md, issue 30). Only where kf_sbx_can_evict(). */
+    int evict;
 } kf_sbx_limits;
+
+/* 1 where the parent can evict the region's lines from the caches (x86-64, arm64). */
+int kf_sbx_can_evict(void);
 
 /* Caps on what one run may leave in its scratch directory (entries of any kind, and
  * allocated bytes); more is an output-flood. Each file is also capped by RLIMIT_FSIZE on
