@@ -340,7 +340,7 @@ def worker(a, meta):
     """`--worker` (kforge bench --jobs N starts one per slot): a JSON line of the slot's
     settings, then for each line "I<TAB>N<TAB>FILE" read from stdin, the task's row as one JSON
     line on stdout (the log on stderr, as usual)."""
-    print(json.dumps({"hello": meta}), flush=True)
+    print(json.dumps({"hello": dict(meta, affinity=sorted(os.sched_getaffinity(0)))}), flush=True)
     for line in sys.stdin:
         i, n, f = line.rstrip("\n").split("\t", 2)
         print(json.dumps({"row": run_one(f, a, int(i), int(n))}), flush=True)
