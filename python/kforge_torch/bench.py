@@ -376,7 +376,7 @@ def main(argv=None):
         torch.backends.cuda.matmul.allow_tf32 = False  # f32 on both sides, as kforge verifies
         torch.backends.cudnn.allow_tf32 = False
         a.flush = l2_flush_buffer(a.device)
-    torch.set_num_threads(a.threads or os.cpu_count() or 1)
+    torch.set_num_threads(a.threads or len(os.sched_getaffinity(0)) or 1)  # a Slurm cgroup, a slot: its cores
     meta = {"suite": a.suite, "target": a.target, "iters": a.iters, "prealloc": a.prealloc,
             "compiled": not a.no_compile, "seed": a.seed, "torch": torch.__version__,
             "device": torch.cuda.get_device_name(a.device) if a.device.type == "cuda" else "cpu",
