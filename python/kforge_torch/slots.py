@@ -247,7 +247,20 @@ class Runner:
             self.give(slot)
 
     def run(self, slots):
+        """The tasks through the slots; the workers (each in its own session, out of reach of
+        the terminal's ^C) are killed with their children if this process is interrupted or
+        terminated (scancel, a Slurm time limit)."""
         self.slots = slots
+        old = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        try:
+            return self.loop(slots)
+        finally:
+            for s in slots:
+                if s.proc:
+                    self.stop(s, kill=True)
+            signal.signal(signal.SIGTERM, old)
+
+    def loop(self, slots):
         for s in slots:
             self.start(s)
         timeout = self.a.task_timeout
