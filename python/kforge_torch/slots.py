@@ -214,7 +214,7 @@ class Runner:
         if self.times and done < n:
             per = sum(self.times) / len(self.times)
             busy = [s for s in self.slots if s.task]
-            # the tasks in flight are half done on average; the rest go round the slots
+            # a task in flight has the mean time less what it has run left; the rest go round the slots
             rest = (n - done - len(busy)) * per + sum(max(per - (time.time() - s.started), 0) for s in busy)
             left = f", about {fmt_s(rest / max(len(self.slots), 1))} left"
         return f"total {done}/{n} done, {fmt_s(time.time() - self.t0)} so far{left}"
