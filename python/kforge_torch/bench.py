@@ -34,7 +34,6 @@ kforge's measured ceilings, as kforge synth prints it).
 
 Exit status: 0 when every supported task is correct, 1 otherwise, 2 on a usage error.
 """
-import argparse
 import json
 import math
 import os
@@ -339,11 +338,15 @@ def bench_device(target):
 def worker(a, meta):
     """`--worker` (kforge bench --jobs N starts one per slot): a JSON line of the slot's
     settings, then for each line "I<TAB>N<TAB>FILE" read from stdin, the task's row as one JSON
-    line on stdout (the log on stderr, as usual)."""
-    print(json.dumps({"hello": dict(meta, affinity=sorted(os.sched_getaffinity(0)))}), flush=True)
+    line on stdout (the log on stderr, as usual). The answers go to stdout's own descriptor;
+    anything else that writes to stdout, Python or C (a kernel's printf), goes to stderr."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    print(json.dumps({"hello": dict(meta, affinity=sorted(os.sched_getaffinity(0)))}), file=proto, flush=True)
     for line in sys.stdin:
         i, n, f = line.rstrip("\n").split("\t", 2)
-        print(json.dumps({"row": run_one(f, a, int(i), int(n))}), flush=True)
+        print(json.dumps({"row": run_one(f, a, int(i), int(n))}), file=proto, flush=True)
     return 0
 
 
