@@ -88,3 +88,28 @@ def test_gpu_slots_for_real(kforge, tmp_path):
     d = json.load(open(tmp_path / "j.json"))
     assert d["jobs"] == min(8, len(SL.visible_gpus())) and all("gpu" in s for s in d["slots"])
     assert [r["status"] for r in d["rows"]] == ["ok", "ok", "unsupported", "ok"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: no two pinned slots")
+def test_live_lines_on_a_terminal(kforge, tmp_path):
+    """On a terminal: one line per slot and a total, redrawn in place (cursor up, clear line)."""
+    import pty
+    suite = small_suite(tmp_path / "suite")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([kforge, "bench", suite, "--jobs", "2", "--iters", "2", "--reps", "5", "--no-compile",
+                          "--out", str(tmp_path / "w")], stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the pty's other end closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert p.wait(timeout=900) == 0
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert "\x1b[3F" in text and "\x1b[2Kslot 1 (1 core (cpu " in text and "\x1b[2Kslot 2 (1 core" in text
+    assert "\x1b[2Ktotal 4/4 done" in text
+    assert "| total " not in text  # no plain lines on a terminal
