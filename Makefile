@@ -2,6 +2,7 @@
 # a release build, the PyTorch front end's tests (pytest, against the release build's
 # kforge; they include a `kforge bench` smoke run), the tests in an ASan+UBSan build and a
 # short run of the libFuzzer harnesses (clang; `make fuzz` is the long run, docs/fuzzing.md),
+# kforge slurm against a real one-node Slurm cluster (tests/slurm_real.sh, docs/cluster.md),
 # and last the LLM agent against a real local model server (tests/llm_real.sh: it builds
 # llama-cpp-python once, ~11 min on 2 cores, and keeps the wheel; docs/llm.md).
 BUILD ?= build
@@ -10,14 +11,14 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 3600
 JOBS ?= $(shell nproc)
 
-.PHONY: all test check test-release test-python test-asan test-fuzz test-llm-real fuzz fuzz-build bench clean
+.PHONY: all test check test-release test-python test-asan test-fuzz test-slurm-real test-llm-real fuzz fuzz-build bench clean
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 # in this order (make runs a target's prerequisites left to right): the real-model test
 # last, so its build and its server do not share the machine with the timing tests
-test: test-release test-python test-asan test-fuzz test-llm-real
+test: test-release test-python test-asan test-fuzz test-slurm-real test-llm-real
 
 # the edit-test cycle: the release build's tests but the slow ones (the search runs, the
 # template sweeps through the pipeline, the store and LLM end-to-end runs, the memory
@@ -45,6 +46,10 @@ fuzz-build:
 # seconds: a fixed seed and count per harness (cmake/fuzz.cmake)
 test-fuzz: fuzz-build
 	cd $(FUZZ_BUILD) && ctest --output-on-failure
+
+# kforge slurm --submit on a one-node cluster started here (munge, slurmctld, slurmd; ~1 min)
+test-slurm-real: all
+	tests/slurm_real.sh $(BUILD)
 
 # the LLM agent against llama-cpp-python's server and SmolLM2-135M from PyPI (plumbing only)
 test-llm-real: all

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake pkg-config libjansson-dev libopenblas-dev libcriterion-dev valgrind
       ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo libcurl4-openssl-dev libsqlite3-dev python3
-      chromium clang libomp-dev curl) # curl: tests/llm_real.sh; chromium: headless, for the HTML report's browser test
-      # (tests/test_report_html.c); clang, libomp-dev: the libFuzzer harnesses (make test-fuzz)
+      chromium clang libomp-dev curl slurm-wlm munge) # curl: tests/llm_real.sh; chromium: headless, for the HTML
+      # report's browser test (tests/test_report_html.c); clang, libomp-dev: the libFuzzer harnesses (make
+      # test-fuzz); slurm-wlm, munge: the one-node cluster of tests/slurm_real.sh (make test-slurm-real)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -98,6 +98,29 @@ kf_status kf_store_parts_put(kf_store *s, const char *key, const char *task, int
  * arrays. */
 kf_status kf_store_parts_get(kf_store *s, const char *key, int *n, void ***data, size_t **len, kf_error *err);
 
+/* ---- merging stores (src/store/merge.c, docs/store.md) ---- */
+
+typedef struct kf_store_merge_counts {
+    int in_version;          /* the input's schema version */
+    int runs_added, runs_updated, runs_same, runs_conflict;
+    int tasks, candidates, evaluations, iterations, diagnoses, transcripts, refsets; /* rows added */
+    char conflict[17];       /* the first run id that names another run in OUT, "" none */
+} kf_store_merge_counts;
+
+/* Contract: 0 when in_path is a kforge store this kforge can merge (its version into
+ * *version, may be NULL); KF_ERR_ARG when there is no such file, KF_ERR_PARSE when it is
+ * not a kforge store, KF_ERR_UNSUPPORTED (saying both versions) when its schema is newer.
+ * Nothing is written. */
+kf_status kf_store_merge_check(const char *in_path, int *version, kf_error *err);
+/* Contract: copy every row of the store at in_path into out, in one transaction, counts
+ * into *c: rows with keys (tasks, candidates, runs, cached input sets) by key, evaluations
+ * and transcripts renumbered; merging the same input again adds nothing; a run in both
+ * keeps the copy further along; a run id naming different runs (start, host or task) is
+ * left out and counted. in_path is never written (an older schema is migrated in a
+ * temporary copy). Errors: kf_store_merge_check's, KF_ERR_ARG when in_path is out's
+ * file, KF_ERR_IO when a copy fails (out left as it was). */
+kf_status kf_store_merge(kf_store *out, const char *in_path, kf_store_merge_counts *c, kf_error *err);
+
 /* ---- tasks ---- */
 
 /* Contract: record a task (idempotent) and put its content hash (16 hex digits of the

@@ -3,6 +3,8 @@ PyTorch eager and torch.compile in one process.
 
 usage: kforge bench SUITE [--target cpu|cuda[:N]] [--iters N] [--time-budget S] [--reps R]
                           [--json FILE] [--csv FILE] [--no-compile] [--out DIR] [--only SUBSTR,...]
+                          [--shard I/N] [--jobs N [--task-timeout S]]
+       kforge bench --merge-from DIR [--json FILE] [--csv FILE]
 
 A task is a KernelBench-format module (NN_name.py: class Model, get_inputs(),
 get_init_inputs()) or a .kf file. For each, in file-name order:
@@ -32,9 +34,6 @@ kforge's measured ceilings, as kforge synth prints it).
 
 Exit status: 0 when every supported task is correct, 1 otherwise, 2 on a usage error.
 """
-import argparse
-import csv
-import glob
 import json
 import math
 import os
@@ -47,10 +46,10 @@ import torch
 import torch._dynamo
 
 from . import importer, kf_task
+from .suite import P_VALUES, bench_parser, finish, parse_shard, select_shard, suite_files, write_json  # noqa: F401
 from .cpu_kernel import load_cpu_kernel
 from .cuda_kernel import load_cuda_kernel
 
-P_VALUES = (0.0, 1.0, 1.5, 2.0)
 # an output matches PyTorch's when |got - want| <= ATOL + RTOL * |want| everywhere (f32; the
 # kernel was already checked against the float64 interpreter by kforge synth)
 ATOL, RTOL = 1e-4, 1e-3
@@ -58,29 +57,6 @@ ATOL, RTOL = 1e-4, 1e-3
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
-
-
-def list_tasks(suite, only):
-    if os.path.isfile(suite):
-        files = [suite]
-    else:
-        if not os.path.isdir(suite):
-            log(f"kforge bench: {suite}: no such file or folder")
-            raise SystemExit(2)  # a usage error, as the C side says before Python starts
-        files = sorted(glob.glob(os.path.join(suite, "*.py")) + glob.glob(os.path.join(suite, "*.kf")))
-    files = [f for f in files if not os.path.basename(f).startswith("_")]
-    if only:
-        keys = [k for k in only.split(",") if k]
-        files = [f for f in files if any(k in os.path.basename(f) for k in keys)]
-    return files
-
-
-def is_problem(path):
-    """A KernelBench problem defines Model, get_inputs and get_init_inputs at top level
-    (read from the text, so that helper scripts in the folder are not run)."""
-    with open(path) as f:
-        text = f.read()
-    return all(k in text for k in ("class Model", "def get_inputs", "def get_init_inputs"))
 
 
 def run(cmd, timeout=None):
@@ -372,93 +348,43 @@ def bench_device(target):
     return None
 
 
-def geomean(xs):
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+def worker(a, meta):
+    """`--worker` (kforge bench --jobs N starts one per slot): a JSON line of the slot's
+    settings, then for each line "I<TAB>N<TAB>FILE" read from stdin, the task's row as one JSON
+    line on stdout (the log on stderr, as usual). The answers go to stdout's own descriptor;
+    anything else that writes to stdout, Python or C (a kernel's printf), goes to stderr."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    print(json.dumps({"hello": dict(meta, affinity=sorted(os.sched_getaffinity(0)))}), file=proto, flush=True)
+    for line in sys.stdin:
+        i, n, f = line.rstrip("\n").split("\t", 2)
+        print(json.dumps({"row": run_one(f, a, int(i), int(n))}), file=proto, flush=True)
+    return 0
 
 
-def summarize(rows, compiled):
-    n = len(rows)
-    supported = [r for r in rows if r["status"] not in ("unsupported",)]
-    correct = [r for r in rows if r["status"] == "ok"]
-    s = {"tasks": n, "supported": len(supported), "correct": len(correct),
-         "correctness": len(correct) / len(supported) if supported else None}
-    for base in ("eager",) + (("compile",) if compiled else ()):
-        key = f"speedup_{base}"
-        for p in P_VALUES:
-            s[f"fast_{p:g}_{base}"] = sum(1 for r in correct if r.get(key, 0) > p) / n if n else None
-        s[f"geomean_{base}"] = geomean([r.get(key) for r in correct])
-    s["mean_kforge_pct_floor"] = (statistics.mean(r["kforge_pct_floor"] for r in correct if "kforge_pct_floor" in r)
-                                  if any("kforge_pct_floor" in r for r in correct) else None)
-    s["mean_eager_pct_floor"] = (statistics.mean(r["eager_pct_floor"] for r in correct if "eager_pct_floor" in r)
-                                 if any("eager_pct_floor" in r for r in correct) else None)
-    return s
-
-
-def fmt(v, spec="{:.2f}"):
-    return "-" if v is None else spec.format(v)
-
-
-def print_table(rows, s, compiled, out=sys.stdout, gpu=False):
-    hdr = ["task", "status", "floor ms", "kforge ms", "eager ms"] + (["compile ms"] if compiled else []) + \
-          ["x eager"] + (["x compile"] if compiled else []) + ["kforge %floor", "eager %floor", "max err"]
-    lines = [hdr]
-    for r in rows:
-        line = [r["task"], r["status"], fmt(r.get("floor_ms"), "{:.3f}"), fmt(r.get("kforge_ms")),
-                fmt(r.get("eager_ms"))]
-        if compiled:
-            line.append(fmt(r.get("compile_ms")))
-        line.append(fmt(r.get("speedup_eager")))
-        if compiled:
-            line.append(fmt(r.get("speedup_compile")))
-        line += [fmt(r.get("kforge_pct_floor"), "{:.0f}%"), fmt(r.get("eager_pct_floor"), "{:.0f}%"),
-                 fmt(r.get("max_abs_err"), "{:.1e}")]
-        lines.append(line)
-    w = [max(len(str(l[c])) for l in lines) for c in range(len(hdr))]
-    for k, l in enumerate(lines):
-        print("  ".join(str(x).ljust(w[c]) if c < 2 else str(x).rjust(w[c]) for c, x in enumerate(l)), file=out)
-        if k == 0:
-            print("  ".join("-" * x for x in w), file=out)
-    print(file=out)
-    print(f"correct: {s['correct']} of {s['supported']} supported tasks ({fmt(s['correctness'] and 100 * s['correctness'], '{:.0f}%')}); "
-          f"{s['tasks'] - s['supported']} unsupported", file=out)
-    for base in ("eager",) + (("compile",) if compiled else ()):
-        fp = ", ".join(f"fast_{p:g} {fmt(s[f'fast_{p:g}_{base}'], '{:.2f}')}" for p in P_VALUES)
-        print(f"vs {base:7s}: {fp}; geomean speedup {fmt(s[f'geomean_{base}'])}x", file=out)
-    how = ("both from this process's GPU times, CUDA events, L2 flushed before each call, as are "
-           "the ratios" if gpu else "kforge's from kforge synth's time, caches flushed between runs; "
-           "eager's from this process's warm-cache time, as are the ratios")
-    print(f"mean % of roofline floor: kforge {fmt(s['mean_kforge_pct_floor'], '{:.0f}%')}, "
-          f"eager {fmt(s['mean_eager_pct_floor'], '{:.0f}%')} ({how})", file=out)
+def run_one(f, a, i, n):
+    try:
+        return bench_task(f, a, i, n)
+    except Exception as e:  # one broken task must not lose the others
+        name = os.path.splitext(os.path.basename(f))[0]
+        log(f"[{i}/{n}] {name}: error: {type(e).__name__}: {e}")
+        return {"task": name, "file": f, "status": "error", "detail": f"{type(e).__name__}: {e}"}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="kforge bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("suite", help="a folder of KernelBench-format .py files and/or .kf tasks (or one file)")
-    ap.add_argument("--kforge", default=os.environ.get("KFORGE", "kforge"), help=argparse.SUPPRESS)
-    ap.add_argument("--target", default="cpu",
-                    help="cpu (default: the kernel, eager and torch.compile on the CPU) or cuda[:N] "
-                         "(all three on GPU N, timed with CUDA events, the L2 flushed before each "
-                         "call)")
-    ap.add_argument("--iters", type=int, default=3, help="candidates per task (default 3)")
-    ap.add_argument("--time-budget", type=float, default=None, help="seconds of search per task")
-    ap.add_argument("--memcheck", default="off", help="kforge synth --memcheck (default off)")
-    ap.add_argument("--reps", type=int, default=20, help="timed rounds at most (default 20)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="kforge-out/bench", help="work folder (bundles, runs)")
-    ap.add_argument("--json", default=None, help="write rows and summary as JSON")
-    ap.add_argument("--csv", default=None, help="write the rows as CSV")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--prealloc", action="store_true",
-                    help="time the kernel writing into outputs allocated once (default: it allocates "
-                         "them on every call, as the module and the exported op do)")
-    ap.add_argument("--eval", action="store_true",
-                    help="import the modules in inference mode (model.eval()); default: the mode "
-                         "they have after construction, as KernelBench runs them")
-    ap.add_argument("--only", default=None,
-                    help="only files whose name contains this (several: comma-separated)")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
-    a = ap.parse_args(argv)
+    a = bench_parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    if a.jobs != 1 or a.merge_from:
+        log("kforge bench: --jobs and --merge-from are run by kforge_torch.slots and kforge_torch.suite "
+            "(kforge bench routes them there)")
+        return 2
+    if not a.suite:
+        log("kforge bench: give a SUITE (a folder of tasks, or one file), or --merge-from DIR")
+        return 2
+    shard = parse_shard(a.shard) if a.shard else None
+    if a.shard and not shard:
+        log(f"kforge bench: --shard {a.shard}: I/N with 1 <= I <= N")
+        return 2
     a.device = bench_device(a.target)
     if a.device is None:
         return 2
@@ -466,51 +392,32 @@ def main(argv=None):
         torch.backends.cuda.matmul.allow_tf32 = False  # f32 on both sides, as kforge verifies
         torch.backends.cudnn.allow_tf32 = False
         a.flush = l2_flush_buffer(a.device)
-    torch.set_num_threads(a.threads or os.cpu_count() or 1)
-    files = [f for f in list_tasks(a.suite, a.only) if f.endswith(".kf") or is_problem(f)]
-    if not files:
+    torch.set_num_threads(a.threads or len(os.sched_getaffinity(0)) or 1)  # a Slurm cgroup, a slot: its cores
+    meta = {"suite": a.suite, "target": a.target, "iters": a.iters, "prealloc": a.prealloc,
+            "compiled": not a.no_compile, "seed": a.seed, "torch": torch.__version__,
+            "device": torch.cuda.get_device_name(a.device) if a.device.type == "cuda" else "cpu",
+            "timing": TIMING[a.device.type], "threads": torch.get_num_threads()}
+    os.makedirs(a.out, exist_ok=True)
+    if a.worker:
+        return worker(a, meta)
+    all_files = suite_files(a.suite, a.only)
+    if not all_files:
         log(f"kforge bench: {a.suite}: no tasks (.py in KernelBench format, or .kf)")
         return 2
-    os.makedirs(a.out, exist_ok=True)
+    files = select_shard(all_files, shard)
+    meta.update(suite_tasks=len(all_files), shard=a.shard or "1/1")
     where = (f"on {torch.cuda.get_device_name(a.device)} ({a.device})" if a.device.type == "cuda"
              else f"with {torch.get_num_threads()} threads")
-    log(f"kforge bench: {len(files)} tasks from {a.suite}, target {a.target}, {a.iters} candidates each, "
-        f"torch {torch.__version__} {where}")
+    part = f" (shard {a.shard}: {len(files)} of {len(all_files)})" if shard else ""
+    log(f"kforge bench: {len(files)} tasks from {a.suite}{part}, target {a.target}, {a.iters} candidates "
+        f"each, torch {torch.__version__} {where}")
     t0 = time.time()
     rows = []
-
-    def write_json(summary, partial):
-        if not a.json:
-            return
-        with open(a.json, "w") as fh:
-            json.dump({"suite": a.suite, "target": a.target, "iters": a.iters, "prealloc": a.prealloc,
-                       "torch": torch.__version__,
-                       "device": torch.cuda.get_device_name(a.device) if a.device.type == "cuda" else "cpu",
-                       "timing": TIMING[a.device.type], "partial": partial,
-                       "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                       "summary": summary, "rows": rows}, fh, indent=1)
-
+    write_json(a.json, meta, None, rows, True)
     for i, f in enumerate(files, 1):
-        try:
-            rows.append(bench_task(f, a, i, len(files)))
-        except Exception as e:  # one broken task must not lose the others
-            name = os.path.splitext(os.path.basename(f))[0]
-            log(f"[{i}/{len(files)}] {name}: error: {type(e).__name__}: {e}")
-            rows.append({"task": name, "file": f, "status": "error", "detail": f"{type(e).__name__}: {e}"})
-        write_json(None, True)  # the rows so far, should the run be cut short
-    s = summarize(rows, not a.no_compile)
-    s["wall_s"] = round(time.time() - t0, 1)
-    print_table(rows, s, not a.no_compile, gpu=a.device.type == "cuda")
-    print(f"({len(files)} tasks in {s['wall_s']:.0f} s)")
-    write_json(s, False)
-    if a.csv:
-        keys = sorted({k for r in rows for k in r})
-        with open(a.csv, "w", newline="") as fh:
-            wr = csv.DictWriter(fh, fieldnames=keys)
-            wr.writeheader()
-            wr.writerows(rows)
-    bad = [r for r in rows if r["status"] not in ("ok", "unsupported")]
-    return 1 if bad else 0
+        rows.append(run_one(f, a, i, len(files)))
+        write_json(a.json, meta, None, rows, True)  # the rows so far, should the run be cut short
+    return finish(rows, meta, not a.no_compile, a.device.type == "cuda", time.time() - t0, a.json, a.csv)
 
 
 if __name__ == "__main__":

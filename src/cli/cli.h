@@ -27,6 +27,8 @@ int kf_cli_export(int argc, char **argv);
 int kf_cli_runs(int argc, char **argv);   /* runs.c: browsing the store */
 int kf_cli_show(int argc, char **argv);
 int kf_cli_report(int argc, char **argv); /* report.c: a stored run as an HTML page */
+int kf_cli_store(int argc, char **argv);  /* store.c: kforge store merge */
+int kf_cli_slurm(int argc, char **argv);  /* torch.c: kforge slurm (kforge_torch.slurm) */
 /* Open the store at flag_path (--store), else at the default path (kf_store_default_path)
  * into *s. create: a command that records (synth), which creates the store when absent
  * and says so on stderr; else a reading command, which creates nothing, refuses a missing

@@ -51,6 +51,7 @@ static void usage_main(FILE *f) {
             "  analyze RUN.json  diagnose a recorded run's candidates (with --ncu counters)\n"
             "  import MODEL.py   a KernelBench-format PyTorch module -> a task (torch.export)\n"
             "  bench SUITE       every task of a folder, timed against PyTorch eager and compile\n"
+            "                    (--jobs N parallel slots, --shard I/N, --merge-from DIR)\n"
             "  export RUN        the kernel as a torch custom op and a ModelNew (--as torch)\n"
             "  runs              list the runs in the store (id, task, device, status, best)\n"
             "  show RUN          a stored run's iteration table and best kernel\n"
@@ -58,6 +59,10 @@ static void usage_main(FILE *f) {
             "                    the best verified kernel of a task on each platform in the store\n"
             "  report RUN --html FILE\n"
             "                    a stored run as one self-contained HTML page (charts, roofline)\n"
+            "  store merge OUT IN...\n"
+            "                    merge stores (runs, evaluations, transcripts) into one\n"
+            "  slurm SUITE --array N\n"
+            "                    a Slurm job array that benches a suite in N shards, then merges\n"
             "  help [COMMAND]    show help\n"
             "\n"
             "exit codes: 0 success, 1 no verified kernel / verification failed,\n"
@@ -936,6 +941,8 @@ static int dispatch(int argc, char **argv) {
     if (!strcmp(cmd, "runs")) return kf_cli_runs(argc - 1, argv + 1);
     if (!strcmp(cmd, "show")) return kf_cli_show(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return kf_cli_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "store")) return kf_cli_store(argc - 1, argv + 1);
+    if (!strcmp(cmd, "slurm")) return kf_cli_slurm(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("kforge %s\n", kVersion);
         return 0;
@@ -959,6 +966,9 @@ static int dispatch(int argc, char **argv) {
         } else if (!strcmp(sub, "report")) {
             char *hv[] = {"report", "--help", NULL};
             return kf_cli_report(2, hv);
+        } else if (!strcmp(sub, "store") || !strcmp(sub, "slurm")) {
+            char *hv[] = {(char *)sub, "--help", NULL};
+            return !strcmp(sub, "store") ? kf_cli_store(2, hv) : kf_cli_slurm(2, hv);
         } else if (!strcmp(sub, "import") || !strcmp(sub, "bench") || !strcmp(sub, "export")) {
             char *hv[] = {(char *)sub, "--help", NULL};
             return !strcmp(sub, "import") ? kf_cli_import(2, hv)

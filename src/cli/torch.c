@@ -233,7 +233,8 @@ static void self_path(char *buf, size_t cap) {
 static int check_bench_suite(int argc, char **argv) {
     /* the options that take a value (python/kforge_torch/bench.py) */
     static const char *const valued[] = {"--target", "--iters", "--time-budget", "--memcheck", "--reps", "--seed",
-                                         "--out", "--json", "--csv", "--only", "--threads", "--kforge", NULL};
+                                         "--out", "--json", "--csv", "--only", "--threads", "--kforge", "--shard",
+                                         "--jobs", "--task-timeout", "--merge-from", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 0;
@@ -264,7 +265,19 @@ int kf_cli_bench(int argc, char **argv) {
     args[na++] = "--kforge";
     args[na++] = self;
     for (int i = 1; i < argc; i++) args[na++] = argv[i];
-    int rc = run_python_module("kforge_torch.bench", args, na);
+    /* a merge needs no torch, and the parent of parallel slots none either: each runs in a
+     * module that does not import it (docs/cluster.md) */
+    const char *module = "kforge_torch.bench";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--merge-from") || !strncmp(argv[i], "--merge-from=", 13)) {
+            module = "kforge_torch.suite";
+            break;
+        }
+        const char *jobs = !strcmp(argv[i], "--jobs") && i + 1 < argc ? argv[i + 1]
+                           : !strncmp(argv[i], "--jobs=", 7) ? argv[i] + 7 : NULL;
+        if (jobs && strcmp(jobs, "1") != 0) module = "kforge_torch.slots";
+    }
+    int rc = run_python_module(module, args, na);
     free(args);
     return rc == 127 ? KF_EXIT_USAGE : rc;
 }
@@ -311,6 +324,22 @@ int kf_cli_export(int argc, char **argv) {
         return KF_EXIT_USAGE;
     }
     int rc = run_python_module("kforge_torch.export", args, na);
+    free(args);
+    return rc == 127 ? KF_EXIT_USAGE : rc;
+}
+
+/* `kforge slurm SUITE --array N ...`: writes (and with --submit submits) the job array
+ * (kforge_torch.slurm, which needs no torch; docs/cluster.md). */
+int kf_cli_slurm(int argc, char **argv) {
+    char self[PATH_MAX];
+    self_path(self, sizeof self);
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args) return KF_EXIT_INTERNAL;
+    int na = 0;
+    args[na++] = "--kforge";
+    args[na++] = self;
+    for (int i = 1; i < argc; i++) args[na++] = argv[i];
+    int rc = run_python_module("kforge_torch.slurm", args, na);
     free(args);
     return rc == 127 ? KF_EXIT_USAGE : rc;
 }
