@@ -229,6 +229,8 @@ def bench_task(path, a, i, n):
         cmd += ["--time-budget", str(a.time_budget)]
     if a.memcheck:
         cmd += ["--memcheck", a.memcheck]
+    if a.no_fuse:
+        cmd += ["--no-fuse"]
     if not a.prealloc and a.device.type == "cpu":  # search on what the module's caller sees:
         cmd += ["--fresh-outputs"]                    # outputs on fresh pages
     p, synth_s = run(cmd)
@@ -430,6 +432,8 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=3, help="candidates per task (default 3)")
     ap.add_argument("--time-budget", type=float, default=None, help="seconds of search per task")
     ap.add_argument("--memcheck", default="off", help="kforge synth --memcheck (default off)")
+    ap.add_argument("--no-fuse", action="store_true",
+                    help="kforge synth --no-fuse: every epilogue computed as its own stage (to compare)")
     ap.add_argument("--reps", type=int, default=20, help="timed rounds at most (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="kforge-out/bench", help="work folder (bundles, runs)")

@@ -53,8 +53,18 @@ static kf_status apply_pins(kf_synth *syn, const kf_loop_opts *o, kf_error *err)
                 return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin: '%.*s...' is too long", 40, p);
             memcpy(tok, p, n);
             tok[n] = 0;
-            kf_status st = kf_synth_pin_assign(syn, tok, err);
-            if (st != KF_OK) return st;
+            char *eq = strchr(tok, '=');
+            if (strncmp(tok, "*.", 2) == 0 && eq) { /* every stage's NAME, where there is one (--no-fuse) */
+                char *end;
+                long v = strtol(eq + 1, &end, 10);
+                if (end == eq + 1 || *end)
+                    return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': the value must be an integer", tok);
+                *eq = 0;
+                kf_synth_pin(syn, tok + 2, v);
+            } else {
+                kf_status st = kf_synth_pin_assign(syn, tok, err);
+                if (st != KF_OK) return st;
+            }
         }
         p += n;
         if (*p) p++;
