@@ -579,13 +579,21 @@ static int stage_reads(const kf_synth *s, int k, int y) {
 }
 
 /* The buffer a GEMM with an epilogue accumulates its partial sums in (kf_matmul_desc.epi):
- * the epilogue's first f32 result, which has the product's elements (kf_synth_epilogue_ok);
- * -1 when it has none. */
+ * the epilogue's first f32 result written densely at the domain's flat index, which is the
+ * product's (kf_synth_epilogue_ok); -1 when it has none. */
 static int epi_acc(const kf_synth *s, const kf_stage *e) {
     kf_ew_layout lay;
     kf_synth_ewise_layout(s, e, &lay);
-    for (int r = lay.nreads; r < lay.nops; r++)
-        if (s->g->values[lay.v[r]].dtype == KF_F32) return lay.v[r];
+    for (int r = lay.nreads; r < lay.nops; r++) {
+        /* written at the domain's flat index, which is the product's (kf_synth_epilogue_ok) */
+        int64_t run = 1;
+        int dense = kf_shape_numel(&s->g->values[lay.v[r]].shape) == kf_shape_numel(&e->dom);
+        for (int j = lay.q - 1; j >= 0 && dense; j--) {
+            dense = lay.str[r][j] == run;
+            run *= lay.dim[j];
+        }
+        if (dense && s->g->values[lay.v[r]].dtype == KF_F32) return lay.v[r];
+    }
     return -1;
 }
 
