@@ -562,6 +562,10 @@ static void check_epilogue(const char *text, int fused) {
         cr_expect_eq(nfn[1] + 1, nfn[0], "%s: %d stage calls fused, %d apart", text, nfn[1], nfn[0]);
         cr_expect_eq(nscratch[1] + 1, nscratch[0], "%s: %d scratch buffers fused, %d apart", text, nscratch[1],
                      nscratch[0]);
+        /* held apart everywhere (kforge synth --no-fuse): the summary shows the stage */
+        cr_expect_eq(kf_synth_pin(s, "epi", 0), 1);
+        cr_expect(strstr(kf_synth_describe(s), "matmul -> ewise[") && !strstr(kf_synth_describe(s), "+ewise["), "%s",
+                  kf_synth_describe(s));
     }
     kf_synth_free(s);
     kf_graph_free(g);

@@ -32,12 +32,13 @@ def test_gemm_chain_is_one_stage(kforge, tmp_path):
     p = subprocess.run([kforge, "import", path, "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     calls = {}
-    for extra, epi in (([], "epi=1"), (["--no-fuse"], "epi=0")):
+    for extra, epi, plan in (([], "epi=1", "matmul+ewise[3 ops]"),
+                             (["--no-fuse"], "epi=0", "matmul -> ewise[3 ops]")):
         run = tmp_path / ("run" + epi)
         p = subprocess.run([kforge, "synth", str(out / "task.kf"), "--iters", "1", "--no-store", "--memcheck", "off",
                             "--out", str(run)] + extra, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stdout + p.stderr
-        assert "matmul+ewise[3 ops]" in p.stdout + p.stderr, p.stdout + p.stderr
+        assert "plan " + plan in p.stdout + p.stderr, p.stdout + p.stderr
         src = open(run / "kernel.c").read()
         assert epi in src.splitlines()[1], src.splitlines()[1]
         entry = src[src.index("int kforge_kernel("):]

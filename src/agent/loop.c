@@ -768,7 +768,6 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (st != KF_OK) goto done;
     st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
-    snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn));
     {
         const kf_space *sp = kf_synth_space(syn);
         size_t used = 0;
@@ -781,6 +780,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     }
     st = apply_pins(syn, o, err);
     if (st != KF_OK) goto done;
+    snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn)); /* as pinned (--no-fuse) */
     /* Outputs on fresh pages (the caller allocates them per call, as PyTorch's CPU calls
      * do): streaming stores lost there in every kforge bench run (softplus 35.5 ms with
      * them against 23.0 eager; clamp 18.2 against 11.0), though the runner's emulation of

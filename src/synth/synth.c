@@ -634,6 +634,46 @@ static void fuse_epilogues(kf_synth *s) {
     }
 }
 
+/* 1 when stage h's epilogue is held apart at every point (its "epi" pinned to 0). */
+static int epi_pinned_off(const kf_synth *s, const kf_stage *h) {
+    const kf_param *q = h->epi_sel ? &s->space.p[h->epi_sel - 1] : NULL;
+    return q && q->nvalues == 1 && q->values[0] == 0;
+}
+
+/* The plan's summary (kf_synth_describe): its stages in order, "op(ewise[..])" for a
+ * prologue, "op+ewise[..]" for an epilogue (one held apart by a pin: a stage of its own). */
+static void describe(kf_synth *s) {
+    const kf_graph *g = s->g;
+    kf_buf d = {0};
+    for (int k = 0; k < s->nst; k++) {
+        const kf_stage *st = &s->st[k];
+        const kf_node *n0 = &g->nodes[st->nodes[0]];
+        /* an epilogue held apart (its "epi" pinned to 0: kforge synth --no-fuse) is a stage */
+        const kf_stage *h = st->fused ? &s->st[st->fused_into] : NULL;
+        if (st->fused && !(h->epilogue == k + 1 && epi_pinned_off(s, h))) continue;
+        if (d.len) kf_buf_puts(&d, " -> ");
+        if (st->chain_mm) {
+            const kf_stage *sm = &s->st[st->chain_sm - 1];
+            kf_buf_printf(&d, "chain[matmul -> %s", kf_op_get(g->nodes[sm->nodes[0]].op)->name);
+            if (sm->prologue)
+                kf_buf_printf(&d, "(ewise[%d op%s])", s->st[sm->prologue - 1].nnodes,
+                              s->st[sm->prologue - 1].nnodes == 1 ? "" : "s");
+            kf_buf_puts(&d, " -> matmul]");
+        } else if (st->kind == KF_STAGE_EWISE)
+            kf_buf_printf(&d, "ewise[%d op%s]", st->nnodes, st->nnodes == 1 ? "" : "s");
+        else if (st->prologue)
+            kf_buf_printf(&d, "%s(ewise[%d op%s])", kf_op_get(n0->op)->name,
+                          s->st[st->prologue - 1].nnodes, s->st[st->prologue - 1].nnodes == 1 ? "" : "s");
+        else
+            kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
+        if (st->epilogue && !epi_pinned_off(s, st))
+            kf_buf_printf(&d, "+ewise[%d op%s]", s->st[st->epilogue - 1].nnodes,
+                          s->st[st->epilogue - 1].nnodes == 1 ? "" : "s");
+    }
+    snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
+    kf_buf_free(&d);
+}
+
 static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, const kf_device_info *dev,
                             kf_synth **out, kf_error *err) {
     *out = NULL;
@@ -712,32 +752,7 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
                             "the builtin generator holds: split the task", nst, KF_MAX_PARAMS);
     }
 
-    kf_buf d = {0};
-    for (int k = 0; k < s->nst; k++) {
-        const kf_stage *st = &s->st[k];
-        const kf_node *n0 = &g->nodes[st->nodes[0]];
-        if (st->fused) continue;
-        if (d.len) kf_buf_puts(&d, " -> ");
-        if (st->chain_mm) {
-            const kf_stage *sm = &s->st[st->chain_sm - 1];
-            kf_buf_printf(&d, "chain[matmul -> %s", kf_op_get(g->nodes[sm->nodes[0]].op)->name);
-            if (sm->prologue)
-                kf_buf_printf(&d, "(ewise[%d op%s])", s->st[sm->prologue - 1].nnodes,
-                              s->st[sm->prologue - 1].nnodes == 1 ? "" : "s");
-            kf_buf_puts(&d, " -> matmul]");
-        } else if (st->kind == KF_STAGE_EWISE)
-            kf_buf_printf(&d, "ewise[%d op%s]", st->nnodes, st->nnodes == 1 ? "" : "s");
-        else if (st->prologue)
-            kf_buf_printf(&d, "%s(ewise[%d op%s])", kf_op_get(n0->op)->name,
-                          s->st[st->prologue - 1].nnodes, s->st[st->prologue - 1].nnodes == 1 ? "" : "s");
-        else
-            kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
-        if (st->epilogue)
-            kf_buf_printf(&d, "+ewise[%d op%s]", s->st[st->epilogue - 1].nnodes,
-                          s->st[st->epilogue - 1].nnodes == 1 ? "" : "s");
-    }
-    snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
-    kf_buf_free(&d);
+    describe(s);
     *out = s;
     return KF_OK;
 }
@@ -817,6 +832,7 @@ kf_status kf_synth_pin_assign(kf_synth *s, const char *assign, kf_error *err) {
                 q->values[0] = q->values[j];
                 q->nvalues = 1;
                 q->dflt = 0;
+                describe(s);
                 return KF_OK;
             }
         }
@@ -861,6 +877,7 @@ int kf_synth_pin(kf_synth *s, const char *name, long value) {
                 break;
             }
     }
+    if (n) describe(s);
     return n;
 }
 
