@@ -1,12 +1,15 @@
 /*
  * Shared by the template tests: a task through the real pipeline (parse -> plan -> render
- * -> compile -> sandboxed run -> compare with the float64 reference) at the default point
- * and at the point with every parameter moved to its next value.
+ * -> compile -> sandboxed run -> compare with the float64 reference) at the default point,
+ * at the point with every parameter moved to its next value, and, where the plan fuses an
+ * epilogue (a parameter "<stage>epi"), at the default point with every fusion undone
+ * (epi=0): fused and unfused must both verify.
  */
 #ifndef KF_TEST_PIPELINE_CHECK_H
 #define KF_TEST_PIPELINE_CHECK_H
 
 #include <criterion/criterion.h>
+#include <string.h>
 
 #include "kforge/backend.h"
 #include "kforge/ir.h"
@@ -28,9 +31,20 @@ static inline void pipeline_check(kf_backend *be, const char *text, const char *
     kf_verify_ctx *ctx = NULL;
     cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
     const kf_space *sp = kf_synth_space(s);
-    for (int variant = 0; variant < 2; variant++) {
+    for (int variant = 0; variant < 3; variant++) {
         kf_point p;
         kf_synth_default_point(s, &p);
+        if (variant == 2) {
+            int undone = 0;
+            for (int i = 0; i < sp->nparams; i++) {
+                size_t ln = strlen(sp->p[i].name);
+                if (ln >= 4 && strcmp(sp->p[i].name + ln - 4, ".epi") == 0 && sp->p[i].nvalues == 2) {
+                    p.idx[i] = sp->p[i].values[0] == 0 ? 0 : 1;
+                    undone = 1;
+                }
+            }
+            if (!undone) break;
+        }
         if (variant == 1) {
             int moved = 0;
             for (int i = 0; i < sp->nparams; i++)

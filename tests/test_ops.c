@@ -398,6 +398,15 @@ static const char *const strided_tasks[] = {
     "task nc_epilogue\ninput x: f32[3, 4, 5, 6]\ninput g: f32[40]\ninput h: f32[40]\n"
     "output y = reshape(layer_norm(reshape(x, shape=[9, 40]), g, h), shape=[3, 4, 5, 6]) * 2 + flip(x, dims=[3])\n"
     "output z = sigmoid(reshape(rms_norm(reshape(x, shape=[12, 30])), shape=[3, 4, 5, 6]))\n",
+    /* contractions whose elementwise reader is computed in their store stage (CPU GEMM
+     * epilogues; pipeline_check verifies them fused and apart): a bias over columns and a
+     * gelu, a per-row bias broadcast over a batch and a residual, a convolution's bias and
+     * a clamp */
+    "task nc_gemm_epilogue\ninput a: f32[13, 70]\ninput b: f32[70, 21]\ninput c: f32[21]\n"
+    "input p: f32[2, 9, 11]\ninput q: f32[2, 11, 6]\ninput r: f32[9, 1]\ninput s: f32[2, 9, 6]\n"
+    "input x: f32[2, 3, 7, 8]\ninput w: f32[5, 3, 3, 3]\ninput v: f32[5]\n"
+    "output y = gelu(matmul(a, b) + c)\noutput z = sigmoid(matmul(p, q) * 0.5 + r) + s\n"
+    "output u = hardtanh(conv(x, w, v, padding=[1, 0]), min_val=-1.0, max_val=1.0)\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"

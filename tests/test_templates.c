@@ -525,3 +525,72 @@ Test(templates, chain_fusion) {
     check_chain("input a: f32[20, 7]\ninput b: f32[7, 33]\ninput c: f32[33, 9]\n"
                 "p = softmax(matmul(a, b))\noutput y = matmul(p, c)\noutput z = p * 2.0\n", 0);
 }
+
+/* A contraction's elementwise reader computed in the GEMM's store stage (an epilogue):
+ * planned exactly when fused says so ("matmul+ewise[..]"), one stage function fewer and
+ * no scratch for the product then; the parameter "epi" undoes it (the product stored, the
+ * reader its own stage again: one more function and a kf_scratch); and every form
+ * verifies (check_task: fused, every parameter moved, and epi=0). */
+static void check_epilogue(const char *text, int fused) {
+    kf_graph *g;
+    kf_synth *s = plan_expect(text, "matmul+ewise[", fused, "GEMM epilogue", &g);
+    if (fused) {
+        const kf_space *sp = kf_synth_space(s);
+        int sel = -1, k = -1;
+        for (int i = 0; i < sp->nparams && sel < 0; i++) {
+            size_t ln = strlen(sp->p[i].name);
+            if (ln > 4 && strcmp(sp->p[i].name + ln - 4, ".epi") == 0 && sscanf(sp->p[i].name, "s%d.", &k) == 1)
+                sel = i;
+        }
+        cr_assert_geq(sel, 0, "no s<k>.epi in plan %s", kf_synth_describe(s));
+        char hook[32];
+        snprintf(hook, sizeof hook, "kf_stage%d_epi(ex,", k);
+        int nfn[2], nscratch[2];
+        for (int on = 0; on < 2; on++) {
+            kf_point p;
+            kf_synth_default_point(s, &p);
+            p.idx[sel] = sp->p[sel].values[0] == on ? 0 : 1;
+            kf_candidate c;
+            kf_error err = {0};
+            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+            nfn[on] = nscratch[on] = 0;
+            for (const char *q = c.source; (q = strstr(q, "\n    kf_stage")) != NULL; q++) nfn[on]++;
+            for (const char *q = c.source; (q = strstr(q, "= kf_scratch(")) != NULL; q++) nscratch[on]++;
+            cr_expect_eq(strstr(c.source, hook) != NULL, on, "epi=%d:\n%s", on, c.source);
+            kf_candidate_clear(&c);
+        }
+        cr_expect_eq(nfn[1] + 1, nfn[0], "%s: %d stage calls fused, %d apart", text, nfn[1], nfn[0]);
+        cr_expect_eq(nscratch[1] + 1, nscratch[0], "%s: %d scratch buffers fused, %d apart", text, nscratch[1],
+                     nscratch[0]);
+        /* held apart everywhere (kforge synth --no-fuse): the summary shows the stage */
+        cr_expect_eq(kf_synth_pin(s, "epi", 0), 1);
+        cr_expect(strstr(kf_synth_describe(s), "matmul -> ewise[") && !strstr(kf_synth_describe(s), "+ewise["), "%s",
+                  kf_synth_describe(s));
+    }
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(text);
+}
+
+Test(templates, gemm_epilogue_fusion) {
+    /* bias over columns, scale, activation; K in several slices at the moved point, M and
+     * N not whole micro-kernel tiles */
+    check_epilogue("input a: f32[37, 300]\ninput b: f32[45, 300]\ninput bias: f32[45]\n"
+                   "output y = gelu(matmul(a, b, transpose_b=true) + bias) * 0.5\n", 1);
+    /* a bias over rows, a clamp, and a residual add broadcast over the batch of a bmm */
+    check_epilogue("input a: f32[3, 19, 40]\ninput b: f32[3, 40, 23]\ninput r: f32[19, 23]\ninput c: f32[3, 19, 1]\n"
+                   "output y = hardtanh(matmul(a, b) - c, min_val=-2.0, max_val=2.0) + r\n", 1);
+    /* the reader writes two results (the accumulator is the first), one a sigmoid gate */
+    check_epilogue("input x: f32[17, 33]\ninput w: f32[33, 29]\n"
+                   "t = matmul(x, w)\noutput u = t * sigmoid(t)\noutput v = tanh(t)\n", 1);
+    /* a convolution with its bias, then relu: the GEMM over the gathered columns */
+    check_epilogue("input x: f32[2, 3, 9, 11]\ninput w: f32[8, 3, 3, 3]\ninput b: f32[8]\n"
+                   "output y = relu(conv(x, w, b, padding=[1, 1]))\n", 1);
+    /* not fused: the product is also an output, is reduced too, or is read transposed */
+    check_epilogue("input a: f32[20, 7]\ninput b: f32[7, 33]\n"
+                   "output s = matmul(a, b)\noutput y = relu(s)\n", 0);
+    check_epilogue("input a: f32[20, 7]\ninput b: f32[7, 33]\n"
+                   "s = matmul(a, b)\noutput y = relu(s)\noutput z = sum(s, axes=[1])\n", 0);
+    check_epilogue("input a: f32[20, 7]\ninput b: f32[7, 33]\n"
+                   "output y = relu(transpose(matmul(a, b)))\n", 0);
+}

@@ -215,6 +215,8 @@ def bench_task(path, a, i, n):
         cmd += ["--time-budget", str(a.time_budget)]
     if a.memcheck:
         cmd += ["--memcheck", a.memcheck]
+    if a.no_fuse:
+        cmd += ["--no-fuse"]
     if not a.prealloc and a.device.type == "cpu":  # search on what the module's caller sees:
         cmd += ["--fresh-outputs"]                    # outputs on fresh pages
     p, synth_s = run(cmd)

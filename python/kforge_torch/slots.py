@@ -124,7 +124,7 @@ class Runner:
                "--out", a.out]
         if a.time_budget:
             cmd += ["--time-budget", str(a.time_budget)]
-        for flag in ("no_compile", "prealloc", "eval"):
+        for flag in ("no_compile", "prealloc", "eval", "no_fuse"):
             if getattr(a, flag):
                 cmd.append("--" + flag.replace("_", "-"))
         if slot.gpu is not None:

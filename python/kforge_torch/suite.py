@@ -107,6 +107,8 @@ def bench_parser(description):
     ap.add_argument("--iters", type=int, default=3, help="candidates per task (default 3)")
     ap.add_argument("--time-budget", type=float, default=None, help="seconds of search per task")
     ap.add_argument("--memcheck", default="off", help="kforge synth --memcheck (default off)")
+    ap.add_argument("--no-fuse", action="store_true",
+                    help="kforge synth --no-fuse: every epilogue computed as its own stage (to compare)")
     ap.add_argument("--reps", type=int, default=20, help="timed rounds at most (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="kforge-out/bench", help="work folder (bundles, runs)")

@@ -53,8 +53,18 @@ static kf_status apply_pins(kf_synth *syn, const kf_loop_opts *o, kf_error *err)
                 return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin: '%.*s...' is too long", 40, p);
             memcpy(tok, p, n);
             tok[n] = 0;
-            kf_status st = kf_synth_pin_assign(syn, tok, err);
-            if (st != KF_OK) return st;
+            char *eq = strchr(tok, '=');
+            if (strncmp(tok, "*.", 2) == 0 && eq) { /* every stage's NAME, where there is one (--no-fuse) */
+                char *end;
+                long v = strtol(eq + 1, &end, 10);
+                if (end == eq + 1 || *end)
+                    return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "--pin '%s': the value must be an integer", tok);
+                *eq = 0;
+                kf_synth_pin(syn, tok + 2, v);
+            } else {
+                kf_status st = kf_synth_pin_assign(syn, tok, err);
+                if (st != KF_OK) return st;
+            }
         }
         p += n;
         if (*p) p++;
@@ -758,7 +768,6 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (st != KF_OK) goto done;
     st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
-    snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn));
     {
         const kf_space *sp = kf_synth_space(syn);
         size_t used = 0;
@@ -771,6 +780,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     }
     st = apply_pins(syn, o, err);
     if (st != KF_OK) goto done;
+    snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn)); /* as pinned (--no-fuse) */
     /* Outputs on fresh pages (the caller allocates them per call, as PyTorch's CPU calls
      * do): streaming stores lost there in every kforge bench run (softplus 35.5 ms with
      * them against 23.0 eager; clamp 18.2 against 11.0), though the runner's emulation of

@@ -116,7 +116,10 @@ static void usage_synth(FILE *f) {
             "  --pin NAME=VALUE   hold a schedule parameter at one value, named as in the\n"
             "                     candidate labels (repeatable; a whole label in quotes\n"
             "                     pins every parameter: --pin 'block=8192 unroll=4 nt=1';\n"
-            "                     a stage's template by its name: --pin tpl=matvec)\n"
+            "                     a stage's template by its name: --pin tpl=matvec; every\n"
+            "                     stage's parameter NAME, where there is one: --pin '*.NAME=V')\n"
+            "  --no-fuse          compute every epilogue (an elementwise reader fused into a\n"
+            "                     GEMM's or a norm's store) as its own stage: --pin '*.epi=0'\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
             "  -v, --verbose      after the run, where its time went (parse, input draw,\n"
@@ -293,6 +296,7 @@ static int cmd_synth(int argc, char **argv) {
         {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
         {"no-reference", no_argument, 0, 'Z'}, {"pin", required_argument, 0, 'I'},
+        {"no-fuse", no_argument, 0, '1'},
         {"start", required_argument, 0, 'G'}, {"counters", required_argument, 0, 'Q'},
         {"verbose", no_argument, 0, 'v'},
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -399,7 +403,9 @@ static int cmd_synth(int argc, char **argv) {
             else if (!strcmp(optarg, "ncu")) o.counters = KF_COUNTERS_NCU;
             else { fprintf(stderr, "kforge synth: --counters takes off or ncu, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
+        case '1':
         case 'I': {
+            if (c == '1') optarg = (char *)"*.epi=0";
             size_t have = strlen(pins);
             if (have + strlen(optarg) + 2 > sizeof pins) { fprintf(stderr, "kforge synth: too many --pin values\n"); return EXIT_USAGE; }
             snprintf(pins + have, sizeof pins - have, "%s%s", have ? " " : "", optarg);

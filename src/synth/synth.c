@@ -108,8 +108,27 @@ static void plan_params(kf_synth *s) {
     for (int k = 0; k < s->nst; k++) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
+        const kf_stage *h = st->fused ? &s->st[st->fused_into] : NULL;
+        if (h && h->epilogue == k + 1 && h->epi_sel) {
+            /* an epilogue: its own schedule, in use where the stage it is fused into
+             * computes it apart (epi=0) */
+            int first = s->space.nparams;
+            kf_tpl_stage_params(s, st, 0);
+            for (int i = first; i < s->space.nparams; i++)
+                if (!s->space.p[i].gate) {
+                    s->space.p[i].gate = h->epi_sel;
+                    s->space.p[i].gate_value = 0;
+                }
+            continue;
+        }
         if (st->fused) continue; /* computed inside another stage, no schedule of its own */
         kf_tpl_stage_params(s, st, 0);
+        if (st->epilogue) { /* fused (1) or apart (0): the partition as a searched choice */
+            long v[] = {1, 0};
+            int sel = s->space.nparams;
+            kf_tpl_add_param(&s->space, st->prefix, "epi", KF_ROLE_NONE, v, 2, 0);
+            if (s->space.nparams > sel) st->epi_sel = sel + 1;
+        }
     }
 }
 
@@ -559,17 +578,38 @@ static int stage_reads(const kf_synth *s, int k, int y) {
     return 0;
 }
 
-/* Compute an elementwise stage inside the norm stage whose result it reads (kf_stage.
+/* The buffer a GEMM with an epilogue accumulates its partial sums in (kf_matmul_desc.epi):
+ * the epilogue's first f32 result written densely at the domain's flat index, which is the
+ * product's (kf_synth_epilogue_ok); -1 when it has none. */
+static int epi_acc(const kf_synth *s, const kf_stage *e) {
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, e, &lay);
+    for (int r = lay.nreads; r < lay.nops; r++) {
+        /* written at the domain's flat index, which is the product's (kf_synth_epilogue_ok) */
+        int64_t run = 1;
+        int dense = kf_shape_numel(&s->g->values[lay.v[r]].shape) == kf_shape_numel(&e->dom);
+        for (int j = lay.q - 1; j >= 0 && dense; j--) {
+            dense = lay.str[r][j] == run;
+            run *= lay.dim[j];
+        }
+        if (dense && s->g->values[lay.v[r]].dtype == KF_F32) return lay.v[r];
+    }
+    return -1;
+}
+
+/* Compute an elementwise stage inside the stage whose result it reads (kf_stage.
  * epilogue; templates with .epilogue): a group norm's affine after its relabelled rows,
- * so that the norm's result never goes through memory. The elementwise stage must be the
- * only reader of that result, read it element for element (kf_synth_epilogue_ok), and
- * read nothing computed after the norm. Runs after fuse_prologues, before the
- * parameters are added. */
+ * a bias and an activation in a GEMM's (or a convolution's) store stage, so that the
+ * result never goes through memory. The elementwise stage must be the only reader of that
+ * result, read it element for element (kf_synth_epilogue_ok), and read nothing computed
+ * after it; a GEMM keeps its partial sums in the epilogue's first f32 result (epi_acc).
+ * Runs after fuse_prologues and fuse_chains, before the parameters are added (each
+ * fusion adds the parameter "<prefix>epi" that can undo it: plan_params). */
 static void fuse_epilogues(kf_synth *s) {
     const kf_graph *g = s->g;
     for (int k = 0; k < s->nst; k++) {
         kf_stage *r = &s->st[k];
-        if (r->fused || !r->tpl || !r->tpl->epilogue || r->nalts != 1) continue;
+        if (r->fused || r->chain_mm || !r->tpl || !r->tpl->epilogue || r->nalts != 1) continue;
         int y = g->nodes[r->nodes[0]].out;
         if (g->values[y].output_index >= 0 || (s->out_alias && s->out_alias[y] >= 0)) continue;
         int e = -1, ok = 1;
@@ -585,12 +625,53 @@ static void fuse_epilogues(kf_synth *s) {
             if (lay.bufs[b] != y && s->val_stage[lay.bufs[b]] > k) ok = 0; /* not ready yet */
         for (int v = 0; v < g->nvalues; v++) /* y only through e (an alias read elsewhere) */
             if (s->alias && s->alias[v] == y) ok = 0;
-        if (!ok) continue;
+        if (!ok || (r->kind == KF_STAGE_MATMUL && epi_acc(s, &s->st[e]) < 0)) continue;
         r->epilogue = e + 1;
+        if (r->kind == KF_STAGE_MATMUL) r->mm.epi = 1;
         s->st[e].fused = 1;
         s->st[e].fused_into = k;
         s->materialize[y] = 0;
     }
+}
+
+/* 1 when stage h's epilogue is held apart at every point (its "epi" pinned to 0). */
+static int epi_pinned_off(const kf_synth *s, const kf_stage *h) {
+    const kf_param *q = h->epi_sel ? &s->space.p[h->epi_sel - 1] : NULL;
+    return q && q->nvalues == 1 && q->values[0] == 0;
+}
+
+/* The plan's summary (kf_synth_describe): its stages in order, "op(ewise[..])" for a
+ * prologue, "op+ewise[..]" for an epilogue (one held apart by a pin: a stage of its own). */
+static void describe(kf_synth *s) {
+    const kf_graph *g = s->g;
+    kf_buf d = {0};
+    for (int k = 0; k < s->nst; k++) {
+        const kf_stage *st = &s->st[k];
+        const kf_node *n0 = &g->nodes[st->nodes[0]];
+        /* an epilogue held apart (its "epi" pinned to 0: kforge synth --no-fuse) is a stage */
+        const kf_stage *h = st->fused ? &s->st[st->fused_into] : NULL;
+        if (st->fused && !(h->epilogue == k + 1 && epi_pinned_off(s, h))) continue;
+        if (d.len) kf_buf_puts(&d, " -> ");
+        if (st->chain_mm) {
+            const kf_stage *sm = &s->st[st->chain_sm - 1];
+            kf_buf_printf(&d, "chain[matmul -> %s", kf_op_get(g->nodes[sm->nodes[0]].op)->name);
+            if (sm->prologue)
+                kf_buf_printf(&d, "(ewise[%d op%s])", s->st[sm->prologue - 1].nnodes,
+                              s->st[sm->prologue - 1].nnodes == 1 ? "" : "s");
+            kf_buf_puts(&d, " -> matmul]");
+        } else if (st->kind == KF_STAGE_EWISE)
+            kf_buf_printf(&d, "ewise[%d op%s]", st->nnodes, st->nnodes == 1 ? "" : "s");
+        else if (st->prologue)
+            kf_buf_printf(&d, "%s(ewise[%d op%s])", kf_op_get(n0->op)->name,
+                          s->st[st->prologue - 1].nnodes, s->st[st->prologue - 1].nnodes == 1 ? "" : "s");
+        else
+            kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
+        if (st->epilogue && !epi_pinned_off(s, st))
+            kf_buf_printf(&d, "+ewise[%d op%s]", s->st[st->epilogue - 1].nnodes,
+                          s->st[st->epilogue - 1].nnodes == 1 ? "" : "s");
+    }
+    snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
+    kf_buf_free(&d);
 }
 
 static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, const kf_device_info *dev,
@@ -671,32 +752,7 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
                             "the builtin generator holds: split the task", nst, KF_MAX_PARAMS);
     }
 
-    kf_buf d = {0};
-    for (int k = 0; k < s->nst; k++) {
-        const kf_stage *st = &s->st[k];
-        const kf_node *n0 = &g->nodes[st->nodes[0]];
-        if (st->fused) continue;
-        if (d.len) kf_buf_puts(&d, " -> ");
-        if (st->chain_mm) {
-            const kf_stage *sm = &s->st[st->chain_sm - 1];
-            kf_buf_printf(&d, "chain[matmul -> %s", kf_op_get(g->nodes[sm->nodes[0]].op)->name);
-            if (sm->prologue)
-                kf_buf_printf(&d, "(ewise[%d op%s])", s->st[sm->prologue - 1].nnodes,
-                              s->st[sm->prologue - 1].nnodes == 1 ? "" : "s");
-            kf_buf_puts(&d, " -> matmul]");
-        } else if (st->kind == KF_STAGE_EWISE)
-            kf_buf_printf(&d, "ewise[%d op%s]", st->nnodes, st->nnodes == 1 ? "" : "s");
-        else if (st->prologue)
-            kf_buf_printf(&d, "%s(ewise[%d op%s])", kf_op_get(n0->op)->name,
-                          s->st[st->prologue - 1].nnodes, s->st[st->prologue - 1].nnodes == 1 ? "" : "s");
-        else
-            kf_buf_printf(&d, "%s", kf_op_get(n0->op)->name);
-        if (st->epilogue)
-            kf_buf_printf(&d, "+ewise[%d op%s]", s->st[st->epilogue - 1].nnodes,
-                          s->st[st->epilogue - 1].nnodes == 1 ? "" : "s");
-    }
-    snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
-    kf_buf_free(&d);
+    describe(s);
     *out = s;
     return KF_OK;
 }
@@ -784,6 +840,7 @@ kf_status kf_synth_pin_assign(kf_synth *s, const char *assign, kf_error *err) {
                 q->values[0] = q->values[j];
                 q->nvalues = 1;
                 q->dflt = 0;
+                describe(s);
                 return KF_OK;
             }
         }
@@ -828,6 +885,7 @@ int kf_synth_pin(kf_synth *s, const char *name, long value) {
                 break;
             }
     }
+    if (n) describe(s);
     return n;
 }
 
@@ -894,8 +952,78 @@ static void stage_buffers(const kf_synth *s, int k, int *reads, int *nr, int *wr
     }
 }
 
-kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c, kf_error *err) {
-    if (kf_synth_is_gpu(s->platform)) return kf_synth_gpu_render(s, p, c, err);
+/* s as point p partitions it: each epilogue whose "<prefix>epi" is 0 at p computed as its
+ * own stage again, and the result it read stored. Returns s itself when p unfuses none;
+ * else *tmp, with copies of the stages and of materialize (*st_copy, *mat_copy: the
+ * caller frees them). */
+static const kf_synth *partition_at(const kf_synth *s, const kf_point *p, kf_synth *tmp, kf_stage **st_copy,
+                                    int **mat_copy) {
+    *st_copy = NULL;
+    *mat_copy = NULL;
+    for (int k = 0; k < s->nst; k++) {
+        const kf_stage *st = &s->st[k];
+        if (!st->epilogue || !st->epi_sel || s->space.p[st->epi_sel - 1].values[p->idx[st->epi_sel - 1]]) continue;
+        if (!*st_copy) {
+            *tmp = *s;
+            *st_copy = kf_malloc((size_t)s->nst * sizeof **st_copy);
+            memcpy(*st_copy, s->st, (size_t)s->nst * sizeof **st_copy);
+            *mat_copy = kf_malloc((size_t)s->g->nvalues * sizeof **mat_copy);
+            memcpy(*mat_copy, s->materialize, (size_t)s->g->nvalues * sizeof **mat_copy);
+            tmp->st = *st_copy;
+            tmp->materialize = *mat_copy;
+        }
+        kf_stage *h = &(*st_copy)[k], *e = &(*st_copy)[st->epilogue - 1];
+        h->epilogue = 0;
+        h->mm.epi = 0;
+        e->fused = 0;
+        e->fused_into = 0;
+        (*mat_copy)[s->g->nodes[st->nodes[0]].out] = 1;
+    }
+    return *st_copy ? tmp : s;
+}
+
+/* A GEMM's epilogue glue (kf_matmul_desc.epi): the context NAME_ex, the epilogue's buffers
+ * but the product's, and NAME_epi, which calls the epilogue function ename with them. */
+static void emit_gemm_epi(const kf_synth *s, const kf_stage *st, const char *fname, const char *ename, kf_buf *o) {
+    const kf_graph *g = s->g;
+    int y = g->nodes[st->nodes[0]].out;
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, &s->st[st->epilogue - 1], &lay);
+    kf_buf_printf(o, "typedef struct %s_ex {", fname);
+    for (int b = 0; b < lay.nbufs; b++)
+        if (lay.bufs[b] != y) kf_buf_printf(o, " const %s *b%d;", kf_synth_ctype(g, lay.bufs[b]), lay.bufs[b]);
+    for (int r = lay.nreads; r < lay.nops; r++) kf_buf_printf(o, " %s *b%d;", kf_synth_ctype(g, lay.v[r]), lay.v[r]);
+    kf_buf_printf(o, " } %s_ex;\n", fname);
+    kf_buf_printf(o, "static inline void %s_epi(const %s_ex *x, long f, long len, const float *in) {\n    %s(f, len, in",
+                  fname, fname, ename);
+    for (int b = 0; b < lay.nbufs; b++)
+        if (lay.bufs[b] != y) kf_buf_printf(o, ", x->b%d", lay.bufs[b]);
+    for (int r = lay.nreads; r < lay.nops; r++) kf_buf_printf(o, ", x->b%d", lay.v[r]);
+    kf_buf_puts(o, ");\n}\n");
+}
+
+/* The entry's call of a GEMM with an epilogue: NAME(A, B, <accumulator>, &(NAME_ex){...}). */
+static void emit_gemm_epi_call(const kf_synth *s, int k, kf_buf *o) {
+    const kf_graph *g = s->g;
+    const kf_stage *st = &s->st[k];
+    int y = g->nodes[st->nodes[0]].out;
+    const kf_stage *e = &s->st[st->epilogue - 1];
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(s, e, &lay);
+    kf_buf_printf(o, "    kf_stage%d(b%d, b%d, b%d, &(kf_stage%d_ex){", k, st->mm.a_val, st->mm.b_val, epi_acc(s, e), k);
+    int n = 0;
+    for (int b = 0; b < lay.nbufs; b++)
+        if (lay.bufs[b] != y) kf_buf_printf(o, "%sb%d", n++ ? ", " : "", lay.bufs[b]);
+    for (int r = lay.nreads; r < lay.nops; r++) kf_buf_printf(o, "%sb%d", n++ ? ", " : "", lay.v[r]);
+    kf_buf_puts(o, "});\n");
+}
+
+kf_status kf_synth_render(const kf_synth *s0, const kf_point *p, kf_candidate *c, kf_error *err) {
+    if (kf_synth_is_gpu(s0->platform)) return kf_synth_gpu_render(s0, p, c, err);
+    kf_synth tmp;
+    kf_stage *st_copy;
+    int *mat_copy;
+    const kf_synth *s = partition_at(s0, p, &tmp, &st_copy, &mat_copy);
     const kf_graph *g = s->g;
     kf_buf src = {0};
     char pt[512];
@@ -929,6 +1057,11 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
         kf_stage view; /* the stage as the template the point picks sees it */
         const kf_tpl_def *t = kf_tpl_chosen(s, st, p, &view);
         if (t->cpu_emit_fn) {
+            if (st->epilogue) {
+                char ename[32];
+                snprintf(ename, sizeof ename, "kf_epi%d", k);
+                emit_gemm_epi(s, st, fname, ename, &src);
+            }
             t->cpu_emit_fn(s, &view, p, fname, &src);
             continue;
         }
@@ -987,6 +1120,10 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
             kf_buf_printf(&src, "b%d)) return 12;\n", g->nodes[s->st[k].nodes[0]].out);
             continue;
         }
+        if (kf_tpl_chosen(s, &s->st[k], p, &view)->cpu_emit_fn && s->st[k].epilogue) {
+            emit_gemm_epi_call(s, k, &src);
+            continue;
+        }
         if (kf_tpl_chosen(s, &s->st[k], p, &view)->cpu_emit_fn) { /* NAME(A, B, C) */
             const kf_node *n = &g->nodes[s->st[k].nodes[0]];
             kf_buf_printf(&src, "    kf_stage%d(b%d, b%d, b%d);\n", k, s->st[k].mm.a_val, s->st[k].mm.b_val, n->out);
@@ -1003,9 +1140,11 @@ kf_status kf_synth_render(const kf_synth *s, const kf_point *p, kf_candidate *c,
     kf_buf_puts(&src, "    return 0;\n}\n");
     free(reads);
     free(writes);
+    free(st_copy);
+    free(mat_copy);
 
     char *text = kf_buf_take(&src);
-    kf_status st = kf_candidate_init(c, s->platform, text, "kforge_kernel", err);
+    kf_status st = kf_candidate_init(c, s0->platform, text, "kforge_kernel", err);
     free(text);
     if (st != KF_OK) return st;
     snprintf(c->label, sizeof c->label, "%s", pt);

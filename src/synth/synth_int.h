@@ -42,7 +42,9 @@ typedef struct kf_tpl_def {
     /* 1 when the stage can take an elementwise prologue for its input (NULL: never) */
     int (*prologue_ok)(const struct kf_synth *s, const struct kf_stage *st);
     int can_split;     /* GPU: may add a second pass (a launch and partials in scratch) */
-    int epilogue;      /* CPU: may compute an elementwise reader of its result (kf_stage.epilogue) */
+    int epilogue;      /* CPU: may compute an elementwise reader of its result (kf_stage.epilogue):
+                          norms a chunk of a row at a time, the GEMM in its store stage
+                          (kf_matmul_desc.epi) */
 } kf_tpl_def;
 
 /* Templates one stage may choose between (the first and the later rows that support it). */
@@ -75,6 +77,10 @@ typedef struct kf_stage {
      * it, a chunk of each row at a time (kf_synth_epilogue_emit), so the result never goes
      * through memory; that stage is fused (fused_into = this one) */
     int epilogue;      /* 1 + index of the fused elementwise stage (0 = none) */
+    /* 1 + the index of the parameter "<prefix>epi" (values 1, 0) that keeps the epilogue
+     * fused (1) or computes it as its own stage after this one (0: kf_synth_render unfuses
+     * it, y is stored); the fused stage's own parameters are gated on epi=0 (0 = none) */
+    int epi_sel;
     int nguards;       /* elementwise: the guards of the padded views it reads (at most
                           KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
     int nviews;        /* elementwise: the view reads it holds (at most KF_EW_MAX_VIEWS) */

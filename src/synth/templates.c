@@ -239,7 +239,7 @@ static void gpu_mma_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point
 static const kf_tpl_def templates[] = {
     /* CPU: C11 + OpenMP functions */
     {.name = "cpu.gemm", .kind = KF_STAGE_MATMUL, .doc = "blocked, packed GEMM with a register micro-kernel",
-     .supports = sup_contract_f32, .cpu_params = cpu_gemm_params, .cpu_emit_fn = cpu_gemm_emit},
+     .supports = sup_contract_f32, .cpu_params = cpu_gemm_params, .cpu_emit_fn = cpu_gemm_emit, .epilogue = 1},
     /* after the GEMM: both support a matrix times a vector, the search times the two */
     {.name = "cpu.matvec", .kind = KF_STAGE_MATMUL, .doc = "matrix-vector product (M or N is 1), dot products along K",
      .supports = sup_matvec, .cpu_params = cpu_matvec_params, .cpu_emit_fn = cpu_matvec_emit},

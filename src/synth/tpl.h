@@ -75,12 +75,19 @@ typedef struct kf_matmul_desc {
     int a_val, b_val;
     /* B gathered through a map of b_val (CPU only; tb is 0 then): b_bstride unused */
     kf_mm_gather gb;
+    /* an epilogue in the store stage (CPU GEMM only): NAME takes a fourth argument
+     * `const NAME_ex *ex`, and each element of C, once its K-sum is complete, goes to
+     * `NAME_epi(ex, f, len, in)` (len consecutive elements of one row, their sums in in[],
+     * the first at flat index f of C) instead of into C; the caller defines NAME_ex and
+     * NAME_epi before the function, and C holds only partial sums (it may be a buffer the
+     * epilogue writes). 0: C is stored. */
+    int epi;
 } kf_matmul_desc;
 
 void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf_space *sp,
                           const char *prefix);
 /* Emits: static void NAME(const float *restrict A, const float *restrict B,
- *                         float *restrict C)
+ *                         float *restrict C)   (with d->epi: float *C, const NAME_ex *ex)
  * C is dense [batch, M, N]; A dense [A-batch, M, K] (or [.., K, M] when ta); B likewise. */
 void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
                         const kf_space *sp, const kf_point *p, const char *prefix);

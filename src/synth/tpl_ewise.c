@@ -411,6 +411,8 @@ int kf_synth_epilogue_ok(const kf_synth *s, const kf_stage *e, int y) {
     kf_ew_layout lay;
     kf_synth_ewise_layout(s, e, &lay);
     if (lay.ng || kf_shape_numel(&e->dom) != kf_shape_numel(&g->values[y].shape)) return 0;
+    for (int r = 0; r < lay.nreads; r++)
+        if (lay.take[r] >= 0) return 0; /* a gather: kf_synth_epilogue_emit loads plainly */
     int ys = 0;
     for (int r = 0; r < lay.nreads; r++) {
         if (lay.buf[r] != y) continue;

@@ -172,6 +172,7 @@ typedef struct mm_plan {
     int64_t strips, nstrips; /* MR strips of M, NR strips of N */
     int64_t rpm, tm, tn; /* tasks per matrix = tm (over M) x tn (over N) */
     int64_t apf, bpf;    /* floats of one thread's A block and B panel buffers */
+    int epi;             /* the store stage hands complete sums to @_epi (kf_matmul_desc.epi) */
 } mm_plan;
 
 /* printf into out, with every '@' replaced by the stage's function name. */
@@ -264,12 +265,41 @@ static void emit_naive(kf_buf *out, const mm_plan *pl, const char *fname) {
         snprintf(bix, sizeof bix, "j * %lldLL + k", LL(d->K));
     else
         snprintf(bix, sizeof bix, "k * %lldLL + j", LL(d->N));
-    put(out, pl,
-        "static void %s(const float *restrict A, const float *restrict B, float *restrict C)\n"
-        "{\n",
-        fname);
+    if (pl->epi)
+        put(out, pl, "static void %s(const float *restrict A, const float *restrict B, float *C, const @_ex *ex)\n{\n",
+            fname);
+    else
+        put(out, pl,
+            "static void %s(const float *restrict A, const float *restrict B, float *restrict C)\n"
+            "{\n",
+            fname);
     if (pl->threads > 1)
         put(out, pl, "#pragma omp parallel for collapse(2) num_threads(%d)\n", pl->threads);
+    if (pl->epi) { /* rows in runs of 64 sums, each run through the epilogue */
+        put(out, pl,
+            "    for (int64_t bt = 0; bt < %lldLL; bt++)\n"
+            "        for (int64_t i = 0; i < %lldLL; i++) {\n"
+            "            const float *restrict a = A + @_aoff(bt);\n"
+            "            const float *restrict b = B + @_boff(bt);\n"
+            "            const int64_t f = bt * %lldLL + i * %lldLL;\n"
+            "            float t[64];\n"
+            "            (void)C;\n"
+            "            for (int64_t j0 = 0; j0 < %lldLL; j0 += 64) {\n"
+            "                const int64_t n = %lldLL - j0 < 64 ? %lldLL - j0 : 64;\n"
+            "                for (int64_t jj = 0; jj < n; jj++) {\n"
+            "                    const int64_t j = j0 + jj;\n"
+            "                    float s = 0.0f;\n"
+            "                    for (int64_t k = 0; k < %lldLL; k++)\n"
+            "                        s += a[%s] * b[%s];\n"
+            "                    t[jj] = s;\n"
+            "                }\n"
+            "                @_epi(ex, f + j0, n, t);\n"
+            "            }\n"
+            "        }\n"
+            "}\n\n",
+            LL(d->batch), LL(d->M), LL(d->M * d->N), LL(d->N), LL(d->N), LL(d->N), LL(d->N), LL(d->K), aix, bix);
+        return;
+    }
     put(out, pl,
         "    for (int64_t bt = 0; bt < %lldLL; bt++)\n"
         "        for (int64_t i = 0; i < %lldLL; i++) {\n"
@@ -452,8 +482,8 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
     put(out, pl,
         "static inline __attribute__((always_inline)) void\n"
         "@_ukr%s(int64_t kc, const float *restrict a, const float *restrict b,\n"
-        "      float *restrict c, int64_t mr, int64_t nr, int first)\n"
-        "{\n", suffix);
+        "      float *%sc, int64_t mr, int64_t nr, int first%s)\n"
+        "{\n", suffix, pl->epi ? "" : "restrict ", pl->epi ? ", const @_ex *ex, int64_t cf, int last" : "");
     for (int i = 0; i < mr; i++) {
         put(out, pl, "    @_vf");
         for (int v = 0; v < nv; v++) put(out, pl, "%s c%d_%d = {0}", v ? "," : "", i, v);
@@ -475,6 +505,21 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
         put(out, pl, "        }\n");
     }
     put(out, pl, "        a += %lldLL;\n        b += %d;\n    }\n", LL(ask), nr);
+    if (pl->epi) { /* the last K slice: the complete sums go through the epilogue, a row at a time */
+        put(out, pl, "    if (last) {\n        float t[%d] __attribute__((aligned(64)));\n", mr * nr);
+        for (int i = 0; i < mr; i++)
+            for (int v = 0; v < nv; v++)
+                put(out, pl, "        *(@_vf *)(t + %d) = c%d_%d;\n", i * nr + v * vl, i, v);
+        put(out, pl,
+            "        for (int64_t i = 0; i < mr; i++) {\n"
+            "            if (!first)\n"
+            "                for (int64_t j = 0; j < nr; j++) t[i * %d + j] += c[i * %lldLL + j];\n"
+            "            @_epi(ex, cf + i * %lldLL, nr, t + i * %d);\n"
+            "        }\n"
+            "        return;\n"
+            "    }\n",
+            nr, LL(d->N), LL(d->N), nr);
+    }
     put(out, pl, "    if (mr == %d && nr == %d) {\n        if (first) {\n", mr, nr);
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
@@ -503,10 +548,14 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
  * calling thread's own packing buffers (so threads never wait for each other). */
 static void emit_gemm(kf_buf *out, const mm_plan *pl) {
     const kf_matmul_desc *d = pl->d;
+    char ex_args[128] = ""; /* the epilogue's context, the tile's flat index, "the K-sum is complete" */
+    if (pl->epi)
+        snprintf(ex_args, sizeof ex_args, ", ex, cf0 + (ic + ir) * %lldLL + jc + jr, pc + kc >= %lldLL", LL(d->N),
+                 LL(d->K));
     put(out, pl,
-        "static void @_gemm(const float *restrict a, const float *restrict b, float *restrict c,\n"
+        "static void @_gemm(const float *restrict a, const float *restrict b, float *%sc,\n"
         "                   float *restrict ap, float *restrict bp, int64_t i0, int64_t i1,\n"
-        "                   int64_t j0, int64_t j1)\n"
+        "                   int64_t j0, int64_t j1%s)\n"
         "{\n"
         "    /* M blocks of at most %lld strips, balanced to whole strips */\n"
         "    const int64_t rs = (i1 - i0 + %d) / %d;\n"
@@ -527,19 +576,21 @@ static void emit_gemm(kf_buf *out, const mm_plan *pl) {
         "                    const int64_t jr = s * %d;\n"
         "                    const int64_t nr = nc - jr < %d ? nc - jr : %d;\n"
         "                    const float *restrict bs = bp + s * %dLL * kc;\n"
-        "                    float *restrict cs = c + ic * %lldLL + jc + jr;\n"
+        "                    float *%scs = c + ic * %lldLL + jc + jr;\n"
         "                    for (int64_t ir = 0; ir < mc; ir += %d)\n"
         "                        @_ukr(kc, ap + ir * kc, bs, cs + ir * %lldLL,\n"
-        "                              mc - ir < %d ? mc - ir : %d, nr, pc == 0);\n"
+        "                              mc - ir < %d ? mc - ir : %d, nr, pc == 0%s);\n"
         "                }\n"
         "            }\n"
         "        }\n"
         "    }\n"
         "}\n\n",
+        pl->epi ? "" : "restrict ", pl->epi ? ", const @_ex *ex, int64_t cf0" : "",
         LL(pl->per), pl->mr - 1, pl->mr, LL(pl->per - 1), LL(pl->per), LL(pl->nc), LL(pl->nc),
         LL(pl->nc), pl->nr - 1, pl->nr, LL(d->K), LL(pl->kc), LL(d->K), LL(pl->kc), LL(d->K),
         LL(pl->kc), pl->mr, pl->mr, pl->nr,
-        pl->nr, pl->nr, pl->nr, LL(d->N), pl->mr, LL(d->N), pl->mr, pl->mr);
+        pl->nr, pl->nr, pl->nr, pl->epi ? "" : "restrict ", LL(d->N), pl->mr, LL(d->N), pl->mr, pl->mr,
+        ex_args);
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -616,6 +667,7 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
     memset(&pl, 0, sizeof pl);
     pl.d = d;
     pl.name = fname;
+    pl.epi = d->epi;
     pl.threads = (int)kf_tpl_get(sp, p, prefix, "threads");
     if (pl.threads < 1) pl.threads = 1;
     int naive = (int)kf_tpl_get(sp, p, prefix, "naive");
@@ -626,6 +678,17 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
         "#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n"
         "#ifdef _OPENMP\n#include <omp.h>\n#endif\n\n",
         LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb, d->gb.on ? " B gathered" : "");
+    const char *csig = d->epi ? "float *C, const @_ex *ex" : "float *restrict C";
+    if (d->epi && (d->M == 0 || d->N == 0 || d->K == 0)) { /* every sum is 0: the epilogue of zeros */
+        put(out, &pl,
+            "static void @(const float *restrict A, const float *restrict B, %s)\n"
+            "{\n    (void)A;\n    (void)B;\n    (void)C;\n"
+            "    static const float z[64];\n"
+            "    for (int64_t f = 0; f < %lldLL; f += 64)\n"
+            "        @_epi(ex, f, %lldLL - f < 64 ? %lldLL - f : 64, z);\n}\n\n",
+            csig, LL(d->batch * d->M * d->N), LL(d->batch * d->M * d->N), LL(d->batch * d->M * d->N));
+        return;
+    }
     if (d->M == 0 || d->N == 0 || d->K == 0) {
         put(out, &pl,
             "static void @(const float *restrict A, const float *restrict B, float *restrict C)\n"
@@ -661,12 +724,14 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
     emit_gemm(out, &pl);
 
     int64_t per_thread = pl.apf + pl.bpf;
+    char ex_args[64] = "";
+    if (d->epi) snprintf(ex_args, sizeof ex_args, ", ex, bt * %lldLL", LL(d->M * d->N));
     put(out, &pl,
-        "static void @(const float *restrict A, const float *restrict B, float *restrict C)\n"
+        "static void @(const float *restrict A, const float *restrict B, %s)\n"
         "{\n"
         "    float *buf = aligned_alloc(64, %lldULL);\n"
-        "    if (!buf) {\n        @_naive(A, B, C);\n        return;\n    }\n",
-        LL(per_thread * 4 * pl.threads));
+        "    if (!buf) {\n        @_naive(A, B, C%s);\n        return;\n    }\n",
+        csig, LL(per_thread * 4 * pl.threads), d->epi ? ", ex" : "");
     if (pl.threads > 1) put(out, &pl, "#pragma omp parallel num_threads(%d)\n", pl.threads);
     put(out, &pl,
         "    {\n"
@@ -692,7 +757,7 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
         "            if (i1 > %lldLL) i1 = %lldLL;\n"
         "            if (j1 > %lldLL) j1 = %lldLL;\n"
         "            if (i0 >= i1 || j0 >= j1) continue;\n"
-        "            @_gemm(A + @_aoff(bt), B + @_boff(bt), C + bt * %lldLL, ap, bp, i0, i1, j0, j1);\n"
+        "            @_gemm(A + @_aoff(bt), B + @_boff(bt), C + bt * %lldLL, ap, bp, i0, i1, j0, j1%s);\n"
         "        }\n"
         "    }\n"
         "    free(buf);\n"
@@ -700,7 +765,7 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
         LL(ntasks), LL(pl.rpm), LL(pl.rpm), LL(pl.tn), LL(pl.tn), LL(pl.strips), LL(pl.tm),
         pl.mr, LL(pl.strips), LL(pl.tm), pl.mr, LL(pl.nstrips), LL(pl.tn), pl.nr,
         LL(pl.nstrips), LL(pl.tn), pl.nr, LL(d->M), LL(d->M), LL(d->N), LL(d->N),
-        LL(d->M * d->N));
+        LL(d->M * d->N), ex_args);
 }
 
 /* ---- the GEMM as a part of a row-blocked chain (src/synth/tpl_chain.c) --------------- */
