@@ -542,7 +542,10 @@ static int lower_node(lower *L, lval *v) {
     }
     /* binary arithmetic; Scalar overloads and Python numbers become literals */
     static const char *const arith[][2] = {{"aten.add", "+"}, {"aten.sub", "-"}, {"aten.mul", "*"},
-                                           {"aten.div", "/"}, {"aten.rsub", "-"}};
+                                           {"aten.div", "/"}, {"aten.rsub", "-"},
+                                           /* torch.multiply and the like, as export keeps them */
+                                           {"aten.multiply", "*"}, {"aten.subtract", "-"},
+                                           {"aten.divide", "/"}};
     for (size_t i = 0; i < sizeof arith / sizeof *arith; i++)
         if (target_is(t, arith[i][0])) {
             NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
@@ -574,6 +577,12 @@ static int lower_node(lower *L, lval *v) {
             NEED(term(L, ex, b, sizeof b, &why));
             snprintf(e, sizeof e, "pow(%s, %s)", a, b);
         }
+        emit(L, v, e);
+        return 1;
+    }
+    if (target_is(t, "aten.mish")) { /* x * tanh(softplus(x)), which the planner fuses */
+        NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+        snprintf(e, sizeof e, "%s * tanh(softplus(%s))", a, a);
         emit(L, v, e);
         return 1;
     }
