@@ -387,3 +387,53 @@ def test_mish_and_the_spelled_out_arithmetic_import_and_match_pytorch(kforge, tm
         got = k(x, y)
     got = got[0] if isinstance(got, (tuple, list)) else got
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+
+
+ZERO_D = '''
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Parameter(torch.tensor(0.25))
+
+    def forward(self, x):
+        return torch.min(x, self.c) - torch.max(x, x * 0.5)
+
+
+def get_inputs():
+    return [torch.randn(33, 17)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_0d_parameter_and_elementwise_min_max_import_and_match_pytorch(kforge, tmp_path):
+    """A 0-d parameter is read as [1] (the kernel takes the 0-d tensor itself), and
+    torch.min/max(x, tensor) are the elementwise minimum/maximum."""
+    model = write(tmp_path / "zero_d.py", ZERO_D)
+    bundle = tmp_path / "b"
+    p = run([kforge, "import", model, "--out", str(bundle)])
+    assert p.returncode == 0, p.stderr
+    text = open(bundle / "task.kf").read()
+    assert "f32[1]" in text and "(0-d in PyTorch, read as [1])" in text, text
+    assert "minimum(x, p_c)" in text and "maximum(x, " in text, text
+    run_dir = tmp_path / "run"
+    p = run([kforge, "synth", str(bundle / "task.kf"), "--iters", "1", "--memcheck", "off", "-q",
+             "--out", str(run_dir)], timeout=600)
+    assert p.returncode == 0, p.stderr
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("zero_d", model)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m = mod.Model()
+    x, = mod.get_inputs()
+    k = load_cpu_kernel(str(run_dir))
+    with torch.no_grad():
+        want = m(x)
+        got = k(x, m.c.detach())
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    assert torch.allclose(got, want, atol=1e-6), (got - want).abs().max()

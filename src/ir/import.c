@@ -663,7 +663,16 @@ static int lower_node(lower *L, lval *v) {
             v->is_tuple = 1; /* its getitems lower it */
             return 1;
         }
-        BAD("only max/min over all elements or over one dim (max.dim) are lowered");
+        if (strcmp(t, mx ? "aten.max.other" : "aten.min.other") == 0) {
+            /* torch.max(x, other): elementwise, NaN propagating, as torch.maximum */
+            NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
+            NEED(term(L, arg(n, 1, "other"), b, sizeof b, &why));
+            snprintf(e, sizeof e, "%s(%s, %s)", mx ? "maximum" : "minimum", a, b);
+            emit(L, v, e);
+            return 1;
+        }
+        BAD("only max/min over all elements, over one dim (max.dim) or of two tensors (max.other) "
+            "are lowered");
     }
     if (target_is(t, "aten.argmax") || target_is(t, "aten.argmin")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
@@ -1085,24 +1094,25 @@ kf_status kf_import_torch_graph(const char *path, char **kf_text, kf_graph **out
         snprintf(v->name, sizeof v->name, "%s", n);
         kf_name(n, v->kf, sizeof v->kf);
         v->meta = e;
+        /* a 0-d tensor (a scalar parameter or constant) is read as [1]: one element in
+         * memory either way, and [1] broadcasts against any shape as a 0-d tensor does;
+         * its meta shape says so too, for every rule that reads it */
+        int was_0d = json_array_size(shape) == 0;
+        if (was_0d) json_array_append_new(shape, json_integer(1));
         v->rank = (int)json_array_size(shape);
         char sh[200];
         shape_text(shape, sh, sizeof sh);
-        if (v->rank == 0) {
-            st = kf_error_set(err, KF_ERR_UNSUPPORTED, path, 0, 0, "input '%s' is a 0-d tensor: kforge's "
-                              "task inputs have at least one dimension", n);
-            goto done;
-        }
         char rng[100] = "", lo[40], hi[40];
         json_t *r = json_object_get(e, "range");
         if (json_is_array(r) && json_array_size(r) == 2 && json_is_number(json_array_get(r, 0)) &&
             json_is_number(json_array_get(r, 1)))
             snprintf(rng, sizeof rng, " range(%s, %s)", numtxt(json_number_value(json_array_get(r, 0)), lo, sizeof lo),
                      numtxt(json_number_value(json_array_get(r, 1)), hi, sizeof hi));
-        kf_buf_printf(&head, "input %s: %s%s%s   # %s%s%s\n", v->kf, dt, sh, rng,
+        kf_buf_printf(&head, "input %s: %s%s%s   # %s%s%s%s\n", v->kf, dt, sh, rng,
                       json_string_value(json_object_get(e, "kind")) ? json_string_value(json_object_get(e, "kind")) : "input",
                       json_is_string(json_object_get(e, "target")) ? " " : "",
-                      json_is_string(json_object_get(e, "target")) ? json_string_value(json_object_get(e, "target")) : "");
+                      json_is_string(json_object_get(e, "target")) ? json_string_value(json_object_get(e, "target")) : "",
+                      was_0d ? " (0-d in PyTorch, read as [1])" : "");
     }
     json_array_foreach(nodes, i, e) {
         lval *v = &L.v[L.nv++];
