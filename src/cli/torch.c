@@ -202,7 +202,19 @@ static int lower_bundle(const char *what, const char *out) {
     char *text = NULL;
     kf_graph *g = NULL;
     kf_error err = {0};
-    if (kf_import_torch_graph(gpath, &text, &g, &err) != KF_OK) {
+    kf_status lst = kf_import_torch_graph(gpath, &text, &g, &err);
+    if (lst == KF_ERR_UNSUPPORTED) {
+        /* some op does not lower: the module itself becomes the task, its reference PyTorch */
+        fprintf(stderr, "kforge import: %s: kforge cannot lower every op (%s); writing a module task: its reference "
+                        "is the module itself (run in float64 by PyTorch), its kernel is written by a model "
+                        "(--agent llm)\n", what, err.msg);
+        char *args[] = {"--bundle", (char *)out, "--why", err.msg};
+        int rc = run_python_module("kforge_torch.module_task", args, 4);
+        if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
+        printf("next: kforge synth %s --agent llm\n", tpath);
+        return 0;
+    }
+    if (lst != KF_OK) {
         fprintf(stderr, "kforge import: %s: ", what);
         return kf_cli_error(&err);
     }

@@ -1,0 +1,132 @@
+"""Module tasks (issue 26): `kforge import` of a module with an op kforge cannot lower writes
+a module task (task.kf with `module`, the module's source, spec and weights beside it), and
+the reference process computes the module's outputs in float64 from the files the
+verifier writes."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO, write
+from kforge_torch import module_task, reference
+
+MODULES = os.path.join(REPO, "tests", "modules")
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def test_kforge_import_writes_a_module_task_where_an_op_does_not_lower(kforge, tmp_path):
+    out = tmp_path / "cgm"
+    p = subprocess.run([kforge, "import", os.path.join(MODULES, "conv_gn_mish.py"), "--out", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "aten.mish" in p.stderr and "writing a module task" in p.stderr
+    assert "--agent llm" in p.stdout
+    kf = read(out / "task.kf")
+    assert "module conv_gn_mish\n" in kf
+    assert "input x: f32[2, 3, 10, 10]\n" in kf  # randn: no range, every distribution
+    assert "param p_conv_weight: f32[8, 3, 3, 3]   # conv.weight" in kf
+    assert "output out: f32[2, 8, 8, 8]" in kf
+    # conv FLOPs as FlopCounterMode counts them: 2 * N*CO*OH*OW * CI*K*K
+    assert f"cost flops={2 * 2 * 8 * 8 * 8 * 27} " in kf
+    spec = json.loads(read(out / "conv_gn_mish.json"))
+    assert spec["init"] == [3, 8, 3, 4]
+    assert [p["key"] for p in spec["params"]] == ["conv.weight", "conv.bias", "gn.weight", "gn.bias"]
+    assert os.path.getsize(out / "conv_gn_mish.weights") == 4 * (8 * 27 + 8 + 8 + 8)
+    assert read(out / "conv_gn_mish.py") == read(os.path.join(MODULES, "conv_gn_mish.py"))
+    # the weights are the module's own, under the seed
+    torch.manual_seed(0)
+    sys.path.insert(0, MODULES)
+    try:
+        import conv_gn_mish as m
+    finally:
+        sys.path.pop(0)
+    model = m.Model(*m.get_init_inputs())
+    w = np.fromfile(out / "conv_gn_mish.weights", dtype=np.float32)
+    assert np.array_equal(w[:216], model.conv.weight.detach().numpy().ravel())
+
+
+def test_domains_come_from_get_inputs(tmp_path):
+    spec = module_task.write_module_task(os.path.join(MODULES, "lstm_cell.py"), str(tmp_path), name="lstm")
+    kf = read(tmp_path / "task.kf")
+    assert "input x: f32[4, 5, 8] range(0, 1)\n" in kf  # torch.rand
+    assert spec["outputs"] == [{"name": "out", "dtype": "f32", "shape": [4, 4]}]
+    model = write(tmp_path / "idx.py", """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x, i):
+        return torch.sort(x, dim=1).values + i.float().unsqueeze(1)
+def get_inputs():
+    return [torch.rand(4, 6) + 1.5, torch.randint(0, 10, (4,))]
+def get_init_inputs():
+    return []
+""")
+    module_task.write_module_task(model, str(tmp_path / "idx"), name="idx")
+    kf = read(tmp_path / "idx" / "task.kf")
+    assert "input x: f32[4, 6] range(1.5" in kf  # positive: its span
+    assert "input i: i64[4] range(" in kf
+
+
+def test_live_randomness_is_refused(tmp_path):
+    model = write(tmp_path / "drop.py", """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.d = torch.nn.Dropout(0.5)
+    def forward(self, x):
+        return torch.sort(self.d(x)).values
+def get_inputs():
+    return [torch.randn(8, 8)]
+def get_init_inputs():
+    return []
+""")
+    with pytest.raises(module_task.ImportFailure, match="other outputs on the same inputs"):
+        module_task.write_module_task(model, str(tmp_path / "d"))
+
+
+def test_reference_process_computes_the_module_in_float64(tmp_path):
+    spec = module_task.write_module_task(os.path.join(MODULES, "conv_gn_mish.py"), str(tmp_path), name="cgm")
+    x = torch.randn(2, 3, 10, 10) * 3
+    (tmp_path / "in.4").write_bytes(x.numpy().tobytes())
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    p = subprocess.run([sys.executable, "-m", "kforge_torch.reference", str(tmp_path / "cgm.json"), str(tmp_path),
+                        "4"], capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    got = np.fromfile(tmp_path / "out.4", dtype=np.float64).reshape(spec["outputs"][0]["shape"])
+    torch.manual_seed(0)
+    sys.path.insert(0, MODULES)
+    try:
+        import conv_gn_mish as m
+    finally:
+        sys.path.pop(0)
+    model = m.Model(*m.get_init_inputs()).double()
+    with torch.no_grad():
+        want = model(x.double()).numpy()
+    assert np.array_equal(got, want)
+    assert not (tmp_path / "of.4").exists()
+
+
+def test_float32_overflow_is_marked(tmp_path):
+    model = write(tmp_path / "ex.py", """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.sort(torch.exp(x) * 1e-30, dim=1).values
+def get_inputs():
+    return [torch.randn(2, 4)]
+def get_init_inputs():
+    return []
+""")
+    module_task.write_module_task(model, str(tmp_path), name="ex")
+    (tmp_path / "in.5").write_bytes((torch.ones(2, 4) * 100).numpy().tobytes())  # e^100 > FLT_MAX
+    (tmp_path / "in.0").write_bytes(torch.ones(2, 4).numpy().tobytes())
+    assert reference.main([str(tmp_path / "ex.json"), str(tmp_path), "0,5"]) == 0
+    assert (tmp_path / "of.5").exists() and not (tmp_path / "of.0").exists()
