@@ -125,8 +125,13 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, const kf_value *x, 
         int64_t from = k * DRAW_BLOCK, cnt = n - from < DRAW_BLOCK ? n - from : DRAW_BLOCK;
         void *p = (char *)data + from * es;
         kf_verify_draw(&r, dist, x->dtype, pos, mag, x->has_range, x->lo, x->hi, p, cnt);
-        for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
+        if (vals)
+            for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
     }
+}
+
+void kf_verify_draw_input(const kf_verify_ctx *c, int s, int i, double mag, void *data) {
+    draw_input(c, s, i, &c->g->values[c->g->inputs[i]], 0, mag, data, NULL);
 }
 
 /* The context's fixed part, before any set is drawn or read (verify_int.h). */
@@ -163,6 +168,77 @@ kf_verify_ctx *kf_verify_ctx_shell(const kf_graph *g, const kf_verify_opts *o) {
         c->out_bytes[j] = (size_t)c->out_numel[j] * (size_t)kf_dtype_size(v->dtype);
     }
     return c;
+}
+
+/* Output j of set v from its float64 values dj: the reference rounded to the output's dtype,
+ * its RMS (sums per fixed chunk, added in chunk order: independent of the thread count) and,
+ * where bd (may be NULL) holds a positive bound, the bounds rounded up to float. */
+void kf_verify_set_ref(kf_verify_ctx *c, kf_vset *v, int j, const double *dout_j, const double *dbnd_j) {
+    const kf_graph *g = c->g;
+    kf_dtype dt = g->values[g->outputs[j]].dtype;
+    v->ref[j] = kf_malloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
+    /* the reference in the output's dtype and its RMS; the sums per fixed chunk,
+     * added in chunk order, so the scale does not depend on the thread count */
+    int64_t n = c->out_numel[j], nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
+    double *css = kf_calloc((size_t)nch + 1, sizeof *css);
+    int64_t *cnf = kf_calloc((size_t)nch + 1, sizeof *cnf);
+    char *cpos = kf_calloc((size_t)nch + 1, 1);
+    void *ref = v->ref[j];
+    const double *dj = dout_j, *bd = dbnd_j;
+#pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
+    for (int64_t k = 0; k < nch; k++) {
+        int64_t e1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n;
+        double ss = 0;
+        int64_t nf = 0;
+        for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) {
+            double w;
+            if (dt == KF_F32) { /* the common case without a call per element */
+                float f = (float)dj[e];
+                ((float *)ref)[e] = f;
+                w = (double)f;
+            } else {
+                kf_verify_store(dt, ref, e, dj[e]);
+                w = kf_verify_load(dt, ref, e);
+            }
+            if (isfinite(w)) {
+                ss += w * w;
+                nf++;
+            }
+            if (bd && bd[e] > 0) cpos[k] = 1;
+        }
+        css[k] = ss;
+        cnf[k] = nf;
+    }
+    double ss = 0;
+    int64_t nf = 0, anypos = 0;
+    for (int64_t k = 0; k < nch; k++) {
+        ss += css[k];
+        nf += cnf[k];
+        anypos |= cpos[k];
+    }
+    free(css);
+    free(cnf);
+    free(cpos);
+    v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
+    if (bd && anypos) { /* rounded up: a bound */
+        float *bj = kf_malloc(sizeof(float) * (size_t)n);
+#pragma omp parallel for schedule(static) if (n >= KF_VERIFY_CHUNK)
+        for (int64_t e = 0; e < n; e++) {
+            float f = (float)bd[e];
+            if ((double)f < bd[e]) { /* the next float up; a bound is >= 0 */
+                uint32_t u;
+                memcpy(&u, &f, 4);
+                if (f >= 0 && u < 0x7f800000u) {
+                    u++;
+                    memcpy(&f, &u, 4);
+                } else {
+                    f = nextafterf(f, INFINITY);
+                }
+            }
+            bj[e] = f;
+        }
+        v->bound[j] = bj;
+    }
 }
 
 /* Draw the sets and their references; see verify.h. g must outlive the context. */
@@ -229,6 +305,17 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         c->seed = kf_hash64(&t, sizeof t, pid) | 1;
     }
 
+    if (g->module) { /* the module's reference comes from its own process (refproc.c) */
+        kf_status mst = kf_verify_module_sets(c, err);
+        if (mst != KF_OK) {
+            kf_verify_ctx_free(c);
+            return mst;
+        }
+        kf_log(2, "verify: %d input sets of module task '%s' drawn in %.2f s, reference process took %.2f s "
+                  "(seed %llu)", c->nsets, g->name, c->t_draw, c->t_ref, (unsigned long long)c->seed);
+        *out = c;
+        return KF_OK;
+    }
     int *pos = kf_calloc((size_t)c->nin + 1, sizeof *pos);
     double *mag = kf_calloc((size_t)c->nin + 1, sizeof *mag);
     kf_graph_input_domains(g, pos, mag);
@@ -273,72 +360,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
             if (st != KF_OK || !beyond || (v->dist != KF_DIST_LARGE && v->dist != KF_DIST_OFFSET) || shrink < 1e-6)
                 break;
         }
-        for (int j = 0; j < c->nout && st == KF_OK; j++) {
-            kf_dtype dt = g->values[g->outputs[j]].dtype;
-            v->ref[j] = kf_malloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
-            /* the reference in the output's dtype and its RMS; the sums per fixed chunk,
-             * added in chunk order, so the scale does not depend on the thread count */
-            int64_t n = c->out_numel[j], nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
-            double *css = kf_calloc((size_t)nch + 1, sizeof *css);
-            int64_t *cnf = kf_calloc((size_t)nch + 1, sizeof *cnf);
-            char *cpos = kf_calloc((size_t)nch + 1, 1);
-            void *ref = v->ref[j];
-            const double *dj = dout[j], *bd = dbnd[j];
-#pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
-            for (int64_t k = 0; k < nch; k++) {
-                int64_t e1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n;
-                double ss = 0;
-                int64_t nf = 0;
-                for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) {
-                    double w;
-                    if (dt == KF_F32) { /* the common case without a call per element */
-                        float f = (float)dj[e];
-                        ((float *)ref)[e] = f;
-                        w = (double)f;
-                    } else {
-                        kf_verify_store(dt, ref, e, dj[e]);
-                        w = kf_verify_load(dt, ref, e);
-                    }
-                    if (isfinite(w)) {
-                        ss += w * w;
-                        nf++;
-                    }
-                    if (bd && bd[e] > 0) cpos[k] = 1;
-                }
-                css[k] = ss;
-                cnf[k] = nf;
-            }
-            double ss = 0;
-            int64_t nf = 0, anypos = 0;
-            for (int64_t k = 0; k < nch; k++) {
-                ss += css[k];
-                nf += cnf[k];
-                anypos |= cpos[k];
-            }
-            free(css);
-            free(cnf);
-            free(cpos);
-            v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
-            if (st == KF_OK && bd && anypos) { /* rounded up: a bound */
-                float *bj = kf_malloc(sizeof(float) * (size_t)n);
-#pragma omp parallel for schedule(static) if (n >= KF_VERIFY_CHUNK)
-                for (int64_t e = 0; e < n; e++) {
-                    float f = (float)bd[e];
-                    if ((double)f < bd[e]) { /* the next float up; a bound is >= 0 */
-                        uint32_t u;
-                        memcpy(&u, &f, 4);
-                        if (f >= 0 && u < 0x7f800000u) {
-                            u++;
-                            memcpy(&f, &u, 4);
-                        } else {
-                            f = nextafterf(f, INFINITY);
-                        }
-                    }
-                    bj[e] = f;
-                }
-                v->bound[j] = bj;
-            }
-        }
+        for (int j = 0; j < c->nout && st == KF_OK; j++) kf_verify_set_ref(c, v, j, dout[j], dbnd[j]);
     }
     for (int i = 0; i < c->nin; i++) free(din[i]);
     for (int j = 0; j < c->nout; j++) {
