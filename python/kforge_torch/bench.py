@@ -8,7 +8,11 @@ A task is a KernelBench-format module (NN_name.py: class Model, get_inputs(),
 get_init_inputs()) or a .kf file. For each, in file-name order:
 
 1. a module is imported (`kforge import`: torch.export, lowered to kforge's ops); one that
-   uses an op kforge cannot lower is reported as unsupported, with the op;
+   uses an op kforge cannot lower becomes a module task (docs/task-format.md, "Module
+   tasks"): its reference is the module itself, and only a model writes its kernel
+   (`--agent llm` with `--llm-url`/`--model`, passed to kforge synth; without them its row
+   is no-kernel, "module task: use --agent llm"); one that cannot be exported at all is
+   unsupported;
 2. `kforge synth` searches for the kernel and verifies every candidate against the float64
    interpreter on freshly drawn inputs (the harness of kforge synth, at the task's shape);
 3. here, in this process: the kernel is loaded (kforge_torch.cpu_kernel, or
@@ -184,6 +188,39 @@ def peers_for_module(path, bundle, seed, device="cpu"):
     return model, [t.contiguous() for t in kin], inputs
 
 
+def peers_for_module_task(path, bundle, seed, device="cpu"):
+    """(model, kernel inputs, sample inputs) for a module task (kforge_torch.module_task):
+    the module built under the seed with the task's weights loaded (the values the
+    verifier gave the kernel), the kernel's inputs the forward's tensors then the params, in
+    the spec's order."""
+    from . import reference
+    spec = next(json.load(open(os.path.join(bundle, f))) for f in sorted(os.listdir(bundle))
+                if f.endswith(".json") and f != "graph.json")
+    mod = importer.load_module(path)
+    torch.manual_seed(seed)
+    model = mod.Model(*mod.get_init_inputs())
+    model.train(spec.get("mode") != "eval")
+    with open(os.path.join(bundle, spec["weights"]), "rb") as f:
+        blob = f.read()
+    state = {p["key"]: reference.tensor_from(blob[p["offset"]:p["offset"] + reference.numel(p["shape"])
+                                                  * reference.ITEM[p["dtype"]]], p["dtype"], p["shape"])
+             for p in spec["params"]}
+    model.load_state_dict(state, strict=True)
+    torch.manual_seed(seed)
+    inputs = list(mod.get_inputs())
+    if device != "cpu":
+        model = model.to(device)
+        inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
+    sd = model.state_dict()
+    kin = [inputs[x["index"]] for x in spec["inputs"]] + [sd[p["key"]].detach() for p in spec["params"]]
+    return model, [t.contiguous() for t in kin], inputs
+
+
+def is_module_task(task_kf):
+    with open(task_kf) as f:
+        return any(line.startswith("module ") for line in f)
+
+
 def peers_for_kf(path, seed, device="cpu", kforge=None):
     with open(path) as f:
         task = kf_task.parse_task(f.read(), path)
@@ -229,6 +266,12 @@ def bench_task(path, a, i, n):
         cmd += ["--time-budget", str(a.time_budget)]
     if a.memcheck:
         cmd += ["--memcheck", a.memcheck]
+    if a.agent:
+        cmd += ["--agent", a.agent]
+    if a.llm_url:
+        cmd += ["--llm-url", a.llm_url]
+    if a.model:
+        cmd += ["--model", a.model]
     if not a.prealloc and a.device.type == "cpu":  # search on what the module's caller sees:
         cmd += ["--fresh-outputs"]                    # outputs on fresh pages
     p, synth_s = run(cmd)
@@ -249,7 +292,10 @@ def bench_task(path, a, i, n):
     row["schedule"] = best.get("candidate") if best else None
     # 3. against PyTorch, in this process
     cuda = a.device.type == "cuda"
-    if bundle:
+    if bundle and is_module_task(task_kf):
+        row["module_task"] = True
+        model, kin, inputs = peers_for_module_task(path, bundle, a.seed, a.device)
+    elif bundle:
         model, kin, inputs = peers_for_module(path, bundle, a.seed, a.device)
     else:
         model, kin, inputs = peers_for_kf(path, a.seed, a.device, a.kforge)
@@ -445,6 +491,9 @@ def main(argv=None):
     ap.add_argument("--only", default=None,
                     help="only files whose name contains this (several: comma-separated)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    ap.add_argument("--agent", default=None, help="kforge synth --agent (builtin, llm, both); module tasks need llm")
+    ap.add_argument("--llm-url", default=None, help="kforge synth --llm-url (the model's endpoint)")
+    ap.add_argument("--model", default=None, help="kforge synth --model")
     a = ap.parse_args(argv)
     a.device = bench_device(a.target)
     if a.device is None:

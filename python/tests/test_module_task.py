@@ -130,3 +130,40 @@ def get_init_inputs():
     (tmp_path / "in.0").write_bytes(torch.ones(2, 4).numpy().tobytes())
     assert reference.main([str(tmp_path / "ex.json"), str(tmp_path), "0,5"]) == 0
     assert (tmp_path / "of.5").exists() and not (tmp_path / "of.0").exists()
+
+
+def scripted_server(tmp_path, kernel):
+    """tests/llm_server.py answering every request with kernel; (process, port)."""
+    reply = {"body": {"choices": [{"message": {"role": "assistant", "content": f"```c\n{kernel}```\n"},
+                                   "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 10}}}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"responses": [reply] * 3}))
+    p = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "llm_server.py"), str(script),
+                          str(tmp_path / "log.jsonl")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return p, int(p.stdout.readline())
+
+
+def test_bench_runs_a_module_task(kforge, tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conv_gn_mish.py").write_text(read(os.path.join(MODULES, "conv_gn_mish.py")))
+    base = [kforge, "bench", str(suite), "--iters", "1", "--no-compile", "--reps", "5"]
+    # the builtin: the row says what to do
+    p = subprocess.run(base + ["--out", str(tmp_path / "b1"), "--json", str(tmp_path / "b1.json")],
+                       capture_output=True, text=True)
+    row = json.loads(read(tmp_path / "b1.json"))["rows"][0]
+    assert row["status"] == "no-kernel" and "module task: use --agent llm" in row["detail"], row
+    assert p.returncode == 1
+    # a model: the kernel is checked against the module and timed against it
+    srv, port = scripted_server(tmp_path, read(os.path.join(MODULES, "conv_gn_mish_kernel.c")))
+    try:
+        p = subprocess.run(base + ["--agent", "llm", "--llm-url", f"http://127.0.0.1:{port}/v1", "--model", "scripted",
+                                   "--out", str(tmp_path / "b2"), "--json", str(tmp_path / "b2.json")],
+                           capture_output=True, text=True)
+    finally:
+        srv.stdin.close()
+        srv.wait()
+    assert p.returncode == 0, p.stderr
+    row = json.loads(read(tmp_path / "b2.json"))["rows"][0]
+    assert row["status"] == "ok" and row["correct"] and row["module_task"], row
+    assert row["max_abs_err"] < 1e-4
