@@ -167,3 +167,19 @@ def test_bench_runs_a_module_task(kforge, tmp_path):
     row = json.loads(read(tmp_path / "b2.json"))["rows"][0]
     assert row["status"] == "ok" and row["correct"] and row["module_task"], row
     assert row["max_abs_err"] < 1e-4
+
+
+def test_export_refuses_a_module_task_run(kforge, tmp_path):
+    """its kernel takes the params in state_dict order: no ModelNew mapped by graph.json"""
+    from kforge_torch import export
+    module_task.write_module_task(os.path.join(MODULES, "conv_gn_mish.py"), str(tmp_path), name="cgm")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "kernel.c").write_text(read(os.path.join(MODULES, "conv_gn_mish_kernel.c")))
+    args = ["in x: f32[2, 3, 10, 10]", "in p_conv_weight: f32[8, 3, 3, 3]", "in p_conv_bias: f32[8]",
+            "in p_gn_weight: f32[8]", "in p_gn_bias: f32[8]", "out out: f32[2, 8, 8, 8]"]
+    (run / "manifest.json").write_text(json.dumps({"platform": "cpu", "task": "cgm", "entry": "kforge_kernel",
+                                                   "compile": "cc", "source": "kernel.c", "args": args}))
+    p = subprocess.run([kforge, "export", str(run), "--as", "torch", "--task", str(tmp_path / "task.kf"),
+                        "--out", str(tmp_path / "e.py")], capture_output=True, text=True)
+    assert p.returncode == 2 and "is a module task" in p.stderr, p.stdout + p.stderr
