@@ -243,13 +243,18 @@ def bench_task(path, a, i, n):
         # ~3 s of first export per task on a 2-core VM), then the C lowering of the bundle
         bundle = os.path.join(work, "bundle")
         try:
-            importer.write_bundle(path, bundle, a.seed, eval_mode=a.eval)
+            try:
+                importer.write_bundle(path, bundle, a.seed, eval_mode=a.eval)
+            except importer.ExportFailure as e:  # the module runs but does not export: a module task
+                from . import module_task
+                module_task.write_module_task(path, bundle, a.seed, eval_mode=a.eval, why=str(e))
         except importer.ImportFailure as e:  # what `kforge import` reports with exit status 2
             p = subprocess.CompletedProcess([], 2, "", f"kforge import: {e}")
         except Exception as e:  # an importer failure of its own (`kforge import` would exit 1)
             p = subprocess.CompletedProcess([], 1, "", f"kforge import: {path}: {type(e).__name__}: {e}")
         else:
-            p, _ = run([a.kforge, "import", "--lower", bundle])
+            p, _ = run([a.kforge, "import", "--lower", bundle]) if os.path.exists(os.path.join(bundle, "graph.json")) \
+                else (subprocess.CompletedProcess([], 0, "", ""), 0)
         if p.returncode != 0:
             msg = (p.stderr.strip() or p.stdout.strip()).replace("\n", " ")
             row.update(status="unsupported" if p.returncode == 2 else "import-error", detail=msg[:600])

@@ -233,7 +233,7 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     lines = [f"# module task: written by kforge import from {os.path.basename(model_path)} (class Model)"]
     if why:
         why_lines = [l.strip() for l in why.strip().splitlines() if l.strip()]
-        lines += ["# kforge cannot lower all its ops: " + why_lines[0]] + ["#   " + l for l in why_lines[1:8]]
+        lines += ["# not a graph task: " + why_lines[0]] + ["#   " + l for l in why_lines[1:8]]
     lines += ["# The reference is the module itself, run in float64 by a separate process",
               "# (python3 -m kforge_torch.reference); a kernel gets the inputs, then the params,",
               "# then writes the outputs (docs/task-format.md, \"Module tasks\").",

@@ -189,7 +189,7 @@ int kf_cli_import(int argc, char **argv) {
         snprintf(dflt, sizeof dflt, "kforge-out/import/%.*s", (int)n, base);
         out = dflt;
     }
-    char *args[10];
+    char *args[12];
     int na = 0;
     args[na++] = (char *)model;
     args[na++] = (char *)out;
@@ -197,7 +197,12 @@ int kf_cli_import(int argc, char **argv) {
     if (name) { args[na++] = "--name"; args[na++] = (char *)name; }
     if (verbose) args[na++] = "--verbose";
     if (eval) args[na++] = "--eval";
+    if (graph_only) args[na++] = "--graph-only";
     int rc = run_python_module("kforge_torch.importer", args, na);
+    if (rc == 10) { /* torch.export failed; the importer wrote a module task instead */
+        printf("next: kforge synth %s/task.kf --agent llm\n", out);
+        return 0;
+    }
     if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
     return lower_bundle(model, out, graph_only);
 }
