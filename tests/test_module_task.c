@@ -49,13 +49,13 @@ static void teardown(void) {
 
 TestSuite(module_task, .init = setup, .fini = teardown, .timeout = 240);
 
-/* The module task of tests/modules/conv_gn_mish.py in taskdir. */
-static void make_task(void) {
+/* The module task of tests/modules/NAME.py in taskdir. */
+static void make_task_of(const char *name) {
     char cmd[1200];
     snprintf(cmd, sizeof cmd,
-             "PYTHONPATH=%s/python python3 -m kforge_torch.module_task %s/tests/modules/conv_gn_mish.py %s "
-             "--name conv_gn_mish > %s/import.log 2>&1",
-             KF_SOURCE_DIR, KF_SOURCE_DIR, taskdir, srv.dir);
+             "PYTHONPATH=%s/python python3 -m kforge_torch.module_task %s/tests/modules/%s.py %s "
+             "--name %s > %s/import.log 2>&1",
+             KF_SOURCE_DIR, KF_SOURCE_DIR, name, taskdir, name, srv.dir);
     int rc = system(cmd);
     char *log = NULL;
     char lp[300];
@@ -65,6 +65,8 @@ static void make_task(void) {
     free(log);
     unlink(lp);
 }
+
+static void make_task(void) { make_task_of("conv_gn_mish"); }
 
 static kf_graph *parse_task(void) {
     kf_graph *g = NULL;
@@ -241,6 +243,33 @@ Test(module_task, verifier_judges_kernels_against_the_module) {
     r = check(&f, writes);
     cr_assert_eq(r.status, KF_V_INPUT_MODIFIED, "%s: %s", kf_vstatus_name(r.status), r.detail);
     free(good), free(wrong), free(first), free(writes);
+    close_ctx(&f);
+}
+
+/* A level-3-like module (an LSTM cell stepped over a sequence, a linear head): its
+ * torch.rand input is verified on [0, 1) as get_inputs draws it, its six params in
+ * state_dict order. */
+Test(module_task, recurrent_module_verifies_on_the_domain_get_inputs_implies) {
+    make_task_of("lstm_cell");
+    vfx f;
+    kf_error err = {0};
+    cr_assert_eq(open_ctx(&f, &err), KF_OK, "%s", err.msg);
+    const kf_value *x = &f.g->values[f.g->inputs[0]];
+    cr_assert(x->has_range && x->lo == 0 && x->hi == 1, "x: range %d [%g, %g]", x->has_range, x->lo, x->hi);
+    cr_assert_eq(f.g->ninputs, 7);
+    char *good = NULL;
+    cr_assert_eq(kf_read_file(KF_SOURCE_DIR "/tests/modules/lstm_cell_kernel.c", &good, NULL, &err), KF_OK);
+    kf_vresult r = check(&f, good);
+    cr_assert_eq(r.status, KF_V_OK, "%s: %s", kf_vstatus_name(r.status), r.detail);
+    /* the cell state not through tanh: a small error, still caught */
+    char *wrong = replaced(good, "h[j] = og * tanh(c[j]);", "h[j] = og * c[j];");
+    r = check(&f, wrong);
+    cr_assert_eq(r.status, KF_V_MISMATCH, "%s: %s", kf_vstatus_name(r.status), r.detail);
+    /* the head's weight read as if transposed */
+    char *swapped = replaced(good, "hw[o * H + k]", "hw[k * O + o]");
+    r = check(&f, swapped);
+    cr_assert_eq(r.status, KF_V_MISMATCH, "%s: %s", kf_vstatus_name(r.status), r.detail);
+    free(good), free(wrong), free(swapped);
     close_ctx(&f);
 }
 
