@@ -8,6 +8,7 @@
  *   sandbox.c  the memfd region (guards), fork/exec of the runner under limits, outcome
  *   memcheck.c the memory-checker run (valgrind on the CPU, compute-sanitizer on CUDA)
  *   profile.c  the profiled run (Nsight Compute) of a candidate that passed verification
+ *   refproc.c  a module task's sets and its reference process (the module in float64)
  */
 #ifndef KF_VERIFY_INT_H
 #define KF_VERIFY_INT_H
