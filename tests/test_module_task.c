@@ -242,7 +242,11 @@ Test(module_task, verifier_judges_kernels_against_the_module) {
     char *writes = replaced(good, "    return 0;", "    ((float *)args[1])[0] = 0.5f;\n    return 0;");
     r = check(&f, writes);
     cr_assert_eq(r.status, KF_V_INPUT_MODIFIED, "%s: %s", kf_vstatus_name(r.status), r.detail);
-    free(good), free(wrong), free(first), free(writes);
+    /* and the guard zones are there: a write past the output */
+    char *oob = replaced(good, "    return 0;", "    y[2 * 8 * 8 * 8 + 3] = 1.0f;\n    return 0;");
+    r = check(&f, oob);
+    cr_assert_eq(r.status, KF_V_OOB_WRITE, "%s: %s", kf_vstatus_name(r.status), r.detail);
+    free(good), free(wrong), free(first), free(writes), free(oob);
     close_ctx(&f);
 }
 
