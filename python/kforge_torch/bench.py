@@ -202,17 +202,20 @@ def peers_for_module_task(path, bundle, seed, device="cpu"):
     model.train(spec.get("mode") != "eval")
     with open(os.path.join(bundle, spec["weights"]), "rb") as f:
         blob = f.read()
-    state = {p["key"]: reference.tensor_from(blob[p["offset"]:p["offset"] + reference.numel(p["shape"])
-                                                  * reference.ITEM[p["dtype"]]], p["dtype"], p["shape"])
-             for p in spec["params"]}
-    model.load_state_dict(state, strict=True)
+    reference.load_state(model, spec, blob)
     torch.manual_seed(seed)
     inputs = list(mod.get_inputs())
     if device != "cpu":
         model = model.to(device)
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
     sd = model.state_dict()
-    kin = [inputs[x["index"]] for x in spec["inputs"]] + [sd[p["key"]].detach() for p in spec["params"]]
+
+    def value(p):
+        if not p.get("attr"):
+            return sd[p["key"]].detach()
+        owner, _, name = p["key"].rpartition(".")
+        return getattr(model.get_submodule(owner) if owner else model, name).to(device)
+    kin = [inputs[x["index"]] for x in spec["inputs"]] + [value(p) for p in spec["params"]]
     return model, [t.contiguous() for t in kin], inputs
 
 

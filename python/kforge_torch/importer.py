@@ -211,7 +211,10 @@ def export_graph(mod, seed, path="the module", eval_mode=False):
     if any(n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
            for n in ep.graph.nodes):
         # in-place ops: their functional forms, with no op decomposed
-        ep = user_step(path, "functionalizing the in-place ops of forward", ep.run_decompositions, {})
+        try:
+            ep = user_step(path, "functionalizing the in-place ops of forward", ep.run_decompositions, {})
+        except ImportFailure as e:
+            raise ExportFailure(str(e)) from e.__cause__
     return model, drawn, outs, ep
 
 

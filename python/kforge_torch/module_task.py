@@ -124,6 +124,21 @@ def tolerance_needed(outs32, outs64):
     return max(ATOL, 4 * worst_a), max(NMSE, 16 * worst_n)
 
 
+def module_state(model):
+    """(key, tensor, is_attr) for what the module computes with besides its arguments: its
+    state_dict (parameters and persistent buffers, in its order), then the tensors it holds
+    as plain attributes (`self.hidden = torch.randn(...)`, no buffer: in no state_dict), by
+    'submodule.attribute' key."""
+    out = [(k, t, False) for k, t in model.state_dict().items()]
+    seen = {id(t) for _, t, _ in out}
+    for mname, m in model.named_modules():
+        for aname, t in vars(m).items():
+            if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) and id(t) not in seen:
+                seen.add(id(t))
+                out.append((f"{mname}.{aname}" if mname else aname, t, True))
+    return out
+
+
 def build(model_path, seed, eval_mode, path_name):
     mod = load_module(model_path)
     torch.manual_seed(seed)
@@ -187,18 +202,21 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
             raise ImportFailure(f"{model_path}: get_inputs()[{i}] is {describe(x)}, not a tensor or a number")
     if not spec_inputs:
         raise ImportFailure(f"{model_path}: forward takes no tensor")
-    outs32 = user_step(model_path, "forward", run, model, inputs)
-    again = user_step(model_path, "forward (a second time)", run, model, inputs)
+    # every forward runs on a fresh copy of the module as built: a module that keeps state
+    # between calls (a hidden state it assigns to itself) is taken at its first call, as
+    # the reference process takes it on every input set
+    pristine = model
+    outs32 = user_step(model_path, "forward", run, copy.deepcopy(pristine), inputs)
+    again = user_step(model_path, "forward (a second time)", run, copy.deepcopy(pristine), inputs)
     if any(not torch.equal(a, b) for a, b in zip(outs32, again)):
         raise ImportFailure(f"{model_path}: forward gives other outputs on the same inputs (a live dropout or "
                             "another random op; --eval imports inference mode): no reference can be fixed")
-    state = model.state_dict()
     params, blobs, offset = [], [], 0
-    for key, t in state.items():
+    for key, t, attr in module_state(pristine):
         t = t.detach().contiguous()
         dt = dtype_of(t, f"parameter or buffer '{key}'")
         params.append({"name": ident("p_" + key, taken), "key": key, "dtype": dt, "shape": list(t.shape),
-                       "offset": offset})
+                       "offset": offset, "attr": attr})
         blob = t.cpu().numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes()
         blobs.append(blob)
         offset += len(blob)
@@ -206,9 +224,10 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     for j, o in enumerate(outs32):
         outputs.append({"name": ident(f"out{j}" if len(outs32) > 1 else "out", taken),
                         "dtype": dtype_of(o, f"forward's output {j}"), "shape": list(o.shape)})
-    m64 = copy.deepcopy(model).to(torch.float64)
+    from kforge_torch.reference import to_float64
+    m64 = to_float64(copy.deepcopy(pristine))
     outs64 = user_step(model_path, "forward in float64", run64, m64, to64(inputs))
-    flops = count_flops(copy.deepcopy(model), inputs)
+    flops = count_flops(copy.deepcopy(pristine), inputs)
     nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     nbytes += sum(o.numel() * o.element_size() for o in outs32) + offset
     tol = tolerance_needed(outs32, outs64)
@@ -247,7 +266,8 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
         rng = f" range({x['range'][0]!r}, {x['range'][1]!r})" if x["range"] else ""
         lines.append(f"input {x['name']}: {x['dtype']}{dims(x['shape'])}{rng}")
     for p in params:
-        lines.append(f"param {p['name']}: {p['dtype']}{dims(p['shape'])}   # {p['key']}")
+        lines.append(f"param {p['name']}: {p['dtype']}{dims(p['shape'])}   # {p['key']}"
+                     + (" (a tensor attribute of the module, in no state_dict)" if p["attr"] else ""))
     for o in outputs:
         lines.append(f"output {o['name']}: {o['dtype']}{dims(o['shape'])}")
     lines.append(f"cost flops={flops:.17g} bytes={nbytes}")

@@ -83,17 +83,39 @@ def load_model(spec, spec_dir):
         model.eval()
     with open(os.path.join(spec_dir, spec["weights"]), "rb") as f:
         blob = f.read()
+    try:
+        load_state(model, spec, blob)
+    except Exception as e:
+        raise RefError(f"loading the weights into the module raised {type(e).__name__}: {e}") from e
+    return model
+
+
+def load_state(model, spec, blob):
+    """The spec's params from the weights blob into model: its state_dict (strict), then the
+    tensors it holds as plain attributes ("attr": true, set on their submodule)."""
     state = {}
     for p in spec["params"]:
         n = numel(p["shape"]) * ITEM[p["dtype"]]
         chunk = blob[p["offset"]:p["offset"] + n]
         if len(chunk) != n:
             raise RefError(f"the weights file is too short for '{p['key']}'")
-        state[p["key"]] = tensor_from(chunk, p["dtype"], p["shape"])
-    try:
-        model.load_state_dict(state, strict=True)
-    except Exception as e:
-        raise RefError(f"loading the weights into the module raised {type(e).__name__}: {e}") from e
+        t = tensor_from(chunk, p["dtype"], p["shape"])
+        if p.get("attr"):
+            owner, _, name = p["key"].rpartition(".")
+            setattr(model.get_submodule(owner) if owner else model, name, t)
+        else:
+            state[p["key"]] = t
+    model.load_state_dict(state, strict=True)
+
+
+def to_float64(model):
+    """model in float64: its floating parameters and buffers (Module.double) and the floating
+    tensors it holds as plain attributes."""
+    model = model.to(torch.float64)
+    for m in model.modules():
+        for name, t in list(vars(m).items()):
+            if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) and t.is_floating_point():
+                setattr(m, name, t.double())
     return model
 
 
@@ -117,7 +139,7 @@ def main(argv=None):
         return 2
     try:
         model32 = load_model(spec, os.path.dirname(os.path.abspath(spec_path)))
-        model64 = copy.deepcopy(model32).to(torch.float64)
+        model64 = to_float64(copy.deepcopy(model32))
         sizes = [numel(x["shape"]) * ITEM[x["dtype"]] for x in spec["inputs"]]
         for s in [int(t) for t in sets.split(",") if t]:
             with open(os.path.join(wdir, f"in.{s}"), "rb") as f:
@@ -134,10 +156,13 @@ def main(argv=None):
             try:
                 torch.set_default_dtype(torch.float64)  # tensors forward makes itself
                 try:
-                    outs = forward(model64, args64)
+                    # a fresh copy per set: a module that keeps state between calls is
+                    # taken at its first call on every set, whatever the sets' order
+                    outs = forward(copy.deepcopy(model64), args64)
                 finally:
                     torch.set_default_dtype(torch.float32)
-                outs32 = forward(model32, [a.clone() if isinstance(a, torch.Tensor) else a for a in args32])
+                outs32 = forward(copy.deepcopy(model32), [a.clone() if isinstance(a, torch.Tensor) else a
+                                                          for a in args32])
             except Exception as e:
                 raise RefError(f"forward on input set {s} raised {type(e).__name__}: {e}") from e
             want = spec["outputs"]

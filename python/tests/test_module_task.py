@@ -183,3 +183,45 @@ def test_export_refuses_a_module_task_run(kforge, tmp_path):
     p = subprocess.run([kforge, "export", str(run), "--as", "torch", "--task", str(tmp_path / "task.kf"),
                         "--out", str(tmp_path / "e.py")], capture_output=True, text=True)
     assert p.returncode == 2 and "is a module task" in p.stderr, p.stdout + p.stderr
+
+
+STATEFUL = """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = torch.nn.Linear(2 * n, n)
+        self.hidden = torch.randn(3, n)          # a plain attribute: in no state_dict
+    def forward(self, x):
+        self.hidden = torch.tanh(self.lin(torch.cat((x, self.hidden), dim=1)))
+        return torch.sort(self.hidden, dim=1).values
+def get_inputs():
+    return [torch.randn(3, 4)]
+def get_init_inputs():
+    return [4]
+"""
+
+
+def test_state_kept_between_calls_is_taken_at_the_first_call(tmp_path):
+    """KernelBench 33/34 (vanilla RNNs) hold their hidden state as a plain tensor attribute
+    and overwrite it in forward: the attribute is a param of the task (the kernel gets its
+    value), and the reference runs a fresh copy of the module on every set"""
+    model = write(tmp_path / "rnn.py", STATEFUL)
+    spec = module_task.write_module_task(model, str(tmp_path), name="rnn")
+    assert [(p["key"], p["attr"]) for p in spec["params"]] == [("lin.weight", False), ("lin.bias", False),
+                                                                ("hidden", True)]
+    assert "param p_hidden: f32[3, 4]   # hidden (a tensor attribute" in read(tmp_path / "task.kf")
+    x = torch.randn(3, 4)
+    for s in (0, 1):
+        (tmp_path / f"in.{s}").write_bytes(x.numpy().tobytes())
+    assert reference.main([str(tmp_path / "rnn.json"), str(tmp_path), "0,1"]) == 0
+    out0, out1 = (np.fromfile(tmp_path / f"out.{s}", dtype=np.float64) for s in (0, 1))
+    assert np.array_equal(out0, out1)  # the second set did not see the first one's state
+    torch.manual_seed(0)
+    ns = {}
+    exec(STATEFUL, ns)
+    m = ns["Model"](4).double()
+    m.hidden = m.hidden.double()
+    with torch.no_grad():
+        want = m(x.double()).numpy().ravel()
+    assert np.allclose(out0, want, rtol=0, atol=1e-15)
