@@ -210,12 +210,23 @@ def peers_for_module_task(path, bundle, seed, device="cpu"):
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
     sd = model.state_dict()
 
+    draws = [t.to(device) for t in reference.draws_of(spec, blob)]
+    it = iter(draws)
+
     def value(p):
+        if p.get("draw"):
+            return next(it)
         if not p.get("attr"):
             return sd[p["key"]].detach()
         owner, _, name = p["key"].rpartition(".")
         return getattr(model.get_submodule(owner) if owner else model, name).to(device)
     kin = [inputs[x["index"]] for x in spec["inputs"]] + [value(p) for p in spec["params"]]
+    if draws:  # forward draws random tensors: eager replays the ones the kernel gets
+        module = model
+
+        def model(*args):
+            with reference.Draws(list(draws)):
+                return module(*args)
     return model, [t.contiguous() for t in kin], inputs
 
 

@@ -155,8 +155,9 @@ def build(model_path, seed, eval_mode, path_name):
     return mod, init, model, list(inputs)
 
 
-def run(model, args):
-    with torch.no_grad():
+def run(model, args, mode=None):
+    import contextlib
+    with torch.no_grad(), (mode or contextlib.nullcontext()):
         out = model(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     for i, o in enumerate(outs):
@@ -165,11 +166,11 @@ def run(model, args):
     return outs
 
 
-def run64(model, args):
+def run64(model, args, mode=None):
     """forward in float64: the tensors forward makes itself (torch.zeros(...)) too."""
     torch.set_default_dtype(torch.float64)
     try:
-        return run(model, args)
+        return run(model, args, mode)
     finally:
         torch.set_default_dtype(torch.float32)
 
@@ -205,18 +206,28 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     # every forward runs on a fresh copy of the module as built: a module that keeps state
     # between calls (a hidden state it assigns to itself) is taken at its first call, as
     # the reference process takes it on every input set
+    # random tensors forward draws itself (torch.randn for an initial state) are recorded
+    # here and replayed by the reference: the kernel gets them as params
+    from kforge_torch.reference import Draws, RefError
     pristine = model
-    outs32 = user_step(model_path, "forward", run, copy.deepcopy(pristine), inputs)
-    again = user_step(model_path, "forward (a second time)", run, copy.deepcopy(pristine), inputs)
+    rec = Draws(record=True)
+    outs32 = user_step(model_path, "forward", run, copy.deepcopy(pristine), inputs, rec)
+    try:
+        again = user_step(model_path, "forward (a second time)", run, copy.deepcopy(pristine), inputs,
+                          Draws(list(rec.draws)))
+    except RefError as e:
+        raise ImportFailure(f"{model_path}: forward draws random tensors in another way on a second call: {e}")
     if any(not torch.equal(a, b) for a, b in zip(outs32, again)):
         raise ImportFailure(f"{model_path}: forward gives other outputs on the same inputs (a live dropout or "
                             "another random op; --eval imports inference mode): no reference can be fixed")
     params, blobs, offset = [], [], 0
-    for key, t, attr in module_state(pristine):
+    state = [(k, t, a, False) for k, t, a in module_state(pristine)]
+    state += [(f"draw{i}", t, False, True) for i, t in enumerate(rec.draws)]
+    for key, t, attr, draw in state:
         t = t.detach().contiguous()
         dt = dtype_of(t, f"parameter or buffer '{key}'")
         params.append({"name": ident("p_" + key, taken), "key": key, "dtype": dt, "shape": list(t.shape),
-                       "offset": offset, "attr": attr})
+                       "offset": offset, "attr": attr, "draw": draw})
         blob = t.cpu().numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes()
         blobs.append(blob)
         offset += len(blob)
@@ -226,7 +237,7 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
                         "dtype": dtype_of(o, f"forward's output {j}"), "shape": list(o.shape)})
     from kforge_torch.reference import to_float64
     m64 = to_float64(copy.deepcopy(pristine))
-    outs64 = user_step(model_path, "forward in float64", run64, m64, to64(inputs))
+    outs64 = user_step(model_path, "forward in float64", run64, m64, to64(inputs), Draws(list(rec.draws)))
     flops = count_flops(copy.deepcopy(pristine), inputs)
     nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     nbytes += sum(o.numel() * o.element_size() for o in outs32) + offset
@@ -267,7 +278,8 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
         lines.append(f"input {x['name']}: {x['dtype']}{dims(x['shape'])}{rng}")
     for p in params:
         lines.append(f"param {p['name']}: {p['dtype']}{dims(p['shape'])}   # {p['key']}"
-                     + (" (a tensor attribute of the module, in no state_dict)" if p["attr"] else ""))
+                     + (" (a tensor attribute of the module, in no state_dict)" if p["attr"] else "")
+                     + (" (a random tensor forward draws, drawn once at import)" if p["draw"] else ""))
     for o in outputs:
         lines.append(f"output {o['name']}: {o['dtype']}{dims(o['shape'])}")
     lines.append(f"cost flops={flops:.17g} bytes={nbytes}")

@@ -68,6 +68,50 @@ def tensor_from(buf, dt, shape):
     return torch.from_numpy(a).reshape(shape)
 
 
+# the random draws a forward may make itself (KernelBench's LSTMs draw h0 and c0 with
+# torch.randn in forward): recorded at import, replayed in the reference, given to the
+# kernel as params
+RANDOM_FUNCS = (torch.randn, torch.rand, torch.randint, torch.randn_like, torch.rand_like, torch.randint_like,
+                torch.normal, torch.randperm)
+
+
+class Draws(torch.overrides.TorchFunctionMode):
+    """Inside: every call of RANDOM_FUNCS is recorded (record=True: its result appended to
+    self.draws) or answered with the next recorded draw (converted to the dtype the call
+    would give). A replay that runs out, or whose draw has another shape, raises."""
+
+    def __init__(self, draws=None, record=False):
+        super().__init__()
+        self.draws = [] if draws is None else draws
+        self.record = record
+        self.next = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func not in RANDOM_FUNCS:
+            return out
+        if self.record:
+            self.draws.append(out.detach().clone())
+            return out
+        if self.next >= len(self.draws):
+            raise RefError(f"forward drew more random tensors than at import ({len(self.draws)})")
+        rec = self.draws[self.next]
+        self.next += 1
+        if tuple(rec.shape) != tuple(out.shape):
+            raise RefError(f"forward's random draw {self.next - 1} is {list(out.shape)}, at import it was "
+                           f"{list(rec.shape)}")
+        with torch.no_grad():
+            out.copy_(rec)
+        return out
+
+
+def draws_of(spec, blob):
+    """The recorded random draws among the spec's params, in draw order."""
+    return [tensor_from(blob[p["offset"]:p["offset"] + numel(p["shape"]) * ITEM[p["dtype"]]], p["dtype"], p["shape"])
+            for p in spec["params"] if p.get("draw")]
+
+
 def load_model(spec, spec_dir):
     src = os.path.join(spec_dir, spec["source"])
     modspec = importlib.util.spec_from_file_location("kforge_reference_module", src)
@@ -95,6 +139,8 @@ def load_state(model, spec, blob):
     tensors it holds as plain attributes ("attr": true, set on their submodule)."""
     state = {}
     for p in spec["params"]:
+        if p.get("draw"):
+            continue
         n = numel(p["shape"]) * ITEM[p["dtype"]]
         chunk = blob[p["offset"]:p["offset"] + n]
         if len(chunk) != n:
@@ -119,8 +165,8 @@ def to_float64(model):
     return model
 
 
-def forward(model, args):
-    with torch.no_grad():
+def forward(model, args, draws=()):
+    with torch.no_grad(), Draws(list(draws)):
         out = model(*args)
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
@@ -138,7 +184,10 @@ def main(argv=None):
         print(f"{spec_path}: not a kforge module spec", file=sys.stderr)
         return 2
     try:
-        model32 = load_model(spec, os.path.dirname(os.path.abspath(spec_path)))
+        spec_dir = os.path.dirname(os.path.abspath(spec_path))
+        model32 = load_model(spec, spec_dir)
+        with open(os.path.join(spec_dir, spec["weights"]), "rb") as f:
+            draws = draws_of(spec, f.read())
         model64 = to_float64(copy.deepcopy(model32))
         sizes = [numel(x["shape"]) * ITEM[x["dtype"]] for x in spec["inputs"]]
         for s in [int(t) for t in sets.split(",") if t]:
@@ -158,11 +207,11 @@ def main(argv=None):
                 try:
                     # a fresh copy per set: a module that keeps state between calls is
                     # taken at its first call on every set, whatever the sets' order
-                    outs = forward(copy.deepcopy(model64), args64)
+                    outs = forward(copy.deepcopy(model64), args64, draws)
                 finally:
                     torch.set_default_dtype(torch.float32)
                 outs32 = forward(copy.deepcopy(model32), [a.clone() if isinstance(a, torch.Tensor) else a
-                                                          for a in args32])
+                                                          for a in args32], draws)
             except Exception as e:
                 raise RefError(f"forward on input set {s} raised {type(e).__name__}: {e}") from e
             want = spec["outputs"]

@@ -225,3 +225,51 @@ def test_state_kept_between_calls_is_taken_at_the_first_call(tmp_path):
     with torch.no_grad():
         want = m(x.double()).numpy().ravel()
     assert np.allclose(out0, want, rtol=0, atol=1e-15)
+
+
+RANDOM_STATE = """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(n, n)
+    def forward(self, x):
+        h = torch.randn(x.shape[0], x.shape[2])      # a random initial state, as KernelBench's LSTMs
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+        return h
+def get_inputs():
+    return [torch.randn(2, 3, 4)]
+def get_init_inputs():
+    return [4]
+"""
+
+
+def test_random_tensors_drawn_in_forward_are_fixed_params(tmp_path):
+    """KernelBench 35-42 draw h0 (and c0) with torch.randn inside forward: recorded at
+    import, a param of the task, replayed by the reference on every set"""
+    model = write(tmp_path / "gru.py", RANDOM_STATE)
+    spec = module_task.write_module_task(model, str(tmp_path), name="gru")
+    draw = spec["params"][-1]
+    assert draw["draw"] and draw["shape"] == [2, 4] and draw["name"] == "p_draw0", spec["params"]
+    assert "param p_draw0: f32[2, 4]   # draw0 (a random tensor forward draws" in read(tmp_path / "task.kf")
+    x = torch.randn(2, 3, 4)
+    for s in (0, 1):
+        (tmp_path / f"in.{s}").write_bytes(x.numpy().tobytes())
+    assert reference.main([str(tmp_path / "gru.json"), str(tmp_path), "0,1"]) == 0
+    out0, out1 = (np.fromfile(tmp_path / f"out.{s}", dtype=np.float64) for s in (0, 1))
+    assert np.array_equal(out0, out1)
+    # the module on the recorded draw, in float64
+    blob = (tmp_path / "gru.weights").read_bytes()
+    h0 = reference.draws_of(spec, blob)[0].double()
+    torch.manual_seed(0)
+    ns = {}
+    exec(RANDOM_STATE, ns)
+    m = ns["Model"](4)
+    reference.load_state(m, spec, blob)
+    m = m.double()
+    with torch.no_grad():
+        h = h0
+        for t in range(3):
+            h = m.cell(x[:, t].double(), h)
+    assert np.allclose(out0, h.numpy().ravel(), rtol=0, atol=1e-14)
