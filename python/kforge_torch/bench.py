@@ -220,7 +220,10 @@ def peers_for_module_task(path, bundle, seed, device="cpu"):
             return sd[p["key"]].detach()
         owner, _, name = p["key"].rpartition(".")
         return getattr(model.get_submodule(owner) if owner else model, name).to(device)
-    kin = [inputs[x["index"]] for x in spec["inputs"]] + [value(p) for p in spec["params"]]
+    vals = [(p, value(p)) for p in spec["params"]]
+    packed = [v.reshape(-1) for p, v in vals if p.get("packed")]
+    kin = [inputs[x["index"]] for x in spec["inputs"]] + ([torch.cat(packed)] if packed else [])
+    kin += [v for p, v in vals if not p.get("packed")]
     if draws:  # forward draws random tensors: eager replays the ones the kernel gets
         module = model
 

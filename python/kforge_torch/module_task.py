@@ -31,7 +31,9 @@ from kforge_torch.importer import (DTYPES, ImportFailure, describe, load_module,
 
 FORMAT = "kforge-module"
 VERSION = 1
-KEYWORDS = {"task", "input", "output", "tolerance", "module", "param", "cost", "range"}
+KEYWORDS = {"task", "input", "output", "tolerance", "module", "param", "cost", "range", "p_weights"}
+# the most buffers (inputs, params, outputs) one kernel takes (src/verify/runproto.h)
+MAX_BUFS = 64
 # the verifier's default float32 tolerances (docs/task-format.md)
 ATOL, RTOL, NMSE = 1e-4, 1e-4, 1e-8
 
@@ -223,11 +225,23 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     params, blobs, offset = [], [], 0
     state = [(k, t, a, False) for k, t, a in module_state(pristine)]
     state += [(f"draw{i}", t, False, True) for i, t in enumerate(rec.draws)]
+    state = [(k, t.detach().contiguous(), a, d) for k, t, a, d in state]
     for key, t, attr, draw in state:
-        t = t.detach().contiguous()
+        dtype_of(t, f"parameter or buffer '{key}'")
+    # a kernel takes at most MAX_BUFS arguments (the verifier's runner): a module with more
+    # params (a ResNet's convolutions and norms) gets its float32 ones packed into one
+    # argument, p_weights, in state_dict order, the layout written in the task
+    packed = len(spec_inputs) + len(state) + len(outs32) > MAX_BUFS
+    if packed:
+        state = [x for x in state if x[1].dtype == torch.float32] + [x for x in state if x[1].dtype != torch.float32]
+        if len(spec_inputs) + 1 + sum(x[1].dtype != torch.float32 for x in state) + len(outs32) > MAX_BUFS:
+            raise ImportFailure(f"{model_path}: too many tensors for one kernel's arguments (at most {MAX_BUFS}, "
+                                "the float32 params packed into one)")
+    for key, t, attr, draw in state:
         dt = dtype_of(t, f"parameter or buffer '{key}'")
         params.append({"name": ident("p_" + key, taken), "key": key, "dtype": dt, "shape": list(t.shape),
-                       "offset": offset, "attr": attr, "draw": draw})
+                       "offset": offset, "attr": attr, "draw": draw,
+                       "packed": packed and t.dtype == torch.float32})
         blob = t.cpu().numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes()
         blobs.append(blob)
         offset += len(blob)
@@ -276,7 +290,17 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     for x in spec_inputs:
         rng = f" range({x['range'][0]!r}, {x['range'][1]!r})" if x["range"] else ""
         lines.append(f"input {x['name']}: {x['dtype']}{dims(x['shape'])}{rng}")
+    packs = [p for p in params if p["packed"]]
+    if packs:
+        total = sum(p["offset"] for p in packs[-1:]) // 4 + math.prod(packs[-1]["shape"])
+        lines.append(f"param p_weights: f32[{total}]   # every float32 parameter and buffer, packed (element offsets):")
+        for p in packs:
+            lines.append(f"#   p_weights[{p['offset'] // 4}:{p['offset'] // 4 + math.prod(p['shape'])}] = "
+                         f"{p['key']} {dims(p['shape'])}" + (" (a tensor attribute)" if p["attr"] else "")
+                         + (" (a random draw of forward)" if p["draw"] else ""))
     for p in params:
+        if p["packed"]:
+            continue
         lines.append(f"param {p['name']}: {p['dtype']}{dims(p['shape'])}   # {p['key']}"
                      + (" (a tensor attribute of the module, in no state_dict)" if p["attr"] else "")
                      + (" (a random tensor forward draws, drawn once at import)" if p["draw"] else ""))

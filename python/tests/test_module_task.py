@@ -273,3 +273,59 @@ def test_random_tensors_drawn_in_forward_are_fixed_params(tmp_path):
         for t in range(3):
             h = m.cell(x[:, t].double(), h)
     assert np.allclose(out0, h.numpy().ravel(), rtol=0, atol=1e-14)
+
+
+DEEP = """
+import torch
+import torch.nn.functional as F
+class Model(torch.nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.layers = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(depth)])
+    def forward(self, x):
+        return F.mish(self.layers(x))
+def get_inputs():
+    return [torch.randn(2, 4)]
+def get_init_inputs():
+    return [40]
+"""
+
+DEEP_KERNEL = r'''
+#include <math.h>
+int kforge_kernel(void *const *args) {
+    const float *x = args[0], *w = args[1];
+    float *y = args[2];
+    for (int r = 0; r < 2; r++) {
+        double v[4], t[4];
+        for (int i = 0; i < 4; i++) v[i] = x[r * 4 + i];
+        for (int l = 0; l < 40; l++) {
+            const float *W = w + l * 20, *b = W + 16;
+            for (int o = 0; o < 4; o++) {
+                double s = b[o];
+                for (int i = 0; i < 4; i++) s += (double)W[o * 4 + i] * v[i];
+                t[o] = (float)s;
+            }
+            for (int o = 0; o < 4; o++) v[o] = t[o];
+        }
+        for (int o = 0; o < 4; o++) y[r * 4 + o] = (float)(v[o] * tanh(log1p(exp(v[o]))));
+    }
+    return 0;
+}
+'''
+
+
+def test_many_params_are_packed_into_one_argument(kforge, tmp_path):
+    """a kernel takes at most 64 buffers: 80 params (40 linear layers) become p_weights, its
+    layout in the task, and a kernel reading it verifies against the module"""
+    model = write(tmp_path / "deep.py", DEEP)
+    module_task.write_module_task(model, str(tmp_path), name="deep")
+    kf = read(tmp_path / "task.kf")
+    assert "param p_weights: f32[800]   # every float32 parameter and buffer, packed" in kf, kf
+    assert "#   p_weights[0:16] = layers.0.weight [4, 4]" in kf and "#   p_weights[16:20] = layers.0.bias [4]" in kf
+    assert "param p_layers" not in kf
+    kern = write(tmp_path / "k.c", DEEP_KERNEL)
+    p = subprocess.run([kforge, "verify", str(tmp_path / "task.kf"), kern], capture_output=True, text=True)
+    assert p.returncode == 0 and "ok (6 input sets)" in p.stdout, p.stdout + p.stderr
+    wrong = write(tmp_path / "w.c", DEEP_KERNEL.replace("l * 20", "l * 20 + (l == 39)"))
+    p = subprocess.run([kforge, "verify", str(tmp_path / "task.kf"), wrong], capture_output=True, text=True)
+    assert p.returncode == 1 and "mismatch" in p.stdout, p.stdout + p.stderr
