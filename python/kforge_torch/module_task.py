@@ -16,7 +16,6 @@ it before it tries to lower the graph).
 Exit status: 0 written, 2 the module cannot become a module task (one line says why).
 """
 import argparse
-import copy
 import json
 import math
 import os
@@ -212,11 +211,19 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     # here and replayed by the reference: the kernel gets them as params
     from kforge_torch.reference import Draws, RefError
     pristine = model
+
+    def fresh():
+        """the module built again as pristine was (a fresh build, not a deep copy: a forward
+        that is a closure over its own submodules would still call the original's)"""
+        torch.manual_seed(seed)
+        m = mod.Model(*mod.get_init_inputs())
+        return m.eval() if eval_mode else m
     rec = Draws(record=True)
-    outs32 = user_step(model_path, "forward", run, copy.deepcopy(pristine), inputs, rec)
+    outs32 = user_step(model_path, "forward", run, fresh(), inputs, rec)
     try:
-        again = user_step(model_path, "forward (a second time)", run, copy.deepcopy(pristine), inputs,
-                          Draws(list(rec.draws)))
+        again_model = fresh()
+        torch.manual_seed(seed + 1)  # another RNG state: a random op Draws does not replay shows
+        again = user_step(model_path, "forward (a second time)", run, again_model, inputs, Draws(list(rec.draws)))
     except RefError as e:
         raise ImportFailure(f"{model_path}: forward draws random tensors in another way on a second call: {e}")
     if any(not torch.equal(a, b) for a, b in zip(outs32, again)):
@@ -250,9 +257,9 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
         outputs.append({"name": ident(f"out{j}" if len(outs32) > 1 else "out", taken),
                         "dtype": dtype_of(o, f"forward's output {j}"), "shape": list(o.shape)})
     from kforge_torch.reference import to_float64
-    m64 = to_float64(copy.deepcopy(pristine))
+    m64 = to_float64(fresh())
     outs64 = user_step(model_path, "forward in float64", run64, m64, to64(inputs), Draws(list(rec.draws)))
-    flops = count_flops(copy.deepcopy(pristine), inputs)
+    flops = count_flops(fresh(), inputs)
     nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     nbytes += sum(o.numel() * o.element_size() for o in outs32) + offset
     tol = tolerance_needed(outs32, outs64)

@@ -26,7 +26,6 @@ fraction of float32's rate: docs/design-notes.md has the measured cost per input
 Exit status: 0 written, 2 a usage or spec error, 3 the module failed (the message names the
 step), other: a crash.
 """
-import copy
 import importlib.util
 import json
 import os
@@ -112,26 +111,44 @@ def draws_of(spec, blob):
             for p in spec["params"] if p.get("draw")]
 
 
+class ModelFactory:
+    """Builds the module afresh, as kforge import built it: the source executed once, then
+    per build Model(*get_init_inputs()) under the spec's seed, its mode, the weights file's
+    values loaded. A fresh build per forward, not a deep copy: a module whose forward is a
+    closure over its own submodules (`self.mlpf = lambda x: m.c_proj(...)`, KernelBench 44)
+    would still call the original's."""
+
+    def __init__(self, spec, spec_dir):
+        self.spec = spec
+        self.src = os.path.join(spec_dir, spec["source"])
+        modspec = importlib.util.spec_from_file_location("kforge_reference_module", self.src)
+        self.mod = importlib.util.module_from_spec(modspec)
+        try:
+            modspec.loader.exec_module(self.mod)
+        except Exception as e:
+            raise RefError(f"{self.src}: loading the module raised {type(e).__name__}: {e}") from e
+        with open(os.path.join(spec_dir, spec["weights"]), "rb") as f:
+            self.blob = f.read()
+
+    def make(self, float64=False):
+        spec = self.spec
+        try:
+            torch.manual_seed(spec.get("seed", 0))
+            init = self.mod.get_init_inputs()
+            model = getattr(self.mod, spec.get("class", "Model"))(*init)
+        except Exception as e:
+            raise RefError(f"{self.src}: building the module raised {type(e).__name__}: {e}") from e
+        if spec.get("mode") == "eval":
+            model.eval()
+        try:
+            load_state(model, spec, self.blob)
+        except Exception as e:
+            raise RefError(f"loading the weights into the module raised {type(e).__name__}: {e}") from e
+        return to_float64(model) if float64 else model
+
+
 def load_model(spec, spec_dir):
-    src = os.path.join(spec_dir, spec["source"])
-    modspec = importlib.util.spec_from_file_location("kforge_reference_module", src)
-    mod = importlib.util.module_from_spec(modspec)
-    try:
-        modspec.loader.exec_module(mod)
-        torch.manual_seed(spec.get("seed", 0))
-        init = mod.get_init_inputs()
-        model = getattr(mod, spec.get("class", "Model"))(*init)
-    except Exception as e:
-        raise RefError(f"{src}: building the module raised {type(e).__name__}: {e}") from e
-    if spec.get("mode") == "eval":
-        model.eval()
-    with open(os.path.join(spec_dir, spec["weights"]), "rb") as f:
-        blob = f.read()
-    try:
-        load_state(model, spec, blob)
-    except Exception as e:
-        raise RefError(f"loading the weights into the module raised {type(e).__name__}: {e}") from e
-    return model
+    return ModelFactory(spec, spec_dir).make()
 
 
 def load_state(model, spec, blob):
@@ -185,10 +202,8 @@ def main(argv=None):
         return 2
     try:
         spec_dir = os.path.dirname(os.path.abspath(spec_path))
-        model32 = load_model(spec, spec_dir)
-        with open(os.path.join(spec_dir, spec["weights"]), "rb") as f:
-            draws = draws_of(spec, f.read())
-        model64 = to_float64(copy.deepcopy(model32))
+        factory = ModelFactory(spec, spec_dir)
+        draws = draws_of(spec, factory.blob)
         sizes = [numel(x["shape"]) * ITEM[x["dtype"]] for x in spec["inputs"]]
         for s in [int(t) for t in sets.split(",") if t]:
             with open(os.path.join(wdir, f"in.{s}"), "rb") as f:
@@ -207,11 +222,11 @@ def main(argv=None):
                 try:
                     # a fresh copy per set: a module that keeps state between calls is
                     # taken at its first call on every set, whatever the sets' order
-                    outs = forward(copy.deepcopy(model64), args64, draws)
+                    outs = forward(factory.make(float64=True), args64, draws)
                 finally:
                     torch.set_default_dtype(torch.float32)
-                outs32 = forward(copy.deepcopy(model32), [a.clone() if isinstance(a, torch.Tensor) else a
-                                                          for a in args32], draws)
+                outs32 = forward(factory.make(), [a.clone() if isinstance(a, torch.Tensor) else a
+                                                  for a in args32], draws)
             except Exception as e:
                 raise RefError(f"forward on input set {s} raised {type(e).__name__}: {e}") from e
             want = spec["outputs"]

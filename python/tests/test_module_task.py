@@ -329,3 +329,29 @@ def test_many_params_are_packed_into_one_argument(kforge, tmp_path):
     wrong = write(tmp_path / "w.c", DEEP_KERNEL.replace("l * 20", "l * 20 + (l == 39)"))
     p = subprocess.run([kforge, "verify", str(tmp_path / "task.kf"), wrong], capture_output=True, text=True)
     assert p.returncode == 1 and "mismatch" in p.stdout, p.stdout + p.stderr
+
+
+CLOSURE = """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        m = self.fc
+        self.f = lambda x: m(x)          # a closure over its own submodule (KernelBench 44)
+    def forward(self, x):
+        return torch.sort(self.f(x), dim=1).values
+def get_inputs():
+    return [torch.randn(3, 4)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_forward_closing_over_its_submodules_runs_in_float64(tmp_path):
+    """a deep copy would keep calling the original's float32 Linear from the float64 copy"""
+    model = write(tmp_path / "clo.py", CLOSURE)
+    module_task.write_module_task(model, str(tmp_path), name="clo")
+    (tmp_path / "in.0").write_bytes(torch.randn(3, 4).numpy().tobytes())
+    assert reference.main([str(tmp_path / "clo.json"), str(tmp_path), "0"]) == 0
+    assert (tmp_path / "out.0").stat().st_size == 12 * 8
