@@ -230,6 +230,7 @@ def peers_for_module_task(path, bundle, seed, device="cpu"):
         def model(*args):
             with reference.Draws(list(draws)):
                 return module(*args)
+        model.kforge_replays = True  # torch.compile is not run on it (the mode is not traced)
     return model, [t.contiguous() for t in kin], inputs
 
 
@@ -348,7 +349,9 @@ def bench_task(path, a, i, n):
             fns = {"eager": eager, "kforge": lambda: kern(*kin, out=outs)}
         else:
             fns = {"eager": eager, "kforge": lambda: kern(*kin)}
-        if not a.no_compile:
+        if not a.no_compile and getattr(model, "kforge_replays", False):
+            row["compile_skipped"] = "forward draws random tensors: eager replays the task's draws, compile does not"
+        elif not a.no_compile:
             torch._dynamo.reset()  # a fresh compile cache per task (Dynamo's recompile limit)
             compiled = torch.compile(model)
             ct = as_tuple(compiled(*inputs))  # compiles; also checked against eager
