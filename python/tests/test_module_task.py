@@ -355,3 +355,59 @@ def test_forward_closing_over_its_submodules_runs_in_float64(tmp_path):
     (tmp_path / "in.0").write_bytes(torch.randn(3, 4).numpy().tobytes())
     assert reference.main([str(tmp_path / "clo.json"), str(tmp_path), "0"]) == 0
     assert (tmp_path / "out.0").stat().st_size == 12 * 8
+
+
+GRU_KERNEL = r'''
+#include <math.h>
+/* x [2, 3, 4]; cell.weight_ih [12, 4], weight_hh [12, 4], bias_ih [12], bias_hh [12];
+ * p_draw0 [2, 4] (h0); out [2, 4] */
+int kforge_kernel(void *const *args) {
+    const float *x = args[0], *wih = args[1], *whh = args[2], *bih = args[3], *bhh = args[4], *h0 = args[5];
+    float *y = args[6];
+    for (int b = 0; b < 2; b++) {
+        double h[4];
+        for (int j = 0; j < 4; j++) h[j] = h0[b * 4 + j];
+        for (int t = 0; t < 3; t++) {
+            double gi[12], gh[12], hn[4];
+            for (int r = 0; r < 12; r++) {
+                gi[r] = bih[r];
+                gh[r] = bhh[r];
+                for (int k = 0; k < 4; k++) {
+                    gi[r] += (double)wih[r * 4 + k] * x[(b * 3 + t) * 4 + k];
+                    gh[r] += (double)whh[r * 4 + k] * h[k];
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                double rg = 1 / (1 + exp(-(gi[j] + gh[j]))), zg = 1 / (1 + exp(-(gi[4 + j] + gh[4 + j])));
+                double ng = tanh(gi[8 + j] + rg * gh[8 + j]);
+                hn[j] = (1 - zg) * ng + zg * h[j];
+            }
+            for (int j = 0; j < 4; j++) h[j] = hn[j];
+        }
+        for (int j = 0; j < 4; j++) y[b * 4 + j] = (float)h[j];
+    }
+    return 0;
+}
+'''
+
+
+def test_bench_replays_the_draws_on_both_sides(kforge, tmp_path):
+    """a module drawing its initial state in forward: the kernel gets the task's draw as
+    p_draw0 (verified by kforge synth against the reference's replay), and the bench's eager
+    side replays the same draw, so the two agree"""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "gru.py").write_text(RANDOM_STATE)
+    srv, port = scripted_server(tmp_path, GRU_KERNEL)
+    try:
+        p = subprocess.run([kforge, "bench", str(suite), "--iters", "1", "--reps", "5", "--agent", "llm",
+                            "--llm-url", f"http://127.0.0.1:{port}/v1", "--model", "scripted",
+                            "--out", str(tmp_path / "b"), "--json", str(tmp_path / "b.json")],
+                           capture_output=True, text=True)
+    finally:
+        srv.stdin.close()
+        srv.wait()
+    assert p.returncode == 0, p.stderr
+    row = json.loads(read(tmp_path / "b.json"))["rows"][0]
+    assert row["status"] == "ok" and row["correct"] and row["max_abs_err"] < 1e-5, row
+    assert "compile_skipped" in row and "compile_ms" not in row, row
