@@ -221,8 +221,9 @@ def peers_for_module_task(path, bundle, seed, device="cpu"):
         owner, _, name = p["key"].rpartition(".")
         return getattr(model.get_submodule(owner) if owner else model, name).to(device)
     vals = [(p, value(p)) for p in spec["params"]]
-    packed = [v.reshape(-1) for p, v in vals if p.get("packed")]
-    kin = [inputs[x["index"]] for x in spec["inputs"]] + ([torch.cat(packed)] if packed else [])
+    kin = [inputs[x["index"]] for x in spec["inputs"]]
+    for dt in dict.fromkeys(p["dtype"] for p, _ in vals if p.get("packed")):  # one argument per dtype
+        kin.append(torch.cat([v.reshape(-1) for p, v in vals if p.get("packed") and p["dtype"] == dt]))
     kin += [v for p, v in vals if not p.get("packed")]
     if draws:  # forward draws random tensors: eager replays the ones the kernel gets
         module = model

@@ -30,7 +30,8 @@ from kforge_torch.importer import (DTYPES, ImportFailure, describe, load_module,
 
 FORMAT = "kforge-module"
 VERSION = 1
-KEYWORDS = {"task", "input", "output", "tolerance", "module", "param", "cost", "range", "p_weights"}
+KEYWORDS = {"task", "input", "output", "tolerance", "module", "param", "cost", "range"}
+ITEM_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "bool": 1}
 # the most buffers (inputs, params, outputs) one kernel takes (src/verify/runproto.h)
 MAX_BUFS = 64
 # the verifier's default float32 tolerances (docs/task-format.md)
@@ -236,19 +237,24 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     for key, t, attr, draw in state:
         dtype_of(t, f"parameter or buffer '{key}'")
     # a kernel takes at most MAX_BUFS arguments (the verifier's runner): a module with more
-    # params (a ResNet's convolutions and norms) gets its float32 ones packed into one
-    # argument, p_weights, in state_dict order, the layout written in the task
+    # params (a ResNet's convolutions and norms) gets them packed, one argument per dtype
+    # (p_weights for float32, p_weights_i64 for BatchNorm's batch counters, ...), each in
+    # state_dict order, the layout written in the task
     packed = len(spec_inputs) + len(state) + len(outs32) > MAX_BUFS
+    groups = []  # the dtypes, float32 first
     if packed:
-        state = [x for x in state if x[1].dtype == torch.float32] + [x for x in state if x[1].dtype != torch.float32]
-        if len(spec_inputs) + 1 + sum(x[1].dtype != torch.float32 for x in state) + len(outs32) > MAX_BUFS:
+        for _, t, _, _ in state:
+            if t.dtype not in groups:
+                groups.append(t.dtype)
+        groups.sort(key=lambda d: d != torch.float32)
+        state = [x for d in groups for x in state if x[1].dtype == d]
+        if len(spec_inputs) + len(groups) + len(outs32) > MAX_BUFS:
             raise ImportFailure(f"{model_path}: too many tensors for one kernel's arguments (at most {MAX_BUFS}, "
-                                "the float32 params packed into one)")
+                                "the params packed into one per dtype)")
     for key, t, attr, draw in state:
         dt = dtype_of(t, f"parameter or buffer '{key}'")
         params.append({"name": ident("p_" + key, taken), "key": key, "dtype": dt, "shape": list(t.shape),
-                       "offset": offset, "attr": attr, "draw": draw,
-                       "packed": packed and t.dtype == torch.float32})
+                       "offset": offset, "attr": attr, "draw": draw, "packed": packed})
         blob = t.cpu().numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes()
         blobs.append(blob)
         offset += len(blob)
@@ -297,14 +303,16 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     for x in spec_inputs:
         rng = f" range({x['range'][0]!r}, {x['range'][1]!r})" if x["range"] else ""
         lines.append(f"input {x['name']}: {x['dtype']}{dims(x['shape'])}{rng}")
-    packs = [p for p in params if p["packed"]]
-    if packs:
-        total = sum(p["offset"] for p in packs[-1:]) // 4 + math.prod(packs[-1]["shape"])
-        lines.append(f"param p_weights: f32[{total}]   # every float32 parameter and buffer, packed (element offsets):")
+    for dt in dict.fromkeys(p["dtype"] for p in params if p["packed"]):
+        packs = [p for p in params if p["packed"] and p["dtype"] == dt]
+        item, base = ITEM_BYTES[dt], packs[0]["offset"]
+        end = lambda p: (p["offset"] - base) // item + math.prod(p["shape"])  # noqa: E731
+        pname = "p_weights" if dt == "f32" else f"p_weights_{dt}"
+        lines.append(f"param {pname}: {dt}[{end(packs[-1])}]   # every {dt} parameter and buffer, packed "
+                     "(element offsets):")
         for p in packs:
-            lines.append(f"#   p_weights[{p['offset'] // 4}:{p['offset'] // 4 + math.prod(p['shape'])}] = "
-                         f"{p['key']} {dims(p['shape'])}" + (" (a tensor attribute)" if p["attr"] else "")
-                         + (" (a random draw of forward)" if p["draw"] else ""))
+            lines.append(f"#   {pname}[{(p['offset'] - base) // item}:{end(p)}] = {p['key']} {dims(p['shape'])}"
+                         + (" (a tensor attribute)" if p["attr"] else "") + (" (a random draw of forward)" if p["draw"] else ""))
     for p in params:
         if p["packed"]:
             continue

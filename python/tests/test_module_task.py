@@ -320,7 +320,7 @@ def test_many_params_are_packed_into_one_argument(kforge, tmp_path):
     model = write(tmp_path / "deep.py", DEEP)
     module_task.write_module_task(model, str(tmp_path), name="deep")
     kf = read(tmp_path / "task.kf")
-    assert "param p_weights: f32[800]   # every float32 parameter and buffer, packed" in kf, kf
+    assert "param p_weights: f32[800]   # every f32 parameter and buffer, packed" in kf, kf
     assert "#   p_weights[0:16] = layers.0.weight [4, 4]" in kf and "#   p_weights[16:20] = layers.0.bias [4]" in kf
     assert "param p_layers" not in kf
     kern = write(tmp_path / "k.c", DEEP_KERNEL)
@@ -411,3 +411,32 @@ def test_bench_replays_the_draws_on_both_sides(kforge, tmp_path):
     row = json.loads(read(tmp_path / "b.json"))["rows"][0]
     assert row["status"] == "ok" and row["correct"] and row["max_abs_err"] < 1e-5, row
     assert "compile_skipped" in row and "compile_ms" not in row, row
+
+
+NORMS = """
+import torch
+import torch.nn.functional as F
+class Model(torch.nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.norms = torch.nn.Sequential(*[torch.nn.BatchNorm1d(4) for _ in range(depth)])
+    def forward(self, x):
+        return F.mish(self.norms(x))
+def get_inputs():
+    return [torch.randn(8, 4)]
+def get_init_inputs():
+    return [20]
+"""
+
+
+def test_packed_params_one_argument_per_dtype(kforge, tmp_path):
+    """20 BatchNorms: 100 buffers, 20 of them i64 batch counters: p_weights and p_weights_i64,
+    and the task parses and runs its reference (a kernel writing zeros is a mismatch)"""
+    module_task.write_module_task(write(tmp_path / "norms.py", NORMS), str(tmp_path), name="norms")
+    kf = read(tmp_path / "task.kf")
+    assert "param p_weights: f32[320]" in kf and "param p_weights_i64: i64[20]" in kf, kf
+    assert "#   p_weights_i64[19:20] = norms.19.num_batches_tracked []" in kf, kf
+    zeros = write(tmp_path / "z.c", "int kforge_kernel(void *const *a) { float *y = a[3];\n"
+                                    "    for (int i = 0; i < 32; i++) y[i] = 0; return 0; }\n")
+    p = subprocess.run([kforge, "verify", str(tmp_path / "task.kf"), zeros], capture_output=True, text=True)
+    assert p.returncode == 1 and "mismatch" in p.stdout, p.stdout + p.stderr
