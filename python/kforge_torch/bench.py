@@ -11,8 +11,7 @@ get_init_inputs()) or a .kf file. For each, in file-name order:
    uses an op kforge cannot lower becomes a module task (docs/task-format.md, "Module
    tasks"): its reference is the module itself, and only a model writes its kernel
    (`--agent llm` with `--llm-url`/`--model`, passed to kforge synth; without them its row
-   is no-kernel, "module task: use --agent llm"); one that cannot be exported at all is
-   unsupported;
+   is unsupported, "module task: use --agent llm", the ops named);
 2. `kforge synth` searches for the kernel and verifies every candidate against the float64
    interpreter on freshly drawn inputs (the harness of kforge synth, at the task's shape);
 3. here, in this process: the kernel is loaded (kforge_torch.cpu_kernel, or
@@ -280,6 +279,13 @@ def bench_task(path, a, i, n):
             log(f"[{i}/{n}] {name}: {row['status']}: {msg[:300]}")
             return row
         task_kf = os.path.join(bundle, "task.kf")
+        if is_module_task(task_kf) and a.agent != "llm":
+            # only a model writes a module task's kernel: without one the task is unsupported,
+            # as before module tasks (not a failure of the builtin), the ops named
+            msg = (p.stderr.strip() or "torch.export failed").replace("\n", " ")
+            row.update(status="unsupported", module_task=True, detail=f"module task: use --agent llm ({msg})"[:600])
+            log(f"[{i}/{n}] {name}: unsupported: module task: use --agent llm ({msg[:250]})")
+            return row
     else:
         bundle, task_kf = None, path
     # 2. synthesis (verified against the float64 interpreter)
