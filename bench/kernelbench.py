@@ -167,13 +167,20 @@ def main(argv=None):
                            capture_output=True, text=True)
         msg = (p.stderr or p.stdout).strip()
         blockers = sorted(set(re.findall(r"\((aten\.[\w.]+|[\w.]+)\):", msg)))
-        row = {"problem": f, "imported": p.returncode == 0, "exit": p.returncode, "shapes": notes[f],
+        kind = None
+        if p.returncode == 0:  # a graph task, or a module task (some op does not lower)
+            with open(os.path.join(out, "task.kf")) as tf:
+                kind = "module" if any(l.startswith("module ") for l in tf) else "graph"
+        row = {"problem": f, "imported": p.returncode == 0, "kind": kind, "exit": p.returncode, "shapes": notes[f],
                "blockers": blockers, "message": msg[-2000:] if p.returncode else "", "seconds": round(time.time() - t0, 1)}
         ok += row["imported"]
         rows.append(row)
-        why = "" if row["imported"] else (", ".join(blockers) or msg.splitlines()[-1][:150] if msg else "?")
-        print(f"{'ok  ' if row['imported'] else 'FAIL'} {f:70s} {why}", flush=True)
-    print(f"\n{ok} of {len(rows)} level-{a.level} problems imported")
+        why = (", ".join(blockers) if kind == "module" else "") if row["imported"] else \
+            (", ".join(blockers) or msg.splitlines()[-1][:150] if msg else "?")
+        tag = {"graph": "ok  ", "module": "mod "}.get(kind, "FAIL")
+        print(f"{tag} {f:70s} {why}", flush=True)
+    nmod = sum(r["kind"] == "module" for r in rows)
+    print(f"\n{ok} of {len(rows)} level-{a.level} problems imported ({ok - nmod} graph tasks, {nmod} module tasks)")
     if a.json:
         json.dump({"level": a.level, "cap": a.cap, "imported": ok, "total": len(rows), "rows": rows},
                   open(a.json, "w"), indent=1)

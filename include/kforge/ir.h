@@ -56,6 +56,9 @@ typedef struct kf_value {
     double cval;
     int has_range;    /* task asked for inputs drawn from [lo, hi] */
     double lo, hi;
+    int is_param;     /* module task: a `param` input, its values fixed by the module's
+                         weights file (kf_module_task), never drawn */
+    int64_t param_offset; /* its byte offset in that file */
     int line, col;    /* where it was defined in the task text (0 if built by hand) */
 } kf_value;
 
@@ -69,6 +72,22 @@ typedef struct kf_node {
     int out;                /* value id of the result */
     int line, col;
 } kf_node;
+
+/* A module task (docs/task-format.md, "Module tasks"): a PyTorch module whose ops kforge
+ * does not all lower. Its graph has inputs (forward arguments, then `param`s) and declared
+ * outputs but no nodes; the reference is the module itself, run by a separate process
+ * (src/verify/refproc.c). Its files lie beside the task: NAME.json (the spec the
+ * reference process reads), NAME.py (the module's source) and NAME.weights (the params'
+ * values, raw little-endian, in `param` order). */
+typedef struct kf_module_task {
+    char name[64];          /* NAME of the `module` statement */
+    char dir[256];          /* the task file's folder ("." when it has none) */
+    double flops;           /* the `cost` statement: FLOPs of one forward */
+    double bytes;           /* and its bytes (inputs + outputs + parameters) */
+    int has_cost;
+    int64_t weight_bytes;   /* the size NAME.weights must have (the params' bytes) */
+} kf_module_task;
+
 
 typedef struct kf_graph {
     char name[64];
@@ -86,7 +105,12 @@ typedef struct kf_graph {
     char *source;           /* task text, when parsed (owned) */
     struct kf_name_index *names; /* value name -> id (graph.c); names change only there */
     int ntemps;             /* values named as temporaries ("%N") */
+    kf_module_task *module; /* a module task (owned), NULL for a graph task */
 } kf_graph;
+
+/* The path of module task file `ext` ("json", "py", "weights") of g into buf; 0 when g is
+ * no module task or the path does not fit. */
+int kf_module_file(const kf_graph *g, const char *ext, char *buf, size_t cap);
 
 kf_graph *kf_graph_new(const char *name);
 void kf_graph_free(kf_graph *g);
@@ -94,6 +118,10 @@ void kf_graph_free(kf_graph *g);
 /* Add a graph input. Returns the value id, or -1 with err set (duplicate name, bad shape). */
 int kf_graph_add_input(kf_graph *g, const char *name, kf_dtype dt, const kf_shape *shape,
                        kf_error *err);
+/* Add an output that no node computes, of the given type (a module task's output: the
+ * module computes it). Returns the value id, or -1 with err set (as kf_graph_add_input). */
+int kf_graph_add_declared_output(kf_graph *g, const char *name, kf_dtype dt, const kf_shape *shape,
+                                 kf_error *err);
 /* Add a rank-0 f32 constant; returns its value id. */
 int kf_graph_add_const(kf_graph *g, double v);
 /* Apply op to operands, inferring the result's dtype and shape. name may be NULL (a
@@ -110,7 +138,8 @@ void kf_graph_set_name(kf_graph *g, int id, const char *name);
 int kf_graph_find(const kf_graph *g, const char *name);
 
 /* Total FLOPs, and the minimum bytes any kernel must move (graph inputs read once plus
- * graph outputs written once; constants are free). */
+ * graph outputs written once; constants are free). A module task: its `cost` statement's
+ * numbers (0 without one). */
 double kf_graph_flops(const kf_graph *g);
 double kf_graph_min_bytes(const kf_graph *g);
 /* Per-node FLOPs. */

@@ -1,7 +1,8 @@
 /*
  * kforge verification harness. A candidate counts only when every rule of DESIGN.md
  * section 5 holds:
- *   - the reference is the float64 interpreter, computed here; the candidate never sees it;
+ *   - the reference is the float64 interpreter, computed here (a module task's: the module
+ *     itself in float64, in a separate process); the candidate never sees it;
  *   - several input sets from several distributions (uniform, normal, wide magnitude,
  *     heavy tailed, offset, large magnitude), never zeros, positive where an op's domain
  *     needs it, within the magnitude a careful float32 form of the ops survives;
@@ -124,7 +125,11 @@ void kf_verify_opts_default(kf_verify_opts *o);
 typedef struct kf_verify_ctx kf_verify_ctx;
 
 /* Draw the input sets for g and compute their reference outputs with the interpreter.
- * The context keeps them for every candidate checked against it. */
+ * The context keeps them for every candidate checked against it. For a module task
+ * (g->module) the params come from the module's weights file and the reference from a
+ * separate PyTorch process in float64 (src/verify/refproc.c); that process failing
+ * (exit, signal, KFORGE_REF_TIMEOUT, outputs of the wrong size) is KF_ERR_RUNTIME with a
+ * message naming the task, a weights file of the wrong size KF_ERR_PARSE. */
 kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
                             kf_error *err);
 void kf_verify_ctx_free(kf_verify_ctx *ctx);

@@ -10,7 +10,10 @@ A task is a KernelBench-format module (NN_name.py: class Model, get_inputs(),
 get_init_inputs()) or a .kf file. For each, in file-name order:
 
 1. a module is imported (`kforge import`: torch.export, lowered to kforge's ops); one that
-   uses an op kforge cannot lower is reported as unsupported, with the op;
+   uses an op kforge cannot lower becomes a module task (docs/task-format.md, "Module
+   tasks"): its reference is the module itself, and only a model writes its kernel
+   (`--agent llm` with `--llm-url`/`--model`, passed to kforge synth; without them its row
+   is unsupported, "module task: use --agent llm", the ops named);
 2. `kforge synth` searches for the kernel and verifies every candidate against the float64
    interpreter on freshly drawn inputs (the harness of kforge synth, at the task's shape);
 3. here, in this process: the kernel is loaded (kforge_torch.cpu_kernel, or
@@ -170,6 +173,58 @@ def peers_for_module(path, bundle, seed, device="cpu"):
     return model, [t.contiguous() for t in kin], inputs
 
 
+def peers_for_module_task(path, bundle, seed, device="cpu"):
+    """(model, kernel inputs, sample inputs) for a module task (kforge_torch.module_task):
+    the module built under the seed with the task's weights loaded (the values the
+    verifier gave the kernel), the kernel's inputs the forward's tensors then the params, in
+    the spec's order."""
+    from . import reference
+    spec = next(json.load(open(os.path.join(bundle, f))) for f in sorted(os.listdir(bundle))
+                if f.endswith(".json") and f != "graph.json")
+    mod = importer.load_module(path)
+    torch.manual_seed(seed)
+    model = mod.Model(*mod.get_init_inputs())
+    model.train(spec.get("mode") != "eval")
+    with open(os.path.join(bundle, spec["weights"]), "rb") as f:
+        blob = f.read()
+    reference.load_state(model, spec, blob)
+    torch.manual_seed(seed)
+    inputs = list(mod.get_inputs())
+    if device != "cpu":
+        model = model.to(device)
+        inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
+    sd = model.state_dict()
+
+    draws = [t.to(device) for t in reference.draws_of(spec, blob)]
+    it = iter(draws)
+
+    def value(p):
+        if p.get("draw"):
+            return next(it)
+        if not p.get("attr"):
+            return sd[p["key"]].detach()
+        owner, _, name = p["key"].rpartition(".")
+        return getattr(model.get_submodule(owner) if owner else model, name).to(device)
+    vals = [(p, value(p)) for p in spec["params"]]
+    kin = [inputs[x["index"]] for x in spec["inputs"]]
+    for dt in dict.fromkeys(p["dtype"] for p, _ in vals if p.get("packed")):  # one argument per dtype
+        kin.append(torch.cat([v.reshape(-1) for p, v in vals if p.get("packed") and p["dtype"] == dt]))
+    kin += [v for p, v in vals if not p.get("packed")]
+    if draws:  # forward draws random tensors: eager replays the ones the kernel gets
+        module = model
+
+        def model(*args):
+            with reference.Draws(list(draws)):
+                return module(*args)
+        model.kforge_replays = True  # torch.compile is not run on it (the mode is not traced)
+    return model, [t.contiguous() for t in kin], inputs
+
+
+def is_module_task(task_kf):
+    with open(task_kf) as f:
+        return any(line.startswith("module ") for line in f)
+
+
 def peers_for_kf(path, seed, device="cpu", kforge=None):
     with open(path) as f:
         task = kf_task.parse_task(f.read(), path)
@@ -192,19 +247,31 @@ def bench_task(path, a, i, n):
         # ~3 s of first export per task on a 2-core VM), then the C lowering of the bundle
         bundle = os.path.join(work, "bundle")
         try:
-            importer.write_bundle(path, bundle, a.seed, eval_mode=a.eval)
+            try:
+                importer.write_bundle(path, bundle, a.seed, eval_mode=a.eval)
+            except importer.ExportFailure as e:  # the module runs but does not export: a module task
+                from . import module_task
+                module_task.write_module_task(path, bundle, a.seed, eval_mode=a.eval, why=str(e))
         except importer.ImportFailure as e:  # what `kforge import` reports with exit status 2
             p = subprocess.CompletedProcess([], 2, "", f"kforge import: {e}")
         except Exception as e:  # an importer failure of its own (`kforge import` would exit 1)
             p = subprocess.CompletedProcess([], 1, "", f"kforge import: {path}: {type(e).__name__}: {e}")
         else:
-            p, _ = run([a.kforge, "import", "--lower", bundle])
+            p, _ = run([a.kforge, "import", "--lower", bundle]) if os.path.exists(os.path.join(bundle, "graph.json")) \
+                else (subprocess.CompletedProcess([], 0, "", ""), 0)
         if p.returncode != 0:
             msg = (p.stderr.strip() or p.stdout.strip()).replace("\n", " ")
             row.update(status="unsupported" if p.returncode == 2 else "import-error", detail=msg[:600])
             log(f"[{i}/{n}] {name}: {row['status']}: {msg[:300]}")
             return row
         task_kf = os.path.join(bundle, "task.kf")
+        if is_module_task(task_kf) and a.agent != "llm":
+            # only a model writes a module task's kernel: without one the task is unsupported,
+            # as before module tasks (not a failure of the builtin), the ops named
+            msg = (p.stderr.strip() or "torch.export failed").replace("\n", " ")
+            row.update(status="unsupported", module_task=True, detail=f"module task: use --agent llm ({msg})"[:600])
+            log(f"[{i}/{n}] {name}: unsupported: module task: use --agent llm ({msg[:250]})")
+            return row
     else:
         bundle, task_kf = None, path
     # 2. synthesis (verified against the float64 interpreter)
@@ -217,6 +284,12 @@ def bench_task(path, a, i, n):
         cmd += ["--memcheck", a.memcheck]
     if a.no_fuse:
         cmd += ["--no-fuse"]
+    if a.agent:
+        cmd += ["--agent", a.agent]
+    if a.llm_url:
+        cmd += ["--llm-url", a.llm_url]
+    if a.model:
+        cmd += ["--model", a.model]
     if not a.prealloc and a.device.type == "cpu":  # search on what the module's caller sees:
         cmd += ["--fresh-outputs"]                    # outputs on fresh pages
     p, synth_s = run(cmd)
@@ -237,7 +310,10 @@ def bench_task(path, a, i, n):
     row["schedule"] = best.get("candidate") if best else None
     # 3. against PyTorch, in this process
     cuda = a.device.type == "cuda"
-    if bundle:
+    if bundle and is_module_task(task_kf):
+        row["module_task"] = True
+        model, kin, inputs = peers_for_module_task(path, bundle, a.seed, a.device)
+    elif bundle:
         model, kin, inputs = peers_for_module(path, bundle, a.seed, a.device)
     else:
         model, kin, inputs = peers_for_kf(path, a.seed, a.device, a.kforge)
@@ -269,7 +345,9 @@ def bench_task(path, a, i, n):
             fns = {"eager": eager, "kforge": lambda: kern(*kin, out=outs)}
         else:
             fns = {"eager": eager, "kforge": lambda: kern(*kin)}
-        if not a.no_compile:
+        if not a.no_compile and getattr(model, "kforge_replays", False):
+            row["compile_skipped"] = "forward draws random tensors: eager replays the task's draws, compile does not"
+        elif not a.no_compile:
             torch._dynamo.reset()  # a fresh compile cache per task (Dynamo's recompile limit)
             compiled = torch.compile(model)
             ct = as_tuple(compiled(*inputs))  # compiles; also checked against eager

@@ -41,6 +41,16 @@ class ImportFailure(Exception):
     exception the user's code or torch raised, if any, is its __cause__."""
 
 
+class ExportFailure(ImportFailure):
+    """torch.export refused the forward (data-dependent control flow, ...): the module runs,
+    so it can still be a module task (kforge_torch.module_task)."""
+
+
+# exit status of `python3 -m kforge_torch.importer` when torch.export failed and a module
+# task was written in its place (kforge import then has nothing to lower)
+EXIT_MODULE_TASK = 10
+
+
 def first_line(e, cap=300):
     """An exception's message, one line (torch's run to dozens): its first non-empty line."""
     text = str(e).strip()
@@ -194,11 +204,17 @@ def export_graph(mod, seed, path="the module", eval_mode=False):
         if not isinstance(o, torch.Tensor):
             raise ImportFailure(f"{path}: forward's output {i} is {describe(o)}, not a tensor "
                                 "(kforge takes a tensor or a tuple of tensors)")
-    ep = user_step(path, "torch.export of forward", torch.export.export, model, fresh())
+    try:
+        ep = user_step(path, "torch.export of forward", torch.export.export, model, fresh())
+    except ImportFailure as e:
+        raise ExportFailure(str(e)) from e.__cause__
     if any(n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
            for n in ep.graph.nodes):
         # in-place ops: their functional forms, with no op decomposed
-        ep = user_step(path, "functionalizing the in-place ops of forward", ep.run_decompositions, {})
+        try:
+            ep = user_step(path, "functionalizing the in-place ops of forward", ep.run_decompositions, {})
+        except ImportFailure as e:
+            raise ExportFailure(str(e)) from e.__cause__
     return model, drawn, outs, ep
 
 
@@ -339,6 +355,8 @@ def main(argv=None):
                     help="export in inference mode (model.eval()); default: the mode after construction")
     ap.add_argument("--verbose", action="store_true",
                     help="on failure, the traceback and what torch printed as well")
+    ap.add_argument("--graph-only", action="store_true",
+                    help="a forward torch.export refuses is an error (default: a module task)")
     a = ap.parse_args(argv)
     printed = []
     err = None
@@ -349,6 +367,19 @@ def main(argv=None):
         err, line, code = e, f"kforge import: {e}", 2
     except Exception as e:  # the importer's own failure, not the module's
         err, line, code = e, f"kforge import: {a.model}: internal error: {type(e).__name__}: {first_line(e)}", 3
+    if isinstance(err, ExportFailure) and not a.graph_only:
+        # the module runs but does not export: the module itself becomes the task
+        from kforge_torch import module_task
+        print(f"{line}; writing a module task: its reference is the module itself (run in float64 by "
+              "PyTorch), its kernel is written by a model (--agent llm)", file=sys.stderr)
+        try:
+            spec = module_task.write_module_task(a.model, a.out, a.seed, a.name, a.eval, why=str(err))
+        except ImportFailure as e:
+            print(f"kforge import: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote {os.path.join(a.out, 'task.kf')}: module task {spec['name']}, {len(spec['inputs'])} inputs, "
+              f"{len(spec['params'])} params, {len(spec['outputs'])} outputs")
+        return EXIT_MODULE_TASK
     if err is None:
         sys.stderr.write("".join(printed))  # a module's warnings are its business: passed on
         print(f"{a.model}: {len(g['nodes'])} ATen nodes, {len(g['inputs'])} graph inputs -> {a.out}")

@@ -124,6 +124,9 @@ class Runner:
                "--out", a.out]
         if a.time_budget:
             cmd += ["--time-budget", str(a.time_budget)]
+        for opt in ("agent", "llm_url", "model"):
+            if getattr(a, opt):
+                cmd += ["--" + opt.replace("_", "-"), getattr(a, opt)]
         for flag in ("no_compile", "prealloc", "eval", "no_fuse"):
             if getattr(a, flag):
                 cmd.append("--" + flag.replace("_", "-"))

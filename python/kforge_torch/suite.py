@@ -124,6 +124,9 @@ def bench_parser(description):
     ap.add_argument("--only", default=None,
                     help="only files whose name contains this (several: comma-separated)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    ap.add_argument("--agent", default=None, help="kforge synth --agent (builtin, llm, both); module tasks need llm")
+    ap.add_argument("--llm-url", default=None, help="kforge synth --llm-url (the model's endpoint)")
+    ap.add_argument("--model", default=None, help="kforge synth --model")
     ap.add_argument("--shard", default=None, metavar="I/N",
                     help="only the I-th of N parts of the suite: a task is in part 1 + (FNV-1a 64 "
                          "of its file name) mod N, so adding a task moves no other (docs/cluster.md)")

@@ -119,10 +119,15 @@ def test_import_lowers_and_the_kernel_matches_pytorch(kforge, tmp_path):
 
 def test_unsupported_op_is_named_with_its_node(kforge, tmp_path):
     model = write(tmp_path / "cs.py", UNSUPPORTED)
-    p = run([kforge, "import", model, "--out", str(tmp_path / "b")])
+    p = run([kforge, "import", model, "--out", str(tmp_path / "b"), "--graph-only"])
     assert p.returncode == 2
     assert "aten.sort" in p.stderr and "node 'sort'" in p.stderr, p.stderr
     assert not (tmp_path / "b" / "task.kf").exists()
+    # without --graph-only: named too, and the module itself becomes the task
+    p = run([kforge, "import", model, "--out", str(tmp_path / "m")])
+    assert p.returncode == 0, p.stderr
+    assert "aten.sort" in p.stderr and "node 'sort'" in p.stderr and "module task" in p.stderr, p.stderr
+    assert "\nmodule cs\n" in (tmp_path / "m" / "task.kf").read_text()
 
 
 BLOCKERS = '''
@@ -149,7 +154,7 @@ def test_every_blocker_is_named(kforge, tmp_path):
     """an op that cannot be lowered does not hide the ones beneath it (sort under roll under
     fliplr) or beside it (cummax, the other operand of the add)"""
     model = write(tmp_path / "blockers.py", BLOCKERS)
-    p = run([kforge, "import", model, "--out", str(tmp_path / "b")])
+    p = run([kforge, "import", model, "--out", str(tmp_path / "b"), "--graph-only"])
     assert p.returncode == 2
     assert "4 nodes cannot be lowered" in p.stderr, p.stderr
     for op in ("aten.fliplr", "aten.roll", "aten.sort", "aten.cummax"):
@@ -174,8 +179,10 @@ def test_lower_an_existing_bundle(kforge, tmp_path):
     assert p.returncode != 0 and "graph.json" in p.stderr, p.stderr
     bundle = write(tmp_path / "cs.py", UNSUPPORTED)
     importer.write_bundle(bundle, str(tmp_path / "cs"), 0)
-    p = run([kforge, "import", "--lower", str(tmp_path / "cs")])
+    p = run([kforge, "import", "--lower", str(tmp_path / "cs"), "--graph-only"])
     assert p.returncode == 2 and "aten.sort" in p.stderr, p.stderr
+    p = run([kforge, "import", "--lower", str(tmp_path / "cs")])
+    assert p.returncode == 0 and "aten.sort" in p.stderr and "module task" in p.stderr, p.stderr
 
 
 def test_not_kernelbench_format_and_broken_files(kforge, tmp_path):

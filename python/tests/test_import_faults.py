@@ -111,12 +111,12 @@ def test_export_failure_is_kforge_first_and_last(kforge, tmp_path):
     """15: kforge's line sat inside 34-38 lines of torch output (through the binary: torch
     logs to the process's stderr, which the importer holds back)"""
     path = module(tmp_path, "dyn.py", **EXPORT_FAILS)
-    p = run([kforge, "import", path, "--out", str(tmp_path / "out")], timeout=300)
+    p = run([kforge, "import", path, "--out", str(tmp_path / "out"), "--graph-only"], timeout=300)
     err = lines(p.stderr)
     assert p.returncode == 2 and len(err) == 1, p.stderr
     assert err[0].startswith(f"kforge import: {path}: torch.export of forward raised "), err
     assert "--verbose for the traceback and what torch printed" in err[0], err
-    p = run([kforge, "import", path, "--out", str(tmp_path / "out"), "--verbose"], timeout=300)
+    p = run([kforge, "import", path, "--out", str(tmp_path / "out"), "--verbose", "--graph-only"], timeout=300)
     err = lines(p.stderr)
     assert p.returncode == 2, p.stderr
     assert len(err) > 3 and err[0] == err[-1] and "torch.export of forward raised" in err[0], p.stderr
@@ -139,7 +139,12 @@ def test_in_place_and_returned_inputs_import(kforge, tmp_path):
         out = tmp_path / name.replace(".py", "")
         importer.write_bundle(path, str(out), 0)
         p = run([kforge, "import", "--lower", str(out)])
-        if name == "twice.py":  # one tensor returned twice: a kernel writes each output once
+        if name == "twice.py":  # one tensor returned twice: no graph task (a kernel writes
+            # each output once), so the module is the task, its two outputs written apart
+            assert p.returncode == 0 and "same tensor" in p.stderr, p.stderr
+            text = (out / "task.kf").read_text()
+            assert "output out0: f32[4, 8]" in text and "output out1: f32[4, 8]" in text, text
+            p = run([kforge, "import", "--lower", str(out), "--graph-only"])
             assert p.returncode == 2 and "same tensor" in p.stderr, p.stderr
             continue
         assert p.returncode == 0, (name, p.stderr)
@@ -199,3 +204,17 @@ def test_arguments_are_checked_before_python(kforge, tmp_path, no_python):
         p = run([kforge] + args, env=env)
         assert p.returncode == 2, (args, p.returncode, p.stderr)
         assert phrase in p.stderr and len(lines(p.stderr)) == 1, (args, p.stderr)
+
+
+def test_export_failure_becomes_a_module_task(kforge, tmp_path):
+    """issue 26: a forward torch.export refuses (data-dependent control flow) still runs, so
+    the module itself becomes the task, the export's error said first"""
+    path = module(tmp_path, "dyn.py", **EXPORT_FAILS)
+    out = tmp_path / "out"
+    p = run([kforge, "import", path, "--out", str(out)], timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "torch.export of forward raised" in p.stderr and "writing a module task" in p.stderr, p.stderr
+    assert "--agent llm" in p.stdout
+    text = (out / "task.kf").read_text()
+    assert "\nmodule dyn\n" in text and "input x: f32[4, 8]" in text and "output out: f32[4, 8]" in text, text
+    assert not (out / "graph.json").exists()

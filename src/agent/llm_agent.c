@@ -224,7 +224,23 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         (st = read_prompt(dir, "feedback_no_code.md", &a->tpl_nocode, err)) != KF_OK ||
         (st = read_prompt(dir, "feedback_repeat.md", &a->tpl_repeat, err)) != KF_OK)
         goto fail;
-    if (o->torch_text) {
+    if (su->g->module) {
+        /* a module task: the module's source is the task; its own prompt says so */
+        char mpath[1024], *msrc = NULL, *mod_tpl = NULL;
+        if (!kf_module_file(su->g, "py", mpath, sizeof mpath)) {
+            st = kf_error_set(err, KF_ERR_ARG, su->g->path, 0, 0, "the module's path is too long");
+            goto fail;
+        }
+        if ((st = read_prompt(dir, "module.md", &mod_tpl, err)) != KF_OK ||
+            (st = kf_read_file_max(mpath, 1 << 20, &msrc, NULL, err)) != KF_OK) {
+            free(mod_tpl);
+            goto fail;
+        }
+        const char *kv[] = {"torch_source", msrc, NULL};
+        torch_txt = fill(mod_tpl, kv);
+        free(mod_tpl);
+        free(msrc);
+    } else if (o->torch_text) {
         const char *kv[] = {"torch_source", o->torch_text, NULL};
         torch_txt = fill(torch_tpl, kv);
     }
@@ -241,7 +257,8 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         ref_txt = fill(ref_tpl, kv);
     }
     flr = floor_text(su->r);
-    ops_txt = ops_glossary(su->g);
+    ops_txt = su->g->module ? kf_strdup("(none listed: a module task; the module's source below defines it)\n")
+                            : ops_glossary(su->g);
     {
         char dev[300];
         snprintf(dev, sizeof dev, "%s", su->r->dev.name);

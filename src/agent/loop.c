@@ -766,6 +766,16 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     char prof_tool[1024];
     st = kf_agent_counters_tool(o, r->dev.platform, prof_tool, sizeof prof_tool, err);
     if (st != KF_OK) goto done;
+    if (g->module) {
+        /* a module task (ops kforge cannot lower): only a model writes its kernel */
+        if (o->agent != KF_AGENT_LLM) {
+            st = kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
+                              "task '%s' is a module task (its module has ops kforge cannot lower): the builtin "
+                              "generator cannot synthesize it; module task: use --agent llm", g->name);
+            goto done;
+        }
+        snprintf(r->plan, sizeof r->plan, "module task: one kernel for the whole forward, written by the model");
+    } else {
     st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
     {
@@ -781,12 +791,13 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = apply_pins(syn, o, err);
     if (st != KF_OK) goto done;
     snprintf(r->plan, sizeof r->plan, "%s", kf_synth_describe(syn)); /* as pinned (--no-fuse) */
+    }
     /* Outputs on fresh pages (the caller allocates them per call, as PyTorch's CPU calls
      * do): streaming stores lost there in every kforge bench run (softplus 35.5 ms with
      * them against 23.0 eager; clamp 18.2 against 11.0), though the runner's emulation of
      * fresh pages timed them even, so they are not searched. */
     const kf_platform *pf = kf_platform_find(be->info.platform);
-    if (o->fresh_outputs && pf && pf->templates == KF_TPL_CPU && kf_synth_pin(syn, "nt", 0) > 0 &&
+    if (syn && o->fresh_outputs && pf && pf->templates == KF_TPL_CPU && kf_synth_pin(syn, "nt", 0) > 0 &&
         o->table)
         fprintf(o->table, "fresh outputs: streaming stores (nt) left out of the search\n");
 
@@ -891,7 +902,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     snprintf(ec.counters_note, sizeof ec.counters_note, "%s", cnote);
     ec.prof_tool = prof_tool;
     /* the two generation agents behind one interface: the builtin's iterations first */
-    kf_proposer_builtin(syn, o, r->seed, &agents[0]);
+    if (syn) kf_proposer_builtin(syn, o, r->seed, &agents[0]);
     kf_proposer_llm(g, &agents[1]);
     int in_use = -1;
     for (int it = 0; it < iters; it++) {

@@ -66,17 +66,19 @@ static int run_python_module(const char *module, char *const *args, int nargs) {
     return KF_EXIT_INTERNAL;
 }
 
-static int lower_bundle(const char *what, const char *out);
+static int lower_bundle(const char *what, const char *out, int graph_only);
 
 static void usage_import(FILE *f) {
     fprintf(f,
-            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME] [--eval] [--verbose]\n"
-            "       kforge import --lower DIR\n\n"
+            "usage: kforge import MODEL.py [--out DIR] [--seed N] [--name NAME] [--eval] [--graph-only] [--verbose]\n"
+            "       kforge import --lower DIR [--graph-only]\n\n"
             "Imports a KernelBench-format PyTorch module (class Model, get_inputs(),\n"
             "get_init_inputs()): exports its forward with torch.export, writes the task bundle\n"
             "(DIR/graph.json, DIR/params.safetensors, DIR/ref.safetensors: docs/pytorch.md), lowers\n"
             "the ATen ops to kforge's graph IR and writes DIR/task.kf, ready for kforge synth.\n"
-            "Parameters and buffers become task inputs. Every op kforge cannot lower is named.\n\n"
+            "Parameters and buffers become task inputs. Every op kforge cannot lower is named,\n"
+            "and the module itself becomes the task (a module task: its reference is the module,\n"
+            "run in float64 by PyTorch; a model writes its kernel: kforge synth --agent llm).\n\n"
             "options:\n"
             "  --out DIR     bundle directory (default kforge-out/import/<model file name>)\n"
             "  --seed N      seed for Model(*get_init_inputs()) and get_inputs() (default 0)\n"
@@ -85,6 +87,8 @@ static void usage_import(FILE *f) {
             "                statistics, dropout off); default: the mode after construction, as\n"
             "                KernelBench runs it (training: batch statistics, live dropout refused)\n"
             "  --verbose     when the module fails: the traceback and torch's output too\n"
+            "  --graph-only  refuse a module whose ops do not all lower (exit 2, naming them)\n"
+            "                instead of writing a module task\n"
             "  --lower DIR   only lower an existing bundle's DIR/graph.json to DIR/task.kf (no\n"
             "                Python: for a bundle written by kforge_torch.importer.write_bundle,\n"
             "                as kforge bench does in its own process)\n"
@@ -140,10 +144,14 @@ static int check_import_args(const char *model, const char *out, const char *see
 
 int kf_cli_import(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *seed = NULL, *name = NULL, *lower = NULL;
-    int verbose = 0, eval = 0;
+    int verbose = 0, eval = 0, graph_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_import(stdout); return 0; }
+        if (!strcmp(a, "--graph-only")) {
+            graph_only = 1;
+            continue;
+        }
         if (!strcmp(a, "--eval")) {
             eval = 1;
             continue;
@@ -170,7 +178,7 @@ int kf_cli_import(int argc, char **argv) {
         fprintf(stderr, "kforge import: --lower DIR takes no MODEL.py, --out, --seed or --name\n");
         return KF_EXIT_USAGE;
     }
-    if (lower) return lower_bundle(lower, lower);
+    if (lower) return lower_bundle(lower, lower, graph_only);
     if (!model) { usage_import(stderr); return KF_EXIT_USAGE; }
     int crc = check_import_args(model, out, seed, name);
     if (crc) return crc;
@@ -181,7 +189,7 @@ int kf_cli_import(int argc, char **argv) {
         snprintf(dflt, sizeof dflt, "kforge-out/import/%.*s", (int)n, base);
         out = dflt;
     }
-    char *args[10];
+    char *args[12];
     int na = 0;
     args[na++] = (char *)model;
     args[na++] = (char *)out;
@@ -189,20 +197,37 @@ int kf_cli_import(int argc, char **argv) {
     if (name) { args[na++] = "--name"; args[na++] = (char *)name; }
     if (verbose) args[na++] = "--verbose";
     if (eval) args[na++] = "--eval";
+    if (graph_only) args[na++] = "--graph-only";
     int rc = run_python_module("kforge_torch.importer", args, na);
+    if (rc == 10) { /* torch.export failed; the importer wrote a module task instead */
+        printf("next: kforge synth %s/task.kf --agent llm\n", out);
+        return 0;
+    }
     if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
-    return lower_bundle(model, out);
+    return lower_bundle(model, out, graph_only);
 }
 
 /* DIR/graph.json -> DIR/task.kf; `what` names the model (or the bundle) in errors. */
-static int lower_bundle(const char *what, const char *out) {
+static int lower_bundle(const char *what, const char *out, int graph_only) {
     char gpath[PATH_MAX + 16], tpath[PATH_MAX + 16];
     snprintf(gpath, sizeof gpath, "%s/graph.json", out);
     snprintf(tpath, sizeof tpath, "%s/task.kf", out);
     char *text = NULL;
     kf_graph *g = NULL;
     kf_error err = {0};
-    if (kf_import_torch_graph(gpath, &text, &g, &err) != KF_OK) {
+    kf_status lst = kf_import_torch_graph(gpath, &text, &g, &err);
+    if (lst == KF_ERR_UNSUPPORTED && !graph_only) {
+        /* some op does not lower: the module itself becomes the task, its reference PyTorch */
+        fprintf(stderr, "kforge import: %s: kforge cannot lower every op (%s); writing a module task: its reference "
+                        "is the module itself (run in float64 by PyTorch), its kernel is written by a model "
+                        "(--agent llm)\n", what, err.msg);
+        char *args[] = {"--bundle", (char *)out, "--why", err.msg};
+        int rc = run_python_module("kforge_torch.module_task", args, 4);
+        if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
+        printf("next: kforge synth %s --agent llm\n", tpath);
+        return 0;
+    }
+    if (lst != KF_OK) {
         fprintf(stderr, "kforge import: %s: ", what);
         return kf_cli_error(&err);
     }
@@ -234,7 +259,8 @@ static int check_bench_suite(int argc, char **argv) {
     /* the options that take a value (python/kforge_torch/bench.py) */
     static const char *const valued[] = {"--target", "--iters", "--time-budget", "--memcheck", "--reps", "--seed",
                                          "--out", "--json", "--csv", "--only", "--threads", "--kforge", "--shard",
-                                         "--jobs", "--task-timeout", "--merge-from", NULL};
+                                         "--jobs", "--task-timeout", "--merge-from", "--agent", "--llm-url",
+                                         "--model", NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 0;

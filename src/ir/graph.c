@@ -183,7 +183,14 @@ void kf_graph_free(kf_graph *g) {
     free(g->inputs);
     free(g->outputs);
     free(g->source);
+    free(g->module);
     free(g);
+}
+
+int kf_module_file(const kf_graph *g, const char *ext, char *buf, size_t cap) {
+    if (!g || !g->module) return 0;
+    int n = snprintf(buf, cap, "%s/%s.%s", g->module->dir, g->module->name, ext);
+    return n > 0 && (size_t)n < cap;
 }
 
 /* Value id of name, or -1. */
@@ -306,6 +313,17 @@ int kf_graph_add_input(kf_graph *g, const char *name, kf_dtype dt, const kf_shap
     g->inputs = kf_realloc(g->inputs, (size_t)(g->ninputs + 1) * sizeof *g->inputs);
     v->input_index = g->ninputs;
     g->inputs[g->ninputs++] = id;
+    return id;
+}
+
+/* A module task's output: a value of its own type that no node computes (the module does). */
+int kf_graph_add_declared_output(kf_graph *g, const char *name, kf_dtype dt, const kf_shape *shape,
+                                 kf_error *err) {
+    int id = kf_graph_add_input(g, name, dt, shape, err);
+    if (id < 0) return -1;
+    g->ninputs--;
+    g->values[id].input_index = -1;
+    if (kf_graph_mark_output(g, id, err) != KF_OK) return -1;
     return id;
 }
 
@@ -734,6 +752,7 @@ double kf_node_flops(const kf_graph *g, const kf_node *n) {
 
 /* Sum of kf_node_flops over every node. */
 double kf_graph_flops(const kf_graph *g) {
+    if (g->module) return g->module->flops;
     double f = 0;
     for (int i = 0; i < g->nnodes; i++) f += kf_node_flops(g, &g->nodes[i]);
     return f;
@@ -745,6 +764,7 @@ double kf_graph_flops(const kf_graph *g) {
  * at most the result's size for a view (a slice of a row reads the row) or a gather's data, so that a task
  * reading part of an input is not given a floor no kernel needs (and called impossible). */
 double kf_graph_min_bytes(const kf_graph *g) {
+    if (g->module) return g->module->bytes;
     double b = 0;
     for (int i = 0; i < g->ninputs; i++) {
         int x = g->inputs[i];

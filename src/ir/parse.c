@@ -54,6 +54,8 @@ typedef struct parser {
     int task_line;    /* line of the `task` statement, 0 if none */
     int tol_line[3];  /* line where atol/rtol/nmse was given, 0 if not */
     double tol[3];
+    int module_line;  /* line of the `module` statement, 0 if none (a graph task) */
+    int cost_line;    /* line of the `cost` statement, 0 if none */
     const int *bind;  /* kf_parse_expr_into: the values that _0, _1, ... name */
     int nbind;
 } parser;
@@ -662,8 +664,21 @@ static int parse_task(parser *p) {
     return 0;
 }
 
-static int parse_input(parser *p) {
-    p->pos++; /* input */
+/* What a typed declaration declares: a graph input, a module task's param, or a module
+ * task's output. */
+enum { DECL_INPUT, DECL_PARAM, DECL_OUTPUT };
+
+static int parse_decl(parser *p, int kind);
+
+static int parse_input(parser *p) { return parse_decl(p, DECL_INPUT); }
+
+static int parse_decl(parser *p, int kind) {
+    const token *kw_tok = cur(p);
+    p->pos++; /* input, param or output */
+    if (kind != DECL_INPUT && !p->module_line)
+        return fail_at(p, KF_ERR_PARSE, kw_tok->line, kw_tok->col,
+                       "'%s NAME: DTYPE[...]' belongs to a module task; a 'module' statement must come first",
+                       kind == DECL_PARAM ? "param" : "output");
     const token *name_tok = cur(p);
     char name[64];
     if (check_new_name(p, name_tok, name, sizeof name) < 0) return -1;
@@ -700,7 +715,8 @@ static int parse_input(parser *p) {
             if (expect(p, T_COMMA, "',' or ']'") < 0) return -1;
         }
     }
-    int id = kf_graph_add_input(p->g, name, dt, &shape, p->err);
+    int id = kind == DECL_OUTPUT ? kf_graph_add_declared_output(p->g, name, dt, &shape, p->err)
+                                 : kf_graph_add_input(p->g, name, dt, &shape, p->err);
     if (id < 0) { /* too many elements or bytes: point at the shape */
         p->err->code = KF_ERR_PARSE;
         p->err->line = shape_tok->line;
@@ -710,7 +726,21 @@ static int parse_input(parser *p) {
     kf_value *v = &p->g->values[id];
     v->line = name_tok->line;
     v->col = name_tok->col;
-    if (tok_is(cur(p), "range")) {
+    if (kind == DECL_PARAM) {
+        kf_module_task *m = p->g->module;
+        uint64_t bytes = 0;
+        kf_shape_bytes(&shape, dt, &bytes);
+        v->is_param = 1;
+        v->param_offset = m->weight_bytes;
+        m->weight_bytes += (int64_t)bytes;
+    }
+    if (kind == DECL_INPUT && p->module_line) {
+        for (int i = 0; i < p->g->ninputs - 1; i++)
+            if (p->g->values[p->g->inputs[i]].is_param)
+                return fail_at(p, KF_ERR_PARSE, kw_tok->line, kw_tok->col,
+                               "a module task's inputs (the forward's arguments) come before its params");
+    }
+    if (kind == DECL_INPUT && tok_is(cur(p), "range")) {
         const token *r = cur(p);
         p->pos++;
         double lo, hi;
@@ -732,6 +762,10 @@ static int parse_input(parser *p) {
 }
 
 static int parse_output(parser *p) {
+    if (peek(p, 2)->k == T_COLON && peek(p, 1)->k == T_IDENT) return parse_decl(p, DECL_OUTPUT);
+    if (p->module_line)
+        return fail_at(p, KF_ERR_PARSE, cur(p)->line, cur(p)->col,
+                       "a module task's output is declared with its type, 'output NAME: DTYPE[...]': the module computes it");
     p->pos++; /* output */
     const token *name_tok = cur(p);
     int id;
@@ -778,8 +812,75 @@ static int parse_tolerance(parser *p) {
     return 0;
 }
 
+/* `module NAME`: the task is the PyTorch module whose files NAME.json, NAME.py and
+ * NAME.weights lie beside the task file (docs/task-format.md, "Module tasks"). */
+static int parse_module(parser *p) {
+    const token *kw = cur(p);
+    p->pos++;
+    if (p->module_line)
+        return fail_at(p, KF_ERR_PARSE, kw->line, kw->col, "module given twice (first on line %d)",
+                       p->module_line);
+    if (p->g->nvalues > 0)
+        return fail_at(p, KF_ERR_PARSE, kw->line, kw->col,
+                       "the 'module' statement must come before every input, param and output");
+    if (cur(p)->k != T_IDENT) return expected(p, "the module's name (its files are NAME.json, NAME.py, NAME.weights)");
+    kf_module_task *m = kf_calloc(1, sizeof *m);
+    if (cur(p)->len >= (int)sizeof m->name) {
+        free(m);
+        return fail_at(p, KF_ERR_PARSE, cur(p)->line, cur(p)->col, "module name is too long (at most %d characters)",
+                       (int)sizeof m->name - 1);
+    }
+    tok_text(cur(p), m->name, sizeof m->name);
+    const char *slash = strrchr(p->g->path, '/');
+    if (slash) snprintf(m->dir, sizeof m->dir, "%.*s", (int)(slash - p->g->path), p->g->path);
+    else snprintf(m->dir, sizeof m->dir, ".");
+    if (slash == p->g->path) snprintf(m->dir, sizeof m->dir, "/");
+    p->g->module = m;
+    p->module_line = kw->line;
+    p->pos++;
+    return 0;
+}
+
+/* `cost flops=F bytes=B`: a module task's roofline numbers. */
+static int parse_cost(parser *p) {
+    const token *kw = cur(p);
+    p->pos++;
+    if (!p->module_line)
+        return fail_at(p, KF_ERR_PARSE, kw->line, kw->col,
+                       "'cost' belongs to a module task (a graph task's cost comes from its ops)");
+    if (p->cost_line)
+        return fail_at(p, KF_ERR_PARSE, kw->line, kw->col, "cost given twice (first on line %d)", p->cost_line);
+    int seen[2] = {0, 0};
+    while (cur(p)->k != T_NL && cur(p)->k != T_EOF) {
+        const token *k = cur(p);
+        int which = tok_is(k, "flops") ? 0 : tok_is(k, "bytes") ? 1 : -1;
+        if (which < 0) return expected(p, "flops= or bytes=");
+        if (seen[which]) return fail_at(p, KF_ERR_PARSE, k->line, k->col, "%s given twice", which ? "bytes" : "flops");
+        p->pos++;
+        if (expect(p, T_EQ, "'='") < 0) return -1;
+        const token *at;
+        double v;
+        if (signed_number(p, "a number", &v, &at) < 0) return -1;
+        if (v < 0) return fail_at(p, KF_ERR_PARSE, at->line, at->col, "a cost must not be negative, found %g", v);
+        if (which) p->g->module->bytes = v;
+        else p->g->module->flops = v;
+        seen[which] = 1;
+    }
+    if (!seen[0] || !seen[1]) return expected(p, seen[0] ? "bytes=" : "flops=");
+    p->g->module->has_cost = 1;
+    p->cost_line = kw->line;
+    return 0;
+}
+
 static int parse_statement(parser *p) {
     token *t = cur(p);
+    /* module, param and cost are words only here (no keywords: a graph task may name a value so) */
+    if (tok_is(t, "module") && peek(p, 1)->k == T_IDENT && peek(p, 2)->k != T_EQ) return parse_module(p);
+    if (tok_is(t, "param") && peek(p, 1)->k == T_IDENT && peek(p, 2)->k == T_COLON) return parse_decl(p, DECL_PARAM);
+    if (tok_is(t, "cost") && peek(p, 1)->k == T_IDENT && peek(p, 2)->k == T_EQ) return parse_cost(p);
+    if (p->module_line && t->k == T_IDENT && peek(p, 1)->k == T_EQ)
+        return fail_at(p, KF_ERR_PARSE, t->line, t->col,
+                       "a module task computes nothing itself: no 'NAME = ...' (its module does)");
     if (tok_is(t, "task")) return parse_task(p);
     if (tok_is(t, "input")) return parse_input(p);
     if (tok_is(t, "output")) return parse_output(p);

@@ -119,6 +119,80 @@ static inline float round_up_f32(double v) {
     return f;
 }
 
+/* See verify_int.h: output j of set v from its float64 reference (kept per set, or into the
+ * shared buffers with one reference at a time). */
+void kf_verify_set_ref(kf_verify_ctx *c, kf_vset *v, int j, const double *dj, const double *bd) {
+    const kf_graph *g = c->g;
+    kf_dtype dt = g->values[g->outputs[j]].dtype;
+    if (c->keep_ref) {
+        free(v->ref[j]);
+        v->ref[j] = big_alloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
+    } else {
+        v->ref[j] = c->lz_ref[j];
+    }
+    /* the reference in the output's dtype and its RMS; the sums per fixed chunk, added in
+     * chunk order, so the scale does not depend on the thread count */
+    int64_t n = c->out_numel[j], nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
+    double *css = kf_calloc((size_t)nch + 1, sizeof *css);
+    int64_t *cnf = kf_calloc((size_t)nch + 1, sizeof *cnf);
+    char *cpos = kf_calloc((size_t)nch + 1, 1);
+    void *ref = v->ref[j];
+#pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
+    for (int64_t k = 0; k < nch; k++) {
+        int64_t e1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n;
+        double ss = 0;
+        int64_t nf = 0;
+        char any = 0;
+        for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) {
+            double w;
+            if (dt == KF_F32) { /* the common case without a call per element */
+                float f = (float)dj[e];
+                ((float *)ref)[e] = f;
+                w = (double)f;
+            } else {
+                kf_verify_store(dt, ref, e, dj[e]);
+                w = kf_verify_load(dt, ref, e);
+            }
+            if (isfinite(w)) {
+                ss += w * w;
+                nf++;
+            }
+        }
+        if (bd)
+            for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) any |= bd[e] > 0;
+        css[k] = ss;
+        cnf[k] = nf;
+        cpos[k] = any;
+    }
+    double ss = 0;
+    int64_t nf = 0, anypos = 0;
+    for (int64_t k = 0; k < nch; k++) {
+        ss += css[k];
+        nf += cnf[k];
+        anypos |= cpos[k];
+    }
+    free(css);
+    free(cnf);
+    free(cpos);
+    v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
+    if (c->keep_ref) {
+        free(v->bound[j]);
+        v->bound[j] = NULL;
+    }
+    if (bd && anypos) { /* rounded up: a bound */
+        float *bj = c->keep_ref ? big_alloc(sizeof(float) * (size_t)n) : c->lz_bound[j];
+#pragma omp parallel for schedule(static) if (n >= KF_VERIFY_CHUNK)
+        for (int64_t e = 0; e < n; e++) bj[e] = round_up_f32(bd[e]);
+        v->bound[j] = bj;
+    } else {
+        v->bound[j] = NULL;
+    }
+}
+
+void kf_verify_draw_input(const kf_verify_ctx *c, int s, int i, double mag, void *data) {
+    draw_input(c, s, i, 0, mag, data, NULL, NULL, 1);
+}
+
 /* Set s: draw its inputs, compute its reference, store it rounded to the outputs' dtypes
  * (kept per set, or into the shared buffers). first: the set's first computation, which
  * settles its magnitude factor and, without kept inputs, takes the block hashes. */
@@ -153,73 +227,8 @@ static kf_status set_compute(kf_verify_ctx *c, int s, int first, kf_error *err) 
             break;
     }
     v->shrink = shrink;
-    for (int j = 0; j < c->nout && st == KF_OK; j++) {
-        kf_dtype dt = g->values[g->outputs[j]].dtype;
-        if (c->keep_ref) {
-            free(v->ref[j]);
-            v->ref[j] = big_alloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
-        } else {
-            v->ref[j] = c->lz_ref[j];
-        }
-        /* the reference in the output's dtype and its RMS; the sums per fixed chunk,
-         * added in chunk order, so the scale does not depend on the thread count */
-        int64_t n = c->out_numel[j], nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
-        double *css = kf_calloc((size_t)nch + 1, sizeof *css);
-        int64_t *cnf = kf_calloc((size_t)nch + 1, sizeof *cnf);
-        char *cpos = kf_calloc((size_t)nch + 1, 1);
-        void *ref = v->ref[j];
-        const double *dj = c->dout[j], *bd = c->bounded ? c->dbnd[j] : NULL;
-#pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
-        for (int64_t k = 0; k < nch; k++) {
-            int64_t e1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n;
-            double ss = 0;
-            int64_t nf = 0;
-            char any = 0;
-            for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) {
-                double w;
-                if (dt == KF_F32) { /* the common case without a call per element */
-                    float f = (float)dj[e];
-                    ((float *)ref)[e] = f;
-                    w = (double)f;
-                } else {
-                    kf_verify_store(dt, ref, e, dj[e]);
-                    w = kf_verify_load(dt, ref, e);
-                }
-                if (isfinite(w)) {
-                    ss += w * w;
-                    nf++;
-                }
-            }
-            if (bd)
-                for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) any |= bd[e] > 0;
-            css[k] = ss;
-            cnf[k] = nf;
-            cpos[k] = any;
-        }
-        double ss = 0;
-        int64_t nf = 0, anypos = 0;
-        for (int64_t k = 0; k < nch; k++) {
-            ss += css[k];
-            nf += cnf[k];
-            anypos |= cpos[k];
-        }
-        free(css);
-        free(cnf);
-        free(cpos);
-        v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
-        if (c->keep_ref) {
-            free(v->bound[j]);
-            v->bound[j] = NULL;
-        }
-        if (bd && anypos) { /* rounded up: a bound */
-            float *bj = c->keep_ref ? big_alloc(sizeof(float) * (size_t)n) : c->lz_bound[j];
-#pragma omp parallel for schedule(static) if (n >= KF_VERIFY_CHUNK)
-            for (int64_t e = 0; e < n; e++) bj[e] = round_up_f32(bd[e]);
-            v->bound[j] = bj;
-        } else {
-            v->bound[j] = NULL;
-        }
-    }
+    for (int j = 0; j < c->nout && st == KF_OK; j++)
+        kf_verify_set_ref(c, v, j, c->dout[j], c->bounded ? c->dbnd[j] : NULL);
     if (st == KF_OK && !c->keep_ref) c->ready = s;
     return st;
 }
@@ -368,6 +377,18 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         c->hkey = kf_hash64(&t, sizeof t, here ^ ((uint64_t)getpid() << 32));
     }
 
+    if (g->module) { /* the module's reference comes from its own process (refproc.c) */
+        c->keep_in = c->keep_ref = 1;
+        kf_status mst = kf_verify_module_sets(c, err);
+        if (mst != KF_OK) {
+            kf_verify_ctx_free(c);
+            return mst;
+        }
+        kf_log(2, "verify: %d input sets of module task '%s' drawn in %.2f s, reference process took %.2f s "
+                  "(seed %llu)", c->nsets, g->name, c->t_draw, c->t_ref, (unsigned long long)c->seed);
+        *out = c;
+        return KF_OK;
+    }
     c->pos = kf_calloc((size_t)c->nin + 1, sizeof *c->pos);
     c->mag = kf_calloc((size_t)c->nin + 1, sizeof *c->mag);
     kf_graph_input_domains(g, c->pos, c->mag);

@@ -8,6 +8,7 @@
  *   sandbox.c  the memfd region (guards), fork/exec of the runner under limits, outcome
  *   memcheck.c the memory-checker run (valgrind on the CPU, compute-sanitizer on CUDA)
  *   profile.c  the profiled run (Nsight Compute) of a candidate that passed verification
+ *   refproc.c  a module task's sets and its reference process (the module in float64)
  */
 #ifndef KF_VERIFY_INT_H
 #define KF_VERIFY_INT_H
@@ -146,6 +147,21 @@ int kf_verify_input_changed(const kf_verify_ctx *c, const kf_sbx *sb, int s, int
  * resolved, the buffer sizes): what kf_verify_ctx_new draws the sets into and
  * kf_verify_ctx_from_parts (refcache.c) reads them into. seed = opts.seed (0 stays 0). */
 kf_verify_ctx *kf_verify_ctx_shell(const kf_graph *g, const kf_verify_opts *o);
+
+/* Output j of set v from its float64 reference dout_j (bounds dbnd_j, may be NULL): the
+ * reference rounded to the output's dtype, its RMS, the bounds as floats. */
+void kf_verify_set_ref(kf_verify_ctx *c, kf_vset *v, int j, const double *dout_j, const double *dbnd_j);
+/* Draw input i of set s (its dtype, the set's distribution, magnitude limit mag, the task's
+ * range) into data, as every set is drawn. */
+void kf_verify_draw_input(const kf_verify_ctx *c, int s, int i, double mag, void *data);
+
+/* ---- refproc.c ---- */
+
+/* A module task's sets (c->g->module): inputs drawn as for any task, params from the
+ * module's weights file, the reference from a separate PyTorch process in float64. Fills
+ * c->sets, c->nsets, c->t_draw, c->t_ref. An error names the task (the reference process
+ * failing, hanging, writing the wrong sizes; the module's files missing or wrong). */
+kf_status kf_verify_module_sets(kf_verify_ctx *c, kf_error *err);
 
 kf_status kf_verify_find_runner(const kf_verify_ctx *c, char *out, size_t cap, kf_error *err);
 

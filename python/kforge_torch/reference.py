@@ -1,0 +1,254 @@
+"""The reference process of a module task: the module itself, in float64 on the CPU.
+
+usage: python3 -m kforge_torch.reference SPEC.json DIR SETS
+
+SPEC.json is the module task's spec (kforge_torch.module_task writes it beside the task);
+SETS a comma-separated list of input-set numbers. For each set S, DIR/in.S holds the
+forward's tensor arguments as the kernel gets them (raw little-endian, in the spec's input
+order, each dense in its dtype); this process writes DIR/out.S, every output as float64 in
+order (the file appears complete or not at all: written as out.S.tmp, then renamed), and
+DIR/of.S where the module in float32 gives an infinity or NaN that float64 does not (the
+verifier then draws that set again at a smaller magnitude).
+
+The module is built as kforge import built it: Model(*get_init_inputs()) under the spec's
+seed, in its mode, then its state_dict replaced by the weights file (the values the kernel
+gets as params), then converted to float64 (torch.nn.Module.double: floating parameters and
+buffers). Float inputs are converted exactly to float64. The process refuses sockets (no
+network: the module is the user's code, trusted as the reference, but nothing it does may
+reach out) and runs on the CPU only.
+
+Why float64 on the CPU: float64 rounds 2^29 times finer than float32, so the reference's own
+error is far below the tolerance a float32 kernel is held to (1e-4), whatever order the
+module's reductions take; every CPU has it, and the verifier's interpreter is float64 too.
+It is slow where the module is large (float64 convolutions and matmuls on the CPU run at a
+fraction of float32's rate: docs/design-notes.md has the measured cost per input set).
+
+Exit status: 0 written, 2 a usage or spec error, 3 the module failed (the message names the
+step), other: a crash.
+"""
+import importlib.util
+import json
+import os
+import socket
+import sys
+
+import numpy as np
+import torch
+
+NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "bool": np.bool_}
+TORCH = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+         "i64": torch.int64, "bool": torch.bool}
+ITEM = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "bool": 1}
+
+
+class RefError(Exception):
+    pass
+
+
+def no_network():
+    def refuse(*a, **k):
+        raise OSError("the reference process has no network")
+    socket.socket = refuse
+    socket.create_connection = refuse
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def tensor_from(buf, dt, shape):
+    if dt == "bf16":
+        a = np.frombuffer(buf, dtype=np.int16).copy()
+        return torch.from_numpy(a).view(torch.bfloat16).reshape(shape)
+    a = np.frombuffer(buf, dtype=NP[dt]).copy()
+    return torch.from_numpy(a).reshape(shape)
+
+
+# the random draws a forward may make itself (KernelBench's LSTMs draw h0 and c0 with
+# torch.randn in forward): recorded at import, replayed in the reference, given to the
+# kernel as params
+RANDOM_FUNCS = (torch.randn, torch.rand, torch.randint, torch.randn_like, torch.rand_like, torch.randint_like,
+                torch.normal, torch.randperm)
+
+
+class Draws(torch.overrides.TorchFunctionMode):
+    """Inside: every call of RANDOM_FUNCS is recorded (record=True: its result appended to
+    self.draws) or answered with the next recorded draw (converted to the dtype the call
+    would give). A replay that runs out, or whose draw has another shape, raises."""
+
+    def __init__(self, draws=None, record=False):
+        super().__init__()
+        self.draws = [] if draws is None else draws
+        self.record = record
+        self.next = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func not in RANDOM_FUNCS:
+            return out
+        if self.record:
+            self.draws.append(out.detach().clone())
+            return out
+        if self.next >= len(self.draws):
+            raise RefError(f"forward drew more random tensors than at import ({len(self.draws)})")
+        rec = self.draws[self.next]
+        self.next += 1
+        if tuple(rec.shape) != tuple(out.shape):
+            raise RefError(f"forward's random draw {self.next - 1} is {list(out.shape)}, at import it was "
+                           f"{list(rec.shape)}")
+        with torch.no_grad():
+            out.copy_(rec)
+        return out
+
+
+def draws_of(spec, blob):
+    """The recorded random draws among the spec's params, in draw order."""
+    return [tensor_from(blob[p["offset"]:p["offset"] + numel(p["shape"]) * ITEM[p["dtype"]]], p["dtype"], p["shape"])
+            for p in spec["params"] if p.get("draw")]
+
+
+class ModelFactory:
+    """Builds the module afresh, as kforge import built it: the source executed once, then
+    per build Model(*get_init_inputs()) under the spec's seed, its mode, the weights file's
+    values loaded. A fresh build per forward, not a deep copy: a module whose forward is a
+    closure over its own submodules (`self.mlpf = lambda x: m.c_proj(...)`, KernelBench 44)
+    would still call the original's."""
+
+    def __init__(self, spec, spec_dir):
+        self.spec = spec
+        self.src = os.path.join(spec_dir, spec["source"])
+        modspec = importlib.util.spec_from_file_location("kforge_reference_module", self.src)
+        self.mod = importlib.util.module_from_spec(modspec)
+        try:
+            modspec.loader.exec_module(self.mod)
+        except Exception as e:
+            raise RefError(f"{self.src}: loading the module raised {type(e).__name__}: {e}") from e
+        with open(os.path.join(spec_dir, spec["weights"]), "rb") as f:
+            self.blob = f.read()
+
+    def make(self, float64=False):
+        spec = self.spec
+        try:
+            torch.manual_seed(spec.get("seed", 0))
+            init = self.mod.get_init_inputs()
+            model = getattr(self.mod, spec.get("class", "Model"))(*init)
+        except Exception as e:
+            raise RefError(f"{self.src}: building the module raised {type(e).__name__}: {e}") from e
+        if spec.get("mode") == "eval":
+            model.eval()
+        try:
+            load_state(model, spec, self.blob)
+        except Exception as e:
+            raise RefError(f"loading the weights into the module raised {type(e).__name__}: {e}") from e
+        return to_float64(model) if float64 else model
+
+
+def load_model(spec, spec_dir):
+    return ModelFactory(spec, spec_dir).make()
+
+
+def load_state(model, spec, blob):
+    """The spec's params from the weights blob into model: its state_dict (strict), then the
+    tensors it holds as plain attributes ("attr": true, set on their submodule)."""
+    state = {}
+    for p in spec["params"]:
+        if p.get("draw"):
+            continue
+        n = numel(p["shape"]) * ITEM[p["dtype"]]
+        chunk = blob[p["offset"]:p["offset"] + n]
+        if len(chunk) != n:
+            raise RefError(f"the weights file is too short for '{p['key']}'")
+        t = tensor_from(chunk, p["dtype"], p["shape"])
+        if p.get("attr"):
+            owner, _, name = p["key"].rpartition(".")
+            setattr(model.get_submodule(owner) if owner else model, name, t)
+        else:
+            state[p["key"]] = t
+    model.load_state_dict(state, strict=True)
+
+
+def to_float64(model):
+    """model in float64: its floating parameters and buffers (Module.double) and the floating
+    tensors it holds as plain attributes."""
+    model = model.to(torch.float64)
+    for m in model.modules():
+        for name, t in list(vars(m).items()):
+            if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) and t.is_floating_point():
+                setattr(m, name, t.double())
+    return model
+
+
+def forward(model, args, draws=()):
+    with torch.no_grad(), Draws(list(draws)):
+        out = model(*args)
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3:
+        print("usage: python3 -m kforge_torch.reference SPEC.json DIR SETS", file=sys.stderr)
+        return 2
+    spec_path, wdir, sets = argv
+    no_network()
+    with open(spec_path) as f:
+        spec = json.load(f)
+    if spec.get("format") != "kforge-module":
+        print(f"{spec_path}: not a kforge module spec", file=sys.stderr)
+        return 2
+    try:
+        spec_dir = os.path.dirname(os.path.abspath(spec_path))
+        factory = ModelFactory(spec, spec_dir)
+        draws = draws_of(spec, factory.blob)
+        sizes = [numel(x["shape"]) * ITEM[x["dtype"]] for x in spec["inputs"]]
+        for s in [int(t) for t in sets.split(",") if t]:
+            with open(os.path.join(wdir, f"in.{s}"), "rb") as f:
+                blob = f.read()
+            if len(blob) != sum(sizes):
+                raise RefError(f"input set {s}: {len(blob)} bytes, expected {sum(sizes)}")
+            xs, off = [], 0
+            for x, n in zip(spec["inputs"], sizes):
+                xs.append(tensor_from(blob[off:off + n], x["dtype"], x["shape"]))
+                off += n
+            args32 = [xs[a["input"]] if "input" in a else a["value"] for a in spec["args"]]
+            args64 = [a.double() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
+                      for a in args32]
+            try:
+                torch.set_default_dtype(torch.float64)  # tensors forward makes itself
+                try:
+                    # a fresh copy per set: a module that keeps state between calls is
+                    # taken at its first call on every set, whatever the sets' order
+                    outs = forward(factory.make(float64=True), args64, draws)
+                finally:
+                    torch.set_default_dtype(torch.float32)
+                outs32 = forward(factory.make(), [a.clone() if isinstance(a, torch.Tensor) else a
+                                                  for a in args32], draws)
+            except Exception as e:
+                raise RefError(f"forward on input set {s} raised {type(e).__name__}: {e}") from e
+            want = spec["outputs"]
+            if len(outs) != len(want):
+                raise RefError(f"forward gave {len(outs)} outputs, the task has {len(want)}")
+            for j, (o, w) in enumerate(zip(outs, want)):
+                if not isinstance(o, torch.Tensor) or list(o.shape) != list(w["shape"]):
+                    raise RefError(f"output {j} is {getattr(o, 'shape', type(o))}, the task says {w['shape']}")
+            tmp = os.path.join(wdir, f"out.{s}.tmp")
+            with open(tmp, "wb") as f:
+                for o in outs:
+                    f.write(o.detach().to(torch.float64).contiguous().numpy().tobytes())
+            os.replace(tmp, os.path.join(wdir, f"out.{s}"))
+            over = any((~torch.isfinite(b.double()) & torch.isfinite(a.double())).any().item()
+                       for a, b in zip(outs, outs32) if a.dtype.is_floating_point)
+            if over:
+                open(os.path.join(wdir, f"of.{s}"), "w").close()
+    except RefError as e:
+        print(f"kforge reference: {e}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
