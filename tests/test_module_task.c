@@ -2,7 +2,7 @@
  * Module tasks (issue 26): a PyTorch module with an op kforge cannot lower becomes a task
  * whose reference is the module itself, run in float64 by a separate process
  * (src/verify/refproc.c, python/kforge_torch/reference.py). The fixture is
- * tests/modules/conv_gn_mish.py (conv2d, group norm, mish: mish has no op record), made a
+ * tests/modules/conv_gn_shrink.py (conv2d, group norm, softshrink: softshrink has no op record), made a
  * module task by kforge_torch.module_task in each test's own folder.
  *
  * Checked here: the format's statements and their errors; the verifier on a module task
@@ -66,7 +66,7 @@ static void make_task_of(const char *name) {
     unlink(lp);
 }
 
-static void make_task(void) { make_task_of("conv_gn_mish"); }
+static void make_task(void) { make_task_of("conv_gn_shrink"); }
 
 static kf_graph *parse_task(void) {
     kf_graph *g = NULL;
@@ -78,7 +78,7 @@ static kf_graph *parse_task(void) {
 /* Appends text to the task's copy of the module (a forward that crashes or hangs). */
 static void patch_module(const char *text) {
     char p[300];
-    snprintf(p, sizeof p, "%s/conv_gn_mish.py", taskdir);
+    snprintf(p, sizeof p, "%s/conv_gn_shrink.py", taskdir);
     FILE *f = fopen(p, "a");
     cr_assert_not_null(f);
     fputs(text, f);
@@ -88,7 +88,7 @@ static void patch_module(const char *text) {
 static char *kernel_text(void) {
     char *src = NULL;
     kf_error err = {0};
-    cr_assert_eq(kf_read_file(KF_SOURCE_DIR "/tests/modules/conv_gn_mish_kernel.c", &src, NULL, &err), KF_OK, "%s",
+    cr_assert_eq(kf_read_file(KF_SOURCE_DIR "/tests/modules/conv_gn_shrink_kernel.c", &src, NULL, &err), KF_OK, "%s",
                  err.msg);
     return src;
 }
@@ -102,9 +102,9 @@ static char *replaced(const char *src, const char *from, const char *to) {
     return out;
 }
 
-/* Wrong on every set: group norm without the mish. */
+/* Wrong on every set: group norm without the softshrink. */
 static char *wrong_kernel(void) {
-    char *k = kernel_text(), *w = replaced(k, "p[e] = (float)(v * tanh(sp));", "p[e] = (float)v;");
+    char *k = kernel_text(), *w = replaced(k, "p[e] = (float)(v > 0.5 ? v - 0.5 : v < -0.5 ? v + 0.5 : 0.0);", "p[e] = (float)v;");
     free(k);
     return w;
 }
@@ -282,7 +282,7 @@ static void ref_fails(const char *want) {
     kf_error err = {0};
     kf_status st = open_ctx(&f, &err);
     cr_assert_neq(st, KF_OK, "the context was made");
-    cr_assert(strstr(err.msg, "task 'conv_gn_mish'"), "the task is not named: %s", err.msg);
+    cr_assert(strstr(err.msg, "task 'conv_gn_shrink'"), "the task is not named: %s", err.msg);
     cr_assert(strstr(err.msg, want), "'%s' not in: %s", want, err.msg);
     cr_assert_eq(ref_dirs_left(), 0, "the reference's folder was left behind");
     close_ctx(&f);
@@ -326,7 +326,7 @@ Test(module_task, reference_outputs_of_the_wrong_size_are_an_error) {
 Test(module_task, weights_of_the_wrong_size_are_an_error) {
     make_task();
     char w[300];
-    snprintf(w, sizeof w, "%s/conv_gn_mish.weights", taskdir);
+    snprintf(w, sizeof w, "%s/conv_gn_shrink.weights", taskdir);
     cr_assert_eq(truncate(w, 100), 0);
     vfx f;
     kf_error err = {0};
@@ -427,7 +427,7 @@ Test(module_task, llm_agent_writes_the_whole_forward_and_is_judged_against_the_m
     cr_assert_eq(json_array_size(log), 3);
     json_t *msgs = at(json_array_get(log, 0), "body.messages");
     const char *ask = json_string_value(json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
-    cr_assert(ask && strstr(ask, "F.mish(self.gn(self.conv(x)))"), "no module source: %s", ask ? ask : "");
+    cr_assert(ask && strstr(ask, "F.softshrink(self.gn(self.conv(x)), 0.5)"), "no module source: %s", ask ? ask : "");
     cr_assert(strstr(ask, "param p_conv_weight: f32[8, 3, 3, 3]"), "no params: %s", ask);
     cr_assert(strstr(ask, "whole PyTorch module"), "no module instructions: %s", ask);
     cr_assert(strstr(ask, "kforge_kernel"), "no contract: %s", ask);

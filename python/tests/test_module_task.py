@@ -24,32 +24,32 @@ def read(path):
 
 def test_kforge_import_writes_a_module_task_where_an_op_does_not_lower(kforge, tmp_path):
     out = tmp_path / "cgm"
-    p = subprocess.run([kforge, "import", os.path.join(MODULES, "conv_gn_mish.py"), "--out", str(out)],
+    p = subprocess.run([kforge, "import", os.path.join(MODULES, "conv_gn_shrink.py"), "--out", str(out)],
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert "aten.mish" in p.stderr and "writing a module task" in p.stderr
+    assert "aten.softshrink" in p.stderr and "writing a module task" in p.stderr
     assert "--agent llm" in p.stdout
     kf = read(out / "task.kf")
-    assert "module conv_gn_mish\n" in kf
+    assert "module conv_gn_shrink\n" in kf
     assert "input x: f32[2, 3, 10, 10]\n" in kf  # randn: no range, every distribution
     assert "param p_conv_weight: f32[8, 3, 3, 3]   # conv.weight" in kf
     assert "output out: f32[2, 8, 8, 8]" in kf
     # conv FLOPs as FlopCounterMode counts them: 2 * N*CO*OH*OW * CI*K*K
     assert f"cost flops={2 * 2 * 8 * 8 * 8 * 27} " in kf
-    spec = json.loads(read(out / "conv_gn_mish.json"))
+    spec = json.loads(read(out / "conv_gn_shrink.json"))
     assert spec["init"] == [3, 8, 3, 4]
     assert [p["key"] for p in spec["params"]] == ["conv.weight", "conv.bias", "gn.weight", "gn.bias"]
-    assert os.path.getsize(out / "conv_gn_mish.weights") == 4 * (8 * 27 + 8 + 8 + 8)
-    assert read(out / "conv_gn_mish.py") == read(os.path.join(MODULES, "conv_gn_mish.py"))
+    assert os.path.getsize(out / "conv_gn_shrink.weights") == 4 * (8 * 27 + 8 + 8 + 8)
+    assert read(out / "conv_gn_shrink.py") == read(os.path.join(MODULES, "conv_gn_shrink.py"))
     # the weights are the module's own, under the seed
     torch.manual_seed(0)
     sys.path.insert(0, MODULES)
     try:
-        import conv_gn_mish as m
+        import conv_gn_shrink as m
     finally:
         sys.path.pop(0)
     model = m.Model(*m.get_init_inputs())
-    w = np.fromfile(out / "conv_gn_mish.weights", dtype=np.float32)
+    w = np.fromfile(out / "conv_gn_shrink.weights", dtype=np.float32)
     assert np.array_equal(w[:216], model.conv.weight.detach().numpy().ravel())
 
 
@@ -93,7 +93,7 @@ def get_init_inputs():
 
 
 def test_reference_process_computes_the_module_in_float64(tmp_path):
-    spec = module_task.write_module_task(os.path.join(MODULES, "conv_gn_mish.py"), str(tmp_path), name="cgm")
+    spec = module_task.write_module_task(os.path.join(MODULES, "conv_gn_shrink.py"), str(tmp_path), name="cgm")
     x = torch.randn(2, 3, 10, 10) * 3
     (tmp_path / "in.4").write_bytes(x.numpy().tobytes())
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
@@ -104,7 +104,7 @@ def test_reference_process_computes_the_module_in_float64(tmp_path):
     torch.manual_seed(0)
     sys.path.insert(0, MODULES)
     try:
-        import conv_gn_mish as m
+        import conv_gn_shrink as m
     finally:
         sys.path.pop(0)
     model = m.Model(*m.get_init_inputs()).double()
@@ -146,16 +146,16 @@ def scripted_server(tmp_path, kernel):
 def test_bench_runs_a_module_task(kforge, tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "conv_gn_mish.py").write_text(read(os.path.join(MODULES, "conv_gn_mish.py")))
+    (suite / "conv_gn_shrink.py").write_text(read(os.path.join(MODULES, "conv_gn_shrink.py")))
     base = [kforge, "bench", str(suite), "--iters", "1", "--no-compile", "--reps", "5"]
     # the builtin: the row says what to do
     p = subprocess.run(base + ["--out", str(tmp_path / "b1"), "--json", str(tmp_path / "b1.json")],
                        capture_output=True, text=True)
     row = json.loads(read(tmp_path / "b1.json"))["rows"][0]
     assert row["status"] == "unsupported" and "module task: use --agent llm" in row["detail"], row
-    assert "aten.mish" in row["detail"] and p.returncode == 0, (row, p.stderr)
+    assert "aten.softshrink" in row["detail"] and p.returncode == 0, (row, p.stderr)
     # a model: the kernel is checked against the module and timed against it
-    srv, port = scripted_server(tmp_path, read(os.path.join(MODULES, "conv_gn_mish_kernel.c")))
+    srv, port = scripted_server(tmp_path, read(os.path.join(MODULES, "conv_gn_shrink_kernel.c")))
     try:
         p = subprocess.run(base + ["--agent", "llm", "--llm-url", f"http://127.0.0.1:{port}/v1", "--model", "scripted",
                                    "--out", str(tmp_path / "b2"), "--json", str(tmp_path / "b2.json")],
@@ -172,10 +172,10 @@ def test_bench_runs_a_module_task(kforge, tmp_path):
 def test_export_refuses_a_module_task_run(kforge, tmp_path):
     """its kernel takes the params in state_dict order: no ModelNew mapped by graph.json"""
     from kforge_torch import export
-    module_task.write_module_task(os.path.join(MODULES, "conv_gn_mish.py"), str(tmp_path), name="cgm")
+    module_task.write_module_task(os.path.join(MODULES, "conv_gn_shrink.py"), str(tmp_path), name="cgm")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "kernel.c").write_text(read(os.path.join(MODULES, "conv_gn_mish_kernel.c")))
+    (run / "kernel.c").write_text(read(os.path.join(MODULES, "conv_gn_shrink_kernel.c")))
     args = ["in x: f32[2, 3, 10, 10]", "in p_conv_weight: f32[8, 3, 3, 3]", "in p_conv_bias: f32[8]",
             "in p_gn_weight: f32[8]", "in p_gn_bias: f32[8]", "out out: f32[2, 8, 8, 8]"]
     (run / "manifest.json").write_text(json.dumps({"platform": "cpu", "task": "cgm", "entry": "kforge_kernel",
@@ -283,7 +283,7 @@ class Model(torch.nn.Module):
         super().__init__()
         self.layers = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(depth)])
     def forward(self, x):
-        return F.mish(self.layers(x))
+        return F.softshrink(self.layers(x), 0.5)
 def get_inputs():
     return [torch.randn(2, 4)]
 def get_init_inputs():
@@ -307,7 +307,7 @@ int kforge_kernel(void *const *args) {
             }
             for (int o = 0; o < 4; o++) v[o] = t[o];
         }
-        for (int o = 0; o < 4; o++) y[r * 4 + o] = (float)(v[o] * tanh(log1p(exp(v[o]))));
+        for (int o = 0; o < 4; o++) y[r * 4 + o] = (float)(v[o] > 0.5 ? v[o] - 0.5 : v[o] < -0.5 ? v[o] + 0.5 : 0.0);
     }
     return 0;
 }
@@ -421,7 +421,7 @@ class Model(torch.nn.Module):
         super().__init__()
         self.norms = torch.nn.Sequential(*[torch.nn.BatchNorm1d(4) for _ in range(depth)])
     def forward(self, x):
-        return F.mish(self.norms(x))
+        return F.softshrink(self.norms(x), 0.5)
 def get_inputs():
     return [torch.randn(8, 4)]
 def get_init_inputs():

@@ -1,10 +1,10 @@
-/* The correct CPU kernel of tests/modules/conv_gn_mish.py (its module task: the input,
+/* The correct CPU kernel of tests/modules/conv_gn_shrink.py (its module task: the input,
  * then the params conv.weight, conv.bias, gn.weight, gn.bias, then the output). The test
  * of module tasks (tests/test_module_task.c) plays it as the scripted model's reply and
  * derives its wrong variants from it. */
 #include <math.h>
 #include <stdint.h>
-/* conv2d 3->8, k3, on [2,3,10,10]; group norm 4 groups; mish */
+/* conv2d 3->8, k3, on [2,3,10,10]; group norm 4 groups; softshrink (lambda 0.5) */
 int kforge_kernel(void *const *args) {
     const float *x = args[0], *w = args[1], *b = args[2], *gw = args[3], *gb = args[4];
     float *y = args[5];
@@ -33,8 +33,7 @@ int kforge_kernel(void *const *args) {
             for (int e = 0; e < m; e++) {
                 int c = g * cpg + e / (OH * OW);
                 double v = (p[e] - mean) * rs * gw[c] + gb[c];
-                double sp = v > 20 ? v : log1p(exp(v));
-                p[e] = (float)(v * tanh(sp));
+                p[e] = (float)(v > 0.5 ? v - 0.5 : v < -0.5 ? v + 0.5 : 0.0);
             }
         }
     return 0;

@@ -1,5 +1,5 @@
-# A level-2-like module kforge cannot lower (mish has no op record): conv2d, group norm,
-# mish. KernelBench format: class Model, get_inputs(), get_init_inputs().
+# A level-2-like module kforge cannot lower (softshrink has no op record): conv2d, group norm,
+# softshrink. KernelBench format: class Model, get_inputs(), get_init_inputs().
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -12,7 +12,7 @@ class Model(nn.Module):
         self.gn = nn.GroupNorm(groups, cout)
 
     def forward(self, x):
-        return F.mish(self.gn(self.conv(x)))
+        return F.softshrink(self.gn(self.conv(x)), 0.5)
 
 
 def get_inputs():
