@@ -369,32 +369,37 @@ def get_init_inputs():
 '''
 
 
-def test_mish_and_the_spelled_out_arithmetic_import_and_match_pytorch(kforge, tmp_path):
-    """aten.mish (eight KernelBench level-2 problems) and torch.multiply / subtract / divide
-    lower to kforge's ops, and the kernel matches the module."""
-    model = write(tmp_path / "mish_mul.py", MISH_MULTIPLY)
+def import_synth_load(kforge, tmp_path, name, source):
+    """The module written to tmp_path/NAME.py, imported, synthesized (one candidate) and loaded:
+    (task text, graph.json, the CPU kernel, the module's Python module)."""
+    model = write(tmp_path / f"{name}.py", source)
     bundle = tmp_path / "b"
     p = run([kforge, "import", model, "--out", str(bundle)])
     assert p.returncode == 0, p.stderr
-    text = open(bundle / "task.kf").read()
-    assert "= x * tanh(softplus(x))" in text and "multiply = mish * y" in text, text
     run_dir = tmp_path / "run"
     p = run([kforge, "synth", str(bundle / "task.kf"), "--iters", "1", "--memcheck", "off", "-q",
              "--out", str(run_dir)], timeout=600)
     assert p.returncode == 0, p.stderr
     import importlib.util
-    spec = importlib.util.spec_from_file_location("mish_mul", model)
+    spec = importlib.util.spec_from_file_location(name, model)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return (open(bundle / "task.kf").read(), json.load(open(bundle / "graph.json")),
+            load_cpu_kernel(str(run_dir)), mod)
+
+
+def test_mish_and_the_spelled_out_arithmetic_import_and_match_pytorch(kforge, tmp_path):
+    """aten.mish (eight KernelBench level-2 problems) and torch.multiply / subtract / divide
+    lower to kforge's ops, and the kernel matches the module."""
+    text, _, k, mod = import_synth_load(kforge, tmp_path, "mish_mul", MISH_MULTIPLY)
+    assert "= x * tanh(softplus(x))" in text and "multiply = mish * y" in text, text
     torch.manual_seed(1)
     x, y = mod.get_inputs()
-    k = load_cpu_kernel(str(run_dir))
     with torch.no_grad():
         want = mod.Model()(x, y)
         got = k(x, y)
     got = got[0] if isinstance(got, (tuple, list)) else got
     assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
-
 
 ZERO_D = '''
 import torch
@@ -421,28 +426,14 @@ def get_init_inputs():
 def test_a_0d_parameter_and_elementwise_min_max_import_and_match_pytorch(kforge, tmp_path):
     """A 0-d parameter is read as [1] (the kernel takes the 0-d tensor itself), and
     torch.min/max(x, tensor) are the elementwise minimum/maximum."""
-    model = write(tmp_path / "zero_d.py", ZERO_D)
-    bundle = tmp_path / "b"
-    p = run([kforge, "import", model, "--out", str(bundle)])
-    assert p.returncode == 0, p.stderr
-    text = open(bundle / "task.kf").read()
+    text, g, k, mod = import_synth_load(kforge, tmp_path, "zero_d", ZERO_D)
     assert "f32[1]" in text and "(0-d in PyTorch, read as [1])" in text, text
     assert "minimum(x, p_c)" in text and "maximum(x, " in text, text
-    run_dir = tmp_path / "run"
-    p = run([kforge, "synth", str(bundle / "task.kf"), "--iters", "1", "--memcheck", "off", "-q",
-             "--out", str(run_dir)], timeout=600)
-    assert p.returncode == 0, p.stderr
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("zero_d", model)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     m = mod.Model()
     x, = mod.get_inputs()
-    k = load_cpu_kernel(str(run_dir))
+    kin = [x if e["kind"] == "input" else m.c.detach() for e in g["inputs"]]
     with torch.no_grad():
         want = m(x)
-        g = json.load(open(bundle / "graph.json"))
-        kin = [x if e["kind"] == "input" else m.c.detach() for e in g["inputs"]]
         got = k(*kin)
     got = got[0] if isinstance(got, (tuple, list)) else got
     assert torch.allclose(got, want, atol=1e-6), (got - want).abs().max()

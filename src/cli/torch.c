@@ -280,17 +280,27 @@ static int check_bench_suite(int argc, char **argv) {
     return 0;
 }
 
+/* "--kforge SELF" and argv[1..]: what kforge bench and kforge slurm hand their Python module
+ * (NULL when out of memory; the caller frees the array, not its strings). */
+static char **self_args(int argc, char **argv, char self[PATH_MAX], int *na) {
+    self_path(self, PATH_MAX);
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!args) return NULL;
+    int n = 0;
+    args[n++] = "--kforge";
+    args[n++] = self;
+    for (int i = 1; i < argc; i++) args[n++] = argv[i];
+    *na = n;
+    return args;
+}
+
 int kf_cli_bench(int argc, char **argv) {
     int crc = check_bench_suite(argc, argv);
     if (crc) return crc;
     char self[PATH_MAX];
-    self_path(self, sizeof self);
-    char **args = calloc((size_t)argc + 3, sizeof *args);
-    if (!args) return KF_EXIT_INTERNAL;
     int na = 0;
-    args[na++] = "--kforge";
-    args[na++] = self;
-    for (int i = 1; i < argc; i++) args[na++] = argv[i];
+    char **args = self_args(argc, argv, self, &na);
+    if (!args) return KF_EXIT_INTERNAL;
     /* a merge needs no torch, and the parent of parallel slots none either: each runs in a
      * module that does not import it (docs/cluster.md) */
     const char *module = "kforge_torch.bench";
@@ -358,13 +368,9 @@ int kf_cli_export(int argc, char **argv) {
  * (kforge_torch.slurm, which needs no torch; docs/cluster.md). */
 int kf_cli_slurm(int argc, char **argv) {
     char self[PATH_MAX];
-    self_path(self, sizeof self);
-    char **args = calloc((size_t)argc + 3, sizeof *args);
-    if (!args) return KF_EXIT_INTERNAL;
     int na = 0;
-    args[na++] = "--kforge";
-    args[na++] = self;
-    for (int i = 1; i < argc; i++) args[na++] = argv[i];
+    char **args = self_args(argc, argv, self, &na);
+    if (!args) return KF_EXIT_INTERNAL;
     int rc = run_python_module("kforge_torch.slurm", args, na);
     free(args);
     return rc == 127 ? KF_EXIT_USAGE : rc;
