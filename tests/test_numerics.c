@@ -299,6 +299,53 @@ Test(numerics, identity_is_not_relu_on_a_module_drawn_with_rand) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* A convolution is a sum of products too (kf_op_def.own_terms): its tolerance follows the
+ * same error model. 2304 terms an output on the wide-magnitude set (|x| up to 64): a plain
+ * float loop in another order than the reference's must verify (it failed set 2 before the
+ * rule, as KernelBench level 2's conv_transpose + add + minimum + gelu did), and one that
+ * drops a term must not. */
+static const char *conv_clamp_task = "task conv_clamp\n"
+                                     "input x: f32[2, 256, 10, 10]\n"
+                                     "input w: f32[8, 256, 3, 3]\n"
+                                     "output y = hardtanh(conv(x, w), min_val=-50, max_val=50)\n";
+
+static const char *conv_src(const char *skip) {
+    snprintf(buf, sizeof buf,
+             "#include <math.h>\n"
+             "int kforge_kernel(void *const *args) {\n"
+             "    const float *x = args[0], *w = args[1]; float *y = args[2];\n"
+             "    for (int n = 0; n < 2; n++) for (int o = 0; o < 8; o++)\n"
+             "        for (int i = 0; i < 8; i++) for (int j = 0; j < 8; j++) {\n"
+             "            float s = 0.0f;\n"
+             "            for (int kh = 0; kh < 3; kh++) for (int kw = 0; kw < 3; kw++)\n"
+             "                for (int c = 0; c < 256; c++) {\n"
+             "                    %s\n"
+             "                    s += x[((n * 256 + c) * 10 + i + kh) * 10 + j + kw] * w[((o * 256 + c) * 3 + kh) * 3 + kw];\n"
+             "                }\n"
+             "            y[((n * 8 + o) * 8 + i) * 8 + j] = fminf(fmaxf(s, -50.0f), 50.0f);\n"
+             "        }\n"
+             "    return 0;\n"
+             "}\n",
+             skip);
+    return buf;
+}
+
+Test(numerics, conv_in_another_order_verifies) {
+    fixture f;
+    fx_open(&f, conv_clamp_task);
+    kf_vresult r = run_src(&f, conv_src(""));
+    expect_ok(&r);
+    fx_close(&f);
+}
+
+Test(numerics, conv_skipping_one_term_is_caught) {
+    fixture f;
+    fx_open(&f, conv_clamp_task);
+    kf_vresult r = run_src(&f, conv_src("if (c == 33 && kh == 1 && kw == 2) continue;"));
+    expect_mismatch(&r);
+    fx_close(&f);
+}
+
 /* A contraction feeding a norm: on the offset set the GEMM's results are large with a small
  * spread, so its float32 error is amplified by the norm; the bound must be carried through
  * the norm (the record's f64_row_bound), or every kernel fails there. */

@@ -240,6 +240,11 @@ typedef struct kf_op_def {
     void (*own_f64)(const kf_op_dims *s, const kf_attrs *A, const double *const *in, double *out);
     double (*own_flops)(const kf_op_dims *s, const kf_attrs *A);
     int (*own_lower)(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *why, size_t cap);
+    /* an OWN record whose result sums products of its operands (a convolution: x times the
+     * weight, plus a bias): the most products an output element sums. The interpreter's
+     * error bound is then a matmul's, (terms + 1) u own_f64(|x|, |w|, |b|), plus the
+     * operands' own bounds carried through (kf_interp_run_bounds). NULL: no bound. */
+    int64_t (*own_terms)(const kf_op_dims *s, const kf_attrs *A);
     /* (a GATHER record has own_f64, its reference, and example, and no other own_*) */
     const char *example;
 } kf_op_def;

@@ -732,6 +732,39 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         free(te);
         return res;
     }
+    if (d->kind == KF_KIND_OWN && d->own_terms && d->own_f64) {
+        /* a sum of products (a convolution), bounded as a matmul is: (terms + 1) u times
+         * the sum of |x||w| (and |b|), plus each operand's bound carried through with the
+         * others' magnitudes (first order; the bias's bound alone) */
+        kf_op_dims s = kf_node_dims(g, n);
+        double *ab[KF_MAX_NODE_IN] = {0}, *zero[KF_MAX_NODE_IN] = {0};
+        const double *args[KF_MAX_NODE_IN];
+        for (int a = 0; a < n->nin; a++) {
+            int64_t na = ip_numel(&g->values[n->in[a]].shape);
+            ab[a] = kf_malloc((size_t)(na > 0 ? na : 1) * sizeof *ab[a]);
+            zero[a] = kf_calloc((size_t)(na > 0 ? na : 1), sizeof *zero[a]);
+            for (int64_t i = 0; i < na; i++) ab[a][i] = fabs(in[a][i]);
+            args[a] = ab[a];
+        }
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        d->own_f64(&s, &n->attr, args, res);
+        double f = (double)(d->own_terms(&s, &n->attr) + 1) * ip_unit_roundoff(g->values[n->out].dtype);
+        for (int64_t i = 0; i < cnt; i++) res[i] *= f;
+        double *tmp = any ? kf_malloc((size_t)cnt * sizeof *tmp) : NULL;
+        for (int a = 0; a < n->nin && tmp; a++) {
+            if (!eb[a]) continue;
+            for (int k = 0; k < n->nin; k++) /* the bias's bound alone, the others' with magnitudes */
+                args[k] = k == a ? eb[a] : (a >= 2 || k >= 2) ? zero[k] : ab[k];
+            d->own_f64(&s, &n->attr, args, tmp);
+            for (int64_t i = 0; i < cnt; i++) res[i] += fabs(tmp[i]);
+        }
+        free(tmp);
+        for (int a = 0; a < n->nin; a++) {
+            free(ab[a]);
+            free(zero[a]);
+        }
+        return res;
+    }
     if (!any) return NULL;
     if (d->cls == KF_CLASS_POINTWISE) {
         /* the result's spread over the corners of the operands' intervals, and its rounding */

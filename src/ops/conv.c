@@ -249,6 +249,18 @@ static double convt_flops(const kf_op_dims *s, const kf_attrs *A) {
     return 2.0 * (double)G.N * (double)G.C * (double)prod(G.S, G.d) * (double)G.Og * (double)prod(G.K, G.d);
 }
 
+/* The products an output element sums (kf_op_def.own_terms): the channels of its group
+ * times the taps; a transposed conv's output gathers at most as many. */
+static int64_t conv_terms(const kf_op_dims *s, const kf_attrs *A) {
+    conv_geom G = geom_ok(s, A, 0);
+    return G.Cg * prod(G.K, G.d);
+}
+
+static int64_t convt_terms(const kf_op_dims *s, const kf_attrs *A) {
+    conv_geom G = geom_ok(s, A, 1);
+    return G.Cg * prod(G.K, G.d);
+}
+
 /* "[a, b, c]" */
 static void list(kf_buf *o, const int64_t *v, int n) {
     kf_buf_puts(o, "[");
@@ -602,7 +614,7 @@ static int convt_lower(const kf_op_dims *s, const kf_attrs *A, kf_buf *o, char *
 
 const kf_op_def kf_ops_conv[] = {
     {.op = KF_OP_CONV, .name = "conv", CONV, .own_shape = conv_shape, .own_f64 = conv_f64,
-     .own_flops = conv_flops, .own_lower = conv_lower,
+     .own_flops = conv_flops, .own_lower = conv_lower, .own_terms = conv_terms,
      .doc = "convolution (1-3 spatial dims) of x [N, C, S...] with w [O, C/groups, K...], optional bias [O]",
      .attrs = {TUPLE("stride", ints, "3"), TUPLE("padding", ints2, "4"), TUPLE("dilation", ints3, "5"),
                GROUPS("6")},
@@ -613,7 +625,7 @@ const kf_op_def kf_ops_conv[] = {
      .example = "input x: f32[2, 6, 9, 8]\ninput w: f32[4, 3, 3, 2]\ninput b: f32[4]\n"
                 "output y = conv(x, w, b, stride=[2, 1], padding=[1, 0], dilation=[1, 2], groups=2)\n"},
     {.op = KF_OP_CONV_TRANSPOSE, .name = "conv_transpose", CONV, .own_shape = convt_shape, .own_f64 = convt_f64,
-     .own_flops = convt_flops, .own_lower = convt_lower,
+     .own_flops = convt_flops, .own_lower = convt_lower, .own_terms = convt_terms,
      .doc = "transposed convolution (1-3 spatial dims) of x [N, C, S...] with w [C, O/groups, K...], "
             "optional bias [O]",
      .attrs = {TUPLE("stride", ints, "3"), TUPLE("padding", ints2, "4"), TUPLE("output_padding", ints4, "5"),
