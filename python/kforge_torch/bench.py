@@ -162,14 +162,23 @@ def peers_for_module(path, bundle, seed, device="cpu"):
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
     state = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
-    kin = []
+    kin, saved = [], None
     for e in graph["inputs"]:
         if e["kind"] == "input":
             kin.append(inputs[e["index"]])
         elif e["target"] in state:
             kin.append(state[e["target"]].detach())
         else:
-            raise RuntimeError(f"graph input {e['name']} reads {e['target']}, which the module lacks")
+            # a constant torch.export lifted out of the forward (lifted_tensor_0): the module
+            # holds no attribute of it, the bundle's parameter file does
+            if saved is None:
+                from safetensors.torch import load_file
+                pf = os.path.join(bundle, "params.safetensors")
+                saved = load_file(pf) if os.path.exists(pf) else {}
+            if e["target"] not in saved:
+                raise RuntimeError(f"graph input {e['name']} reads {e['target']}, which neither the module "
+                                   "nor the bundle holds")
+            kin.append(saved[e["target"]].to(device))
     return model, [t.contiguous() for t in kin], inputs
 
 

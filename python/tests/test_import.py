@@ -437,3 +437,20 @@ def test_a_0d_parameter_and_elementwise_min_max_import_and_match_pytorch(kforge,
         got = k(*kin)
     got = got[0] if isinstance(got, (tuple, list)) else got
     assert torch.allclose(got, want, atol=1e-6), (got - want).abs().max()
+
+
+def test_bench_hands_the_kernel_a_lifted_constant(kforge, tmp_path):
+    """A tensor made inside forward (torch.tensor(0.25)) is lifted out by torch.export as a
+    constant the module does not hold: kforge bench takes it from the bundle's parameter file
+    (KernelBench level 2's 31 stopped there), and the kernel matches the module."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    write(suite / "01_min_const.py", SMALL.format(expr="torch.min(x, torch.tensor(0.25)) * 2"))
+    out_json = tmp_path / "b.json"
+    p = run([kforge, "bench", str(suite), "--iters", "1", "--reps", "5", "--no-compile", "--out",
+             str(tmp_path / "w"), "--json", str(out_json)], timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    row = json.load(open(out_json))["rows"][0]
+    assert row["status"] == "ok" and row["correct"], row
+    text = open(tmp_path / "w" / "01_min_const" / "bundle" / "task.kf").read()
+    assert "constant lifted_tensor_0 (0-d in PyTorch, read as [1])" in text, text
