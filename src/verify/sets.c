@@ -72,12 +72,15 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, int pos, double mag
     int64_t nblk = (n + KF_DRAW_BLOCK - 1) / KF_DRAW_BLOCK;
     uint64_t base = mix_seed(c->seed, s, i);
     int dist = c->sets[s].dist;
-#pragma omp parallel for schedule(dynamic, 1) if (par && nblk > 1)
+#pragma omp parallel if (par && nblk > 1)
+    {
+    /* without a destination: one block's room per thread, not one allocation per block */
+    void *own = data ? NULL : kf_malloc((size_t)KF_DRAW_BLOCK * (size_t)es);
+#pragma omp for schedule(dynamic, 1)
     for (int64_t k = 0; k < nblk; k++) {
         kf_rng r;
         kf_verify_rng_seed(&r, base + 0x9E3779B97F4A7C15ull * (uint64_t)k);
         int64_t from = k * KF_DRAW_BLOCK, cnt = n - from < KF_DRAW_BLOCK ? n - from : KF_DRAW_BLOCK;
-        void *own = data ? NULL : kf_malloc((size_t)KF_DRAW_BLOCK * (size_t)es);
         void *p = data ? (char *)data + from * es : own;
         kf_verify_draw(&r, dist, x->dtype, pos, mag, x->has_range, x->lo, x->hi, p, cnt);
         if (vals && x->dtype == KF_F32) /* the common case without a call per element */
@@ -85,7 +88,8 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, int pos, double mag
         else if (vals)
             for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
         if (hash) hash[k] = block_hash(c->hkey, p, (size_t)(cnt * es));
-        free(own);
+    }
+    free(own);
     }
 }
 
