@@ -350,8 +350,9 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     uint64_t need_one = fixed + refs;
     uint64_t have = host_memory(o);
     int keep_in = 1, keep_ref = 1;
-    if (have && need_all > have) keep_in = 0;
-    if (have && need_refs > have) keep_ref = 0;
+    /* a module task's sets come from its reference process whole (refproc.c) */
+    if (have && need_all > have && !g->module) keep_in = 0;
+    if (have && need_refs > have && !g->module) keep_ref = 0;
     char b1[32], b2[32], b3[32];
     if (have && need_one > have)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
@@ -382,7 +383,6 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     }
 
     if (g->module) { /* the module's reference comes from its own process (refproc.c) */
-        c->keep_in = c->keep_ref = 1;
         kf_status mst = kf_verify_module_sets(c, err);
         if (mst != KF_OK) {
             kf_verify_ctx_free(c);
