@@ -248,7 +248,14 @@ static void check_task(const char *text) {
 /* Check the task at one point: "name=value ..." over the stage parameters' suffixes (every
  * stage's), the rest at their defaults; `want` must appear in the source (what the point is
  * meant to exercise). */
+static void check_point_sets(const char *text, const char *assign, const char *want, int nsets);
 static void check_point(const char *text, const char *assign, const char *want) {
+    check_point_sets(text, assign, want, 2);
+}
+
+/* As check_point, with the first nsets distributions (6: every one, the offset and
+ * large-magnitude sets included). */
+static void check_point_sets(const char *text, const char *assign, const char *want, int nsets) {
     kf_error err = {0};
     kf_graph *g = parse(text);
     kf_synth *s = NULL;
@@ -259,7 +266,7 @@ static void check_point(const char *text, const char *assign, const char *want) 
     kf_verify_opts_default(&vo);
     vo.workdir = workdir;
     vo.seed = 7;
-    vo.nsets = 2;
+    vo.nsets = nsets;
     kf_verify_ctx *ctx = NULL;
     cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
     expect_verifies(s, ctx, &p, text, want);
@@ -374,6 +381,22 @@ Test(gpu_verify, norms) {
     check_task("input x: f32[3, 17]\ninput w: f32[17]\noutput y = rms_norm(x, w, eps=1e-5)\n");
     check_task("input x: f32[3, 1000003]\noutput y = rms_norm(x)\n");
     check_task("input x: f32[1, 100003]\ninput w: f32[100003]\ninput b: f32[100003]\noutput y = layer_norm(x, w, b)\n");
+}
+
+/* Softmax's max and sum of exp from one read (online), layer norm's mean and M2 from one
+ * read (blocks of 8 merged), on every distribution: per-lane runs long enough for the
+ * blocked fold (20000 / 32 > 512), two-pass splits, rows shorter than a team. */
+Test(gpu_verify, row_statistics_in_one_read) {
+    NEED_OCL();
+    const char *sm = "input x: f32[3, 20000]\noutput y = softmax(x)\noutput z = log_softmax(x)\n";
+    check_point_sets(sm, "ts=32 split=1", "const float lmx", 6);
+    check_point_sets(sm, "ts=32 split=4", "const float lmx", 6);
+    check_point_sets("input x: f32[5, 7]\noutput y = softmax(x)\n", "ts=32", "const float lmx", 6);
+    const char *ln = "input x: f32[3, 20000]\ninput w: f32[20000]\ninput b: f32[20000]\n"
+                     "output y = layer_norm(x, w, b)\n";
+    check_point_sets(ln, "ts=32 split=1", "nacc", 6);
+    check_point_sets(ln, "ts=64 split=16", "nacc", 6);
+    check_point_sets("input x: f32[4, 13]\noutput y = layer_norm(x)\n", "ts=8", "nacc", 6);
 }
 
 Test(gpu_verify, scans) {

@@ -25,13 +25,15 @@
  * the reduced count; sums accumulate in float in blocks (long per-item runs are summed in
  * blocks of 256 before they join the total, so the error does not grow with the run).
  *
- * Softmax: row layout (axis innermost) with one team per row: a max pass, a sum-of-exp
- * pass and a write pass over the row from global memory; split > 1 adds a two-kernel
+ * Softmax: row layout (axis innermost) with one team per row: one pass for the max and the
+ * sum of exp (online: a new maximum rescales the sum) and a write pass over the row from
+ * global memory; split > 1 adds a two-kernel
  * variant for long rows (pass 1: per-chunk max and sum of exp around it; pass 2: every
  * chunk rescales the partials to the row max and writes its part). Col layout (axis not
  * innermost): one work-item per column, three passes down the column.
- * Norms: one team per row, mean then centred sum of squares (two-pass, in float), the
- * write pass applies eps, weight and bias as the CPU template does; split > 1 computes
+ * Norms: one team per row; layer norm's mean and centred sum of squares from one read
+ * (blocks of 8 per lane, exact mean and M2 each, merged by the parallel-axis formula), rms
+ * norm's sum of squares likewise; the write pass applies eps, weight and bias as the CPU template does; split > 1 computes
  * per-chunk (mean, centred M2) and combines them exactly (the parallel-axis formula) in
  * pass 2.
  *
@@ -614,6 +616,32 @@ static void emit_reduce_col(kf_gplan *gp, int k, const kf_stage *st, const rgeom
 
 /* ---- softmax ---- */
 
+/* One read of the lane's elements for the row max and the sum of exp around it (the
+ * online form: a new maximum rescales the sum so far). mx starts at -FLT_MAX, not -inf, so
+ * a -inf element adds exp(-inf) = 0 instead of exp(NaN); a row of -inf ends with a sum of
+ * 0 and NaN outputs, as in the reference. Lanes keep their own max in lmx for the team
+ * combine (sum_l * exp(lmx - max)). Long per-lane runs fold blocks of 256 elements first,
+ * each merged into the total, so the error does not grow with the run (as emit_loop). */
+static void emit_online_maxsum(kf_buf *o, const kf_gplan *gp, int x, int64_t ts, int64_t per) {
+    const char *ix = gp->ix;
+    kf_buf_puts(o, "    float mx = -3.402823466e+38f, sum = 0.0f;\n");
+    if (per > 512) {
+        kf_buf_printf(o, "    for (%s rb = r0; rb < r1; rb += %lld) {\n", ix, (long long)(ts * 256));
+        kf_buf_printf(o, "        const %s re = rb + %lld < r1 ? rb + %lld : r1;\n", ix, (long long)(ts * 256),
+                      (long long)(ts * 256));
+        kf_buf_puts(o, "        float bm = -3.402823466e+38f, bs = 0.0f;\n");
+        kf_buf_printf(o, "        for (%s r = rb; r < re; r += %lld) {\n            const float v = b%d[base + r];\n", ix,
+                      (long long)ts, x);
+        kf_buf_puts(o, "            if (v > bm) { bs = bs * kf_expf(bm - v) + 1.0f; bm = v; } else bs += kf_expf(v - bm);\n        }\n");
+        kf_buf_puts(o, "        if (bm > mx) { sum = sum * kf_expf(mx - bm) + bs; mx = bm; } else sum += bs * kf_expf(bm - mx);\n    }\n");
+    } else {
+        kf_buf_printf(o, "    for (%s r = r0; r < r1; r += %lld) {\n        const float v = b%d[base + r];\n", ix,
+                      (long long)ts, x);
+        kf_buf_puts(o, "        if (v > mx) { sum = sum * kf_expf(mx - v) + 1.0f; mx = v; } else sum += kf_expf(v - mx);\n    }\n");
+    }
+    kf_buf_puts(o, "    const float lmx = mx;\n");
+}
+
 /* Elements a lane keeps with rc=1. */
 static int64_t rc_per(const rparams *P, int64_t N) {
     return P->rv == 4 ? 4 * cdiv(N / 4, P->ts) : cdiv(N, P->ts);
@@ -704,10 +732,8 @@ static void emit_softmax_row(kf_gplan *gp, int k, const kf_stage *st, const rgeo
     int x = n->in[0], y = n->out, logsm = kf_op_get(n->op)->log_out;
     const int64_t ts = P->ts, wg = P->wg, S = P->split, CH = P->chunk, N = G->N, rows = G->O;
     const int64_t rpg = wg / ts, nteams = rows * S;
-    char name[32], pname[16], l1[160], l2[160];
+    char name[32], pname[16];
     snprintf(pname, sizeof pname, "p%d", k);
-    snprintf(l1, sizeof l1, "        const float v = b%d[base + r];\n", x);
-    snprintf(l2, sizeof l2, "        const float v = kf_expf(b%d[base + r] - mx);\n", x);
     const int64_t per = cdiv(CH, ts);
 
     kf_gk kk;
@@ -734,16 +760,16 @@ static void emit_softmax_row(kf_gplan *gp, int k, const kf_stage *st, const rgeo
         kf_buf_printf(o, "    const %s row = team, r0 = lane, r1 = valid ? %lld : 0;\n", gp->ix, (long long)N);
     }
     kf_buf_printf(o, "    const %s base = row * %lld;\n", gp->ix, (long long)N);
-    kf_buf_puts(o, "    float mx = -KF_INF;\n");
-    emit_loop(o, gp, "r0", "r1", ts, per, l1, NULL, "mx = kf_nmax(mx, v);", "    ");
+    emit_online_maxsum(o, gp, x, ts, per);
     team_reduce(o, M_MAX, "mx", NULL, ts, P->sg, "    ");
-    kf_buf_puts(o, "    float sum = 0.0f;\n");
-    emit_loop(o, gp, "r0", "r1", ts, per, l2, "sum", NULL, "    ");
+    kf_buf_puts(o, "    sum *= kf_expf(lmx - mx);\n");
     team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
+    /* a +inf in the row makes x - max NaN for it, so the row's sum is NaN (as in the
+     * reference); the online sum skipped that term (pass 2 of split > 1 meets it itself) */
+    if (S == 1) kf_buf_puts(o, "    if (mx == KF_INF) sum = KF_NAN;\n");
     if (S > 1) {
-        /* a chunk of -inf has no sum of its own (exp(-inf - -inf) is NaN): it adds 0 */
-        kf_buf_printf(o, "    if (lane == 0 && valid) { %s[team * 2] = mx; %s[team * 2 + 1] = mx == -KF_INF ? 0.0f : sum; }\n",
-                      pname, pname);
+        /* a chunk of -inf keeps mx = -FLT_MAX and a sum of 0: it adds 0 in pass 2 */
+        kf_buf_printf(o, "    if (lane == 0 && valid) { %s[team * 2] = mx; %s[team * 2 + 1] = sum; }\n", pname, pname);
         launch1(gp, &kk, cdiv(nteams, rpg) * wg, wg);
         /* pass 2: every chunk combines its row's partials and writes its part */
         snprintf(name, sizeof name, "kf_s%d", k);
@@ -914,13 +940,28 @@ static void emit_norm(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, c
                       (long long)per, ri);
         team_reduce(o, M_SUM, "sq", NULL, ts, P->sg, "    ");
     } else if (layer) {
-        snprintf(l, sizeof l, "        const float v = b%d[base + r];\n", x);
-        kf_buf_puts(o, "    float sum = 0.0f;\n");
-        emit_loop(o, gp, "r0", "r1", ts, per, l, "sum", NULL, "    ");
+        /* one read of x: the lane's elements in blocks of 8 (a block's mean and M2 exact,
+         * from registers), blocks merged into the lane's (n, mean, M2), lanes combined by
+         * the parallel-axis formula: sum of n mean, then sum of M2 + n (mean - row mean)^2 */
+        kf_buf_puts(o, "    float nacc = 0.0f, sq = 0.0f;\n");
+        kf_buf_printf(o, "    for (%s rb = r0; rb < r1; rb += %lld) {\n", gp->ix, (long long)(8 * ts));
+        kf_buf_puts(o, "        float xb[8], bs = 0.0f;\n        int bn = 0;\n");
+        kf_buf_printf(o, "        for (int j = 0; j < 8; j++) {\n            const %s r = rb + j * %lld;\n", gp->ix,
+                      (long long)ts);
+        kf_buf_printf(o, "            xb[j] = r < r1 ? b%d[base + r] : 0.0f;\n", x);
+        kf_buf_puts(o, "            if (r < r1) { bs += xb[j]; bn++; }\n        }\n");
+        kf_buf_puts(o, "        const float bm = bs / (float)bn;\n        float bq = 0.0f;\n");
+        kf_buf_puts(o, "        for (int j = 0; j < 8; j++) { const float d = xb[j] - bm; if (j < bn) bq += d * d; }\n");
+        kf_buf_puts(o, "        const float nn = nacc + (float)bn, dl = bm - mean;\n");
+        kf_buf_puts(o, "        mean += dl * ((float)bn / nn);\n        sq += bq + dl * dl * (nacc * (float)bn / nn);\n");
+        kf_buf_puts(o, "        nacc = nn;\n    }\n");
+        kf_buf_puts(o, "    float sum = mean * nacc;\n");
         team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
+        kf_buf_puts(o, "    { const float dm = mean - sum / cnt; sq += nacc * dm * dm; }\n");
         kf_buf_puts(o, "    mean = sum / cnt;\n");
+        team_reduce(o, M_SUM, "sq", NULL, ts, P->sg, "    ");
     }
-    if (!P->rc) {
+    if (!P->rc && !layer) {
         snprintf(l, sizeof l, "        const float dv = b%d[base + r] - mean;\n        const float v = dv * dv;\n", x);
         kf_buf_puts(o, "    float sq = 0.0f;\n");
         emit_loop(o, gp, "r0", "r1", ts, per, l, "sq", NULL, "    ");
