@@ -391,12 +391,30 @@ Test(gpu_verify, row_statistics_in_one_read) {
     const char *sm = "input x: f32[3, 20000]\noutput y = softmax(x)\noutput z = log_softmax(x)\n";
     check_point_sets(sm, "ts=32 split=1", "const float lmx", 6);
     check_point_sets(sm, "ts=32 split=4", "const float lmx", 6);
-    check_point_sets("input x: f32[5, 7]\noutput y = softmax(x)\n", "ts=32", "const float lmx", 6);
+    /* short rows: rc=0, or a GPU device would keep them in registers (one read already) */
+    check_point_sets("input x: f32[5, 7]\noutput y = softmax(x)\n", "ts=32 rc=0", "const float lmx", 6);
     const char *ln = "input x: f32[3, 20000]\ninput w: f32[20000]\ninput b: f32[20000]\n"
                      "output y = layer_norm(x, w, b)\n";
     check_point_sets(ln, "ts=32 split=1", "nacc", 6);
     check_point_sets(ln, "ts=64 split=16", "nacc", 6);
-    check_point_sets("input x: f32[4, 13]\noutput y = layer_norm(x)\n", "ts=8", "nacc", 6);
+    check_point_sets("input x: f32[4, 13]\noutput y = layer_norm(x)\n", "ts=8 rc=0", "nacc", 6);
+}
+
+/* logsumexp's own GPU kernel: rows over one or several innermost axes, keepdim, one
+ * read with the long-run blocks, the two-pass split, a row shorter than the team, and the
+ * cross-entropy chain that reads it (the gather joins the stage after it); every
+ * distribution. */
+Test(gpu_verify, logsumexp_rows) {
+    NEED_OCL();
+    check_point_sets("input x: f32[5, 3001]\noutput y = logsumexp(x, axes=[1])\n", "ts=32", "logsumexp, row layout", 6);
+    check_point_sets("input x: f32[3, 17, 5]\noutput y = logsumexp(x, axes=[1, 2], keepdim=true)\n", "ts=32",
+                     "logsumexp, row layout", 6);
+    const char *long_rows = "input x: f32[3, 20000]\noutput y = logsumexp(x, axes=[1])\n";
+    check_point_sets(long_rows, "ts=32 split=1", "logsumexp, row layout", 6);
+    check_point_sets(long_rows, "ts=32 split=4", "pass 2 of 2: merge", 6);
+    check_point_sets("input x: f32[4, 3]\noutput y = logsumexp(x, axes=[1])\n", "ts=32", "logsumexp, row layout", 6);
+    check_task("input x: f32[64, 1000]\ninput t: i64[64] range(0, 999)\n"
+               "output loss = mean(logsumexp(x, axes=[1], keepdim=true) - gather(x, reshape(t, shape=[64, 1]), axis=1, fill=0))\n");
 }
 
 Test(gpu_verify, scans) {
@@ -901,6 +919,23 @@ Test(gpu_text, two_pass_reduction_has_partials) {
     cr_expect_eq(r.plan.nscratch, 2);
     cr_expect(strstr(r.c.source, "kf_arg_take") != NULL);
     cr_expect(strstr(r.c.source, "(long)ai") != NULL, "i64 result stored as long");
+    rendered_free(&r);
+}
+
+/* A float32 logsumexp over the innermost dims is one stage of its own on GPUs (one read of
+ * the rows), not its lowering's max stage and sum-of-exp stage; over an outer axis it is
+ * still lowered. */
+Test(gpu_text, logsumexp_rows_in_one_stage) {
+    kf_device_info dev;
+    gpu_like(&dev, "opencl");
+    rendered r;
+    render_default("input x: f32[64, 1000]\noutput y = logsumexp(x, axes=[1])\n", "opencl", &dev, &r);
+    cr_expect(strstr(r.c.source, "logsumexp, row layout") != NULL, "%s", r.c.source);
+    cr_expect(strstr(r.c.source, "max -> ") == NULL, "one stage:\n%s", r.c.source);
+    rendered_free(&r);
+    render_default("input x: f32[64, 1000]\noutput y = logsumexp(x, axes=[0])\n", "opencl", &dev, &r);
+    cr_expect(strstr(r.c.source, "logsumexp, row layout") == NULL, "%s", r.c.source);
+    cr_expect(strstr(r.c.source, "max -> ") != NULL, "the lowering's stages:\n%s", r.c.source);
     rendered_free(&r);
 }
 

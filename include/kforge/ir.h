@@ -169,6 +169,11 @@ int kf_graph_has_lowering(const kf_graph *g);
  * graph only: the reference evaluates g itself. KF_ERR_INTERNAL for a lowering that does
  * not apply (a defect of its record). */
 kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err);
+/* As kf_graph_lower, but a node for which keep(g, node, ctx) returns 1 is copied as it is
+ * (a platform with a kernel of its own for that op; keep NULL keeps none). */
+typedef int (*kf_lower_keep_fn)(const kf_graph *g, const kf_node *n, void *ctx);
+kf_status kf_graph_lower_keeping(const kf_graph *g, kf_lower_keep_fn keep, void *ctx, kf_graph **out,
+                                 kf_error *err);
 
 /* Lower a PyTorch task bundle's graph.json (python/kforge_torch/importer.py; the format is
  * in docs/pytorch.md) to a .kf task. On success *kf_text (caller frees, may be NULL to

@@ -144,9 +144,11 @@ typedef struct kf_op_dims {
     const int64_t *out;
 } kf_op_dims;
 
-/* Reduction combiners (REDUCE class; SCAN uses SUM and PROD). */
+/* Reduction combiners (REDUCE class; SCAN uses SUM and PROD). LOGSUMEXP marks a
+ * reduce-shaped composite that is the log of the sum of exp (computed around the max): a
+ * GPU template computes it from one read of its rows instead of its lowering. */
 typedef enum kf_combiner {
-    KF_COMB_SUM, KF_COMB_PROD, KF_COMB_MAX, KF_COMB_MIN, KF_COMB_ARGMAX, KF_COMB_ARGMIN
+    KF_COMB_SUM, KF_COMB_PROD, KF_COMB_MAX, KF_COMB_MIN, KF_COMB_ARGMAX, KF_COMB_ARGMIN, KF_COMB_LOGSUMEXP
 } kf_combiner;
 
 /* What a POINTWISE op's f32 expression is rendered from: the operands as expressions

@@ -214,6 +214,8 @@ static inline void ip_red_fold(kf_combiner op, double *acc, double *arg, double 
     case KF_COMB_ARGMIN:
         if (*acc == *acc && (v != v || v < *acc)) *acc = v, *arg = j;
         break;
+    case KF_COMB_LOGSUMEXP: /* a composite: its own f64_rows reference, never folded here */
+        break;
     }
 }
 

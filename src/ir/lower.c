@@ -188,6 +188,11 @@ int kf_graph_has_lowering(const kf_graph *g) {
 }
 
 kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
+    return kf_graph_lower_keeping(g, NULL, NULL, out, err);
+}
+
+kf_status kf_graph_lower_keeping(const kf_graph *g, kf_lower_keep_fn keep, void *ctx, kf_graph **out,
+                                 kf_error *err) {
     *out = NULL;
     kf_graph *h = kf_graph_new(g->name);
     snprintf(h->path, sizeof h->path, "%s", g->path);
@@ -220,7 +225,7 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
         const kf_value *ov = &g->values[n->out];
         int id;
         int64_t unroll = unroll_count(g, n);
-        if (d->lower || d->own_lower || unroll) {
+        if ((d->lower || d->own_lower || unroll) && !(keep && keep(g, n, ctx))) {
             char *text = NULL;
             if (unroll) {
                 text = unrolled_text(g, n, unroll);

@@ -171,6 +171,7 @@ const kf_op_def kf_ops_composite[] = {
      .torch = "lambda x, w=None, axes=-1, eps=1e-6: F.rms_norm(x, _norm_shape(x, axes), w, eps)"},
     {.op = KF_OP_LOGSUMEXP, .name = "logsumexp", .cls = KF_CLASS_COMPOSITE, .kind = KF_KIND_REDUCE,
      .min_in = 1, .max_in = 1, .flops = 4, .doc = "log(sum(exp(x))) over axes, computed stably",
+     .combiner = KF_COMB_LOGSUMEXP,
      .attrs = {AXES_ALL, KEEPDIM}, .aten = {"aten.logsumexp"},
      .torch = "lambda x, axes=None, keepdim=False: torch.logsumexp(x, dim=_dims(x, axes), keepdim=keepdim)",
      .f64_rows = rows_logsumexp, .f64_rows_bound = rows_logsumexp_bound,

@@ -118,6 +118,10 @@ static const char *record_defect(const kf_op_def *d, char *buf, size_t cap) {
                  d->name);
         return buf;
     }
+    if (d->combiner == KF_COMB_LOGSUMEXP && (d->cls != KF_CLASS_COMPOSITE || d->kind != KF_KIND_REDUCE)) {
+        snprintf(buf, cap, "%s: the log-sum-exp combiner goes with a reduce-shaped composite", d->name);
+        return buf;
+    }
     if ((d->cls == KF_CLASS_SCAN) != (d->kind == KF_KIND_SCAN) ||
         (d->cls == KF_CLASS_SCAN && d->combiner != KF_COMB_SUM && d->combiner != KF_COMB_PROD)) {
         snprintf(buf, cap, "%s: the SCAN class goes with the scan shape rule and a sum or product", d->name);

@@ -173,6 +173,7 @@ static mop mop_of(kf_op op) {
     case KF_COMB_MIN: return M_MIN;
     case KF_COMB_ARGMAX: return M_ARGMAX;
     case KF_COMB_ARGMIN: return M_ARGMIN;
+    case KF_COMB_LOGSUMEXP: break; /* emit_lse_row */
     }
     return M_SUM;
 }
@@ -618,11 +619,13 @@ static void emit_reduce_col(kf_gplan *gp, int k, const kf_stage *st, const rgeom
 
 /* One read of the lane's elements for the row max and the sum of exp around it (the
  * online form: a new maximum rescales the sum so far). mx starts at -FLT_MAX, not -inf, so
- * a -inf element adds exp(-inf) = 0 instead of exp(NaN); a row of -inf ends with a sum of
- * 0 and NaN outputs, as in the reference. Lanes keep their own max in lmx for the team
+ * a -inf element adds exp(-inf) = 0 instead of exp(NaN); an element equal to the max adds
+ * 1 (so +inf, +inf adds 1, not exp(NaN)); a NaN makes the sum NaN. `roff` computes the
+ * element's offset `idx` from r (may be empty). Lanes keep their own max in lmx for the team
  * combine (sum_l * exp(lmx - max)). Long per-lane runs fold blocks of 256 elements first,
  * each merged into the total, so the error does not grow with the run (as emit_loop). */
-static void emit_online_maxsum(kf_buf *o, const kf_gplan *gp, int x, int64_t ts, int64_t per) {
+static void emit_online_maxsum(kf_buf *o, const kf_gplan *gp, int x, int64_t ts, int64_t per, const char *roff,
+                               const char *idx) {
     const char *ix = gp->ix;
     kf_buf_puts(o, "    float mx = -3.402823466e+38f, sum = 0.0f;\n");
     if (per > 512) {
@@ -630,14 +633,14 @@ static void emit_online_maxsum(kf_buf *o, const kf_gplan *gp, int x, int64_t ts,
         kf_buf_printf(o, "        const %s re = rb + %lld < r1 ? rb + %lld : r1;\n", ix, (long long)(ts * 256),
                       (long long)(ts * 256));
         kf_buf_puts(o, "        float bm = -3.402823466e+38f, bs = 0.0f;\n");
-        kf_buf_printf(o, "        for (%s r = rb; r < re; r += %lld) {\n            const float v = b%d[base + r];\n", ix,
-                      (long long)ts, x);
-        kf_buf_puts(o, "            if (v > bm) { bs = bs * kf_expf(bm - v) + 1.0f; bm = v; } else bs += kf_expf(v - bm);\n        }\n");
-        kf_buf_puts(o, "        if (bm > mx) { sum = sum * kf_expf(mx - bm) + bs; mx = bm; } else sum += bs * kf_expf(bm - mx);\n    }\n");
+        kf_buf_printf(o, "        for (%s r = rb; r < re; r += %lld) {\n%s            const float v = b%d[base + %s];\n", ix,
+                      (long long)ts, roff, x, idx);
+        kf_buf_puts(o, "            if (v > bm) { bs = bs * kf_expf(bm - v) + 1.0f; bm = v; } else bs += v == bm ? 1.0f : kf_expf(v - bm);\n        }\n");
+        kf_buf_puts(o, "        if (bm > mx) { sum = sum * kf_expf(mx - bm) + bs; mx = bm; } else sum += bm == mx ? bs : bs * kf_expf(bm - mx);\n    }\n");
     } else {
-        kf_buf_printf(o, "    for (%s r = r0; r < r1; r += %lld) {\n        const float v = b%d[base + r];\n", ix,
-                      (long long)ts, x);
-        kf_buf_puts(o, "        if (v > mx) { sum = sum * kf_expf(mx - v) + 1.0f; mx = v; } else sum += kf_expf(v - mx);\n    }\n");
+        kf_buf_printf(o, "    for (%s r = r0; r < r1; r += %lld) {\n%s        const float v = b%d[base + %s];\n", ix,
+                      (long long)ts, roff, x, idx);
+        kf_buf_puts(o, "        if (v > mx) { sum = sum * kf_expf(mx - v) + 1.0f; mx = v; } else sum += v == mx ? 1.0f : kf_expf(v - mx);\n    }\n");
     }
     kf_buf_puts(o, "    const float lmx = mx;\n");
 }
@@ -760,9 +763,9 @@ static void emit_softmax_row(kf_gplan *gp, int k, const kf_stage *st, const rgeo
         kf_buf_printf(o, "    const %s row = team, r0 = lane, r1 = valid ? %lld : 0;\n", gp->ix, (long long)N);
     }
     kf_buf_printf(o, "    const %s base = row * %lld;\n", gp->ix, (long long)N);
-    emit_online_maxsum(o, gp, x, ts, per);
+    emit_online_maxsum(o, gp, x, ts, per, "", "r");
     team_reduce(o, M_MAX, "mx", NULL, ts, P->sg, "    ");
-    kf_buf_puts(o, "    sum *= kf_expf(lmx - mx);\n");
+    kf_buf_puts(o, "    if (lmx != mx) sum *= kf_expf(lmx - mx);\n");
     team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
     /* a +inf in the row makes x - max NaN for it, so the row's sum is NaN (as in the
      * reference); the online sum skipped that term (pass 2 of split > 1 meets it itself) */
@@ -807,6 +810,74 @@ static void emit_softmax_row(kf_gplan *gp, int k, const kf_stage *st, const rgeo
                       gp->ix, (long long)ts, y, x);
     }
     launch1(gp, &kk, cdiv(nteams, rpg) * wg, wg);
+}
+
+/* logsumexp (a composite with the log-sum-exp combiner) in the row layout: the row max
+ * and the sum of exp around it from one read, as softmax's first pass; the result is
+ * log(sum) + max, NaN when the row holds a NaN, +inf when it holds +inf, -inf when every
+ * element is -inf (torch's rules; the record's reference). split > 1: pass 1 writes each
+ * chunk's (max, sum) pair, pass 2 merges a row's pairs, one work-item per row. */
+static void emit_lse_row(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, const rparams *P) {
+    const kf_node *n = &gp->s->g->nodes[st->nodes[0]];
+    const int64_t ts = P->ts, wg = P->wg, S = P->split, CH = P->chunk, R = G->R, nout = G->nrows;
+    const int64_t rpg = wg / ts, nteams = nout * S;
+    const char *ix = gp->ix;
+    static const char lse[] = "(sum != sum ? sum : mx == KF_INF ? mx : kf_logf(sum) + mx)";
+    char name[32], pname[16];
+    snprintf(pname, sizeof pname, "p%d", k);
+    kf_buf roff = {0};
+    emit_roff(&roff, gp, G->gr, G->m, "            ");
+    kf_gk kk;
+    snprintf(name, sizeof name, S > 1 ? "kf_s%d_part" : "kf_s%d", k);
+    kf_gk_begin(&kk, name);
+    kf_gk_value(gp, &kk, n->in[0], KF_GP_IN);
+    if (S > 1) {
+        kf_gplan_scratch(gp, pname, nteams * 2 * 4);
+        kf_gk_scratch(&kk, pname, "float");
+    } else {
+        kf_gk_value(gp, &kk, n->out, KF_GP_OUT);
+    }
+    kf_buf *o = &kk.body;
+    kf_buf_printf(o, "    /* logsumexp, row layout: %lld outputs, %lld reduced; teams of %lld, %lld per group%s */\n",
+                  (long long)nout, (long long)R, (long long)ts, (long long)rpg,
+                  S > 1 ? ", pass 1 of 2 (chunk max, sum)" : "");
+    team_header(o, gp, ts, wg, 0);
+    kf_buf_printf(o, "    const int valid = team < %lld;\n", (long long)nteams);
+    if (S > 1) {
+        kf_buf_printf(o, "    const %s oi = valid ? team / %lld : 0, c = team %% %lld;\n", ix, (long long)S, (long long)S);
+        kf_buf_printf(o, "    const %s r0 = c * %lld + lane;\n", ix, (long long)CH);
+        kf_buf_printf(o, "    const %s r1 = !valid ? 0 : (c * %lld + %lld < %lld ? c * %lld + %lld : %lld);\n", ix,
+                      (long long)CH, (long long)CH, (long long)R, (long long)CH, (long long)CH, (long long)R);
+    } else {
+        kf_buf_printf(o, "    const %s oi = valid ? team : 0, r0 = lane, r1 = valid ? %lld : 0;\n", ix, (long long)R);
+    }
+    emit_base(o, gp, G->gr, G->m, "oi", "    ");
+    emit_online_maxsum(o, gp, n->in[0], ts, cdiv(CH, ts), roff.data, "ro");
+    kf_buf_free(&roff);
+    team_reduce(o, M_MAX, "mx", NULL, ts, P->sg, "    ");
+    kf_buf_puts(o, "    if (lmx != mx) sum *= kf_expf(lmx - mx);\n");
+    team_reduce(o, M_SUM, "sum", NULL, ts, P->sg, "    ");
+    if (S > 1)
+        kf_buf_printf(o, "    if (lane == 0 && valid) { %s[team * 2] = mx; %s[team * 2 + 1] = sum; }\n", pname, pname);
+    else
+        kf_buf_printf(o, "    if (lane == 0 && valid) b%d[team] = %s;\n", n->out, lse);
+    launch1(gp, &kk, cdiv(nteams, rpg) * wg, wg);
+    if (S == 1) return;
+
+    snprintf(name, sizeof name, "kf_s%d", k);
+    kf_gk_begin(&kk, name);
+    kf_gk_scratch(&kk, pname, "float");
+    kf_gk_value(gp, &kk, n->out, KF_GP_OUT);
+    o = &kk.body;
+    kf_buf_printf(o, "    /* pass 2 of 2: merge %lld (max, sum) pairs per output, one work-item each */\n", (long long)S);
+    kf_buf_printf(o, "    const %s oi = %s$grp(0) * 256 + $lid(0);\n", ix, strcmp(ix, "long") == 0 ? "(long)" : "");
+    kf_buf_printf(o, "    if (oi < %lld) {\n        float mx = -3.402823466e+38f, sum = 0.0f;\n", (long long)nout);
+    kf_buf_printf(o, "        for (int c = 0; c < %lld; c++) {\n", (long long)S);
+    kf_buf_printf(o, "            const float cm = %s[(oi * %lld + c) * 2], cs = %s[(oi * %lld + c) * 2 + 1];\n", pname,
+                  (long long)S, pname, (long long)S);
+    kf_buf_puts(o, "            if (cm > mx) { sum = sum * kf_expf(mx - cm) + cs; mx = cm; } else sum += cm == mx ? cs : cs * kf_expf(cm - mx);\n");
+    kf_buf_printf(o, "        }\n        b%d[oi] = %s;\n    }\n", n->out, lse);
+    launch1(gp, &kk, cdiv(nout, 256) * 256, 256);
 }
 
 static void emit_softmax_col(kf_gplan *gp, int k, const kf_stage *st, const rgeom *G, const rparams *P) {
@@ -1035,7 +1106,8 @@ void kf_gpu_reduce_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point 
     read_params(gp, st, p, &G, &P);
     switch (st->kind) {
     case KF_STAGE_REDUCE:
-        if (G.copy) reduce_copy(gp, k, st, &P);
+        if (kf_op_get(gp->s->g->nodes[st->nodes[0]].op)->combiner == KF_COMB_LOGSUMEXP) emit_lse_row(gp, k, st, &G, &P);
+        else if (G.copy) reduce_copy(gp, k, st, &P);
         else if (G.col) emit_reduce_col(gp, k, st, &G, &P);
         else emit_reduce_row(gp, k, st, &G, &P);
         break;

@@ -762,12 +762,23 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
  * elementwise values read again after a reduction of them are recomputed there
  * (kf_synth_remat): the kernels compute that graph, which has the task's buffers; the
  * reference still evaluates the task's own graph. */
+/* On GPUs a float32 logsumexp whose innermost dims are reduced (the row layout) keeps its
+ * own kernel (gpu_reduce.c: the row max and the sum of exp from one read), where its
+ * lowering would read the rows twice (the max, then the sum of exp around it). */
+static int gpu_keeps(const kf_graph *g, const kf_node *n, void *ctx) {
+    (void)ctx;
+    if (kf_op_get(n->op)->combiner != KF_COMB_LOGSUMEXP || g->values[n->in[0]].dtype != KF_F32) return 0;
+    rgroup gr[KF_MAX_DIMS];
+    int m = kf_synth_canon(&g->values[n->in[0]].shape, n->attr.axes, gr);
+    return m > 0 && gr[m - 1].reduced && !(m == 1 && gr[0].size == 1);
+}
+
 kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device_info *dev,
                         kf_synth **out, kf_error *err) {
     *out = NULL;
     kf_graph *lowered = NULL;
     if (kf_graph_has_lowering(g)) {
-        kf_status st = kf_graph_lower(g, &lowered, err);
+        kf_status st = kf_graph_lower_keeping(g, kf_synth_is_gpu(platform) ? gpu_keeps : NULL, NULL, &lowered, err);
         if (st != KF_OK) return st;
     }
     if (kf_synth_is_gpu(platform)) { /* matrix-vector products as reductions (gemv.c) */

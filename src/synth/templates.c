@@ -49,6 +49,15 @@ static int sup_reduce(const kf_synth *s, const kf_stage *st, kf_buf *why) {
     return 0;
 }
 
+/* a reduce-shaped composite with the log-sum-exp combiner, rows innermost (the only form
+ * the planner keeps unlowered) */
+static int sup_lse_rows(const kf_synth *s, const kf_stage *st, kf_buf *why) {
+    const kf_op_def *d = stage_op(s, st);
+    if (d->combiner == KF_COMB_LOGSUMEXP && d->cls == KF_CLASS_COMPOSITE) return 1;
+    kf_buf_printf(why, "%s is not a log-sum-exp reduction", d->name);
+    return 0;
+}
+
 /* the softmax family: one axis, same shape out (the SOFTMAX shape rule) */
 static int sup_softmax_rows(const kf_synth *s, const kf_stage *st, kf_buf *why) {
     const kf_node *n = stage_node(s, st);
@@ -280,6 +289,11 @@ static const kf_tpl_def templates[] = {
     {.name = "cpu.chain", .kind = KF_STAGE_MATMUL,
      .doc = "matmul -> row softmax -> matmul, row-blocked, intermediates kept in cache",
      .supports = kf_synth_chain_supports, .cpu_params = kf_synth_chain_params, .cpu_emit_fn = kf_synth_chain_emit},
+    /* GPU, after the rows above for the same reason: a reduce-shaped composite that GPUs
+     * keep unlowered (synth.c gpu_keeps) */
+    {.name = "gpu.logsumexp_rows", .gpu = 1, .kind = KF_STAGE_REDUCE, .doc = "log-sum-exp, one read of a row",
+     .supports = sup_lse_rows, .gpu_params = kf_gpu_reduce_params, .gpu_emit = kf_gpu_reduce_emit,
+     .prologue_ok = kf_gpu_reduce_prologue_ok, .can_split = 1},
 };
 
 int kf_tpl_count(void) { return (int)(sizeof templates / sizeof templates[0]); }
