@@ -101,10 +101,13 @@ Test(tpl_registry, stages_get_the_first_template_that_supports_them) {
 
 /* A stage no row supports: logsumexp has the REDUCE shape rule but is a COMPOSITE (its
  * kernels are its lowering), so the reduction templates, which compute the REDUCE class's
- * combiners, refuse it by its class and say so. */
+ * combiners, refuse it by its class and say so; on GPUs the log-sum-exp row template
+ * refuses it over an outer axis (it computes rows only). */
 Test(tpl_registry, a_stage_no_template_supports_is_refused_with_every_reason) {
     kf_shape v = {.rank = 2, .d = {4, 33}};
     kf_graph *g = one_node(KF_OP_LOGSUMEXP, 1, &v, KF_F32);
+    const uint32_t all = g->nodes[0].attr.axes;
+    g->nodes[0].attr.axes = 1u; /* axis 0 (the output shape, not read by selection, stays) */
     const char *plats[2] = {"cpu", "opencl"};
     const char *names[2] = {"cpu.reduce", "gpu.reduce"};
     for (int f = 0; f < 2; f++) {
@@ -123,8 +126,10 @@ Test(tpl_registry, a_stage_no_template_supports_is_refused_with_every_reason) {
         cr_assert_eq(kf_tpl_select(&s, &st, &err), KF_ERR_UNSUPPORTED);
         cr_assert_null(st.tpl);
         cr_assert(strstr(err.msg, names[f]) && strstr(err.msg, "logsumexp is a composite op"), "%s", err.msg);
+        if (f == 1) cr_assert(strstr(err.msg, "gpu.logsumexp_rows") && strstr(err.msg, "rows only"), "%s", err.msg);
         cr_assert_eq(err.line, 1, "the error points at the node");
     }
+    g->nodes[0].attr.axes = all;
     /* and the planner computes it through its lowering, with the general templates */
     kf_device_info dev;
     device("cpu", "", &dev);

@@ -52,9 +52,16 @@ static int sup_reduce(const kf_synth *s, const kf_stage *st, kf_buf *why) {
 /* a reduce-shaped composite with the log-sum-exp combiner, rows innermost (the only form
  * the planner keeps unlowered) */
 static int sup_lse_rows(const kf_synth *s, const kf_stage *st, kf_buf *why) {
-    const kf_op_def *d = stage_op(s, st);
-    if (d->combiner == KF_COMB_LOGSUMEXP && d->cls == KF_CLASS_COMPOSITE) return 1;
-    kf_buf_printf(why, "%s is not a log-sum-exp reduction", d->name);
+    const kf_node *n = stage_node(s, st);
+    const kf_op_def *d = kf_op_get(n->op);
+    if (d->combiner != KF_COMB_LOGSUMEXP || d->cls != KF_CLASS_COMPOSITE) {
+        kf_buf_printf(why, "%s is not a log-sum-exp reduction", d->name);
+        return 0;
+    }
+    rgroup gr[KF_MAX_DIMS];
+    int m = kf_synth_canon(&s->g->values[n->in[0]].shape, n->attr.axes, gr);
+    if (m > 0 && gr[m - 1].reduced) return 1;
+    kf_buf_puts(why, "its innermost dims are not reduced (rows only)");
     return 0;
 }
 
