@@ -654,3 +654,29 @@ Test(cheats, honest_kernel_under_one_thread_verifies) {
     cr_assert_eq(r.timed, 1);
     fx_close(&f);
 }
+
+/* ---- timers are refused (issue 24, item 5) ---- */
+
+/* A timer runs the kernel's code after a call returned (finishing_in_a_timer_handler_is_
+ * caught shows the checks catch its effect); under the filter it cannot be set at all:
+ * setitimer, timer_create and alarm fail with EPERM. The kernel returns 70 + what was
+ * allowed (1: setitimer, 2: timer_create), 0 when every timer was refused. */
+Test(cheats, timers_are_refused) {
+    fixture f;
+    fx_open(&f, NULL);
+    if (!have_seccomp(&f)) {
+        fx_close(&f);
+        cr_skip_test("no seccomp filter here: timers are not refused (their effect is caught)");
+    }
+    kf_vresult r = run_src(&f, swish(
+        "#include <sys/time.h>\n#include <time.h>\n",
+        "int allowed = 0;\n"
+        "struct itimerval it = {{0, 0}, {10, 0}};\n"
+        "if (setitimer(ITIMER_REAL, &it, 0) == 0 || errno != EPERM) allowed |= 1;\n"
+        "timer_t tid; struct sigevent sev; memset(&sev, 0, sizeof sev);\n"
+        "sev.sigev_notify = SIGEV_SIGNAL; sev.sigev_signo = SIGALRM;\n"
+        "if (timer_create(CLOCK_MONOTONIC, &sev, &tid) == 0 || errno != EPERM) allowed |= 2;\n"
+        "if (allowed) return 70 + allowed;\n"));
+    expect(&r, KF_V_OK, NULL);
+    fx_close(&f);
+}
