@@ -446,6 +446,8 @@ typedef struct hs_run {
     int in_copy;            /* device: waiting for the 'r' that ends an 'i' */
     int out_for;            /* device: waiting for the 'r' that ends an 'o': OUT_CHECK/OUT_LAST */
     int stopped;            /* the run's processes are stopped (hs_stop) */
+    double t_cont;          /* when they were last continued */
+    double sb_cpu_first, sb_cpu_last, run_wall; /* the CPU-time witness (hs_stop) */
     int stuck;              /* one of them did not stop */
     int in_call, in_flush, finished, violation, rc, started;
     double t_go, t_first_go, t_timing, spent;
@@ -474,17 +476,22 @@ static int hs_send(hs_run *h, char c) {
 /* Every other process of the run's group (descendants the kernel forked; the filter keeps
  * them in it) stopped or gone, by their /proc entries: kill(-pgid, SIGSTOP) reaches them
  * all, but only the leader's stop is reported to this process. 0, or -1 when one is still
- * running after a second. */
-static int group_wait_stopped(pid_t pgid) {
+ * running after a second. *cpu gets the CPU seconds of every process of the group, the
+ * leader included (user + system of all its threads, dead ones too, and of the children
+ * it reaped), as /proc says once all are stopped; -1 without /proc. */
+static int group_wait_stopped(pid_t pgid, double *cpu) {
+    static long tck;
+    if (tck <= 0) tck = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+    *cpu = -1;
     for (int pass = 0; pass < 10000; pass++) {
         DIR *d = opendir("/proc");
         if (!d) return 0; /* no /proc: the leader's stop is all there is to see */
         int running = 0;
+        unsigned long long ticks = 0;
         struct dirent *e;
         while ((e = readdir(d)) != NULL && !running) {
             if (!isdigit((unsigned char)e->d_name[0])) continue;
             long p = strtol(e->d_name, NULL, 10);
-            if (p == (long)pgid) continue;
             char path[64], st[512];
             snprintf(path, sizeof path, "/proc/%ld/stat", p);
             int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -497,12 +504,19 @@ static int group_wait_stopped(pid_t pgid) {
             const char *rp = strrchr(st, ')');
             char state;
             long ppid, pgrp;
-            if (!rp || sscanf(rp + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
-            if (pgrp == (long)pgid && state != 'T' && state != 't' && state != 'Z' && state != 'X')
+            unsigned long long ut = 0, stm = 0, cut = 0, cst = 0;
+            int nf = rp ? sscanf(rp + 1, " %c %ld %ld %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                                 &state, &ppid, &pgrp, &ut, &stm, &cut, &cst) : 0;
+            if (nf < 3 || pgrp != (long)pgid) continue;
+            if (nf == 7) ticks += ut + stm + cut + cst;
+            if (p != (long)pgid && state != 'T' && state != 't' && state != 'Z' && state != 'X')
                 running = 1;
         }
         closedir(d);
-        if (!running) return 0;
+        if (!running) {
+            *cpu = (double)ticks / (double)tck;
+            return 0;
+        }
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
@@ -524,15 +538,25 @@ static int hs_stop(hs_run *h) {
     memset(&si, 0, sizeof si);
     while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
     h->stopped = 1;
-    if (group_wait_stopped(h->pid) != 0) {
+    double cpu, t = kf_now();
+    if (group_wait_stopped(h->pid, &cpu) != 0) {
         h->stuck = 1;
         return -1;
+    }
+    /* the CPU-time witness: what the run's processes used between the first stop and
+     * this one, against the time they were running (kf_sbx.hs_cpu_s) */
+    if (cpu >= 0 && h->sb_cpu_first < 0) {
+        h->sb_cpu_first = cpu;
+    } else if (cpu >= 0 && h->t_cont > 0) {
+        h->run_wall += t - h->t_cont;
+        h->sb_cpu_last = cpu;
     }
     return 0;
 }
 
 static void hs_cont(hs_run *h) {
     if (!h->stopped) return;
+    h->t_cont = kf_now();
     kill(-h->pid, SIGCONT);
     kill(h->pid, SIGCONT);
     h->stopped = 0;
@@ -1015,6 +1039,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     hs_run hs;
     memset(&hs, 0, sizeof hs);
     hs.go_fd = hs.done_fd = -1;
+    hs.sb_cpu_first = -1;
+    sb->hs_cpu_s = sb->hs_run_s = 0;
+    sb->hs_pinned = pinned ? lim->threads : 0;
     int gp[2] = {-1, -1}, dp[2] = {-1, -1};
     int use_hs = lim->handshake && !lim->wrapper;
     sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_evicted = 0;
@@ -1195,6 +1222,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     }
     if (hs.go_fd >= 0) close(hs.go_fd);
     if (hs.done_fd >= 0) close(hs.done_fd);
+    if (hs.sb_cpu_first >= 0 && hs.sb_cpu_last >= hs.sb_cpu_first) {
+        sb->hs_cpu_s = hs.sb_cpu_last - hs.sb_cpu_first;
+        sb->hs_run_s = hs.run_wall;
+    }
     kill(-pid, SIGKILL); /* anything the candidate left behind in its group */
     int st = 0;
     struct rusage ru;

@@ -432,6 +432,8 @@ static double median_of(const double *v, int n) {
  * overheads; under-reporting by more than that factor is caught, less is not). Every
  * device time is positive and finite (checked before). 1 when believable, else 0 with
  * the reason in detail. */
+#define KF_CPU_OVER_REL 1.2
+#define KF_CPU_OVER_ABS 0.05
 #define KF_DEV_OVER_REL 0.01
 #define KF_DEV_OVER_ABS 50e-6
 #define KF_DEV_UNDER_FRAC 0.5
@@ -587,6 +589,22 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         else if (vs == KF_V_OK) vs = check_memory(c, &sb, 0, r, detail, sizeof detail);
         if (vs != KF_V_OK) {
             fail_set(c, r, vs, tset, "timing run on set", detail);
+            goto done;
+        }
+        /* The CPU-time witness: the run's processes, pinned to --threads CPUs, cannot use
+         * more CPU time than those CPUs give in the time they were running (a process or
+         * thread that escaped the pinning, or ran while the run was meant to be stopped,
+         * would). KF_CPU_OVER_REL and KF_CPU_OVER_ABS cover the accounting's granularity. */
+        r->timing_cpu_s = sb.hs_cpu_s;
+        r->timing_run_s = sb.hs_run_s;
+        if (sb.hs_pinned > 0 && sb.hs_run_s > 0 &&
+            sb.hs_cpu_s > sb.hs_pinned * sb.hs_run_s * KF_CPU_OVER_REL + KF_CPU_OVER_ABS) {
+            r->status = KF_V_IMPOSSIBLE;
+            snprintf(r->detail, sizeof r->detail,
+                     "the timing run's processes used %.3f s of CPU time in %.3f s of running on "
+                     "%d CPU%s: more than --threads %d allows (work moved to processes or threads "
+                     "beyond the CPUs the run was pinned to?)", sb.hs_cpu_s, sb.hs_run_s,
+                     sb.hs_pinned, sb.hs_pinned == 1 ? "" : "s", sb.hs_pinned);
             goto done;
         }
         int reps = lim.handshake ? sb.hs_reps : ctl->reps;

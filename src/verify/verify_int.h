@@ -209,6 +209,12 @@ typedef struct kf_sbx {
     int hs_fail_set, hs_fail_call; /* where a random check failed */
     int hs_evicted;         /* calls that started on buffers the parent evicted (lim->evict) */
     double hs_times[KF_RUN_MAX_REPS];
+    /* The CPU-time witness of the last handshake run: the CPU seconds every process of the
+     * run used (from /proc, read with all of them stopped) between the first stop and the
+     * last, and the seconds they were running in that span (continued to stopped); 0 without
+     * /proc. hs_pinned: the CPUs the run was pinned to (--threads), 0 when not pinned. */
+    double hs_cpu_s, hs_run_s;
+    int hs_pinned;
     double hs_dev[KF_RUN_MAX_REPS]; /* device targets: the device's own time of each timed
                                call, as the runner reported it (checked against hs_times) */
     double start_s;         /* the last run: fork to the runner's first message (the
