@@ -4,10 +4,11 @@
  *   kforge-runner FD
  *
  * FD is a memfd laid out as in verify/runproto.h. The runner maps it, dlopens the
- * artifact and resolves the entry. With the handshake (CPU candidates of kf_verify_artifact)
+ * artifact and resolves the entry. With the handshake (every run of kf_verify_artifact)
  * it then only calls the kernel when the parent says so on a pipe and reports each return,
  * until the parent kills it: the parent times the calls and reads the results, nothing this
- * process writes counts. Without it (memory-checker runs, device targets) it calls the
+ * process writes counts (a device's own time of a call is sent, and checked against the
+ * parent's clock). Without it (memory-checker and profiler runs) it calls the
  * kernel once (check mode) or warms it up and times repetitions with CLOCK_MONOTONIC (time
  * mode), writes the results into the control page and exits. Limits, stdout/stderr
  * redirection and the process group were set up by the parent before exec; without the
@@ -26,7 +27,8 @@
  * platform interface (its own unsanitized copy of src/backend and src/core), builds the
  * artifact, mirrors each guarded buffer in one device allocation, launches on views of
  * the data parts (timed with device events when the backend can), and copies everything
- * back, so that the parent's checks see exactly what the device wrote, guards included.
+ * back, so that the parent's checks see exactly what the device wrote, guards included;
+ * with the handshake the copies are made when the parent says 'i' and 'o' (runproto.h).
  *
  * Does not link libkforge and is never sanitized (it runs under RLIMIT_AS).
  */
