@@ -83,8 +83,9 @@ static kf_vresult run_src(fixture *f, const char *src) {
     kf_candidate_clear(&c);
     cr_assert_eq(st, KF_OK, "verify could not run: %s (%s)", err.msg, r.detail);
     if (getenv("KF_TEST_VERBOSE"))
-        fprintf(stderr, "[%s] %s (%.2f s)%s%.4g ms\n", kf_vstatus_name(r.status), r.detail,
-                r.run_wall_s, r.timed ? "; median " : "", r.timed ? r.time_ms : 0.0);
+        fprintf(stderr, "[%s] %s (%.2f s)%s%.4g ms; cpu %.3f s in %.3f s running\n",
+                kf_vstatus_name(r.status), r.detail, r.run_wall_s, r.timed ? "; median " : "",
+                r.timed ? r.time_ms : 0.0, r.timing_cpu_s, r.timing_run_s);
     return r;
 }
 
@@ -652,5 +653,91 @@ Test(cheats, honest_kernel_under_one_thread_verifies) {
     kf_vresult r = run_src(&f, swish("", ""));
     expect(&r, KF_V_OK, NULL);
     cr_assert_eq(r.timed, 1);
+    fx_close(&f);
+}
+
+/* ---- timers are refused (issue 24, item 5) ---- */
+
+/* A timer runs the kernel's code after a call returned (finishing_in_a_timer_handler_is_
+ * caught shows the checks catch its effect); under the filter it cannot be set at all:
+ * setitimer, timer_create and alarm fail with EPERM. The kernel returns 70 + what was
+ * allowed (1: setitimer, 2: timer_create), 0 when every timer was refused. */
+Test(cheats, timers_are_refused) {
+    fixture f;
+    fx_open(&f, NULL);
+    if (!have_seccomp(&f)) {
+        fx_close(&f);
+        cr_skip_test("no seccomp filter here: timers are not refused (their effect is caught)");
+    }
+    kf_vresult r = run_src(&f, swish(
+        "#include <sys/time.h>\n#include <time.h>\n",
+        "int allowed = 0;\n"
+        "struct itimerval it = {{0, 0}, {10, 0}};\n"
+        "if (setitimer(ITIMER_REAL, &it, 0) == 0 || errno != EPERM) allowed |= 1;\n"
+        "timer_t tid; struct sigevent sev; memset(&sev, 0, sizeof sev);\n"
+        "sev.sigev_notify = SIGEV_SIGNAL; sev.sigev_signo = SIGALRM;\n"
+        "if (timer_create(CLOCK_MONOTONIC, &sev, &tid) == 0 || errno != EPERM) allowed |= 2;\n"
+        "if (allowed) return 70 + allowed;\n"));
+    expect(&r, KF_V_OK, NULL);
+    fx_close(&f);
+}
+
+/* ---- the CPU-time witness (issue 24) ---- */
+
+/* Work moved into threads or processes beyond the CPUs --threads allows: without the filter
+ * (KFORGE_SANDBOX=off) nothing refuses sched_setaffinity, so a kernel under --threads 1
+ * widens its mask and runs a second busy thread beside its own for every call. kforge reads
+ * the run's CPU time from /proc, outside the run, with its processes stopped, and compares
+ * it with the time they ran. The kernel itself notes in a file what it got (CPU time of its
+ * process over wall time of its calls): when it did get a second CPU's worth (1.7 CPUs or
+ * more), kforge must not verify it. A machine too loaded to give it one leaves nothing to
+ * catch (skipped, saying so). */
+Test(cheats, cpu_beyond_the_pinned_cpus_is_caught) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t mine;
+    if (ncpu < 2 || sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) < 2)
+        cr_skip_test("fewer than two CPUs: nothing to widen to");
+    cr_assert_eq(setenv("KFORGE_SANDBOX", "off", 1), 0);
+    fixture f;
+    fx_open(&f, timed);
+    f.o.threads = 1;
+    f.o.min_time_s = 0.3;
+    kf_verify_ctx_free(f.ctx);
+    kf_error err = {0};
+    cr_assert_eq(kf_verify_ctx_new(f.g, &f.o, &f.ctx, &err), KF_OK, "ctx: %s", err.msg);
+    char note[600], globals[2500];
+    snprintf(note, sizeof note, "%s/cpu-note", f.wd);
+    snprintf(globals, sizeof globals,
+             "#include <pthread.h>\n#include <time.h>\n"
+             "static double now(clockid_t c) { struct timespec t; clock_gettime(c, &t);"
+             " return t.tv_sec + 1e-9 * t.tv_nsec; }\n"
+             "static void spin(double s) { double e = now(CLOCK_MONOTONIC) + s;"
+             " while (now(CLOCK_MONOTONIC) < e) { } }\n"
+             "static void *helper(void *a) { (void)a; spin(0.04); return 0; }\n"
+             "static double cpu_sum, wall_sum;\n"
+             "static void note(void) { FILE *f = fopen(\"%s\", \"w\");"
+             " if (f) { fprintf(f, \"%%f %%f\\n\", cpu_sum, wall_sum); fclose(f); } }\n",
+             note);
+    kf_vresult r = run_src(&f, swish(globals,
+        "static int widened; if (!widened) { widened = 1; cpu_set_t all; CPU_ZERO(&all);\n"
+        "  for (int c = 0; c < 64; c++) CPU_SET(c, &all); sched_setaffinity(0, sizeof all, &all); }\n"
+        "double c0 = now(CLOCK_PROCESS_CPUTIME_ID), w0 = now(CLOCK_MONOTONIC);\n"
+        "pthread_t t; if (pthread_create(&t, 0, helper, 0) != 0) return 40;\n"
+        "spin(0.04); pthread_join(t, 0);\n"
+        "cpu_sum += now(CLOCK_PROCESS_CPUTIME_ID) - c0; wall_sum += now(CLOCK_MONOTONIC) - w0;\n"
+        "note();\n"));
+    unsetenv("KFORGE_SANDBOX");
+    double cpu = 0, wall = 0;
+    FILE *nf = fopen(note, "r");
+    cr_assert_not_null(nf, "the kernel left no note");
+    cr_assert_eq(fscanf(nf, "%lf %lf", &cpu, &wall), 2);
+    fclose(nf);
+    if (getenv("KF_TEST_VERBOSE")) fprintf(stderr, "kernel: cpu %.3f s in %.3f s of calls\n", cpu, wall);
+    if (!(cpu >= 1.7 * wall)) {
+        fx_close(&f);
+        cr_skip_test("the machine gave the kernel %.2f CPUs, not a second one: nothing to catch",
+                     wall > 0 ? cpu / wall : 0);
+    }
+    expect(&r, KF_V_IMPOSSIBLE, "--threads 1");
     fx_close(&f);
 }

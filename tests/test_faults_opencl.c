@@ -69,6 +69,10 @@ static kf_vresult run_src(fixture *f, const char *src) {
     kf_status st = kf_verify_candidate(f->ctx, f->b, &c, &r, &err);
     cr_assert_eq(st, KF_OK, "the check could not be carried out: %s", err.msg);
     kf_candidate_clear(&c);
+    if (getenv("KF_TEST_VERBOSE"))
+        fprintf(stderr, "[%s] %s (%.2f s)%s%.4g ms (host %.4g ms)\n", kf_vstatus_name(r.status),
+                r.detail, r.run_wall_s, r.timed ? "; median " : "", r.timed ? r.time_ms : 0.0,
+                r.time_host_ms);
     return r;
 }
 
@@ -247,5 +251,136 @@ Test(faults_opencl, bad_plan_fails_once_with_the_line) {
     snprintf(want, sizeof want, "%s\nkforge: bad launch plan: %s\n", pe.msg, pe.msg);
     cr_assert_str_eq(r.detail, want);
     kf_candidate_clear(&c);
+    fx_close(&f);
+}
+
+/* ---- issue 24 on a device: timed calls checked, the device's times checked ---- */
+
+static void timed_opts(fixture *f, int max_reps) {
+    f->o.time_it = 1;
+    f->o.min_reps = 5;
+    f->o.max_reps = max_reps;
+    f->o.min_time_s = 0.02;
+    kf_verify_ctx_free(f->ctx);
+    kf_error err = {0};
+    cr_assert_eq(kf_verify_ctx_new(f->g, &f->o, &f->ctx, &err), KF_OK, "%s", err.msg);
+}
+
+/* An honest kernel, timed: ok, and its device time lies inside kforge's own clock around
+ * the calls (time_host_ms), which is what the checks below rely on. */
+Test(faults_opencl, honest_device_time_lies_inside_the_parents_clock) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    timed_opts(&f, 20);
+    kf_vresult r = run_fault(&f, NULL, NULL);
+    EXPECT(r, KF_V_OK, NULL);
+    cr_assert(r.timed && r.time_ms > 0 && r.time_host_ms > 0, "timed %d, %.4f ms, host %.4f ms",
+              r.timed, r.time_ms, r.time_host_ms);
+    cr_assert(r.time_ms <= r.time_host_ms * 1.01 + 0.05, "device %.4f ms, host %.4f ms",
+              r.time_ms, r.time_host_ms);
+    fx_close(&f);
+}
+
+/* A kernel that is correct on its first call in a process and does nothing afterwards,
+ * remembering that in a scratch buffer (device memory the runner keeps for the module's
+ * life, so across calls): every check run is a first call, so only a timing run whose
+ * calls are checked catches it. Before issue 24 reached devices, the timing run launched
+ * the plan again and again on the same buffers and compared nothing. */
+Test(faults_opencl, correct_once_then_idle_via_scratch_is_caught) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    timed_opts(&f, 20);
+    char src[2048];
+    snprintf(src, sizeof src,
+             "// kforge:scratch memo 64\n"
+             "// kforge:launch swish global=1000064 local=64 args=0,1,memo\n"
+             "// kforge:launch mark global=1 local=1 args=memo\n"
+             "__kernel void swish(__global const float *restrict x, __global float *restrict y,\n"
+             "                    __global int *memo) {\n"
+             "    if (memo[0] == 0x5eed1234) return; /* computed once: idle from now on */\n"
+             "    int i = (int)get_global_id(0);\n"
+             "    if (i < %d) y[i] = x[i] / (1.0f + exp(-x[i]));\n"
+             "}\n"
+             "__kernel void mark(__global int *memo) { memo[0] = 0x5eed1234; }\n",
+             N);
+    kf_vresult r = run_src(&f, src);
+    cr_assert(r.status == KF_V_UNWRITTEN || r.status == KF_V_MISMATCH, "status %s: %s",
+              kf_vstatus_name(r.status), r.detail);
+    cr_assert(strstr(r.detail, "timing run") || strstr(r.detail, "call"), "detail: %s", r.detail);
+    fx_close(&f);
+}
+
+/* The same kernel under a slow plan: ~64 passes over each element, tens of ms a call, so
+ * that a forged device time well under the real one is outside the overheads' allowance. */
+static const char *slow_kernel(void) {
+    static char src[1024];
+    snprintf(src, sizeof src,
+             "// kforge:launch swish global=1000064 local=64 args=0,1\n"
+             "__kernel void swish(__global const float *restrict x, __global float *restrict y) {\n"
+             "    int i = (int)get_global_id(0);\n"
+             "    if (i >= %d) return;\n"
+             "    float v = x[i];\n"
+             "    for (int k = 0; k < 64; k++) v = v * 0.5f + x[i] * 0.5f;\n"
+             "    y[i] = v / (1.0f + exp(-v));\n"
+             "}\n",
+             N);
+    return src;
+}
+
+/* The device's time of each call comes from the runner, a process the candidate shares
+ * (a host-form candidate's code, or a device kernel writing the runner's memory under
+ * PoCL). kforge-runner-forge is that runner with the time forged; whatever it reports,
+ * kforge may verify only a time its own clock around the calls allows. */
+static kf_vresult forged(fixture *f, const char *how, const char *src) {
+    cr_assert_eq(setenv("KF_TEST_FORGE_DEVICE_TIME", how, 1), 0);
+    f->o.runner = KF_BUILD_DIR "/kforge-runner-forge";
+    timed_opts(f, 12);
+    kf_vresult r = run_src(f, src);
+    unsetenv("KF_TEST_FORGE_DEVICE_TIME");
+    return r;
+}
+
+Test(faults_opencl, forged_nan_or_zero_device_time_is_impossible) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    char *src = kernel(NULL, NULL);
+    kf_vresult r = forged(&f, "nan", src);
+    EXPECT(r, KF_V_IMPOSSIBLE, "positive finite");
+    r = forged(&f, "zero", src);
+    EXPECT(r, KF_V_IMPOSSIBLE, "positive finite");
+    free(src);
+    fx_close(&f);
+}
+
+Test(faults_opencl, device_time_over_the_parents_clock_is_impossible) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    char *src = kernel(NULL, NULL);
+    kf_vresult r = forged(&f, "over", src);
+    EXPECT(r, KF_V_IMPOSSIBLE, "cannot exceed");
+    free(src);
+    fx_close(&f);
+}
+
+Test(faults_opencl, device_time_far_under_the_parents_clock_is_impossible) {
+    fixture f;
+    if (!fx_open(&f, 60)) return;
+    kf_vresult r = forged(&f, "tiny", slow_kernel());
+    EXPECT(r, KF_V_IMPOSSIBLE, "kforge's own clock");
+    /* the control: the same runner, nothing forged, the same slow kernel verifies */
+    r = forged(&f, "none", slow_kernel());
+    EXPECT(r, KF_V_OK, NULL);
+    fx_close(&f);
+}
+
+/* The roofline floor holds on a device as on the CPU: a floor no kernel can reach (ten
+ * seconds for a call) makes an honest kernel's time impossible. */
+Test(faults_opencl, device_time_under_the_floor_is_impossible) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    f.o.floor_s = 10;
+    timed_opts(&f, 8);
+    kf_vresult r = run_fault(&f, NULL, NULL);
+    EXPECT(r, KF_V_IMPOSSIBLE, "roofline floor");
     fx_close(&f);
 }

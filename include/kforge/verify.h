@@ -68,6 +68,13 @@ typedef struct kf_vresult {
     int reps;
     double time_ms;         /* median */
     double time_min_ms, time_mean_ms;
+    double time_host_ms;    /* the median of kforge's own clock around each timed call: the
+                               time itself on the CPU; on a device it also holds the launch,
+                               the wait for completion and the runner's wake-up, and bounds
+                               the device's own time_ms (docs/kernel-contract.md) */
+    double timing_cpu_s, timing_run_s; /* the CPU-time witness: CPU seconds the timing
+                               run's processes used, and the seconds they were running
+                               (between its first and last stop; 0 without /proc) */
     int evicted;            /* timed calls (and the final one) that started on buffers the
                                parent had evicted from the caches (CPU, x86-64/arm64, data
                                within the last-level cache); 0 elsewhere */

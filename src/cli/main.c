@@ -593,7 +593,13 @@ static json_t *vresult_json(const kf_vresult *r) {
         json_object_set_new(j, "time_ms", json_real(r->time_ms));
         json_object_set_new(j, "time_min_ms", json_real(r->time_min_ms));
         json_object_set_new(j, "reps", json_integer(r->reps));
+        /* kforge's own clock around each call (on a device it bounds time_ms), and the
+         * CPU-time witness (docs/kernel-contract.md, the threat model) */
+        json_object_set_new(j, "time_host_ms", json_real(r->time_host_ms));
+        json_object_set_new(j, "timing_cpu_s", json_real(r->timing_cpu_s));
+        json_object_set_new(j, "timing_run_s", json_real(r->timing_run_s));
     }
+    json_object_set_new(j, "run_wall_s", json_real(r->run_wall_s));
     return j;
 }
 

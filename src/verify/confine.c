@@ -20,7 +20,9 @@
  *     and pidfd_getfd (another process's memory or descriptors: kforge's own, unconfined),
  *     bpf, userfaultfd, and the terminal-injection ioctls TIOCSTI and TIOCLINUX fail with
  *     EPERM (a memory checker's run keeps ptrace and process_vm_* when Landlock, which
- *     confines them to the sandbox's own processes, is in force). A syscall of another ABI (i386's int 0x80, x32's numbers on x86-64, arm32 on
+ *     confines them to the sandbox's own processes, is in force); outside a memory
+ *     checker's run setsid, setpgid, sched_setaffinity and the timers (setitimer,
+ *     timer_create, alarm) fail with EPERM too. A syscall of another ABI (i386's int 0x80, x32's numbers on x86-64, arm32 on
  *     arm64) kills the process: the numbers above would mean something else there.
  *   - Landlock (when the kernel has it): every write-type access (write, truncate,
  *     create, remove, rename/link across directories) is refused except beneath the
@@ -190,6 +192,14 @@ static unsigned short build_filter(struct sock_filter *p, int allow_trace, int a
         DENY(__NR_setpgid, EPERM);
         /* the CPUs the sandbox pinned it to are the ones --threads allows */
         DENY(__NR_sched_setaffinity, EPERM);
+        /* no timers: a handler that finishes the outputs after a call returned (issue 24;
+         * their effect was caught before, by the checks with the run stopped, and still
+         * is for a thread that does the same). timerfd stays: it runs nothing by itself. */
+        DENY(__NR_setitimer, EPERM);
+        DENY(__NR_timer_create, EPERM);
+#ifdef __NR_alarm
+        DENY(__NR_alarm, EPERM);
+#endif
     }
     DENY(__NR_bpf, EPERM);
     DENY(__NR_userfaultfd, EPERM);

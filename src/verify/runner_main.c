@@ -4,10 +4,11 @@
  *   kforge-runner FD
  *
  * FD is a memfd laid out as in verify/runproto.h. The runner maps it, dlopens the
- * artifact and resolves the entry. With the handshake (CPU candidates of kf_verify_artifact)
+ * artifact and resolves the entry. With the handshake (every run of kf_verify_artifact)
  * it then only calls the kernel when the parent says so on a pipe and reports each return,
  * until the parent kills it: the parent times the calls and reads the results, nothing this
- * process writes counts. Without it (memory-checker runs, device targets) it calls the
+ * process writes counts (a device's own time of a call is sent, and checked against the
+ * parent's clock). Without it (memory-checker and profiler runs) it calls the
  * kernel once (check mode) or warms it up and times repetitions with CLOCK_MONOTONIC (time
  * mode), writes the results into the control page and exits. Limits, stdout/stderr
  * redirection and the process group were set up by the parent before exec; without the
@@ -26,7 +27,8 @@
  * platform interface (its own unsanitized copy of src/backend and src/core), builds the
  * artifact, mirrors each guarded buffer in one device allocation, launches on views of
  * the data parts (timed with device events when the backend can), and copies everything
- * back, so that the parent's checks see exactly what the device wrote, guards included.
+ * back, so that the parent's checks see exactly what the device wrote, guards included;
+ * with the handshake the copies are made when the parent says 'i' and 'o' (runproto.h).
  *
  * Does not link libkforge and is never sanitized (it runs under RLIMIT_AS).
  */
@@ -37,6 +39,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,13 +131,15 @@ static int free_output_pages(const kf_run_ctl *ctl, uint8_t *base, int nbufs) {
     return 0;
 }
 
-/* One handshake message to the parent (runproto.h): a byte, and with_rc the int32 rc. */
-static int send_msg(char what, int rc, int with_rc) {
-    char m[5];
+/* One handshake message to the parent (runproto.h): a byte, and with_rc ('d') the int32
+ * rc and the device's own time of the call, dev seconds (0 on the CPU). */
+static int send_msg(char what, int rc, double dev, int with_rc) {
+    char m[KF_RUN_MSG_D];
     m[0] = what;
     int32_t v = rc;
     memcpy(m + 1, &v, 4);
-    size_t len = with_rc ? 5 : 1;
+    memcpy(m + 5, &dev, 8);
+    size_t len = with_rc ? KF_RUN_MSG_D : 1;
     ssize_t n;
     while ((n = write(KF_RUN_DONE_FD, m, len)) < 0 && errno == EINTR) {}
     return n == (ssize_t)len ? 0 : -1;
@@ -179,6 +184,7 @@ typedef struct run_cfg {
     int nbufs, min_reps, max_reps;
     double min_time, warmup, budget;
     uint64_t flush_bytes;
+    int handshake;
     char entry[64], target[32], artifact[4096];
 } run_cfg;
 
@@ -196,6 +202,85 @@ static int device_fail(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, const ch
     mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
     snprintf(ctl->message, sizeof ctl->message, "%s: %s", what, e->msg[0] ? e->msg : "failed");
     return KF_RUN_EXIT_DEVICE;
+}
+
+#ifdef KF_RUNNER_FORGE
+/* A planted runner path for tests only (the kforge-runner-forge executable, never
+ * installed): it reports the device time a hostile process sharing the runner could
+ * write (a host-form candidate's code, or a device kernel corrupting the runner's memory
+ * under PoCL), as KF_TEST_FORGE_DEVICE_TIME says: "nan", "zero", "tiny" (a thousandth of
+ * the measured time), "over" (the measured time plus a second). */
+static double forge_device_time(double dt) {
+    const char *how = getenv("KF_TEST_FORGE_DEVICE_TIME");
+    if (!how) return dt;
+    if (!strcmp(how, "nan")) return dt * NAN;
+    if (!strcmp(how, "zero")) return 0.0;
+    if (!strcmp(how, "tiny")) return dt * 1e-3;
+    if (!strcmp(how, "over")) return dt + 1.0;
+    return dt;
+}
+#endif
+
+/* The device side of the handshake (runproto.h): the buffers are on the device; 'i'
+ * copies the region's buffers (the parent's inputs, poison and guards) in, 'o' copies
+ * them back, 'f' flushes the device's caches, 'g' launches the plan once and answers 'd'
+ * with the kernel's return value and the device's time of the call. A device call that
+ * fails ends the runner (its message in the control page, the stage says where); the
+ * parent kills it after the last call. */
+static int device_calls(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_live *live,
+                        const run_cfg *cfg, kf_backend *b, void *mod, void **whole, void **view,
+                        uint8_t **host, const size_t *span) {
+    const kf_backend_iface *io = b->iface;
+    kf_error e = {0};
+    int fl = fcntl(KF_RUN_GO_FD, F_GETFL);
+    if (fl >= 0) fcntl(KF_RUN_GO_FD, F_SETFL, fl | O_NONBLOCK);
+    live->stage = KF_STAGE_LOADED;
+    if (send_msg('r', 0, 0.0, 0) != 0) return -1;
+    for (;;) {
+        char cmd = 0;
+        if (read_cmd(&cmd) != 0) return -1;
+        if (cmd == 'g') {
+            live->stage = KF_STAGE_KERNEL;
+            double dt = 0;
+            int krc = 0;
+            kf_status st;
+            if (io->launch_timed) {
+                st = io->launch_timed(b->ctx, mod, view, cfg->nbufs, &dt, &e);
+            } else {
+                double a = now_s();
+                st = io->launch(b->ctx, mod, view, cfg->nbufs, &e);
+                if (st == KF_OK) st = kf_backend_sync(b);
+                dt = now_s() - a;
+            }
+            if (kernel_returned(st, &e, &krc)) st = KF_OK;
+            if (st != KF_OK) _exit(device_fail(ctl, ctl_size, base, "launch", &e));
+#ifdef KF_RUNNER_FORGE
+            dt = forge_device_time(dt);
+#endif
+            if (send_msg('d', krc, dt, 1) != 0) return -1;
+        } else if (cmd == 'i' || cmd == 'o' || cmd == 'f') {
+            live->stage = KF_STAGE_BETWEEN;
+            for (int i = 0; i < cfg->nbufs && cmd != 'f'; i++) {
+                kf_status st = cmd == 'i' ? io->copy_in(b->ctx, whole[i], host[i], span[i])
+                                          : io->copy_out(b->ctx, host[i], whole[i], span[i]);
+                if (st != KF_OK) {
+                    mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+                    snprintf(ctl->message, sizeof ctl->message, "copy %s the device failed (buffer %d)",
+                             cmd == 'i' ? "to" : "from", i);
+                    _exit(KF_RUN_EXIT_DEVICE);
+                }
+            }
+            if (cmd == 'f' && cfg->flush_bytes && io->flush &&
+                io->flush(b->ctx, (size_t)cfg->flush_bytes) != KF_OK) {
+                mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+                snprintf(ctl->message, sizeof ctl->message, "the device's cache flush failed");
+                _exit(KF_RUN_EXIT_DEVICE);
+            }
+            if (send_msg('r', 0, 0.0, 0) != 0) return -1;
+        } else {
+            return -1;
+        }
+    }
 }
 
 /* Run a device candidate (see the file comment). Each buffer i of the region is
@@ -254,6 +339,11 @@ static int run_device(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_li
     }
     live->stage = KF_STAGE_LOADED;
     live->rep = -1;
+    if (cfg->handshake) {
+        /* until the parent kills this process; a broken pipe: wait for that kill */
+        device_calls(ctl, ctl_size, base, live, cfg, b, mod, whole, view, host, span);
+        for (;;) pause();
+    }
     live->stage = KF_STAGE_KERNEL;
     mprotect(base, ctl_size, PROT_READ);
     kf_status st = KF_OK;
@@ -394,7 +484,7 @@ int main(int argc, char **argv) {
     if (target[0] && !(tp && !tp->is_gpu)) {
         run_cfg cfg = {.mode = mode, .nbufs = nbufs, .min_reps = min_reps, .max_reps = max_reps,
                        .min_time = min_time, .warmup = warmup, .budget = budget,
-                       .flush_bytes = flush_bytes};
+                       .flush_bytes = flush_bytes, .handshake = hs};
         memcpy(cfg.entry, entry, sizeof cfg.entry);
         memcpy(cfg.target, target, sizeof cfg.target);
         memcpy(cfg.artifact, artifact, sizeof cfg.artifact);
@@ -450,14 +540,14 @@ int main(int argc, char **argv) {
         live->stage = KF_STAGE_LOADED;
         int fl = fcntl(KF_RUN_GO_FD, F_GETFL);
         if (fl >= 0) fcntl(KF_RUN_GO_FD, F_SETFL, fl | O_NONBLOCK);
-        if (send_msg('r', 0, 0) == 0) {
+        if (send_msg('r', 0, 0.0, 0) == 0) {
             for (;;) {
                 char cmd = 0;
                 if (read_cmd(&cmd) != 0) break;
                 if (cmd == 'g') {
                     live->stage = KF_STAGE_KERNEL;
                     rc = fn(args);
-                    if (send_msg('d', rc, 1) != 0) break;
+                    if (send_msg('d', rc, 0.0, 1) != 0) break;
                 } else if (cmd == 'f') {
                     live->stage = KF_STAGE_BETWEEN;
                     const char *why = NULL;
@@ -472,7 +562,7 @@ int main(int argc, char **argv) {
                     }
                     if (flush && !flushed_once++) memset(flush, 1, flush_bytes);
                     if (flush) flush_caches(flush, flush_bytes);
-                    if (send_msg('r', 0, 0) != 0) break;
+                    if (send_msg('r', 0, 0.0, 0) != 0) break;
                 } else {
                     break;
                 }

@@ -27,24 +27,35 @@
 #include <stdint.h>
 
 #define KF_RUN_MAGIC 0x4b46524e52554e31ULL /* "KFRNRUN1" */
-#define KF_RUN_VERSION 3
+#define KF_RUN_VERSION 4
 
-/* The handshake (ctl.handshake = 1; CPU candidates in kf_verify_artifact): every call of
+/* The handshake (ctl.handshake = 1; every run of kf_verify_artifact): every call of
  * the kernel is started and ended through two pipes, so that the parent times it with its
  * own clock and kills the runner the moment the last call has returned (no destructor,
  * atexit or signal handler of the kernel runs after a measured call). The runner reads
  * one byte from KF_RUN_GO_FD and writes to KF_RUN_DONE_FD:
- *   runner -> parent  'r'             ready (after loading, and after each 'f')
- *                     'd' int32 rc    the call returned rc
+ *   runner -> parent  'r'             ready (after loading, and after each 'f', 'i', 'o')
+ *                     'd' int32 rc    the call returned rc; then a double: the device's
+ *                         double dev  own time of the call in seconds (device targets:
+ *                                     events), 0 on the CPU
  *   parent -> runner  'g'             call the kernel once (the parent's clock runs from
  *                                     just before this byte to just after the 'd')
  *                     'f'             free the outputs' pages (fresh_outputs) and flush
  *                                     the caches, then 'r'
+ *                     'i'             (device targets) copy every buffer of the region,
+ *                                     guards included, to the device, then 'r'
+ *                     'o'             (device targets) copy every buffer back, then 'r'
+ * Device targets take the same handshake: the parent writes a call's inputs and poisoned
+ * outputs into the region and says 'i' before the call, and 'o' after a call it checks, so
+ * the copies lie outside the call; the device's time of the call comes with 'd' and is
+ * checked against the parent's clock (verify.c), never believed on its own.
  * The parent kills the runner after the 'd' of the last call; the runner never exits by
  * itself in this mode (but for its own failure between calls: a message and
- * KF_RUN_EXIT_USAGE). Nothing the runner writes into the control page counts in this mode: the times are the
- * parent's, the kernel's return value comes with 'd' (a kernel that forges messages only
+ * KF_RUN_EXIT_USAGE; a device target's failed device call: KF_RUN_EXIT_DEVICE). Nothing
+ * the runner writes into the control page counts in this mode: the times are the
+ * parent's (and, on a device, checked against them), the kernel's return value comes with 'd' (a kernel that forges messages only
  * ends its own run early; see docs/kernel-contract.md). */
+#define KF_RUN_MSG_D 13 /* bytes of a 'd' message */
 #define KF_RUN_GO_FD 4
 #define KF_RUN_DONE_FD 5
 #define KF_RUN_PAGE 4096
@@ -92,7 +103,7 @@ typedef struct kf_run_ctl {
     int32_t nbufs;
     int32_t min_reps, max_reps;
     int32_t fresh_outputs;  /* timing on the CPU: free the outputs' pages before every rep */
-    int32_t handshake;      /* 1: calls go through the pipes above (CPU path only) */
+    int32_t handshake;      /* 1: calls go through the pipes above */
     int32_t pad0;
     double min_time_s;      /* timing: keep repeating until this much measured time */
     double warmup_s;        /* timing: warm up for about this long (at least one run) */

@@ -442,7 +442,12 @@ typedef struct hs_run {
     int flush;              /* time mode: each timed call is preceded by an 'f' */
     int fresh;              /* ... which also frees the outputs' pages (fresh_outputs) */
     int evict;              /* timed calls start on buffers the parent evicted (lim->evict) */
+    int device;             /* a device target: 'i' before and 'o' after a checked call */
+    int in_copy;            /* device: waiting for the 'r' that ends an 'i' */
+    int out_for;            /* device: waiting for the 'r' that ends an 'o': OUT_CHECK/OUT_LAST */
     int stopped;            /* the run's processes are stopped (hs_stop) */
+    double t_cont;          /* when they were last continued */
+    double sb_cpu_first, sb_cpu_last, run_wall; /* the CPU-time witness (hs_stop) */
     int stuck;              /* one of them did not stop */
     int in_call, in_flush, finished, violation, rc, started;
     double t_go, t_first_go, t_timing, spent;
@@ -460,6 +465,8 @@ typedef struct hs_run {
 } hs_run;
 
 
+enum { OUT_CHECK = 1, OUT_LAST = 2 };
+
 static int hs_send(hs_run *h, char c) {
     ssize_t n;
     while ((n = write(h->go_fd, &c, 1)) < 0 && errno == EINTR) {}
@@ -469,17 +476,22 @@ static int hs_send(hs_run *h, char c) {
 /* Every other process of the run's group (descendants the kernel forked; the filter keeps
  * them in it) stopped or gone, by their /proc entries: kill(-pgid, SIGSTOP) reaches them
  * all, but only the leader's stop is reported to this process. 0, or -1 when one is still
- * running after a second. */
-static int group_wait_stopped(pid_t pgid) {
+ * running after a second. *cpu gets the CPU seconds of every process of the group, the
+ * leader included (user + system of all its threads, dead ones too, and of the children
+ * it reaped), as /proc says once all are stopped; -1 without /proc. */
+static int group_wait_stopped(pid_t pgid, double *cpu) {
+    static long tck;
+    if (tck <= 0) tck = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+    *cpu = -1;
     for (int pass = 0; pass < 10000; pass++) {
         DIR *d = opendir("/proc");
         if (!d) return 0; /* no /proc: the leader's stop is all there is to see */
         int running = 0;
+        unsigned long long ticks = 0;
         struct dirent *e;
         while ((e = readdir(d)) != NULL && !running) {
             if (!isdigit((unsigned char)e->d_name[0])) continue;
             long p = strtol(e->d_name, NULL, 10);
-            if (p == (long)pgid) continue;
             char path[64], st[512];
             snprintf(path, sizeof path, "/proc/%ld/stat", p);
             int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -492,12 +504,19 @@ static int group_wait_stopped(pid_t pgid) {
             const char *rp = strrchr(st, ')');
             char state;
             long ppid, pgrp;
-            if (!rp || sscanf(rp + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
-            if (pgrp == (long)pgid && state != 'T' && state != 't' && state != 'Z' && state != 'X')
+            unsigned long long ut = 0, stm = 0, cut = 0, cst = 0;
+            int nf = rp ? sscanf(rp + 1, " %c %ld %ld %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                                 &state, &ppid, &pgrp, &ut, &stm, &cut, &cst) : 0;
+            if (nf < 3 || pgrp != (long)pgid) continue;
+            if (nf == 7) ticks += ut + stm + cut + cst;
+            if (p != (long)pgid && state != 'T' && state != 't' && state != 'Z' && state != 'X')
                 running = 1;
         }
         closedir(d);
-        if (!running) return 0;
+        if (!running) {
+            *cpu = (double)ticks / (double)tck;
+            return 0;
+        }
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
@@ -519,15 +538,25 @@ static int hs_stop(hs_run *h) {
     memset(&si, 0, sizeof si);
     while (waitid(P_PID, (id_t)h->pid, &si, WSTOPPED) < 0 && errno == EINTR) {}
     h->stopped = 1;
-    if (group_wait_stopped(h->pid) != 0) {
+    double cpu, t = kf_now();
+    if (group_wait_stopped(h->pid, &cpu) != 0) {
         h->stuck = 1;
         return -1;
+    }
+    /* the CPU-time witness: what the run's processes used between the first stop and
+     * this one, against the time they were running (kf_sbx.hs_cpu_s) */
+    if (cpu >= 0 && h->sb_cpu_first < 0) {
+        h->sb_cpu_first = cpu;
+    } else if (cpu >= 0 && h->t_cont > 0) {
+        h->run_wall += t - h->t_cont;
+        h->sb_cpu_last = cpu;
     }
     return 0;
 }
 
 static void hs_cont(hs_run *h) {
     if (!h->stopped) return;
+    h->t_cont = kf_now();
     kill(-h->pid, SIGCONT);
     kill(h->pid, SIGCONT);
     h->stopped = 0;
@@ -619,8 +648,9 @@ static int hs_stable(const hs_run *h, const kf_sbx *sb) {
     double rel = h->lim->stable_rel;
     if (rel <= 0 || n < h->min_reps + 2 || n < 5 || h->checks < 2) return 0;
     double a[KF_RUN_MAX_REPS], b[KF_RUN_MAX_REPS];
-    memcpy(a, sb->hs_times, sizeof a[0] * (size_t)n);
-    memcpy(b, sb->hs_times, sizeof b[0] * (size_t)(n - 2));
+    const double *t = h->device ? sb->hs_dev : sb->hs_times; /* the times that count */
+    memcpy(a, t, sizeof a[0] * (size_t)n);
+    memcpy(b, t, sizeof b[0] * (size_t)(n - 2));
     qsort(a, (size_t)n, sizeof a[0], cmp_dbl);
     qsort(b, (size_t)(n - 2), sizeof b[0], cmp_dbl);
     double ma = n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
@@ -644,12 +674,67 @@ static int hs_go(hs_run *h, kf_sbx *sb) {
     return 0;
 }
 
+/* A device target's next call: its inputs and poisoned outputs written into the region
+ * with the run stopped, then 'i' (the runner copies the region to the device); the call
+ * starts at the 'r' that ends the copy (after a flush of the device's caches, 'f', before
+ * a timed call where the plan flushes), so the copies lie outside the call's clock. */
+static int hs_dev_next(hs_run *h, kf_sbx *sb) {
+    if (hs_stop(h) != 0) {
+        h->finished = 1;
+        return -1;
+    }
+    hs_prepare(h, sb, h->final);
+    hs_cont(h);
+    if (hs_send(h, 'i') != 0) return -1;
+    h->in_copy = 1;
+    return 0;
+}
+
+/* The device side of hs_message's 'r' (see hs_dev_next): 0 when handled, -1 when the 'r'
+ * came out of turn. */
+static int hs_dev_ready(hs_run *h, kf_sbx *sb) {
+    if (h->in_call) return -1;
+    if (h->in_copy) {
+        h->in_copy = 0;
+        if (h->t_timing > 0 && h->flush) {
+            if (hs_send(h, 'f') == 0) h->in_flush = 1;
+            return 0;
+        }
+        hs_go(h, sb);
+        return 0;
+    }
+    if (h->in_flush) {
+        h->in_flush = 0;
+        hs_go(h, sb);
+        return 0;
+    }
+    if (h->out_for) {
+        /* the outputs are back in the region: read them with the run stopped */
+        int what = h->out_for;
+        h->out_for = 0;
+        if (hs_stop(h) != 0 || what == OUT_LAST) {
+            h->finished = 1;
+            return 0;
+        }
+        hs_check(h, sb);
+        if (!h->finished) hs_dev_next(h, sb);
+        return 0;
+    }
+    if (h->started) return -1;
+    hs_dev_next(h, sb); /* loaded: the first call */
+    return 0;
+}
+
 /* Handle one message from the runner; sets h->finished when the run is over for the
  * parent (the last call returned, or a message came out of turn: h->violation). */
 static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
     switch (m[0]) {
     case 'r':
         if (!h->started && sb->start_s == 0) sb->start_s = kf_now() - h->t_fork;
+        if (h->device) {
+            if (hs_dev_ready(h, sb) == 0) return;
+            break;
+        }
         /* after loading (the first call is a warm-up: no flush), or after an 'f' */
         if (h->in_call || (h->started && !h->in_flush)) break;
         /* the first call, or the next after a flush: prepared with the run stopped */
@@ -666,7 +751,9 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         if (!h->in_call) break;
         h->in_call = 0;
         int32_t rc;
+        double dev;
         memcpy(&rc, m + 1, 4);
+        memcpy(&dev, m + 5, 8);
         h->rc = rc;
         sb->hs_calls++;
         double dt = t - h->t_go;
@@ -676,8 +763,11 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             sb->hs_warm++;
             if (t - h->t_first_go >= h->warmup || sb->hs_warm >= 1000) h->t_timing = t;
         } else if (!last) {
+            /* on a device the device's own time is what counts, checked against dt by the
+             * caller; until then the plan counts it only where it is believable */
+            sb->hs_dev[sb->hs_reps] = dev;
             sb->hs_times[sb->hs_reps++] = dt;
-            h->spent += dt;
+            h->spent += h->device && dev > 0 && dev <= dt ? dev : dt;
             /* enough measured time (or, when every call flushes a cache of hundreds of MiB
              * first, four times that in wall time), at least min_reps; or the cap; or the
              * budget */
@@ -695,6 +785,11 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
              * order was) */
             h->final = 1;
             last = 0;
+        } else if (last && h->device) {
+            /* the outputs back from the device first */
+            if (hs_send(h, 'o') != 0) break;
+            h->out_for = OUT_LAST;
+            return;
         } else if (last) {
             /* the caller reads the outputs: nothing of the kernel's runs any more (the
              * group is killed next) */
@@ -707,7 +802,15 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
          * run is stopped while the outputs are read and while the next call's inputs and
          * outputs are written, so nothing the kernel left running sees them before the
          * call's clock starts (hs_go) */
-        if (h->lim->check && h->checks < 4 && kf_verify_rng_next(&h->rng) % 4 == 0) {
+        int check = h->lim->check && h->checks < 4 && kf_verify_rng_next(&h->rng) % 4 == 0;
+        if (h->device) {
+            /* checked: the outputs come back first (hs_dev_ready checks them), else the
+             * next call */
+            if (check && hs_send(h, 'o') == 0) h->out_for = OUT_CHECK;
+            else if (!check) hs_dev_next(h, sb);
+            return;
+        }
+        if (check) {
             if (hs_stop(h) != 0) {
                 h->finished = 1;
                 return;
@@ -751,7 +854,7 @@ static void hs_read(hs_run *h, kf_sbx *sb) {
     h->have += (size_t)n;
     size_t at = 0;
     while (at < h->have && !h->finished) {
-        size_t len = h->buf[at] == 'd' ? 5 : 1;
+        size_t len = h->buf[at] == 'd' ? KF_RUN_MSG_D : 1;
         if (h->have - at < len) break;
         hs_message(h, sb, h->buf + at);
         at += len;
@@ -936,6 +1039,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     hs_run hs;
     memset(&hs, 0, sizeof hs);
     hs.go_fd = hs.done_fd = -1;
+    hs.sb_cpu_first = -1;
+    sb->hs_cpu_s = sb->hs_run_s = 0;
+    sb->hs_pinned = pinned ? lim->threads : 0;
     int gp[2] = {-1, -1}, dp[2] = {-1, -1};
     int use_hs = lim->handshake && !lim->wrapper;
     sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_evicted = 0;
@@ -949,8 +1055,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         hs.min_time = ctl->min_time_s;
         hs.warmup = ctl->warmup_s;
         hs.budget = ctl->budget_s;
-        hs.flush = ctl->flush_bytes > 0 || ctl->fresh_outputs;
-        hs.fresh = ctl->fresh_outputs;
+        hs.device = tpf && tpf->is_gpu;
+        hs.flush = ctl->flush_bytes > 0 || (ctl->fresh_outputs && !hs.device);
+        hs.fresh = ctl->fresh_outputs && !hs.device;
         hs.evict = lim->evict && mode == KF_RUN_TIME && kf_sbx_can_evict();
         /* what the runner may read is the same in a check run and a timing run: the plan is
          * the parent's alone (the flush size and fresh_outputs are set for both runs by the
@@ -1115,6 +1222,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     }
     if (hs.go_fd >= 0) close(hs.go_fd);
     if (hs.done_fd >= 0) close(hs.done_fd);
+    if (hs.sb_cpu_first >= 0 && hs.sb_cpu_last >= hs.sb_cpu_first) {
+        sb->hs_cpu_s = hs.sb_cpu_last - hs.sb_cpu_first;
+        sb->hs_run_s = hs.run_wall;
+    }
     kill(-pid, SIGKILL); /* anything the candidate left behind in its group */
     int st = 0;
     struct rusage ru;

@@ -411,6 +411,58 @@ static kf_vstatus timed_check(void *arg, int set, char *detail, size_t cap) {
     return vs;
 }
 
+/* The median of n values (copied: v is left as it is). */
+static double median_of(const double *v, int n) {
+    if (n < 1) return 0;
+    double *t = kf_malloc(sizeof *t * (size_t)n);
+    memcpy(t, v, sizeof *t * (size_t)n);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+/* A device's own times of the timed calls (dev, from the runner, the candidate's process)
+ * against the parent's clock around the same calls (host): the device's interval lies
+ * inside the parent's, so a call's device time may not pass its host time by more than
+ * KF_DEV_OVER_REL of it plus KF_DEV_OVER_ABS (clock granularity: the two clocks are not the
+ * same clock on a GPU); and the host time holds the device time plus the launch, the wait
+ * for completion and the runner's wake-up, so the median device time may not fall below
+ * KF_DEV_UNDER_FRAC of the shortest host time less KF_DEV_UNDER_ABS (an honest kernel's
+ * overheads; the shortest call is the one a loaded machine disturbed least, where the
+ * median would hold its wake-up delays; under-reporting by more than that is caught, less
+ * is not). Every
+ * device time is positive and finite (checked before). 1 when believable, else 0 with
+ * the reason in detail. */
+#define KF_CPU_OVER_REL 1.2
+#define KF_CPU_OVER_ABS 0.05
+#define KF_DEV_OVER_REL 0.01
+#define KF_DEV_OVER_ABS 50e-6
+#define KF_DEV_UNDER_FRAC 0.5
+#define KF_DEV_UNDER_ABS 5e-3
+static int dev_times_believable(const double *dev, const double *host, int n, char *detail,
+                                size_t cap) {
+    for (int i = 0; i < n; i++)
+        if (dev[i] > host[i] * (1 + KF_DEV_OVER_REL) + KF_DEV_OVER_ABS) {
+            snprintf(detail, cap,
+                     "timed call %d of %d: the device reported %.4g ms, but the call took %.4g ms "
+                     "by kforge's own clock around it; a device time cannot exceed that (the "
+                     "timing was tampered with?)", i + 1, n, dev[i] * 1e3, host[i] * 1e3);
+            return 0;
+        }
+    double md = median_of(dev, n), mh = host[0];
+    for (int i = 1; i < n; i++) mh = fmin(mh, host[i]);
+    if (md < KF_DEV_UNDER_FRAC * mh - KF_DEV_UNDER_ABS) {
+        snprintf(detail, cap,
+                 "the device reported a median of %.4g ms per call, but the shortest call took "
+                 "%.4g ms by kforge's own clock around it; launch and completion overheads "
+                 "do not explain more than %.0f%% + %.0f ms of that (the timing was tampered "
+                 "with?)", md * 1e3, mh * 1e3, 100 * (1 - KF_DEV_UNDER_FRAC), KF_DEV_UNDER_ABS * 1e3);
+        return 0;
+    }
+    return 1;
+}
+
 /* Check (and time) an artifact; see verify.h. */
 kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate *cand,
                              const char *artifact, kf_vresult *r, kf_error *err) {
@@ -434,10 +486,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         /* device drivers reserve far more address space than they use */
         .no_mem_limit = b && kf_verify_is_device(b),
         .poll_output = b && kf_verify_is_device(b),
-        /* CPU candidates: the parent starts and times every call and kills the runner
-         * after the last (runproto.h); device runs time with device events in the runner */
-        .handshake = !(b && kf_verify_is_device(b)),
+        /* the parent starts and times every call and kills the runner after the last
+         * (runproto.h); a device's own time of a call is checked against the parent's */
+        .handshake = 1,
     };
+    int dev = b && kf_verify_is_device(b);
     char detail[1500];
     kf_vstatus vs = KF_V_OK;
     double slowest = 0;
@@ -450,7 +503,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     int64_t llc = b ? (b->info.l3_bytes > 0 ? b->info.l3_bytes : b->info.l2_bytes) : 0;
     int64_t cache = o->cache_bytes > 0 ? o->cache_bytes : (llc > 0 ? llc : (32ll << 20));
     int fits = (int64_t)sb.data_bytes < cache;
-    lim.evict = fits && lim.handshake && kf_sbx_can_evict();
+    lim.evict = fits && !dev && kf_sbx_can_evict();
     uint64_t flush_bytes = fits && !lim.evict ? (uint64_t)(2 * cache) : 0;
     /* the request as the parent wrote it: the control page is the kernel's to write during a
      * run, so every run gets these fields again from this copy (a check run must not pick
@@ -462,7 +515,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
         snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
         snprintf(ctl->target, sizeof ctl->target, "%s", req_target);
-        if (o->time_it && lim.handshake) {
+        if (o->time_it) {
             ctl->flush_bytes = flush_bytes;
             ctl->fresh_outputs = o->fresh_outputs;
         }
@@ -541,6 +594,22 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             fail_set(c, r, vs, tset, "timing run on set", detail);
             goto done;
         }
+        /* The CPU-time witness: the run's processes, pinned to --threads CPUs, cannot use
+         * more CPU time than those CPUs give in the time they were running (a process or
+         * thread that escaped the pinning, or ran while the run was meant to be stopped,
+         * would). KF_CPU_OVER_REL and KF_CPU_OVER_ABS cover the accounting's granularity. */
+        r->timing_cpu_s = sb.hs_cpu_s;
+        r->timing_run_s = sb.hs_run_s;
+        if (sb.hs_pinned > 0 && sb.hs_run_s > 0 &&
+            sb.hs_cpu_s > sb.hs_pinned * sb.hs_run_s * KF_CPU_OVER_REL + KF_CPU_OVER_ABS) {
+            r->status = KF_V_IMPOSSIBLE;
+            snprintf(r->detail, sizeof r->detail,
+                     "the timing run's processes used %.3f s of CPU time in %.3f s of running on "
+                     "%d CPU%s: more than --threads %d allows (work moved to processes or threads "
+                     "beyond the CPUs the run was pinned to?)", sb.hs_cpu_s, sb.hs_run_s,
+                     sb.hs_pinned, sb.hs_pinned == 1 ? "" : "s", sb.hs_pinned);
+            goto done;
+        }
         int reps = lim.handshake ? sb.hs_reps : ctl->reps;
         if (reps < 1 || reps > KF_RUN_MAX_REPS) {
             r->status = KF_V_INTERNAL;
@@ -548,7 +617,10 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             goto done;
         }
         double *t = kf_malloc(sizeof *t * (size_t)reps);
-        memcpy(t, lim.handshake ? sb.hs_times : ctl->times, sizeof *t * (size_t)reps);
+        /* on a device the device's own times count, each checked against the parent's
+         * clock around its call (dev_times_believable) */
+        memcpy(t, dev ? sb.hs_dev : lim.handshake ? sb.hs_times : ctl->times, sizeof *t * (size_t)reps);
+        r->time_host_ms = median_of(sb.hs_times, reps) * 1e3;
         /* A rep time that is not a positive finite number is no measurement: NaN would
          * sort anywhere and compare false against every bound below (a 'nan ms' best
          * kernel was seen), zero or negative is faster than anything. The whole timing
@@ -561,6 +633,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             snprintf(r->detail, sizeof r->detail,
                      "timed rep %d of %d took %g ms: a time must be a positive finite number "
                      "(the timing was tampered with?)", bad_rep + 1, reps, t[bad_rep] * 1e3);
+            free(t);
+            goto done;
+        }
+        if (dev && !dev_times_believable(sb.hs_dev, sb.hs_times, reps, r->detail, sizeof r->detail)) {
+            r->status = KF_V_IMPOSSIBLE;
             free(t);
             goto done;
         }

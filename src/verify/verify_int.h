@@ -209,6 +209,14 @@ typedef struct kf_sbx {
     int hs_fail_set, hs_fail_call; /* where a random check failed */
     int hs_evicted;         /* calls that started on buffers the parent evicted (lim->evict) */
     double hs_times[KF_RUN_MAX_REPS];
+    /* The CPU-time witness of the last handshake run: the CPU seconds every process of the
+     * run used (from /proc, read with all of them stopped) between the first stop and the
+     * last, and the seconds they were running in that span (continued to stopped); 0 without
+     * /proc. hs_pinned: the CPUs the run was pinned to (--threads), 0 when not pinned. */
+    double hs_cpu_s, hs_run_s;
+    int hs_pinned;
+    double hs_dev[KF_RUN_MAX_REPS]; /* device targets: the device's own time of each timed
+                               call, as the runner reported it (checked against hs_times) */
     double start_s;         /* the last run: fork to the runner's first message (the
                                artifact loaded), by the parent's clock; 0 without one */
 } kf_sbx;
@@ -235,9 +243,10 @@ typedef struct kf_sbx_limits {
     kf_buf *output;         /* receives the head of the run's stdout+stderr ... */
     size_t output_keep;     /* ... up to this many bytes */
     double *cpu_used;       /* receives the CPU seconds the run took */
-    int handshake;          /* CPU runs: calls started and ended through pipes, timed by
-                               the parent, the runner killed after the last (runproto.h);
-                               results in sb->hs_*; ignored with a wrapper */
+    int handshake;          /* calls started and ended through pipes, timed by the parent,
+                               the runner killed after the last (runproto.h); results in
+                               sb->hs_*; ignored with a wrapper. Device targets: the runner
+                               copies the region in and out on the parent's word */
     /* Handshake runs only, optional: prepare is called before each call (with the run's
      * processes stopped) to put an input set in the region and, when poison is set, poison
      * the outputs (not after a flush that freed their pages), and returns the set (final: the
