@@ -22,9 +22,10 @@
  * computed once per row, never per element. Reductions are viewed as [O, R, In] (outer kept,
  * reduced, inner kept); a reduction over non-adjacent axes first permutes the data so the
  * reduced axes are trailing. Work is split into (row, block) units for OpenMP; when there
- * are too few output units for the threads, the reduced extent is split into ordered
- * chunks whose partial results are combined in order (so results do not depend on the
- * thread count). Matmul calls OpenBLAS dgemm once per output batch matrix, from one thread
+ * are few output units, the reduced extent is split into ordered chunks whose partial
+ * results are combined in order, the split chosen as for KF_INTERP_SPLIT threads whatever
+ * the machine has (so results do not depend on the thread count). A graph local to the
+ * rows of axis 0 runs a chunk of rows at a time, chunks on the threads (interp_rows.c). Matmul calls OpenBLAS dgemm once per output batch matrix, from one thread
  * (the pthread OpenBLAS parallelises each call itself).
  */
 #include "ir/interp_int.h"
