@@ -22,12 +22,13 @@
  * computed once per row, never per element. Reductions are viewed as [O, R, In] (outer kept,
  * reduced, inner kept); a reduction over non-adjacent axes first permutes the data so the
  * reduced axes are trailing. Work is split into (row, block) units for OpenMP; when there
- * are too few output units for the threads, the reduced extent is split into ordered
- * chunks whose partial results are combined in order (so results do not depend on the
- * thread count). Matmul calls OpenBLAS dgemm once per output batch matrix, from one thread
+ * are few output units, the reduced extent is split into ordered chunks whose partial
+ * results are combined in order, the split chosen as for KF_INTERP_SPLIT threads whatever
+ * the machine has (so results do not depend on the thread count). A graph local to the
+ * rows of axis 0 runs a chunk of rows at a time, chunks on the threads (interp_rows.c). Matmul calls OpenBLAS dgemm once per output batch matrix, from one thread
  * (the pthread OpenBLAS parallelises each call itself).
  */
-#include "kforge/ir.h"
+#include "ir/interp_int.h"
 
 #include <assert.h>
 #include <cblas.h>
@@ -41,6 +42,9 @@
 /* Elements per unit of parallel elementwise work, and lanes per reduction block. */
 #define KF_INTERP_CHUNK 16384
 #define KF_INTERP_LANES 256
+/* A reduction over few outputs splits its reduced extent into ordered chunks as for this
+ * many threads, whatever the machine has. */
+#define KF_INTERP_SPLIT 16
 
 /* ------------------------------------------------------------------------------------ */
 /* Shapes and broadcast plans                                                            */
@@ -283,10 +287,11 @@ static void ip_reduce_ori(kf_combiner op, int mean, const double *x, int64_t O, 
     int64_t nlb = (In + KF_INTERP_LANES - 1) / KF_INTERP_LANES;
     int64_t units = O * nlb;
     int64_t total = O * R * In;
-    int threads = omp_get_max_threads();
+    /* the reduced extent's chunks from the shape alone, as if for KF_INTERP_SPLIT threads:
+     * the order of the partial sums must not depend on the thread count */
     int64_t nc = 1;
-    if (units < 2 * threads && total >= KF_INTERP_PAR_MIN) {
-        nc = (4 * threads + units - 1) / units;
+    if (units < 2 * KF_INTERP_SPLIT && total >= KF_INTERP_PAR_MIN) {
+        nc = (4 * KF_INTERP_SPLIT + units - 1) / units;
         if (nc > R / 1024) nc = R / 1024;
         if (nc < 1) nc = 1;
     }
@@ -942,7 +947,7 @@ static const kf_shape *ip_fused_shape(const kf_graph *g, const char *live) {
     return any ? sh : NULL;
 }
 
-/* The nodes that an output needs (ip_run's liveness). */
+/* The nodes that an output needs (the walk's liveness). */
 static void ip_liveness(const kf_graph *g, char *need, char *live) {
     for (int j = 0; j < g->noutputs; j++) need[g->outputs[j]] = 1;
     for (int k = g->nnodes - 1; k >= 0; k--) {
@@ -967,7 +972,7 @@ int kf_interp_fusable(const kf_graph *g) {
 /* A pointwise graph (ip_fused_shape) run chunk by chunk: every node over KF_INTERP_CHUNK
  * elements before the next chunk, the intermediates in a scratch row per thread (in cache,
  * never a whole-tensor allocation). The same f64 calls on the same elements as the
- * node-by-node walk, so the same results bit for bit; beyond as ip_run's. */
+ * node-by-node walk, so the same results bit for bit; beyond as the walk's. */
 static kf_status ip_run_fused(const kf_graph *g, const char *live, const double *const *inputs,
                               double *const *outputs, int *beyond) {
     int nv = g->nvalues;
@@ -1070,8 +1075,8 @@ static kf_status ip_run_fused(const kf_graph *g, const char *live, const double 
  * KF_ERR_INTERNAL for shapes that contradict the op, KF_ERR_UNSUPPORTED for dtypes/ops
  * this interpreter does not evaluate. Nothing is retained; outputs may be partly written
  * on failure. */
-static kf_status ip_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
-                        double *const *bounds, int *beyond, kf_error *err) {
+kf_status kf_interp_walk(const kf_graph *g, const double *const *inputs, double *const *outputs,
+                         double *const *bounds, int *beyond, int rows, kf_error *err) {
     if (!g) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_interp_run: no graph");
     if ((g->ninputs > 0 && !inputs) || (g->noutputs > 0 && !outputs))
         return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
@@ -1125,6 +1130,9 @@ static kf_status ip_run(const kf_graph *g, const double *const *inputs, double *
         st = ip_run_fused(g, live, inputs, outputs, beyond);
         goto done;
     }
+    /* a graph local to the rows of axis 0: a chunk of rows at a time on the threads, so that
+     * no intermediate is a whole tensor and no pass runs on one core (interp_rows.c) */
+    if (rows && kf_interp_run_rows(g, live, inputs, outputs, bounds, beyond, &st, err)) goto done;
     for (int k = 0; k < g->nnodes; k++)
         if (live[k])
             for (int a = 0; a < g->nodes[k].nin; a++) last[g->nodes[k].in[a]] = k;
@@ -1231,17 +1239,17 @@ done:
 
 kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *const *outputs,
                         kf_error *err) {
-    return ip_run(g, inputs, outputs, NULL, NULL, err);
+    return kf_interp_walk(g, inputs, outputs, NULL, NULL, 1, err);
 }
 
 /* Contract: see ir.h. */
 kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,
                                double *const *outputs, double *const *bounds, kf_error *err) {
-    return ip_run(g, inputs, outputs, bounds, NULL, err);
+    return kf_interp_walk(g, inputs, outputs, bounds, NULL, 1, err);
 }
 
 kf_status kf_interp_run_checked(const kf_graph *g, const double *const *inputs, double *const *outputs,
                                 double *const *bounds, int *beyond_f32, kf_error *err) {
     *beyond_f32 = 0;
-    return ip_run(g, inputs, outputs, bounds, beyond_f32, err);
+    return kf_interp_walk(g, inputs, outputs, bounds, beyond_f32, 1, err);
 }

@@ -78,15 +78,10 @@ static void draw_input(const kf_verify_ctx *c, int s, int i, int pos, double mag
     void *own = data ? NULL : kf_malloc((size_t)KF_DRAW_BLOCK * (size_t)es);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t k = 0; k < nblk; k++) {
-        kf_rng r;
-        kf_verify_rng_seed(&r, base + 0x9E3779B97F4A7C15ull * (uint64_t)k);
         int64_t from = k * KF_DRAW_BLOCK, cnt = n - from < KF_DRAW_BLOCK ? n - from : KF_DRAW_BLOCK;
         void *p = data ? (char *)data + from * es : own;
-        kf_verify_draw(&r, dist, x->dtype, pos, mag, x->has_range, x->lo, x->hi, p, cnt);
-        if (vals && x->dtype == KF_F32) /* the common case without a call per element */
-            for (int64_t e = 0; e < cnt; e++) vals[from + e] = (double)((const float *)p)[e];
-        else if (vals)
-            for (int64_t e = 0; e < cnt; e++) vals[from + e] = kf_verify_load(x->dtype, p, e);
+        kf_verify_draw_block(kf_verify_block_key(base, k), dist, x->dtype, pos, mag, x->has_range, x->lo, x->hi, p,
+                             vals ? vals + from : NULL, cnt);
         if (hash) hash[k] = block_hash(c->hkey, p, (size_t)(cnt * es));
     }
     free(own);

@@ -1,6 +1,7 @@
 /*
  * Values for the verifier: a small deterministic PRNG (xoshiro256** seeded through
- * splitmix64), the input distributions, and typed element access with correct
+ * splitmix64) for the verifier's own choices (the input distributions are draw.c's), and
+ * typed element access with correct
  * round-to-nearest-even conversion from double into every stored dtype.
  *
  * Rounding is done here once, when an input is drawn: the kernel gets the stored bytes,
@@ -51,18 +52,6 @@ uint64_t kf_verify_rng_next(kf_rng *r) {
     s[2] ^= t;
     s[3] = rotl(s[3], 45);
     return out;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-double kf_verify_rng_uniform(kf_rng *r) {
-    return (double)(kf_verify_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* Standard normal (Box-Muller; one value per call, the second is dropped for simplicity). */
-double kf_verify_rng_normal(kf_rng *r) {
-    double u1 = 1.0 - kf_verify_rng_uniform(r); /* (0, 1] */
-    double u2 = kf_verify_rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 /* Name of a distribution, as reported in kf_vresult.bad_dist. */
@@ -248,77 +237,5 @@ void kf_verify_poison(kf_dtype dt, void *data, int64_t n, int par) {
     for (int64_t k = 1; k < nch; k++) {
         size_t at = (size_t)k * head, len = total - at < head ? total - at : head;
         memcpy((char *)data + at, data, len);
-    }
-}
-
-/* ---- distributions ---- */
-
-static double draw_one(kf_rng *r, int dist, int pos, double mag) {
-    double x;
-    switch (dist) {
-    case KF_DIST_OFFSET: /* a mean far from zero, spread of one (verify_int.h) */
-        x = fmin(KF_OFFSET_CENTRE, 0.5 * mag) + 2.0 * kf_verify_rng_uniform(r) - 1.0;
-        break;
-    case KF_DIST_LARGE: { /* magnitudes in [mag/2, mag], either sign */
-        double sgn = (kf_verify_rng_next(r) >> 63) ? -1.0 : 1.0;
-        x = sgn * mag * (0.5 + 0.5 * kf_verify_rng_uniform(r));
-        break;
-    }
-    case KF_DIST_UNIFORM: x = 2.0 * kf_verify_rng_uniform(r) - 1.0; break;
-    case KF_DIST_NORMAL: x = kf_verify_rng_normal(r); break;
-    case KF_DIST_WIDE: {
-        double sgn = (kf_verify_rng_next(r) >> 63) ? -1.0 : 1.0;
-        x = sgn * exp2(-6.0 + 12.0 * kf_verify_rng_uniform(r));
-        break;
-    }
-    default: { /* heavy tailed: a normal over a small uniform, clipped */
-        double d = 0.05 + 0.95 * kf_verify_rng_uniform(r);
-        x = kf_verify_rng_normal(r) / d;
-        if (x > mag) x = mag; /* mag: 1e4 unless an op on the input's paths limits it */
-        if (x < -mag) x = -mag;
-        break;
-    }
-    }
-    if (pos) x = fabs(x) + 1e-3;
-    return x;
-}
-
-/* Fill n elements of data with values of the distribution (see verify_int.h). */
-void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, double mag, int has_range,
-                    double lo, double hi, void *data, int64_t n) {
-    if (!(mag > 0)) mag = KF_MAG_DEFAULT;
-    int integer = dt == KF_I64;
-    if (dt == KF_BOOL) { /* a mask: 0 and 1 alike, whatever the distribution */
-        for (int64_t i = 0; i < n; i++) ((unsigned char *)data)[i] = kf_verify_rng_uniform(r) < 0.5;
-        return;
-    }
-    if (dt == KF_F32 && !has_range) { /* the common case, without a call per element */
-        float *f = data;
-        for (int64_t i = 0; i < n; i++)
-            for (int attempt = 0;; attempt++) {
-                f[i] = (float)draw_one(r, dist, pos, mag);
-                if (f[i] != 0.0f || attempt >= 64) break;
-            }
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        for (int attempt = 0;; attempt++) {
-            double x;
-            if (has_range) {
-                if (integer) {
-                    double a = ceil(lo), b = floor(hi);
-                    if (b < a) b = a;
-                    x = a + floor(kf_verify_rng_uniform(r) * (b - a + 1.0));
-                    if (x > b) x = b;
-                } else {
-                    x = lo + (hi - lo) * kf_verify_rng_uniform(r);
-                }
-            } else {
-                x = draw_one(r, dist, pos, mag);
-                if (integer) x = x < 0 ? floor(x * 100.0) : ceil(x * 100.0); /* never 0 */
-            }
-            kf_verify_store(dt, data, i, x);
-            if (kf_verify_load(dt, data, i) != 0.0 || attempt >= 64) break;
-        }
     }
 }

@@ -3,7 +3,8 @@
  * access, the output comparison and the sandbox that runs kforge-runner.
  *
  *   verify.c   public API: options, input sets, reference, the check/time sequence
- *   values.c   PRNG, input distributions, dtype rounding/storage, poison patterns
+ *   values.c   PRNG, dtype rounding/storage, poison patterns
+ *   draw.c     the input distributions (a counter-based generator per block)
  *   compare.c  output comparison against the reference (tolerances, NaN/Inf, ties)
  *   sandbox.c  the memfd region (guards), fork/exec of the runner under limits, outcome
  *   memcheck.c the memory-checker run (valgrind on the CPU, compute-sanitizer on CUDA)
@@ -29,8 +30,6 @@ typedef struct kf_rng {
 
 void kf_verify_rng_seed(kf_rng *r, uint64_t seed);
 uint64_t kf_verify_rng_next(kf_rng *r);
-double kf_verify_rng_uniform(kf_rng *r); /* [0, 1) */
-double kf_verify_rng_normal(kf_rng *r);  /* N(0, 1) */
 
 /* The input distributions, drawn in this order by the sets (set s gets s % KF_DIST_COUNT):
  * uniform (-1, 1), normal, wide magnitude (2^-6..2^6, either sign), heavy tailed (a normal
@@ -50,11 +49,21 @@ enum { KF_DIST_UNIFORM, KF_DIST_NORMAL, KF_DIST_WIDE, KF_DIST_HEAVY, KF_DIST_OFF
        KF_DIST_LARGE, KF_DIST_COUNT };
 const char *kf_verify_dist_name(int dist);
 
-/* Draw n elements of an input into data (stored in dt). pos: strictly positive values are
- * needed; mag: the magnitude limit of the offset and large sets (<= 0: KF_MAG_DEFAULT);
- * both ignored when has_range. Never stores an exact zero unless the range is [0, 0]. */
-void kf_verify_draw(kf_rng *r, int dist, kf_dtype dt, int pos, double mag, int has_range,
-                    double lo, double hi, void *data, int64_t n);
+/* ---- draw.c ---- */
+
+/* Draw the n elements of one block of an input, keyed key (kf_verify_block_key), into data
+ * (stored in dt) and, when vals is not NULL, their stored values as doubles. pos: strictly
+ * positive values are needed; mag: the magnitude limit of the offset, large and heavy
+ * sets (<= 0: KF_MAG_DEFAULT); both ignored when has_range. Never stores an exact zero
+ * unless the range is [0, 0]. The values depend on (key, element) alone. */
+void kf_verify_draw_block(uint64_t key, int dist, kf_dtype dt, int pos, double mag, int has_range, double lo,
+                          double hi, void *data, double *vals, int64_t n);
+/* The counter-based generator: 64 random bits for counter ctr of key (word w of a block's
+ * element e is counter 2e + w), and the key of block `block` of an input keyed base. */
+uint64_t kf_verify_draw_bits(uint64_t key, uint64_t ctr);
+uint64_t kf_verify_block_key(uint64_t base, int64_t block);
+
+/* ---- values.c ---- */
 
 /* Element i of a typed array as a double (exact for every supported dtype but i64 beyond
  * 2^53). */
