@@ -117,6 +117,38 @@ static char *first_set_kernel(void) {
     return w2;
 }
 
+/* Correct, but with the module's weights (the task's weights file) compiled in, the
+ * param arguments unread: right on set 0 (the module's own weights) only. */
+static char *hard_coded_kernel(void) {
+    char wp[300], *wb = NULL;
+    size_t wn = 0;
+    kf_error err = {0};
+    snprintf(wp, sizeof wp, "%s/conv_gn_shrink.weights", taskdir);
+    cr_assert_eq(kf_read_file(wp, &wb, &wn, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(wn, 240 * sizeof(float));
+    kf_buf t = {0};
+    kf_buf_printf(&t, "    static const float P[240] = {");
+    for (int i = 0; i < 240; i++) {
+        float v;
+        memcpy(&v, wb + 4 * i, 4);
+        kf_buf_printf(&t, "%s%a", i ? ", " : "", (double)v);
+    }
+    kf_buf_printf(&t, "};\n    const float *x = args[0], *w = P, *b = P + 216, *gw = P + 224, *gb = P + 232;");
+    char *k = kernel_text(),
+         *out = replaced(k, "    const float *x = args[0], *w = args[1], *b = args[2], *gw = args[3], *gb = args[4];",
+                         t.data);
+    free(k), free(wb);
+    kf_buf_free(&t);
+    return out;
+}
+
+/* Correct while the group norm's affine is its init (weight 1, bias 0): the affine left out. */
+static char *identity_affine_kernel(void) {
+    char *k = kernel_text(), *out = replaced(k, "* rs * gw[c] + gb[c];", "* rs + 0 * c;");
+    free(k);
+    return out;
+}
+
 /* ---- the format ---- */
 
 Test(module_task, statements_parse_into_inputs_params_and_declared_outputs) {
@@ -323,6 +355,20 @@ Test(module_task, reference_outputs_of_the_wrong_size_are_an_error) {
     unlink(fake);
 }
 
+Test(module_task, reference_process_writing_no_params_is_an_error) {
+    make_task();
+    /* a stand-in that writes outputs of the right size but no params for sets 1.. */
+    char fake[300];
+    snprintf(fake, sizeof fake, "%s/fake.sh", srv.dir);
+    const char *sh = "#!/bin/sh\nfor s in $(echo $5 | tr , ' '); do head -c 8192 /dev/zero > $4/out.$s; done\n";
+    kf_error err = {0};
+    cr_assert_eq(kf_write_file(fake, sh, strlen(sh), &err), KF_OK);
+    chmod(fake, 0755);
+    setenv("KFORGE_PYTHON", fake, 1);
+    ref_fails("wrote no params for input set 1");
+    unlink(fake);
+}
+
 Test(module_task, weights_of_the_wrong_size_are_an_error) {
     make_task();
     char w[300];
@@ -437,6 +483,34 @@ Test(module_task, llm_agent_writes_the_whole_forward_and_is_judged_against_the_m
     cr_assert(fb && strstr(fb, "mismatch"), "%s", fb ? fb : "");
     json_decref(log);
     free(good), free(wrong), free(first);
+    finish(&x);
+}
+
+/* The params differ from set to set (set 0: the module's weights; the others drawn like
+ * the module's own init), so a kernel that compiles the weights in, or one that takes the
+ * group norm's affine for its init (ones and zeros), fails from set 1 on; the honest one,
+ * reading its params, passes every set. */
+Test(module_task, llm_kernel_that_hard_codes_the_weights_is_rejected) {
+    make_task();
+    char *good = kernel_text(), *hard = hard_coded_kernel(), *ident = identity_affine_kernel();
+    json_t *script = json_pack("{s:[o,o,o]}", "responses", kernel_reply(hard), kernel_reply(ident),
+                               kernel_reply(good));
+    char *s = json_dumps(script, JSON_COMPACT);
+    start_server(s);
+    free(s);
+    json_decref(script);
+    run x;
+    prepare(&x, 3, KF_AGENT_LLM);
+    kf_error err = {0};
+    cr_assert_eq(kf_loop_run(x.g, &x.o, &x.r, &err), KF_OK, "loop: %s", err.msg);
+    cr_assert_eq(x.r.niters, 3);
+    STATUS(&x, 0, KF_V_MISMATCH);
+    cr_assert_geq(x.r.iters[0].res.bad_set, 1, "the hard-coded weights failed set %d", x.r.iters[0].res.bad_set);
+    STATUS(&x, 1, KF_V_MISMATCH);
+    cr_assert_geq(x.r.iters[1].res.bad_set, 1, "the identity affine failed set %d", x.r.iters[1].res.bad_set);
+    STATUS(&x, 2, KF_V_OK);
+    cr_assert_eq(x.r.best, 2);
+    free(good), free(hard), free(ident);
     finish(&x);
 }
 
