@@ -7,7 +7,8 @@
  *
  * Checked here: the format's statements and their errors; the verifier on a module task
  * (a correct kernel passes every set; a wrong one, one correct on the first distribution
- * only, one that writes a param are rejected); the reference process crashing, hanging or
+ * only, one that writes a param, one that hard-codes the weights, one that calls a BLAS are
+ * rejected); the reference process crashing, hanging or
  * writing the wrong sizes is an error naming the task; the builtin refuses the task with
  * "use --agent llm"; the llm agent, against the scripted local endpoint, gets the module's
  * source in its prompt and its kernels are judged against the module.
@@ -488,29 +489,44 @@ Test(module_task, llm_agent_writes_the_whole_forward_and_is_judged_against_the_m
 
 /* The params differ from set to set (set 0: the module's weights; the others drawn like
  * the module's own init), so a kernel that compiles the weights in, or one that takes the
- * group norm's affine for its init (ones and zeros), fails from set 1 on; the honest one,
- * reading its params, passes every set. */
-Test(module_task, llm_kernel_that_hard_codes_the_weights_is_rejected) {
+ * group norm's affine for its init (ones and zeros), fails from set 1 on; a kernel that
+ * hands the convolution to a BLAS is refused before it runs, the symbol named in the
+ * feedback; the honest one, reading its params, passes every set. */
+Test(module_task, llm_kernels_that_hard_code_the_weights_or_call_a_library_are_rejected) {
     make_task();
     char *good = kernel_text(), *hard = hard_coded_kernel(), *ident = identity_affine_kernel();
-    json_t *script = json_pack("{s:[o,o,o]}", "responses", kernel_reply(hard), kernel_reply(ident),
-                               kernel_reply(good));
+    char *blas = replaced(good, "int kforge_kernel(void *const *args) {",
+                          "extern float cblas_sdot(int, const float *, int, const float *, int);\n"
+                          "int kforge_kernel(void *const *args) {\n"
+                          "    if (cblas_sdot(1, args[0], 1, args[1], 1) == 12345.f) return 1;");
+    json_t *script = json_pack("{s:[o,o,o,o]}", "responses", kernel_reply(blas), kernel_reply(hard),
+                               kernel_reply(ident), kernel_reply(good));
     char *s = json_dumps(script, JSON_COMPACT);
     start_server(s);
     free(s);
     json_decref(script);
     run x;
-    prepare(&x, 3, KF_AGENT_LLM);
+    prepare(&x, 4, KF_AGENT_LLM);
     kf_error err = {0};
     cr_assert_eq(kf_loop_run(x.g, &x.o, &x.r, &err), KF_OK, "loop: %s", err.msg);
-    cr_assert_eq(x.r.niters, 3);
-    STATUS(&x, 0, KF_V_MISMATCH);
-    cr_assert_geq(x.r.iters[0].res.bad_set, 1, "the hard-coded weights failed set %d", x.r.iters[0].res.bad_set);
+    cr_assert_eq(x.r.niters, 4);
+    STATUS(&x, 0, KF_V_FORBIDDEN);
+    cr_assert(strstr(x.r.iters[0].res.detail, "'cblas_sdot'"), "%s", x.r.iters[0].res.detail);
     STATUS(&x, 1, KF_V_MISMATCH);
-    cr_assert_geq(x.r.iters[1].res.bad_set, 1, "the identity affine failed set %d", x.r.iters[1].res.bad_set);
-    STATUS(&x, 2, KF_V_OK);
-    cr_assert_eq(x.r.best, 2);
-    free(good), free(hard), free(ident);
+    cr_assert_geq(x.r.iters[1].res.bad_set, 1, "the hard-coded weights failed set %d", x.r.iters[1].res.bad_set);
+    STATUS(&x, 2, KF_V_MISMATCH);
+    cr_assert_geq(x.r.iters[2].res.bad_set, 1, "the identity affine failed set %d", x.r.iters[2].res.bad_set);
+    STATUS(&x, 3, KF_V_OK);
+    cr_assert_eq(x.r.best, 3);
+    /* the model is told what was refused and why */
+    json_t *log = server_log();
+    cr_assert_eq(json_array_size(log), 4);
+    const char *fb = json_string_value(json_object_get(
+        json_array_get(at(json_array_get(log, 1), "body.messages"), 3), "content"));
+    cr_assert(fb && strstr(fb, "refused before it ran") && strstr(fb, "cblas_sdot") && strstr(fb, "BLAS"), "%s",
+              fb ? fb : "");
+    json_decref(log);
+    free(good), free(hard), free(ident), free(blas);
     finish(&x);
 }
 

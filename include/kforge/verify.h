@@ -48,6 +48,8 @@ typedef enum kf_vstatus {
                             code block, an empty or cut-off reply (set by the loop) */
     KF_V_AGENT_ERROR,    /* the generation agent could not be asked: the model's endpoint
                             failed after its retries, timed out or sent garbage (set by the loop) */
+    KF_V_FORBIDDEN,      /* the kernel calls PyTorch, Python, a vendor library or the dynamic
+                            loader (found in its artifact's symbols or its source, before it ran) */
     KF_V_COUNT
 } kf_vstatus;
 
