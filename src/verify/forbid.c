@@ -24,8 +24,9 @@
  * AOTInductor's aoti_torch_ shim), Python's C API (Py*, _Py*, THP*), BLAS and LAPACK (cblas_,
  * LAPACKE_, the Fortran routines' lowercase names with a trailing underscore, OpenBLAS,
  * MKL), cuBLAS, cuBLASLt, cuDNN, cuFFT, cuSPARSE, cuSOLVER, oneDNN/MKL-DNN, CLBlast, rocBLAS,
- * MIOpen, the dynamic loader (dlopen, dlmopen, dlsym, dlvsym, dladdr, dl_iterate_phdr, the
- * loader's private _dl_ and __libc_dl entries) and starting a program (system, popen, the
+ * MIOpen, the dynamic loader's loading and resolving (dlopen, dlmopen, dlsym, dlvsym, its
+ * private _dl_ and __libc_dl entries; not dladdr, dlinfo or dl_iterate_phdr, which only say
+ * what is loaded where: the sandbox's tests use dladdr) and starting a program (system, popen, the
  * exec family, posix_spawn: the way to a Python with torch in it). This is a tripwire for
  * a kernel that names a library, not a barrier against one that hides it (a raw syscall
  * instruction, a hand-walked link map): those still run under the sandbox's limits.
@@ -72,10 +73,6 @@ static const forbid_rule k_rules[] = {
     {"dlmopen", 1, "the dynamic loader (dlmopen)"},
     {"dlsym", 1, "the dynamic loader (dlsym)"},
     {"dlvsym", 1, "the dynamic loader (dlvsym)"},
-    {"dladdr", 1, "the dynamic loader (dladdr)"},
-    {"dladdr1", 1, "the dynamic loader (dladdr1)"},
-    {"dlinfo", 1, "the dynamic loader (dlinfo)"},
-    {"dl_iterate_phdr", 1, "the dynamic loader (dl_iterate_phdr)"},
     {"_dl_", 0, "the dynamic loader's private entries"},
     {"__libc_dl", 0, "the dynamic loader's private entries"},
 };
