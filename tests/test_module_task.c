@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kforge/agent.h"
 #include "kforge/backend.h"
@@ -527,6 +528,69 @@ Test(module_task, llm_kernels_that_hard_code_the_weights_or_call_a_library_are_r
               fb ? fb : "");
     json_decref(log);
     free(good), free(hard), free(ident), free(blas);
+    finish(&x);
+}
+
+/* A mixed task: kforge import writes the part it lowers (conv2d + group norm, without the
+ * softshrink) beside the module task; --agent both has the builtin synthesize and verify
+ * that part in a run of its own, and the model, which writes the whole forward, gets the
+ * part's kernel as a reference implementation. */
+Test(module_task, mixed_task_builtin_writes_the_lowered_part_for_the_model) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s/kforge import %s/tests/modules/conv_gn_shrink.py --out %s > %s/import.log 2>&1",
+             KF_BUILD_DIR, KF_SOURCE_DIR, taskdir, srv.dir);
+    int rc = system(cmd);
+    char lp[300], *ilog = NULL;
+    snprintf(lp, sizeof lp, "%s/import.log", srv.dir);
+    kf_read_file(lp, &ilog, NULL, NULL);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s\n%s", cmd, ilog ? ilog : "");
+    cr_assert(ilog && strstr(ilog, "conv_gn_shrink.part0.kf"), "%s", ilog ? ilog : "");
+    free(ilog);
+    char part[400], *ptext = NULL;
+    snprintf(part, sizeof part, "%s/conv_gn_shrink.part0.kf", taskdir);
+    kf_error err = {0};
+    cr_assert_eq(kf_read_file(part, &ptext, NULL, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(ptext, "output group_norm") && !strstr(ptext, "softshrink ="), "%s", ptext);
+    snprintf(part, sizeof part, "%s/conv_gn_shrink.part1.kf", taskdir);
+    cr_assert_neq(access(part, F_OK), 0, "a second part: the softshrink lowers nowhere");
+    free(ptext);
+
+    char *good = kernel_text();
+    json_t *script = json_pack("{s:[o]}", "responses", kernel_reply(good));
+    char *s = json_dumps(script, JSON_COMPACT);
+    start_server(s);
+    free(s);
+    json_decref(script);
+    run x;
+    prepare(&x, 1, KF_AGENT_BOTH);
+    x.o.builtin_iters = 2;
+    cr_assert_eq(kf_loop_run(x.g, &x.o, &x.r, &err), KF_OK, "loop: %s", err.msg);
+    /* the model's iterations (--iters) are the module's; the part's run (--builtin-iters) its own */
+    cr_assert_eq(x.r.niters, 1, "%d iterations", x.r.niters);
+    STATUS(&x, 0, KF_V_OK);
+    cr_assert_eq(x.r.best, 0);
+    char pk[400];
+    snprintf(pk, sizeof pk, "%s/part0/kernel.c", outdir);
+    cr_assert_eq(access(pk, R_OK), 0, "the part's verified kernel is not in %s", pk);
+    char *pkernel = NULL;
+    cr_assert_eq(kf_read_file(pk, &pkernel, NULL, &err), KF_OK);
+    /* the model was handed the part's kernel, as a part, with its task */
+    json_t *log = server_log();
+    cr_assert_eq(json_array_size(log), 1);
+    json_t *msgs = at(json_array_get(log, 0), "body.messages");
+    const char *ask = json_string_value(json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
+    cr_assert(ask && strstr(ask, "Kernels for parts of this module's forward"), "no parts: %s", ask ? ask : "");
+    cr_assert(strstr(ask, "part 0 of the module: conv_gn_shrink_part0"), "%s", ask);
+    cr_assert(strstr(ask, "// output group_norm ="), "the part's task is not shown: %s", ask);
+    /* its source, as the part's run verified it (the first lines of its body) */
+    char probe[120];
+    const char *body = strstr(pkernel, "kforge_kernel");
+    cr_assert_not_null(body);
+    snprintf(probe, sizeof probe, "%.100s", body);
+    cr_assert(strstr(ask, probe), "the part's kernel is not in the prompt");
+    cr_assert(strstr(ask, "F.softshrink(self.gn(self.conv(x)), 0.5)"), "no module source");
+    json_decref(log);
+    free(pkernel), free(good);
     finish(&x);
 }
 

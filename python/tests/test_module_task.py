@@ -507,3 +507,44 @@ def test_sets_other_than_the_first_get_params_of_their_own(tmp_path):
     assert reference.main([str(tmp_path / "sp.json"), str(tmp_path), "1"]) == 0
     assert not (tmp_path / "w.1").exists()
     assert np.array_equal(np.fromfile(tmp_path / "out.1", dtype=np.float64), out[0])
+
+
+SANDWICH = """
+import torch
+import torch.nn.functional as F
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 6)
+        self.b = torch.nn.Linear(6, 4)
+    def forward(self, x):
+        h = F.softshrink(self.a(x), 0.5)
+        return torch.relu(self.b(h)).view(2, 1, 4)
+def get_inputs():
+    return [torch.randn(2, 8)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_parts_kforge_lowers_are_written_beside_a_mixed_task(kforge, tmp_path):
+    """An op in the middle that does not lower (softshrink between two linears): the graph
+    splits into the part before it and the part after it, each a graph task kforge lowers,
+    each reading and giving the module's values by name; the module task lists them."""
+    model = write(tmp_path / "sandwich.py", SANDWICH)
+    out = tmp_path / "sw"
+    p = subprocess.run([kforge, "import", str(model), "--out", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    kf = read(out / "task.kf")
+    assert "# a mixed task" in kf and "sandwich.part0.kf" in kf and "sandwich.part1.kf" in kf, kf
+    p0, p1 = read(out / "sandwich.part0.kf"), read(out / "sandwich.part1.kf")
+    assert not (out / "sandwich.part2.kf").exists()
+    # part 0: x and the first linear's params -> the linear's output, which softshrink reads
+    assert "task sandwich_part0" in p0 and "input x: f32[2, 8]" in p0, p0
+    assert "softshrink" not in p0.split("task sandwich_part0")[1]
+    outs0 = [ln for ln in p0.splitlines() if ln.startswith("output ")]
+    assert len(outs0) == 1, p0
+    # part 1: softshrink's output (an input here) and the second linear's params -> the output
+    assert "input softshrink: f32[2, 6]" in p1, p1
+    assert "relu" in p1 and len([ln for ln in p1.splitlines() if ln.startswith("output ")]) == 1, p1
+    assert "\nmodule " not in p0 and "\nmodule " not in p1  # graph tasks, lowered

@@ -255,6 +255,12 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         const char *kv[] = {"reference_origin", su->reference_origin ? su->reference_origin : "given",
                             "reference_lang", fence_lang(rp), "reference_source", su->reference,
                             "reference_note", note, NULL};
+        if (su->reference_parts) {
+            /* a mixed task's part kernels: not the whole task's */
+            free(ref_tpl);
+            ref_tpl = NULL;
+            if ((st = read_prompt(dir, "reference_parts.md", &ref_tpl, err)) != KF_OK) goto fail;
+        }
         ref_txt = fill(ref_tpl, kv);
     }
     flr = floor_text(su->r);
