@@ -7,7 +7,8 @@
  *
  * Checked here: the format's statements and their errors; the verifier on a module task
  * (a correct kernel passes every set; a wrong one, one correct on the first distribution
- * only, one that writes a param are rejected); the reference process crashing, hanging or
+ * only, one that writes a param, one that hard-codes the weights, one that calls a BLAS are
+ * rejected); the reference process crashing, hanging or
  * writing the wrong sizes is an error naming the task; the builtin refuses the task with
  * "use --agent llm"; the llm agent, against the scripted local endpoint, gets the module's
  * source in its prompt and its kernels are judged against the module.
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kforge/agent.h"
 #include "kforge/backend.h"
@@ -115,6 +117,38 @@ static char *first_set_kernel(void) {
     char *w2 = replaced(w, "] * w[((co", "]) * w[((co");
     free(k), free(w);
     return w2;
+}
+
+/* Correct, but with the module's weights (the task's weights file) compiled in, the
+ * param arguments unread: right on set 0 (the module's own weights) only. */
+static char *hard_coded_kernel(void) {
+    char wp[300], *wb = NULL;
+    size_t wn = 0;
+    kf_error err = {0};
+    snprintf(wp, sizeof wp, "%s/conv_gn_shrink.weights", taskdir);
+    cr_assert_eq(kf_read_file(wp, &wb, &wn, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(wn, 240 * sizeof(float));
+    kf_buf t = {0};
+    kf_buf_printf(&t, "    static const float P[240] = {");
+    for (int i = 0; i < 240; i++) {
+        float v;
+        memcpy(&v, wb + 4 * i, 4);
+        kf_buf_printf(&t, "%s%a", i ? ", " : "", (double)v);
+    }
+    kf_buf_printf(&t, "};\n    const float *x = args[0], *w = P, *b = P + 216, *gw = P + 224, *gb = P + 232;");
+    char *k = kernel_text(),
+         *out = replaced(k, "    const float *x = args[0], *w = args[1], *b = args[2], *gw = args[3], *gb = args[4];",
+                         t.data);
+    free(k), free(wb);
+    kf_buf_free(&t);
+    return out;
+}
+
+/* Correct while the group norm's affine is its init (weight 1, bias 0): the affine left out. */
+static char *identity_affine_kernel(void) {
+    char *k = kernel_text(), *out = replaced(k, "* rs * gw[c] + gb[c];", "* rs + 0 * c;");
+    free(k);
+    return out;
 }
 
 /* ---- the format ---- */
@@ -323,6 +357,20 @@ Test(module_task, reference_outputs_of_the_wrong_size_are_an_error) {
     unlink(fake);
 }
 
+Test(module_task, reference_process_writing_no_params_is_an_error) {
+    make_task();
+    /* a stand-in that writes outputs of the right size but no params for sets 1.. */
+    char fake[300];
+    snprintf(fake, sizeof fake, "%s/fake.sh", srv.dir);
+    const char *sh = "#!/bin/sh\nfor s in $(echo $5 | tr , ' '); do head -c 8192 /dev/zero > $4/out.$s; done\n";
+    kf_error err = {0};
+    cr_assert_eq(kf_write_file(fake, sh, strlen(sh), &err), KF_OK);
+    chmod(fake, 0755);
+    setenv("KFORGE_PYTHON", fake, 1);
+    ref_fails("wrote no params for input set 1");
+    unlink(fake);
+}
+
 Test(module_task, weights_of_the_wrong_size_are_an_error) {
     make_task();
     char w[300];
@@ -437,6 +485,112 @@ Test(module_task, llm_agent_writes_the_whole_forward_and_is_judged_against_the_m
     cr_assert(fb && strstr(fb, "mismatch"), "%s", fb ? fb : "");
     json_decref(log);
     free(good), free(wrong), free(first);
+    finish(&x);
+}
+
+/* The params differ from set to set (set 0: the module's weights; the others drawn like
+ * the module's own init), so a kernel that compiles the weights in, or one that takes the
+ * group norm's affine for its init (ones and zeros), fails from set 1 on; a kernel that
+ * hands the convolution to a BLAS is refused before it runs, the symbol named in the
+ * feedback; the honest one, reading its params, passes every set. */
+Test(module_task, llm_kernels_that_hard_code_the_weights_or_call_a_library_are_rejected) {
+    make_task();
+    char *good = kernel_text(), *hard = hard_coded_kernel(), *ident = identity_affine_kernel();
+    char *blas = replaced(good, "int kforge_kernel(void *const *args) {",
+                          "extern float cblas_sdot(int, const float *, int, const float *, int);\n"
+                          "int kforge_kernel(void *const *args) {\n"
+                          "    if (cblas_sdot(1, args[0], 1, args[1], 1) == 12345.f) return 1;");
+    json_t *script = json_pack("{s:[o,o,o,o]}", "responses", kernel_reply(blas), kernel_reply(hard),
+                               kernel_reply(ident), kernel_reply(good));
+    char *s = json_dumps(script, JSON_COMPACT);
+    start_server(s);
+    free(s);
+    json_decref(script);
+    run x;
+    prepare(&x, 4, KF_AGENT_LLM);
+    kf_error err = {0};
+    cr_assert_eq(kf_loop_run(x.g, &x.o, &x.r, &err), KF_OK, "loop: %s", err.msg);
+    cr_assert_eq(x.r.niters, 4);
+    STATUS(&x, 0, KF_V_FORBIDDEN);
+    cr_assert(strstr(x.r.iters[0].res.detail, "'cblas_sdot'"), "%s", x.r.iters[0].res.detail);
+    STATUS(&x, 1, KF_V_MISMATCH);
+    cr_assert_geq(x.r.iters[1].res.bad_set, 1, "the hard-coded weights failed set %d", x.r.iters[1].res.bad_set);
+    STATUS(&x, 2, KF_V_MISMATCH);
+    cr_assert_geq(x.r.iters[2].res.bad_set, 1, "the identity affine failed set %d", x.r.iters[2].res.bad_set);
+    STATUS(&x, 3, KF_V_OK);
+    cr_assert_eq(x.r.best, 3);
+    /* the model is told what was refused and why */
+    json_t *log = server_log();
+    cr_assert_eq(json_array_size(log), 4);
+    const char *fb = json_string_value(json_object_get(
+        json_array_get(at(json_array_get(log, 1), "body.messages"), 3), "content"));
+    cr_assert(fb && strstr(fb, "refused before it ran") && strstr(fb, "cblas_sdot") && strstr(fb, "BLAS"), "%s",
+              fb ? fb : "");
+    json_decref(log);
+    free(good), free(hard), free(ident), free(blas);
+    finish(&x);
+}
+
+/* A mixed task: kforge import writes the part it lowers (conv2d + group norm, without the
+ * softshrink) beside the module task; --agent both has the builtin synthesize and verify
+ * that part in a run of its own, and the model, which writes the whole forward, gets the
+ * part's kernel as a reference implementation. */
+Test(module_task, mixed_task_builtin_writes_the_lowered_part_for_the_model) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s/kforge import %s/tests/modules/conv_gn_shrink.py --out %s > %s/import.log 2>&1",
+             KF_BUILD_DIR, KF_SOURCE_DIR, taskdir, srv.dir);
+    int rc = system(cmd);
+    char lp[300], *ilog = NULL;
+    snprintf(lp, sizeof lp, "%s/import.log", srv.dir);
+    kf_read_file(lp, &ilog, NULL, NULL);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s\n%s", cmd, ilog ? ilog : "");
+    cr_assert(ilog && strstr(ilog, "conv_gn_shrink.part0.kf"), "%s", ilog ? ilog : "");
+    free(ilog);
+    char part[400], *ptext = NULL;
+    snprintf(part, sizeof part, "%s/conv_gn_shrink.part0.kf", taskdir);
+    kf_error err = {0};
+    cr_assert_eq(kf_read_file(part, &ptext, NULL, &err), KF_OK, "%s", err.msg);
+    cr_assert(strstr(ptext, "output group_norm") && !strstr(ptext, "softshrink ="), "%s", ptext);
+    snprintf(part, sizeof part, "%s/conv_gn_shrink.part1.kf", taskdir);
+    cr_assert_neq(access(part, F_OK), 0, "a second part: the softshrink lowers nowhere");
+    free(ptext);
+
+    char *good = kernel_text();
+    json_t *script = json_pack("{s:[o]}", "responses", kernel_reply(good));
+    char *s = json_dumps(script, JSON_COMPACT);
+    start_server(s);
+    free(s);
+    json_decref(script);
+    run x;
+    prepare(&x, 1, KF_AGENT_BOTH);
+    x.o.builtin_iters = 2;
+    cr_assert_eq(kf_loop_run(x.g, &x.o, &x.r, &err), KF_OK, "loop: %s", err.msg);
+    /* the model's iterations (--iters) are the module's; the part's run (--builtin-iters) its own */
+    cr_assert_eq(x.r.niters, 1, "%d iterations", x.r.niters);
+    STATUS(&x, 0, KF_V_OK);
+    cr_assert_eq(x.r.best, 0);
+    char pk[400];
+    snprintf(pk, sizeof pk, "%s/part0/kernel.c", outdir);
+    cr_assert_eq(access(pk, R_OK), 0, "the part's verified kernel is not in %s", pk);
+    char *pkernel = NULL;
+    cr_assert_eq(kf_read_file(pk, &pkernel, NULL, &err), KF_OK);
+    /* the model was handed the part's kernel, as a part, with its task */
+    json_t *log = server_log();
+    cr_assert_eq(json_array_size(log), 1);
+    json_t *msgs = at(json_array_get(log, 0), "body.messages");
+    const char *ask = json_string_value(json_object_get(json_array_get(msgs, json_array_size(msgs) - 1), "content"));
+    cr_assert(ask && strstr(ask, "Kernels for parts of this module's forward"), "no parts: %s", ask ? ask : "");
+    cr_assert(strstr(ask, "part 0 of the module: conv_gn_shrink_part0"), "%s", ask);
+    cr_assert(strstr(ask, "// output group_norm ="), "the part's task is not shown: %s", ask);
+    /* its source, as the part's run verified it (the first lines of its body) */
+    char probe[120];
+    const char *body = strstr(pkernel, "kforge_kernel");
+    cr_assert_not_null(body);
+    snprintf(probe, sizeof probe, "%.100s", body);
+    cr_assert(strstr(ask, probe), "the part's kernel is not in the prompt");
+    cr_assert(strstr(ask, "F.softshrink(self.gn(self.conv(x)), 0.5)"), "no module source");
+    json_decref(log);
+    free(pkernel), free(good);
     finish(&x);
 }
 

@@ -56,9 +56,10 @@ typedef struct kf_value {
     double cval;
     int has_range;    /* task asked for inputs drawn from [lo, hi] */
     double lo, hi;
-    int is_param;     /* module task: a `param` input, its values fixed by the module's
-                         weights file (kf_module_task), never drawn */
-    int64_t param_offset; /* its byte offset in that file */
+    int is_param;     /* module task: a `param` input, never drawn by the verifier: the
+                         module's weights file (kf_module_task) in input set 0, the
+                         reference process's draw in the others */
+    int64_t param_offset; /* its byte offset in that file (and in each set's draw) */
     int line, col;    /* where it was defined in the task text (0 if built by hand) */
 } kf_value;
 

@@ -48,6 +48,8 @@ typedef enum kf_vstatus {
                             code block, an empty or cut-off reply (set by the loop) */
     KF_V_AGENT_ERROR,    /* the generation agent could not be asked: the model's endpoint
                             failed after its retries, timed out or sent garbage (set by the loop) */
+    KF_V_FORBIDDEN,      /* the kernel calls PyTorch, Python, a vendor library or the dynamic
+                            loader (found in its artifact's symbols or its source, before it ran) */
     KF_V_COUNT
 } kf_vstatus;
 
@@ -133,9 +135,10 @@ typedef struct kf_verify_ctx kf_verify_ctx;
 
 /* Draw the input sets for g and compute their reference outputs with the interpreter.
  * The context keeps them for every candidate checked against it. For a module task
- * (g->module) the params come from the module's weights file and the reference from a
- * separate PyTorch process in float64 (src/verify/refproc.c); that process failing
- * (exit, signal, KFORGE_REF_TIMEOUT, outputs of the wrong size) is KF_ERR_RUNTIME with a
+ * (g->module) set 0's params come from the module's weights file, every other set's from
+ * the reference process, which draws them like the module's own init, and the reference
+ * from that separate PyTorch process in float64 (src/verify/refproc.c); that process failing
+ * (exit, signal, KFORGE_REF_TIMEOUT, outputs or params of the wrong size) is KF_ERR_RUNTIME with a
  * message naming the task, a weights file of the wrong size KF_ERR_PARSE. */
 kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verify_ctx **out,
                             kf_error *err);

@@ -1,6 +1,6 @@
 """A KernelBench-format module whose ops kforge cannot all lower -> a module task.
 
-usage: python3 -m kforge_torch.module_task --bundle DIR [--why TEXT]
+usage: python3 -m kforge_torch.module_task --bundle DIR [--why TEXT] [--kforge PATH]
        python3 -m kforge_torch.module_task MODEL.py DIR [--seed N] [--name NAME] [--eval]
 
 Writes DIR/task.kf (`module NAME`, the forward's tensor arguments as `input`s, the module's
@@ -11,7 +11,9 @@ The module is built as the importer builds it: Model(*get_init_inputs()) under
 torch.manual_seed(seed), get_inputs() under the same seed; its forward is run once in float32
 (the outputs' shapes and dtypes, the FLOPs) and once in float64 (the tolerance check).
 --bundle DIR takes the model, seed, name and mode from DIR/graph.json (kforge import writes
-it before it tries to lower the graph).
+it before it tries to lower the graph); with --kforge (the kforge binary) and --why (kforge
+import's message naming the nodes it cannot lower), the parts of the graph it can lower are
+written beside the task too, as NAME.partK.kf (kforge_torch.parts: a mixed task).
 
 Exit status: 0 written, 2 the module cannot become a module task (one line says why).
 """
@@ -339,6 +341,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default=None)
     ap.add_argument("--eval", action="store_true")
+    ap.add_argument("--kforge", default=None)
     a = ap.parse_args(argv)
     model, out, seed, name, ev = a.model, a.out, a.seed, a.name, a.eval
     if a.bundle:
@@ -355,6 +358,24 @@ def main(argv=None):
     print(f"wrote {os.path.join(out, 'task.kf')}: module task {spec['name']}, {len(spec['inputs'])} inputs, "
           f"{len(spec['params'])} params, {len(spec['outputs'])} outputs, {spec['flops']:.3g} FLOPs, "
           f"{spec['bytes'] / 1e6:.3g} MB")
+    if a.bundle and a.kforge:
+        from kforge_torch import parts
+        try:
+            written, skipped = parts.write_parts(g, a.why, out, spec["name"], a.kforge)
+        except (OSError, ValueError) as e:
+            written, skipped = [], []
+            print(f"kforge import: no parts written: {e}", file=sys.stderr)
+        note = []
+        for k, p in enumerate(written):
+            note.append(f"# part {k} ({p['file']}): {', '.join(p['nodes'])} -> {', '.join(p['outputs'])}, lowered by "
+                        "kforge (--agent both: the builtin writes its kernel for the model)")
+        for nodes, why in skipped:
+            note.append(f"# not a part ({', '.join(nodes)}): {why[0]}")
+        if note:
+            with open(os.path.join(out, "task.kf"), "a") as f:
+                f.write("# a mixed task: the parts of the forward kforge lowers\n" + "\n".join(note) + "\n")
+        for p in written:
+            print(f"wrote {os.path.join(out, p['file'])}: part of the forward kforge lowers ({', '.join(p['nodes'])})")
     return 0
 
 

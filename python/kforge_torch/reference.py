@@ -1,6 +1,6 @@
 """The reference process of a module task: the module itself, in float64 on the CPU.
 
-usage: python3 -m kforge_torch.reference SPEC.json DIR SETS
+usage: python3 -m kforge_torch.reference SPEC.json DIR SETS [SEED]
 
 SPEC.json is the module task's spec (kforge_torch.module_task writes it beside the task);
 SETS a comma-separated list of input-set numbers. For each set S, DIR/in.S holds the
@@ -9,6 +9,11 @@ order, each dense in its dtype); this process writes DIR/out.S, every output as 
 order (the file appears complete or not at all: written as out.S.tmp, then renamed), and
 DIR/of.S where the module in float32 gives an infinity or NaN that float64 does not (the
 verifier then draws that set again at a smaller magnitude).
+
+With SEED (the verifier's seed), every set but set 0 gets params of its own, so that a kernel
+cannot hard-code the module's weights: this process draws them (set_params) and writes them
+as DIR/w.S, in the weights file's layout, before out.S; the verifier hands them to the
+kernel as that set's params. Set 0, and every set without SEED, keeps the weights file.
 
 The module is built as kforge import built it: Model(*get_init_inputs()) under the spec's
 seed, in its mode, then its state_dict replaced by the weights file (the values the kernel
@@ -130,21 +135,99 @@ class ModelFactory:
         with open(os.path.join(spec_dir, spec["weights"]), "rb") as f:
             self.blob = f.read()
 
-    def make(self, float64=False):
+    def build(self, seed):
+        """Model(*get_init_inputs()) after torch.manual_seed(seed), in the spec's mode: the
+        module with its own initial weights under that seed."""
         spec = self.spec
         try:
-            torch.manual_seed(spec.get("seed", 0))
+            torch.manual_seed(seed)
             init = self.mod.get_init_inputs()
             model = getattr(self.mod, spec.get("class", "Model"))(*init)
         except Exception as e:
             raise RefError(f"{self.src}: building the module raised {type(e).__name__}: {e}") from e
         if spec.get("mode") == "eval":
             model.eval()
+        return model
+
+    def make(self, float64=False, blob=None):
+        """The module as built at import, with the params of blob (default: the weights file)."""
+        model = self.build(self.spec.get("seed", 0))
         try:
-            load_state(model, spec, self.blob)
+            load_state(model, self.spec, self.blob if blob is None else blob)
         except Exception as e:
             raise RefError(f"loading the weights into the module raised {type(e).__name__}: {e}") from e
         return to_float64(model) if float64 else model
+
+
+def set_seed(seed, s):
+    """The seed of set s's params under the verifier's seed (a 63-bit mix of both)."""
+    x = (seed * 0x9E3779B97F4A7C15 + (s + 1) * 0xBF58476D1CE4E5B9) % (1 << 64)
+    x ^= x >> 31
+    return (x * 0x94D049BB133111EB % (1 << 64)) >> 1
+
+
+def tensor_bytes(t):
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy().tobytes()
+
+
+def param_of(model, state, p):
+    """The tensor a built model (state: its state_dict) holds under param p's key (None: it
+    holds none)."""
+    owner, _, name = p["key"].rpartition(".")
+    try:
+        t = getattr(model.get_submodule(owner) if owner else model, name, None) if p.get("attr") else state.get(p["key"])
+    except Exception:
+        return None
+    return t if isinstance(t, torch.Tensor) else None
+
+
+def set_params(factory, seed, s):
+    """Set s's params, in the weights file's layout, drawn under set_seed(seed, s) so that
+    they are scaled like the module's own: each param is what the module's own init gives
+    under that seed (Model(*get_init_inputs()) built afresh); a param the init makes the
+    same whatever the seed and that holds one value throughout (a norm's weight of ones and
+    bias of zeros, a running variance of ones, a scalar parameter) is drawn around it, each
+    element c * U(0.5, 1.5) (sign kept: a variance stays positive) or U(-0.5, 0.5) where c
+    is 0; a random tensor forward draws (`draw`) is the recorded one with its elements
+    shuffled (the same distribution); anything else the init makes the same whatever the
+    seed (a causal mask, a table of positions, an integer counter) is kept: it is part of the
+    module's definition."""
+    spec, blob = factory.spec, factory.blob
+    sd = set_seed(seed, s)
+    fresh = factory.build(sd)
+    state = fresh.state_dict()
+    gen = torch.Generator().manual_seed(sd)
+    out = bytearray(blob)
+    for p in spec["params"]:
+        n = numel(p["shape"]) * ITEM[p["dtype"]]
+        off = p["offset"]
+        old = tensor_from(blob[off:off + n], p["dtype"], p["shape"])
+        new = old
+        if p.get("draw"):
+            new = old.flatten()[torch.randperm(old.numel(), generator=gen)].reshape(old.shape)
+        else:
+            t = param_of(fresh, state, p)
+            if t is not None and tuple(t.shape) == tuple(old.shape) and t.dtype == old.dtype and \
+                    not torch.equal(t.detach(), old):
+                new = t
+            elif old.is_floating_point() and old.numel() and torch.isfinite(old).all() and \
+                    bool((old == old.flatten()[0]).all()):
+                c = float(old.flatten()[0])
+                u = torch.rand(old.shape, generator=gen, dtype=torch.float64)
+                new = (c * (0.5 + u) if c != 0 else u - 0.5).to(old.dtype)
+        out[off:off + n] = tensor_bytes(new)
+    return bytes(out)
+
+
+def write_file(wdir, name, data):
+    """DIR/name, complete or not at all."""
+    tmp = os.path.join(wdir, f"{name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, os.path.join(wdir, name))
 
 
 def load_model(spec, spec_dir):
@@ -190,10 +273,15 @@ def forward(model, args, draws=()):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3:
-        print("usage: python3 -m kforge_torch.reference SPEC.json DIR SETS", file=sys.stderr)
+    if len(argv) not in (3, 4):
+        print("usage: python3 -m kforge_torch.reference SPEC.json DIR SETS [SEED]", file=sys.stderr)
         return 2
-    spec_path, wdir, sets = argv
+    spec_path, wdir, sets = argv[:3]
+    try:
+        seed = int(argv[3]) if len(argv) == 4 else None
+    except ValueError:
+        print(f"SEED must be an integer, not {argv[3]!r}", file=sys.stderr)
+        return 2
     no_network()
     with open(spec_path) as f:
         spec = json.load(f)
@@ -203,7 +291,6 @@ def main(argv=None):
     try:
         spec_dir = os.path.dirname(os.path.abspath(spec_path))
         factory = ModelFactory(spec, spec_dir)
-        draws = draws_of(spec, factory.blob)
         sizes = [numel(x["shape"]) * ITEM[x["dtype"]] for x in spec["inputs"]]
         for s in [int(t) for t in sets.split(",") if t]:
             with open(os.path.join(wdir, f"in.{s}"), "rb") as f:
@@ -217,15 +304,20 @@ def main(argv=None):
             args32 = [xs[a["input"]] if "input" in a else a["value"] for a in spec["args"]]
             args64 = [a.double() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
                       for a in args32]
+            wblob = factory.blob
+            if seed is not None and s != 0:
+                wblob = set_params(factory, seed, s)
+                write_file(wdir, f"w.{s}", wblob)
+            draws = draws_of(spec, wblob)
             try:
                 torch.set_default_dtype(torch.float64)  # tensors forward makes itself
                 try:
                     # a fresh copy per set: a module that keeps state between calls is
                     # taken at its first call on every set, whatever the sets' order
-                    outs = forward(factory.make(float64=True), args64, draws)
+                    outs = forward(factory.make(float64=True, blob=wblob), args64, draws)
                 finally:
                     torch.set_default_dtype(torch.float32)
-                outs32 = forward(factory.make(), [a.clone() if isinstance(a, torch.Tensor) else a
+                outs32 = forward(factory.make(blob=wblob), [a.clone() if isinstance(a, torch.Tensor) else a
                                                   for a in args32], draws)
             except Exception as e:
                 raise RefError(f"forward on input set {s} raised {type(e).__name__}: {e}") from e
@@ -235,11 +327,8 @@ def main(argv=None):
             for j, (o, w) in enumerate(zip(outs, want)):
                 if not isinstance(o, torch.Tensor) or list(o.shape) != list(w["shape"]):
                     raise RefError(f"output {j} is {getattr(o, 'shape', type(o))}, the task says {w['shape']}")
-            tmp = os.path.join(wdir, f"out.{s}.tmp")
-            with open(tmp, "wb") as f:
-                for o in outs:
-                    f.write(o.detach().to(torch.float64).contiguous().numpy().tobytes())
-            os.replace(tmp, os.path.join(wdir, f"out.{s}"))
+            write_file(wdir, f"out.{s}", b"".join(o.detach().to(torch.float64).contiguous().numpy().tobytes()
+                                                   for o in outs))
             over = any((~torch.isfinite(b.double()) & torch.isfinite(a.double())).any().item()
                        for a, b in zip(outs, outs32) if a.dtype.is_floating_point)
             if over:

@@ -440,3 +440,111 @@ def test_packed_params_one_argument_per_dtype(kforge, tmp_path):
                                     "    for (int i = 0; i < 32; i++) y[i] = 0; return 0; }\n")
     p = subprocess.run([kforge, "verify", str(tmp_path / "task.kf"), zeros], capture_output=True, text=True)
     assert p.returncode == 1 and "mismatch" in p.stdout, p.stdout + p.stderr
+
+
+SET_PARAMS = """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = torch.nn.Linear(n, n)
+        self.bn = torch.nn.BatchNorm1d(n)
+        self.register_buffer("mask", torch.tril(torch.ones(n, n)))
+    def forward(self, x):
+        h = self.bn(self.lin(x)) + torch.randn(x.shape[0], x.shape[1])
+        return h @ self.mask
+def get_inputs():
+    return [torch.randn(3, 8)]
+def get_init_inputs():
+    return [8]
+"""
+
+
+def test_sets_other_than_the_first_get_params_of_their_own(tmp_path):
+    """With the verifier's seed, set 0 keeps the weights file and every other set gets params
+    drawn like the module's own init (w.S), which its reference uses: a kernel cannot
+    hard-code the weights. Random init: drawn afresh under the set's seed; constant init (a
+    norm's ones and zeros): drawn around it, sign kept; a structural buffer (a mask) and an
+    integer counter: kept; a draw of forward: shuffled."""
+    model = write(tmp_path / "sp.py", SET_PARAMS)
+    spec = module_task.write_module_task(model, str(tmp_path), name="sp")
+    spec = json.loads(read(tmp_path / "sp.json"))
+    x = torch.randn(3, 8)
+    for s in (0, 1, 2):
+        (tmp_path / f"in.{s}").write_bytes(x.numpy().tobytes())
+    assert reference.main([str(tmp_path / "sp.json"), str(tmp_path), "0,1,2", "77"]) == 0
+    assert not (tmp_path / "w.0").exists()
+    blob = (tmp_path / "sp.weights").read_bytes()
+    w1, w2 = (tmp_path / "w.1").read_bytes(), (tmp_path / "w.2").read_bytes()
+    assert len(w1) == len(blob) and w1 != w2
+
+    def param(b, key):
+        p = next(p for p in spec["params"] if p["key"] == key)
+        n = reference.numel(p["shape"]) * reference.ITEM[p["dtype"]]
+        return reference.tensor_from(b[p["offset"]:p["offset"] + n], p["dtype"], p["shape"])
+
+    bound = 1 / 8 ** 0.5  # Linear's init: U(-1/sqrt(in), 1/sqrt(in))
+    for key in ("lin.weight", "lin.bias"):
+        a, b = param(blob, key), param(w1, key)
+        assert not torch.equal(a, b) and b.abs().max() <= bound and b.std() > bound / 4, key
+    assert torch.equal(param(w1, "mask"), param(blob, "mask"))
+    assert torch.equal(param(w1, "bn.num_batches_tracked"), param(blob, "bn.num_batches_tracked"))
+    for key, lo, hi in (("bn.weight", 0.5, 1.5), ("bn.running_var", 0.5, 1.5), ("bn.bias", -0.5, 0.5),
+                        ("bn.running_mean", -0.5, 0.5)):
+        b = param(w1, key)
+        assert b.min() >= lo and b.max() <= hi and b.std() > 0.1, (key, b)
+    d0, d1 = param(blob, "draw0"), param(w1, "draw0")
+    assert not torch.equal(d0, d1) and torch.equal(d0.flatten().sort().values, d1.flatten().sort().values)
+    # each set's reference is the module on that set's params (x is the same in every set)
+    out = [np.fromfile(tmp_path / f"out.{s}", dtype=np.float64) for s in (0, 1, 2)]
+    assert not np.allclose(out[0], out[1]) and not np.allclose(out[1], out[2])
+    factory = reference.ModelFactory(spec, str(tmp_path))
+    want = reference.forward(factory.make(float64=True, blob=w1), [x.double()], reference.draws_of(spec, w1))[0]
+    assert np.array_equal(out[1], want.numpy().ravel())
+    # the same seed draws the same params; without one, every set keeps the weights file
+    assert reference.set_params(factory, 77, 1) == w1
+    (tmp_path / "w.1").unlink()
+    assert reference.main([str(tmp_path / "sp.json"), str(tmp_path), "1"]) == 0
+    assert not (tmp_path / "w.1").exists()
+    assert np.array_equal(np.fromfile(tmp_path / "out.1", dtype=np.float64), out[0])
+
+
+SANDWICH = """
+import torch
+import torch.nn.functional as F
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 6)
+        self.b = torch.nn.Linear(6, 4)
+    def forward(self, x):
+        h = F.softshrink(self.a(x), 0.5)
+        return torch.relu(self.b(h)).view(2, 1, 4)
+def get_inputs():
+    return [torch.randn(2, 8)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_parts_kforge_lowers_are_written_beside_a_mixed_task(kforge, tmp_path):
+    """An op in the middle that does not lower (softshrink between two linears): the graph
+    splits into the part before it and the part after it, each a graph task kforge lowers,
+    each reading and giving the module's values by name; the module task lists them."""
+    model = write(tmp_path / "sandwich.py", SANDWICH)
+    out = tmp_path / "sw"
+    p = subprocess.run([kforge, "import", str(model), "--out", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    kf = read(out / "task.kf")
+    assert "# a mixed task" in kf and "sandwich.part0.kf" in kf and "sandwich.part1.kf" in kf, kf
+    p0, p1 = read(out / "sandwich.part0.kf"), read(out / "sandwich.part1.kf")
+    assert not (out / "sandwich.part2.kf").exists()
+    # part 0: x and the first linear's params -> the linear's output, which softshrink reads
+    assert "task sandwich_part0" in p0 and "input x: f32[2, 8]" in p0, p0
+    assert "softshrink" not in p0.split("task sandwich_part0")[1]
+    outs0 = [ln for ln in p0.splitlines() if ln.startswith("output ")]
+    assert len(outs0) == 1, p0
+    # part 1: softshrink's output (an input here) and the second linear's params -> the output
+    assert "input softshrink: f32[2, 6]" in p1, p1
+    assert "relu" in p1 and len([ln for ln in p1.splitlines() if ln.startswith("output ")]) == 1, p1
+    assert "\nmodule " not in p0 and "\nmodule " not in p1  # graph tasks, lowered

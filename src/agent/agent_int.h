@@ -26,6 +26,8 @@ typedef struct kf_llm_agent_setup {
     const char *reference;       /* a correct kernel to start from (NULL = none) */
     const char *reference_origin;/* where it came from, for the prompt */
     const char *reference_platform; /* the platform it is written for (NULL: the run's) */
+    int reference_parts;         /* the reference is kernels of parts of the task (a mixed
+                                    task), not of the whole: prompts/reference_parts.md */
     /* called after every model call with what the transcript records (redacted): the last
      * message sent, the reply or the error, and the call's tokens (NULL: none) */
     void (*on_call)(void *ctx, const char *ask, const char *reply, const char *error, long prompt_tokens,
@@ -215,7 +217,18 @@ typedef struct kf_evalctx {
     char counters_note[300];   /* why no profiler counters are read (said in the evidence) */
     const char *prof_tool;     /* --counters: the profiler ("" or NULL: none) */
     int prof_fails;            /* profiled runs failed in a row */
+    const char *parts_ref;     /* a mixed task (--agent both on a module task): the builtin's
+                                  kernels of the parts kforge lowers (NULL: none) */
+    const char *parts_origin;  /* and where they came from, for the prompt */
 } kf_evalctx;
+
+/* A mixed task (src/agent/mixed.c): runs the builtin on each part of module task g that
+ * kforge lowers (NAME.partK.kf beside it; OUT_BASE/partK for its output), each with
+ * o->builtin_iters candidates (0: half of o->iters). *ref gets the verified kernels as one
+ * text (owned; NULL when none verified or there are no parts), origin what they are. A part
+ * that fails is said in o->table and left out; KF_OK whatever the parts gave. */
+kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *out_base, char **ref, char *origin,
+                         size_t cap, kf_error *err);
 
 /* The next iteration record of r (iteration it, by agent, labelled). */
 kf_iter_record *kf_loop_new_iter(kf_run_result *r, int it, const char *agent, const char *label);

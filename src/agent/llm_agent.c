@@ -44,7 +44,7 @@ struct kf_llm_agent {
     char *first_noref;         /* without the reference kernel; */
     char *first_bare;          /* without it and the one-shot example (context fitting) */
     int has_ref;
-    char *tpl_compile, *tpl_runtime, *tpl_mismatch, *tpl_ok, *tpl_nocode, *tpl_repeat;
+    char *tpl_compile, *tpl_runtime, *tpl_mismatch, *tpl_ok, *tpl_nocode, *tpl_repeat, *tpl_forbidden;
     const kf_llm_config *cfg;  /* the endpoint's settings (the caller's, for the run) */
     FILE *table;               /* the run's table (NULL: quiet) */
     long window;               /* the model's context window in tokens (0: unknown) */
@@ -222,7 +222,8 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         (st = read_prompt(dir, "feedback_mismatch.md", &a->tpl_mismatch, err)) != KF_OK ||
         (st = read_prompt(dir, "feedback_ok.md", &a->tpl_ok, err)) != KF_OK ||
         (st = read_prompt(dir, "feedback_no_code.md", &a->tpl_nocode, err)) != KF_OK ||
-        (st = read_prompt(dir, "feedback_repeat.md", &a->tpl_repeat, err)) != KF_OK)
+        (st = read_prompt(dir, "feedback_repeat.md", &a->tpl_repeat, err)) != KF_OK ||
+        (st = read_prompt(dir, "feedback_forbidden.md", &a->tpl_forbidden, err)) != KF_OK)
         goto fail;
     if (su->g->module) {
         /* a module task: the module's source is the task; its own prompt says so */
@@ -254,6 +255,12 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
         const char *kv[] = {"reference_origin", su->reference_origin ? su->reference_origin : "given",
                             "reference_lang", fence_lang(rp), "reference_source", su->reference,
                             "reference_note", note, NULL};
+        if (su->reference_parts) {
+            /* a mixed task's part kernels: not the whole task's */
+            free(ref_tpl);
+            ref_tpl = NULL;
+            if ((st = read_prompt(dir, "reference_parts.md", &ref_tpl, err)) != KF_OK) goto fail;
+        }
         ref_txt = fill(ref_tpl, kv);
     }
     flr = floor_text(su->r);
@@ -302,7 +309,7 @@ void kf_llm_agent_free(kf_llm_agent *a) {
     kf_llm_free(a->llm);
     free(a->system), free(a->first), free(a->first_noref), free(a->first_bare);
     free(a->tpl_compile), free(a->tpl_runtime), free(a->tpl_mismatch), free(a->tpl_ok), free(a->tpl_nocode);
-    free(a->tpl_repeat);
+    free(a->tpl_repeat), free(a->tpl_forbidden);
     for (int i = 0; i < a->nrounds; i++) free(a->rounds[i].reply), free(a->rounds[i].feedback);
     if (a->transcript) fclose(a->transcript);
     free(a->best_source);
@@ -596,6 +603,9 @@ void kf_llm_agent_feedback(kf_llm_agent *a, const kf_iter_record *first, const k
         const char *kv[] = {"status", status, "detail", d, NULL};
         fb = fill(a->tpl_compile, kv);
         free(d);
+    } else if (v->status == KF_V_FORBIDDEN) {
+        const char *kv[] = {"status", status, "detail", v->detail, NULL};
+        fb = fill(a->tpl_forbidden, kv);
     } else if (v->status == KF_V_MISMATCH) {
         char where[128], sum[1024];
         const char *oname = v->bad_output >= 0 && v->bad_output < a->g->noutputs

@@ -749,6 +749,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_arch_db *adb = NULL;
     kf_proposer agents[2];
     memset(agents, 0, sizeof agents);
+    char *parts_ref = NULL, parts_origin[300] = ""; /* a mixed task's part kernels */
     kf_persist ps;
     memset(&ps, 0, sizeof ps);
     const char *target = o->target ? o->target : "cpu";
@@ -768,13 +769,16 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (st != KF_OK) goto done;
     if (g->module) {
         /* a module task (ops kforge cannot lower): only a model writes its kernel */
-        if (o->agent != KF_AGENT_LLM) {
+        if (o->agent == KF_AGENT_BUILTIN) {
             st = kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
                               "task '%s' is a module task (its module has ops kforge cannot lower): the builtin "
-                              "generator cannot synthesize it; module task: use --agent llm", g->name);
+                              "generator cannot synthesize it; module task: use --agent llm (or --agent both: the "
+                              "builtin writes the parts kforge lowers, for the model to reuse)", g->name);
             goto done;
         }
-        snprintf(r->plan, sizeof r->plan, "module task: one kernel for the whole forward, written by the model");
+        snprintf(r->plan, sizeof r->plan, "module task: one kernel for the whole forward, written by the model%s",
+                 o->agent == KF_AGENT_BOTH ? " (a mixed task: the builtin's kernels of the parts it lowers as "
+                                             "references)" : "");
     } else {
     st = kf_synth_plan(g, be->info.platform, &be->info, &syn, err);
     if (st != KF_OK) goto done;
@@ -820,6 +824,11 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         goto done;
     }
 
+    /* a mixed task: the builtin's kernels for the parts kforge lowers, before the model */
+    if (g->module && o->agent == KF_AGENT_BOTH) {
+        st = kf_mixed_parts(g, o, r->out_dir, &parts_ref, parts_origin, sizeof parts_origin, err);
+        if (st != KF_OK) goto done;
+    }
     st = device_ceilings(be, o, &r->ceil, err);
     if (st != KF_OK) goto done;
     if (kf_graph_has_mm16(g)) mm16_peak(r, o);
@@ -893,14 +902,17 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (st != KF_OK) goto done;
     r->iters = kf_calloc((size_t)iters, sizeof *r->iters);
     /* iterations for the builtin agent; the rest go to the model */
-    int nbuiltin = o->agent == KF_AGENT_LLM ? 0
+    int nbuiltin = o->agent == KF_AGENT_LLM || g->module ? 0 /* a mixed task's builtin ran on its parts */
                    : o->agent == KF_AGENT_BOTH ? (o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2)
                                                : iters;
     if (nbuiltin > iters) nbuiltin = iters;
-    kf_evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, &ps, "", NULL, 0};
+    kf_evalctx ec = {o, r, vctx, be, work, mc_tool, 0, NULL, NULL, NULL, g->ninputs + g->noutputs, &ps, "", NULL, 0,
+                     NULL, NULL};
     ec.arch = arch;
     snprintf(ec.counters_note, sizeof ec.counters_note, "%s", cnote);
     ec.prof_tool = prof_tool;
+    ec.parts_ref = parts_ref;
+    ec.parts_origin = parts_origin;
     /* the two generation agents behind one interface: the builtin's iterations first */
     if (syn) kf_proposer_builtin(syn, o, r->seed, &agents[0]);
     kf_proposer_llm(g, &agents[1]);
@@ -942,6 +954,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = write_outputs(g, r, err);
 
 done:
+    free(parts_ref);
     if (st != KF_OK && r->run_id[0]) kf_persist_finish(&ps, r, 1);
     kf_arch_db_free(adb);
     for (int k = 0; k < 2; k++)

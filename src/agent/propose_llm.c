@@ -34,7 +34,8 @@ static void llm_called(void *ctx, const char *ask, const char *reply, const char
 }
 
 /* The model's reference kernel: none with --no-reference, else --reference FILE, else
- * (--agent both) the builtin's best, else (transfer) the store's best verified kernel of
+ * (--agent both on a module task) the builtin's kernels of its parts, else (--agent both)
+ * the builtin's best, else (transfer) the store's best verified kernel of
  * this task on another platform. */
 static kf_status llm_open(kf_evalctx *ec, llmstate *ls, kf_error *err) {
     const kf_graph *g = ls->g;
@@ -47,6 +48,10 @@ static kf_status llm_open(kf_evalctx *ec, llmstate *ls, kf_error *err) {
         kf_status st = kf_read_file(o->reference_path, &ls->ref, &n, err);
         if (st != KF_OK) return st;
         snprintf(origin, sizeof origin, "%s", o->reference_path);
+    } else if (ec->parts_ref) {
+        /* a mixed task: the builtin's kernels of the parts kforge lowers */
+        ls->ref = kf_strdup(ec->parts_ref);
+        snprintf(origin, sizeof origin, "%s", ec->parts_origin ? ec->parts_origin : "kforge's builtin generator");
     } else if (o->agent == KF_AGENT_BOTH && ec->r->best >= 0) {
         const kf_iter_record *b = &ec->r->iters[ec->r->best];
         ls->ref = kf_strdup(b->source);
@@ -67,6 +72,7 @@ static kf_status llm_open(kf_evalctx *ec, llmstate *ls, kf_error *err) {
     kf_llm_agent_setup su = {.g = g, .o = o, .r = ec->r, .transcript_path = tpath, .reference = ls->ref,
                              .reference_origin = origin[0] ? origin : NULL,
                              .reference_platform = ref_platform[0] ? ref_platform : NULL,
+                             .reference_parts = ls->ref && ec->parts_ref,
                              .on_call = llm_called, .on_call_ctx = ec};
     kf_status st = kf_llm_agent_new(&su, &ls->agent, err);
     if (st == KF_OK && o->table)

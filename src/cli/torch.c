@@ -67,6 +67,7 @@ static int run_python_module(const char *module, char *const *args, int nargs) {
 }
 
 static int lower_bundle(const char *what, const char *out, int graph_only);
+static void self_path(char *buf, size_t cap);
 
 static void usage_import(FILE *f) {
     fprintf(f,
@@ -221,8 +222,11 @@ static int lower_bundle(const char *what, const char *out, int graph_only) {
         fprintf(stderr, "kforge import: %s: kforge cannot lower every op (%s); writing a module task: its reference "
                         "is the module itself (run in float64 by PyTorch), its kernel is written by a model "
                         "(--agent llm)\n", what, err.msg);
-        char *args[] = {"--bundle", (char *)out, "--why", err.msg};
-        int rc = run_python_module("kforge_torch.module_task", args, 4);
+        /* with this kforge for the Python side to lower the parts it can (a mixed task) */
+        char self[PATH_MAX];
+        self_path(self, sizeof self);
+        char *args[] = {"--bundle", (char *)out, "--why", err.msg, "--kforge", self};
+        int rc = run_python_module("kforge_torch.module_task", args, 6);
         if (rc != 0) return rc == 127 ? KF_EXIT_USAGE : rc;
         printf("next: kforge synth %s --agent llm\n", tpath);
         return 0;

@@ -23,6 +23,8 @@ static kf_status build(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *ca
     if (st != KF_OK) {
         r->status = KF_V_COMPILE_ERROR;
         snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the build failed");
+    } else if (kf_verify_refuse_forbidden(b, cand, art, r)) {
+        st = kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "%s", r->detail);
     }
     return st;
 }

@@ -3,12 +3,15 @@
  * itself, run in float64 on the CPU by a separate process, on the input sets drawn here.
  *
  * Design note. The sets are drawn as for a graph task (verify.c's draw, the same
- * distributions, seeds and rounding to the input's dtype); the params are not drawn but
- * read from the module's weights file, so the reference and the candidate use the same
- * weights. Each set's forward arguments go, as raw bytes, to a private folder
- * (WORKDIR/kf-ref-XXXXXX, mode 0700); `python3 -m kforge_torch.reference SPEC DIR SETS`
- * loads the module and its weights, runs forward in float64 on each set and writes the
- * outputs back as float64 (out.S), and marks a set (of.S) where the module in float32 gives
+ * distributions, seeds and rounding to the input's dtype). The params are not drawn here:
+ * set 0 holds the module's weights file, and every other set the params the reference
+ * process draws for it under the seed as the module's own init would (w.S), so that the
+ * reference and the candidate use the same weights and a kernel that hard-codes the
+ * module's weights fails from set 1 on. Each set's forward arguments go, as raw bytes, to a
+ * private folder (WORKDIR/kf-ref-XXXXXX, mode 0700); `python3 -m kforge_torch.reference
+ * SPEC DIR SETS SEED` loads the module, draws the params, runs forward in float64 on each
+ * set with them and writes the outputs back as float64 (out.S), and marks a set (of.S)
+ * where the module in float32 gives
  * an infinity or NaN that float64 does not: no float32 kernel can be held to such a
  * reference, so that set, if it is an offset or large-magnitude one, is drawn again at a
  * sixteenth of the magnitude (at most 4 times), as the interpreter's sets are halved.
@@ -64,7 +67,7 @@ static const char *tail_of(const char *text, size_t keep) {
 /* Runs the reference process on the sets listed in todo (ntodo of them). */
 static kf_status run_reference(const kf_verify_ctx *c, const char *dir, const int *todo, int ntodo, kf_error *err) {
     const kf_graph *g = c->g;
-    char spec[1024], pypath[2048], sets[4096];
+    char spec[1024], pypath[2048], sets[4096], seed[32];
     if (!kf_module_file(g, "json", spec, sizeof spec))
         return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0, "task '%s': the module's path is too long", g->name);
     size_t n = 0;
@@ -80,7 +83,8 @@ static kf_status run_reference(const kf_verify_ctx *c, const char *dir, const in
 #endif
     const char *py = getenv("KFORGE_PYTHON");
     if (!py || !*py) py = "python3";
-    char *argv[] = {"env", pypath, (char *)py, "-m", "kforge_torch.reference", spec, (char *)dir, sets, NULL};
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
+    char *argv[] = {"env", pypath, (char *)py, "-m", "kforge_torch.reference", spec, (char *)dir, sets, seed, NULL};
     kf_buf out = {0};
     int ws = 0;
     char why[300] = "";
@@ -131,8 +135,33 @@ static kf_status read_set_outputs(const kf_verify_ctx *c, const char *dir, int s
     return KF_OK;
 }
 
+/* Reads w.S (set s's params, drawn by the reference process, in the weights file's layout)
+ * into the set's param inputs; KF_ERR_RUNTIME when the process wrote none or another size. */
+static kf_status read_set_params(kf_verify_ctx *c, const char *dir, int s, kf_error *err) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/w.%d", dir, s);
+    char *w = NULL;
+    size_t n = 0;
+    kf_error e2 = {0};
+    if (kf_read_file_max(path, (size_t)1 << 40, &w, &n, &e2) != KF_OK)
+        return kf_error_set(err, KF_ERR_RUNTIME, c->g->path, 0, 0,
+                            "task '%s': the reference process wrote no params for input set %d", c->g->name, s);
+    kf_status st = KF_OK;
+    if ((int64_t)n != c->g->module->weight_bytes)
+        st = kf_error_set(err, KF_ERR_RUNTIME, c->g->path, 0, 0,
+                          "task '%s': the reference process wrote %zu bytes of params for input set %d, expected "
+                          "%lld (the weights file's size)",
+                          c->g->name, n, s, (long long)c->g->module->weight_bytes);
+    for (int i = 0; i < c->nin && st == KF_OK; i++) {
+        const kf_value *x = &c->g->values[c->g->inputs[i]];
+        if (x->is_param) memcpy(c->sets[s].in[i], w + x->param_offset, c->in_bytes[i]);
+    }
+    free(w);
+    return st;
+}
+
 static void remove_dir(const char *dir, int nsets) {
-    static const char *const pre[] = {"in.%d", "out.%d", "of.%d", "out.%d.tmp"};
+    static const char *const pre[] = {"in.%d", "out.%d", "of.%d", "out.%d.tmp", "w.%d", "w.%d.tmp"};
     char path[1200], name[64];
     for (int s = 0; s < nsets; s++)
         for (size_t k = 0; k < sizeof pre / sizeof *pre; k++) {
@@ -143,7 +172,8 @@ static void remove_dir(const char *dir, int nsets) {
     if (rmdir(dir) != 0) kf_log(1, "refproc: could not remove %s: %s", dir, strerror(errno));
 }
 
-/* Draws set s's forward arguments at magnitude limit mag (params: the weights). */
+/* Draws set s's forward arguments at magnitude limit mag (params: the weights file's, until
+ * read_set_params replaces them with the set's own). */
 static void draw_set(kf_verify_ctx *c, int s, double mag, const char *weights) {
     for (int i = 0; i < c->nin; i++) {
         const kf_value *x = &c->g->values[c->g->inputs[i]];
@@ -217,6 +247,7 @@ kf_status kf_verify_module_sets(kf_verify_ctx *c, kf_error *err) {
                 continue;
             }
             st = read_set_outputs(c, dir, s, dout, err);
+            if (st == KF_OK && s > 0) st = read_set_params(c, dir, s, err);
             for (int j = 0; j < c->nout && st == KF_OK; j++) kf_verify_set_ref(c, &c->sets[s], j, dout[j], NULL);
         }
         ntodo = st == KF_OK ? again : 0;

@@ -48,6 +48,7 @@ const char *kf_vstatus_name(kf_vstatus s) {
     case KF_V_MEMCHECK: return "memcheck";
     case KF_V_NO_CODE: return "no-code";
     case KF_V_AGENT_ERROR: return "agent-error";
+    case KF_V_FORBIDDEN: return "forbidden-call";
     case KF_V_COUNT: break;
     }
     return "unknown";
@@ -463,6 +464,14 @@ static int dev_times_believable(const double *dev, const double *host, int n, ch
     return 1;
 }
 
+int kf_verify_refuse_forbidden(kf_backend *b, const kf_candidate *cand, const char *artifact, kf_vresult *r) {
+    char why[sizeof r->detail];
+    if (!kf_verify_forbidden(cand->source, artifact, b && kf_verify_is_device(b), why, sizeof why)) return 0;
+    r->status = KF_V_FORBIDDEN;
+    snprintf(r->detail, sizeof r->detail, "%s", why);
+    return 1;
+}
+
 /* Check (and time) an artifact; see verify.h. */
 kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate *cand,
                              const char *artifact, kf_vresult *r, kf_error *err) {
@@ -471,6 +480,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     if (!c || !cand || !artifact) {
         snprintf(r->detail, sizeof r->detail, "kf_verify_artifact: missing argument");
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_verify_artifact: missing argument");
+    }
+    /* a kernel that calls a library is refused before anything of it runs */
+    if (kf_verify_refuse_forbidden(b, cand, artifact, r)) {
+        r->run_wall_s = kf_now() - t0;
+        return KF_OK;
     }
     char runner[PATH_MAX], abs_art[PATH_MAX];
     int threads;

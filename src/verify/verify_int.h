@@ -373,6 +373,14 @@ kf_status kf_verify_find_cuda_tool(const char *name, const char *env_var, const 
  * is no summary. Returns the number of report lines (the summary not counted). */
 int kf_verify_cs_report(const char *out, size_t n, kf_buf *b, int *nerrors);
 
+/* 1 with why (a sentence naming the symbol and its library) set when the candidate's
+ * artifact or source calls PyTorch, Python, a vendor library or the dynamic loader, which
+ * the contract forbids; 0 otherwise (forbid.c). device: b is a device backend. */
+int kf_verify_forbidden(const char *source, const char *artifact, int device, char *why, size_t cap);
+/* kf_verify_forbidden on cand and artifact: r->status KF_V_FORBIDDEN and its detail set
+ * when it refuses (verify.c). */
+int kf_verify_refuse_forbidden(kf_backend *b, const kf_candidate *cand, const char *artifact, kf_vresult *r);
+
 /* 1 when b runs candidates on a device (opencl, ...) rather than by dlopen on the CPU. */
 int kf_verify_is_device(const kf_backend *b);
 /* Inputs, poisoned outputs and fresh guards of set s into the region. */
