@@ -751,6 +751,9 @@ Test(gpu_text, f32_matmul_tc_selects_the_path) {
             cr_expect_eq(kf_param_active(sp, &p, j), tf ? cases[i].want_tc : !cases[i].want_tc, "case %zu: %s", i, nm);
         }
         cr_expect_eq(gated, 2, "case %zu: s0.tm and s0.bm both in the space", i);
+        /* the search times both kernels before it tunes either (kf_walk_template) */
+        for (int j = 0; j < sp->nparams; j++)
+            if (strcmp(sp->p[j].name, "s0.tc") == 0) cr_expect_eq(sp->p[j].role, KF_ROLE_KERNEL, "tc's role");
         kf_candidate_clear(&c);
         kf_synth_free(s);
         kf_graph_free(g);

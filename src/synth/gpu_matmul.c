@@ -51,8 +51,9 @@ static void simt_params(kf_synth *s, kf_stage *st);
 
 /* Where the 3xTF32 tensor-core path runs (cuda, sm_80+, no fused epilogue or prologue),
  * the parameter tc picks it (1) or the SIMT kernel (0), each path's parameters gated on
- * tc's value, so the search compares them and a slow path only costs candidates; tc=1 is
- * the default for matrices that fill the device with 128 x 128 tiles. */
+ * tc's value; its role KF_ROLE_KERNEL has the builtin search time both before it tunes
+ * either, so a slow path only costs candidates; tc=1 is the default for matrices that fill
+ * the device with 128 x 128 tiles. */
 void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
     if (!kf_gpu_tf32_ok(s, st)) {
         simt_params(s, st);
@@ -61,7 +62,7 @@ void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
     static const long tc[] = {0, 1};
     const int dflt = kf_gpu_tf32_default(s, st);
     const int sel = s->space.nparams;
-    kf_gpu_param(s, st, "tc", KF_ROLE_NONE, tc, 2, dflt);
+    kf_gpu_param(s, st, "tc", KF_ROLE_KERNEL, tc, 2, dflt);
     if (s->space.nparams == sel) { /* no room to choose: the default path alone */
         if (dflt) kf_gpu_tf32_params(s, st);
         else simt_params(s, st);
