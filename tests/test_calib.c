@@ -136,6 +136,31 @@ Test(calib, device_probes_measure_a_cuda_device, .init = private_cache, .fini = 
     probes_measure("cuda");
 }
 
+/* The TF32 rate comes from the architecture database's datasheet entry; the line says
+ * "tf32/3" where a third of it is above the f32 peak (H200), the f32 peak where it is not,
+ * and why there is none for a device no entry matches. */
+Test(calib, tf32_rate_from_the_architecture_database) {
+    kf_device_info dev;
+    memset(&dev, 0, sizeof dev);
+    snprintf(dev.platform, sizeof dev.platform, "cuda");
+    snprintf(dev.device_type, sizeof dev.device_type, "gpu");
+    snprintf(dev.name, sizeof dev.name, "NVIDIA H200");
+    kf_ceilings c;
+    memset(&c, 0, sizeof c);
+    c.peak_gflops_f32 = 60e3;
+    char said[512];
+    cr_assert_eq(kf_calib_tf32(&dev, &c, said, sizeof said), 1, "%s", said);
+    cr_assert_gt(c.peak_gflops_tf32 / 3, c.peak_gflops_f32, "H200 dense TF32 rate: %g GFLOP/s", c.peak_gflops_tf32);
+    cr_assert(strstr(said, "tf32/3") && strstr(said, "H200") && strstr(said, "not measured"), "%s", said);
+    c.peak_gflops_f32 = 1e6; /* a peak above tf32 / 3: said so */
+    cr_assert_eq(kf_calib_tf32(&dev, &c, said, sizeof said), 1, "%s", said);
+    cr_assert(strstr(said, "is not above it"), "%s", said);
+    snprintf(dev.name, sizeof dev.name, "Imaginary GPU 9000");
+    cr_assert_eq(kf_calib_tf32(&dev, &c, said, sizeof said), 0);
+    cr_assert_eq(c.peak_gflops_tf32, 0.0);
+    cr_assert(strstr(said, "Imaginary GPU 9000") && strstr(said, "no TF32 rate"), "%s", said);
+}
+
 /* The 16-bit matmul ceiling comes from the architecture database's datasheet rate (the
  * same for synth's floor and verify's); a device no entry matches has none, and says why. */
 Test(calib, mm16_rate_from_the_architecture_database) {

@@ -86,6 +86,25 @@ static const char *const mma_tasks[] = {
 static const char *const mma_points[] = {"", "st=2 bk=64", "st=4 gm=1", "bm=64 bn=256 wm=32", "bm=256 wn=32 bk=64"};
 #define NMMA_POINTS (int)(sizeof mma_points / sizeof mma_points[0])
 
+/* f32 matmuls on tensor cores, 3xTF32 (cuda, sm_80+; the SIMT template's tc=1): every
+ * operand layout, edges in every dim (M, N, K not multiples of the tiles), contiguous dims
+ * that are not multiples of 4 (element-wise tile copies), odd N (scalar stores), broadcast
+ * batches. */
+static const char *const tf32_tasks[] = {
+    "input a: f32[256, 512]\ninput b: f32[512, 384]\noutput c = matmul(a, b)\n",
+    "input a: f32[200, 136]\ninput b: f32[136, 72]\noutput c = matmul(a, b)\n",
+    "input a: f32[64, 200]\ninput b: f32[96, 64]\noutput c = matmul(a, b, transpose_a=true, transpose_b=true)\n",
+    "input a: f32[3, 40, 33]\ninput b: f32[3, 40, 17]\noutput c = matmul(a, b, transpose_a=true)\n",
+    "input a: f32[2, 3, 17, 45]\ninput b: f32[45, 30]\noutput c = matmul(a, b)\n",
+    "input a: f32[130, 96]\ninput b: f32[70, 96]\noutput c = matmul(a, b, transpose_b=true)\n",
+    "input a: f32[3, 3]\ninput b: f32[3, 2]\noutput c = matmul(a, b)\n",
+};
+#define NTF32 (int)(sizeof tf32_tasks / sizeof tf32_tasks[0])
+/* points of the 3xTF32 path that render different code */
+static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16", "tc=1 st=4 gm=1", "tc=1 bm=64 bn=256 wm=32",
+                                          "tc=1 bm=256 wn=64 bk=16"};
+#define NTF32_POINTS (int)(sizeof tf32_points / sizeof tf32_points[0])
+
 /* The default point with "name=value ..." applied over the stage parameters' suffixes;
  * 0 when an assignment names no parameter of s (a template that fixed it). */
 static int point_assign(const kf_synth *s, const char *assign, kf_point *p) {
@@ -475,6 +494,26 @@ Test(gpu_verify, mma_matmul) {
     }
 }
 
+/* f32 on tensor cores (3xTF32, tc=1): only where the device under test runs them
+ * (KFORGE_TEST_GPU=cuda on sm_80 or newer); verified against the float64 reference like
+ * every candidate */
+Test(gpu_verify, tf32_matmul) {
+    NEED_OCL();
+    int sm = 0;
+    if (strcmp(ocl->info.platform, "cuda") != 0 || sscanf(ocl->info.arch, "sm_%d", &sm) != 1 || sm < 80) {
+        cr_skip_test("the 3xTF32 path needs cuda on sm_80 or newer; the device under test is %s %s",
+                     ocl->info.platform, ocl->info.arch);
+        return;
+    }
+    for (int t = 0; t < NTF32; t++) {
+        for (int v = 0; v < NTF32_POINTS; v++) {
+            if (t > 0 && v > 1) break; /* every point on the first task, two elsewhere */
+            /* every distribution (wide magnitudes included) on the first point */
+            check_point_sets(tf32_tasks[t], tf32_points[v], "cvt.rna.tf32.f32", t == 0 && v == 0 ? 6 : 2);
+        }
+    }
+}
+
 Test(gpu_verify, matmul_double_buffer) {
     NEED_OCL();
     /* tiles that the group's items do not divide evenly (the `e < n` guard on the prefetch
@@ -640,6 +679,122 @@ Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* The 3xTF32 path (the f32 matmul's tc=1) on every layout and at points that render
+ * different code, compiled with nvcc for sm_90 as warnings-as-errors. */
+Test(gpu_cuda, tf32_matmul_compiles_with_nvcc, .timeout = 600) {
+    if (!have_nvcc()) {
+        cr_skip_test("nvcc is not on PATH");
+        return;
+    }
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/test-work/gpu-tf32-%ld", KF_BUILD_DIR, (long)getpid());
+    kf_error err = {0};
+    cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    int compiled = 0;
+    for (int t = 0; t < NTF32; t++) {
+        kf_graph *g = parse(tf32_tasks[t]);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "plan: %s", err.msg);
+        kf_buf all = {0};
+        for (int v = 0; v < NTF32_POINTS; v++) {
+            kf_point p;
+            cr_assert(point_assign(s, tf32_points[v], &p), "[%s] names a parameter the task lacks", tf32_points[v]);
+            kf_candidate c;
+            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+            cr_expect(strstr(c.source, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != NULL, "no mma in\n%s",
+                      c.source);
+            cr_expect(strstr(c.source, "cvt.rna.tf32.f32") != NULL, "no split in\n%s", c.source);
+            const char *from = v == 0 ? c.source : strstr(c.source, "#ifndef KF_MMA_HELPERS");
+            const char *at = strstr(c.source, "kf_s0(");
+            cr_assert(from != NULL && at != NULL && at > from);
+            kf_buf_putn(&all, from, (size_t)(at - from));
+            kf_buf_printf(&all, "kf_s0_v%d(", v);
+            kf_buf_puts(&all, at + strlen("kf_s0("));
+            compiled++;
+            kf_candidate_clear(&c);
+        }
+        char path[600];
+        snprintf(path, sizeof path, "%s/t%d.cu", dir, t);
+        expect_nvcc_builds(path, all.data, all.len, "-Werror all-warnings", tf32_tasks[t], "every point");
+        kf_buf_free(&all);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+    cr_expect_eq(compiled, NTF32 * NTF32_POINTS);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* The f32 matmul's tc parameter picks the path: on cuda sm_80+ a 3xTF32 kernel where it is
+ * 1 (the default for a large matrix) and the SIMT kernel where it is 0 (the default for a
+ * small one); no tc, and SIMT only, on sm_75 and on opencl. */
+Test(gpu_text, f32_matmul_tc_selects_the_path) {
+    static const char big[] = "input a: f32[4096, 4096]\ninput b: f32[4096, 4096]\noutput c = matmul(a, b)\n";
+    static const char small[] = "input a: f32[64, 64]\ninput b: f32[64, 64]\noutput c = matmul(a, b)\n";
+    static const char *const mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    struct { const char *text, *assign; int want_tc; } cases[] = {
+        {big, "", 1}, {big, "tc=0", 0}, {big, "tc=1", 1}, {small, "", 0}, {small, "tc=1", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kf_graph *g = parse(cases[i].text);
+        kf_synth *s = NULL;
+        kf_error err = {0};
+        cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "%s", err.msg);
+        kf_point p;
+        cr_assert(point_assign(s, cases[i].assign, &p), "case %zu", i);
+        char pt[1024], spaced[1030];
+        kf_point_format(kf_synth_space(s), &p, pt, sizeof pt);
+        snprintf(spaced, sizeof spaced, " %s ", pt);
+        cr_expect(strstr(spaced, cases[i].want_tc ? " tc=1 " : " tc=0 ") != NULL, "case %zu: point %s", i, pt);
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+        const int has = strstr(c.source, mma) != NULL;
+        cr_expect_eq(has, cases[i].want_tc, "case %zu [%s]: mma %d", i, cases[i].assign, has);
+        cr_expect_eq(strstr(c.source, "register block") != NULL, !cases[i].want_tc, "case %zu: SIMT kernel", i);
+        /* each path's parameters are gated on tc: those of the other path are not in use */
+        const kf_space *sp = kf_synth_space(s);
+        int gated = 0;
+        for (int j = 0; j < sp->nparams; j++) {
+            const char *nm = sp->p[j].name;
+            int simt = strcmp(nm, "s0.tm") == 0, tf = strcmp(nm, "s0.bm") == 0;
+            if (!simt && !tf) continue;
+            gated++;
+            cr_expect_eq(kf_param_active(sp, &p, j), tf ? cases[i].want_tc : !cases[i].want_tc, "case %zu: %s", i, nm);
+        }
+        cr_expect_eq(gated, 2, "case %zu: s0.tm and s0.bm both in the space", i);
+        /* the search times both kernels before it tunes either (kf_walk_template) */
+        for (int j = 0; j < sp->nparams; j++)
+            if (strcmp(sp->p[j].name, "s0.tc") == 0) cr_expect_eq(sp->p[j].role, KF_ROLE_KERNEL, "tc's role");
+        kf_candidate_clear(&c);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+    /* no tensor-core choice: pre-Ampere, another platform */
+    const char *plats[][2] = {{"cuda", "sm_75"}, {"opencl", ""}};
+    for (size_t i = 0; i < 2; i++) {
+        gpu_like(&dev, plats[i][0]);
+        snprintf(dev.arch, sizeof dev.arch, "%s", plats[i][1]);
+        kf_graph *g = parse(big);
+        kf_synth *s = NULL;
+        kf_error err = {0};
+        cr_assert_eq(kf_synth_plan(g, plats[i][0], &dev, &s, &err), KF_OK, "%s", err.msg);
+        kf_point p;
+        cr_expect_eq(point_assign(s, "tc=1", &p), 0, "%s %s has a tc parameter", plats[i][0], plats[i][1]);
+        kf_synth_default_point(s, &p);
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+        cr_expect(strstr(c.source, "tf32") == NULL, "%s %s renders tf32", plats[i][0], plats[i][1]);
+        kf_candidate_clear(&c);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
 }
 
 /* every point of the mma space renders a block of at most 8 warps (16 would cap the

@@ -128,6 +128,55 @@ Test(roofline, matmul_is_compute_bound) {
     kf_graph_free(g);
 }
 
+/* An f32 contraction on a device with a TF32 matrix rate: the compute ceiling is
+ * max(f32 peak, tf32 / 3) (3xTF32 on tensor cores keeps f32 accuracy at a third of the TF32
+ * rate), so the floor stays under what such a kernel can reach; elementwise work and a
+ * device whose tf32 / 3 is below its f32 peak keep the f32 peak; an unknown f32 peak stays
+ * unknown; a 16-bit matmul keeps its matrix rate. */
+Test(roofline, f32_matmul_against_tf32_over_3) {
+    kf_graph *g = matmul_64();
+    cr_assert(kf_graph_has_mm32(g));
+    kf_ceilings c = ceil_of(10.0, 100.0);
+    c.peak_gflops_tf32 = 600.0; /* / 3 = 200 > 100 */
+    kf_roofline r;
+    kf_roofline_of(g, &c, &r);
+    close_to(r.peak_gflops, 200.0);
+    close_to(r.compute_floor_s, 524288.0 / 200e9);
+    close_to(r.floor_s, 49152.0 / 10e9); /* now under the memory floor */
+    cr_assert_str_eq(r.bound, "memory");
+    c.peak_gflops_tf32 = 240.0; /* / 3 = 80 < 100: the f32 peak stays */
+    kf_roofline_of(g, &c, &r);
+    close_to(r.peak_gflops, 100.0);
+    c.peak_gflops_tf32 = NAN;
+    kf_roofline_of(g, &c, &r);
+    close_to(r.peak_gflops, 100.0);
+    c = ceil_of(10.0, 0.0);
+    c.peak_gflops_tf32 = 600.0;
+    kf_roofline_of(g, &c, &r);
+    cr_assert_eq(r.peak_gflops, 0.0, "an unknown f32 peak became %g", r.peak_gflops);
+    kf_graph_free(g);
+
+    g = relu_1000(); /* no contraction: the f32 peak */
+    cr_assert(!kf_graph_has_mm32(g));
+    c = ceil_of(10.0, 100.0);
+    c.peak_gflops_tf32 = 600.0;
+    kf_roofline_of(g, &c, &r);
+    close_to(r.peak_gflops, 100.0);
+    kf_graph_free(g);
+
+    g = kf_graph_new("mm16"); /* bf16 operands: the 16-bit rate, tf32 aside */
+    int a = input(g, "a", KF_BF16, 2, 64, 64), b = input(g, "b", KF_BF16, 2, 64, 64);
+    output(g, node(g, KF_OP_MATMUL, a, b));
+    cr_assert(!kf_graph_has_mm32(g));
+    c.peak_gflops_mm16 = 1000.0;
+    kf_roofline_of(g, &c, &r);
+    close_to(r.peak_gflops, 1000.0);
+    c.peak_gflops_mm16 = 0;
+    kf_roofline_of(g, &c, &r);
+    cr_assert_eq(r.peak_gflops, 0.0);
+    kf_graph_free(g);
+}
+
 Test(roofline, zero_ceilings_give_zero_floors) {
     kf_graph *g = matmul_64();
     kf_ceilings c = ceil_of(0.0, 100.0);

@@ -239,3 +239,31 @@ Test(walk, templates_first_and_unused_parameters_never_moved) {
     free(ml);
     free(seen.h);
 }
+
+/* A template's kernel selector (role kernel: the f32 matmul's tc, SIMT or 3xTF32) is
+ * measured before the analysis tunes either kernel, like a template selector, and said
+ * with its numbers (not the registry's template names). */
+Test(walk, kernel_selector_measured_first) {
+    kf_space sp;
+    space_two_templates(&sp);
+    snprintf(sp.p[0].name, sizeof sp.p[0].name, "s0.tc");
+    sp.p[0].role = KF_ROLE_KERNEL;
+    kf_seen seen = {0};
+    kf_point best = {{0}}, out;
+    kf_walk_mark(&seen, &sp, &best);
+    char why[200];
+    cr_assert(kf_walk_template(&sp, &best, &seen, &out, why, sizeof why));
+    cr_assert_eq(out.idx[0], 1, "%s", why);
+    cr_assert_str_eq(why, "s0.tc 0 -> 1");
+    kf_walk_mark(&seen, &sp, &out);
+    cr_assert(!kf_walk_template(&sp, &best, &seen, &out, why, sizeof why), "proposed again: %s", why);
+    /* a selector of no such role is left to the analysis and the coordinate walk */
+    sp.p[0].role = KF_ROLE_NONE;
+    kf_seen fresh = {0};
+    kf_walk_mark(&fresh, &sp, &best);
+    cr_assert(!kf_walk_template(&sp, &best, &fresh, &out, why, sizeof why), "%s", why);
+    cr_assert_str_eq(kf_role_name(KF_ROLE_KERNEL), "kernel");
+    cr_assert_eq(kf_role_lookup("kernel"), KF_ROLE_KERNEL);
+    free(seen.h);
+    free(fresh.h);
+}

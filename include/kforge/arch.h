@@ -63,6 +63,11 @@ typedef struct kf_ceilings {
                                the architecture database's datasheet figure for the device,
                                never measured nor cached; 0 = unknown. Used only for tasks
                                with 16-bit matmuls (kf_roofline_of) */
+    double peak_gflops_tf32;/* dense TF32 matrix rate (tensor cores, f32 accumulate), the
+                               datasheet's like mm16 (never measured nor cached; 0 = unknown):
+                               an f32 contraction split into three TF32 products (3xTF32)
+                               runs at up to a third of it, so f32 contractions are placed
+                               against max(peak_gflops_f32, this / 3) (kf_roofline_of) */
     char when[32];          /* ISO date of the measurement */
     double busy;            /* CPU calibrations: the share of the machine's CPUs that other
                                processes (and the hypervisor: steal time) used while it

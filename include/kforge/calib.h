@@ -50,6 +50,14 @@ kf_status kf_calib_ceilings(kf_backend *be, int threads, kf_calib_mode mode, kf_
  * set. */
 int kf_calib_mm16(const kf_device_info *dev, kf_ceilings *out, char *said, size_t cap);
 
+/* Contract: the TF32 matrix rate of device dev into out->peak_gflops_tf32: the datasheet's
+ * dense TF32 rate of dev's architecture-database entry, 0 when none matches or it gives
+ * none. An f32 contraction's compute ceiling is then max(f32 peak, this / 3) (3xTF32,
+ * kf_roofline_of). said (cap bytes, may be NULL) gets one line for the user, read against
+ * out->peak_gflops_f32 (set it first): which ceiling f32 matmul FLOPs meet, and why.
+ * Returns 1 when a rate was set. */
+int kf_calib_tf32(const kf_device_info *dev, kf_ceilings *out, char *said, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

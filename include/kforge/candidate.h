@@ -83,6 +83,10 @@ typedef enum kf_role {
     KF_ROLE_TEMPLATE,      /* which template computes a stage that several support (its
                               values are rows of the generator's registry; the search
                               times each, no rule of the analysis moves it) */
+    KF_ROLE_KERNEL,        /* which of a template's kernels computes a stage (the f32
+                              matmul's tc: SIMT or 3xTF32 tensor cores): like a template,
+                              the search times each value before it tunes one; plain
+                              numbers as values */
     KF_ROLE_COUNT
 } kf_role;
 

@@ -26,12 +26,17 @@ typedef struct kf_roofline {
 } kf_roofline;
 
 /* Roofline floor of g on a device with ceilings c. The bandwidth used is the streaming
- * copy bandwidth (read+write), the peak is the f32 FMA peak, or for a graph with an
- * f16/bf16 matmul (kf_graph_has_mm16) c->peak_gflops_mm16, the 16-bit matrix peak (no
- * compute floor when that is unknown). */
+ * copy bandwidth (read+write), the peak is the f32 FMA peak, raised to a third of the
+ * TF32 matrix rate c->peak_gflops_tf32 where that is higher and g has an f32 contraction
+ * (kf_graph_has_mm32: 3xTF32 on tensor cores), or for a graph with an f16/bf16 matmul
+ * (kf_graph_has_mm16) c->peak_gflops_mm16, the 16-bit matrix peak (no compute floor when
+ * that is unknown). */
 void kf_roofline_of(const kf_graph *g, const kf_ceilings *c, kf_roofline *out);
 /* 1 when g has a matmul of f16 or bf16 operands. */
 int kf_graph_has_mm16(const kf_graph *g);
+/* 1 when g has an f32 contraction (a CONTRACT-class op, or a COMPOSITE one, which may lower
+ * to one, with f32 operands): work that tensor cores can do at f32 accuracy (3xTF32). */
+int kf_graph_has_mm32(const kf_graph *g);
 
 typedef struct kf_perf_point {
     double time_s;

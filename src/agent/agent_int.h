@@ -171,7 +171,8 @@ int kf_walk_follow(const kf_space *sp, const kf_point *best, const kf_diagnosis 
  * in the order of walk.c's note. 0 = the space is exhausted. */
 int kf_walk_propose(const kf_space *sp, const kf_point *best, const kf_diagnosis *d, const kf_move_log *ml,
                     const kf_seen *seen, uint64_t *rng, kf_point *out);
-/* The best point with another value of a template selector (role KF_ROLE_TEMPLATE) that
+/* The best point with another value of a template selector (role KF_ROLE_TEMPLATE, or a
+ * template's kernel selector, KF_ROLE_KERNEL) that
  * leads to a point not in seen: 1 with *out and what moved in why ("s0.tpl gemm ->
  * matvec"). The builtin agent asks this before the diagnosis, so that every template that
  * supports a stage is measured (at its default parameters) early in a run; since the seen

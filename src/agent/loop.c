@@ -179,6 +179,7 @@ json_t *kf_agent_device_json(const kf_device_info *d, const kf_ceilings *c) {
     json_object_set_new(cj, "peak_gflops_f64", json_real(c->peak_gflops_f64));
     json_object_set_new(cj, "launch_us", c->launch_us > 0 ? json_real(c->launch_us) : json_null());
     if (c->peak_gflops_mm16 > 0) json_object_set_new(cj, "peak_gflops_mm16", json_real(c->peak_gflops_mm16));
+    if (c->peak_gflops_tf32 > 0) json_object_set_new(cj, "peak_gflops_tf32", json_real(c->peak_gflops_tf32));
     json_object_set_new(cj, "when", json_string(c->when));
     if (c->busy > 0) json_object_set_new(cj, "busy", json_real(c->busy));
     json_object_set_new(j, "ceilings", cj);
@@ -541,6 +542,14 @@ static void mm16_peak(kf_run_result *r, const kf_loop_opts *o) {
     if (o->table) fprintf(o->table, "floor: %s\n", said);
 }
 
+/* An f32 contraction's compute ceiling (max of the f32 peak and the datasheet's TF32 rate
+ * / 3), said in the table. */
+static void tf32_peak(kf_run_result *r, const kf_loop_opts *o) {
+    char said[512];
+    kf_calib_tf32(&r->dev, &r->ceil, said, sizeof said);
+    if (o->table) fprintf(o->table, "floor: %s\n", said);
+}
+
 /* The architecture database's entry for the run's device, loaded into *db (freed by the
  * caller); r->arch says which entry, or why there is none (printed: never silent). */
 static const kf_arch_entry *arch_entry(kf_arch_db **db, kf_run_result *r, const kf_loop_opts *o) {
@@ -832,6 +841,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     st = device_ceilings(be, o, &r->ceil, err);
     if (st != KF_OK) goto done;
     if (kf_graph_has_mm16(g)) mm16_peak(r, o);
+    if (kf_graph_has_mm32(g) && kf_device_is_gpu(&r->dev)) tf32_peak(r, o);
     kf_roofline_of(g, &r->ceil, &r->roof);
 
     kf_verify_opts vo;

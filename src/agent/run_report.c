@@ -87,10 +87,15 @@ kf_status kf_run_report_html(const kf_run_result *r, const char *task_name, FILE
     pg.device = r->dev.name;
     pg.plan = r->plan;
     /* the roofline's ceilings as kf_roofline_of picks them (streaming copy bandwidth, f32 FMA
-     * peak); a run loaded from the store carries them in ceil only */
+     * peak or a matrix rate); a run loaded from the store carries them in ceil only */
     pg.bw_gbs = r->roof.bw_gbs > 0 ? r->roof.bw_gbs : r->ceil.copy_gbs;
     pg.peak_gflops = r->roof.peak_gflops > 0 ? r->roof.peak_gflops : r->ceil.peak_gflops_f32;
     pg.peak_what = "f32 FMA peak";
+    /* raised for matmuls on tensor cores (kf_roofline_of): say which rate */
+    if (r->ceil.peak_gflops_mm16 > 0 && pg.peak_gflops == r->ceil.peak_gflops_mm16)
+        pg.peak_what = "f16/bf16 matrix peak (datasheet)";
+    else if (r->ceil.peak_gflops_tf32 > 0 && pg.peak_gflops == r->ceil.peak_gflops_tf32 / 3)
+        pg.peak_what = "f32 matmul against tf32/3 (3xTF32, datasheet)";
     pg.measured = r->roof.measured || r->ceil.measured;
     pg.ceil_when = r->ceil.when;
     pg.ridge = pg.bw_gbs > 0 ? pg.peak_gflops / pg.bw_gbs : 0;

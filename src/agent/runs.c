@@ -45,6 +45,7 @@ static void parse_device(json_t *j, kf_device_info *d, kf_ceilings *c) {
     c->peak_gflops_f64 = jnum(cj, "peak_gflops_f64");
     c->launch_us = jnum(cj, "launch_us");
     c->peak_gflops_mm16 = jnum(cj, "peak_gflops_mm16");
+    c->peak_gflops_tf32 = jnum(cj, "peak_gflops_tf32");
     snprintf(c->when, sizeof c->when, "%s", jstr(cj, "when"));
     c->busy = jnum(cj, "busy");
 }

@@ -2,8 +2,9 @@
  * The builtin agent's walk through a schedule space (loop.c drives it): which point to
  * evaluate next, given the best point so far, its diagnosis and what was measured.
  *
- * Order: the best point with another template for a stage that several templates compute
- * (kf_walk_template: every supporting template is measured before any is tuned); then the
+ * Order: the best point with another template for a stage that several templates compute,
+ * or another kernel of its template (role KF_ROLE_KERNEL) (kf_walk_template: every
+ * supporting template and kernel is measured before any is tuned); then the
  * best point moved by its diagnosis' highest-ranked recommendation not yet tried
  * (kf_walk_follow); when none is left, coordinate moves around the best point (every
  * other value of one parameter at a time: the nearest values of every parameter first, in
@@ -159,13 +160,18 @@ int kf_walk_follow(const kf_space *sp, const kf_point *best, const kf_diagnosis 
 int kf_walk_template(const kf_space *sp, const kf_point *best, const kf_seen *seen, kf_point *out, char *why,
                      size_t cap) {
     for (int i = 0; i < sp->nparams; i++) {
-        if (sp->p[i].role != KF_ROLE_TEMPLATE || !kf_param_active(sp, best, i)) continue;
+        const int tpl = sp->p[i].role == KF_ROLE_TEMPLATE;
+        if ((!tpl && sp->p[i].role != KF_ROLE_KERNEL) || !kf_param_active(sp, best, i)) continue;
         for (int v = 0; v < sp->p[i].nvalues; v++) {
             if (v == best->idx[i]) continue;
             kf_point q = *best;
             q.idx[i] = v;
             if (has_hash(seen, point_hash(sp, &q))) continue;
             *out = q;
+            if (!tpl) {
+                snprintf(why, cap, "%s %ld -> %ld", sp->p[i].name, sp->p[i].values[best->idx[i]], sp->p[i].values[v]);
+                return 1;
+            }
             const char *from = kf_synth_template_name(sp->p[i].values[best->idx[i]]);
             const char *to = kf_synth_template_name(sp->p[i].values[v]);
             snprintf(why, cap, "%s %s -> %s", sp->p[i].name, from ? from : "?", to ? to : "?");

@@ -64,12 +64,18 @@ kf_status kf_calib_ceilings(kf_backend *be, int threads, kf_calib_mode mode, kf_
     return KF_OK;
 }
 
+/* The architecture-database entry of dev (NULL when none matches; *db to free, *why
+ * says why not when neither loads nor matches). */
+static const kf_arch_entry *dev_entry(const kf_device_info *dev, kf_arch_db **db, kf_error *e) {
+    *db = NULL;
+    if (kf_arch_db_load(NULL, db, e) != KF_OK) return NULL;
+    return kf_arch_db_match(*db, dev->name, kf_device_is_gpu(dev) ? KF_ARCH_GPU : KF_ARCH_CPU);
+}
+
 int kf_calib_mm16(const kf_device_info *dev, kf_ceilings *out, char *said, size_t cap) {
     kf_arch_db *db = NULL;
     kf_error e = {0};
-    const kf_arch_entry *a = NULL;
-    if (kf_arch_db_load(NULL, &db, &e) == KF_OK)
-        a = kf_arch_db_match(db, dev->name, kf_device_is_gpu(dev) ? KF_ARCH_GPU : KF_ARCH_CPU);
+    const kf_arch_entry *a = dev_entry(dev, &db, &e);
     double t = a ? (a->peak_tflops_bf16 > a->peak_tflops_f16 ? a->peak_tflops_bf16 : a->peak_tflops_f16) : 0;
     out->peak_gflops_mm16 = t * 1e3;
     if (said && cap) {
@@ -79,6 +85,29 @@ int kf_calib_mm16(const kf_device_info *dev, kf_ceilings *out, char *said, size_
         else
             snprintf(said, cap, "no 16-bit matrix rate for \"%s\" (%s): the floor is the memory floor alone",
                      dev->name, a ? "its entry gives none" : db ? "no architecture entry matches" : e.msg);
+    }
+    kf_arch_db_free(db);
+    return t > 0;
+}
+
+int kf_calib_tf32(const kf_device_info *dev, kf_ceilings *out, char *said, size_t cap) {
+    kf_arch_db *db = NULL;
+    kf_error e = {0};
+    const kf_arch_entry *a = dev_entry(dev, &db, &e);
+    double t = a && a->peak_tflops_tf32 > 0 ? a->peak_tflops_tf32 : 0;
+    out->peak_gflops_tf32 = t * 1e3;
+    if (said && cap) {
+        const double f32 = out->peak_gflops_f32 / 1e3;
+        if (t > 0 && t / 3 > f32 && f32 > 0)
+            snprintf(said, cap, "f32 matmul FLOPs against tf32/3 (3xTF32 on tensor cores): %s's datasheet dense "
+                                "TF32 rate %.1f / 3 = %.1f TFLOP/s (not measured), above the f32 peak %.1f TFLOP/s",
+                     a->name, t, t / 3, f32);
+        else if (t > 0)
+            snprintf(said, cap, "f32 matmul FLOPs against the f32 peak %.1f TFLOP/s (%s's TF32 rate / 3 = %.1f "
+                                "TFLOP/s is not above it)", f32, a->name, t / 3);
+        else
+            snprintf(said, cap, "f32 matmul FLOPs against the f32 peak: no TF32 rate for \"%s\" (%s)", dev->name,
+                     a ? "its entry gives none" : db ? "no architecture entry matches" : e.msg);
     }
     kf_arch_db_free(db);
     return t > 0;

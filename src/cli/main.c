@@ -699,6 +699,11 @@ static int cmd_verify(int argc, char **argv) {
                 kf_calib_mm16(&be->info, &ceil, said, sizeof said);
                 fprintf(stderr, "kforge verify: floor: %s\n", said);
             }
+            if (kf_graph_has_mm32(g) && kf_device_is_gpu(&be->info)) {
+                char said[512];
+                kf_calib_tf32(&be->info, &ceil, said, sizeof said);
+                fprintf(stderr, "kforge verify: floor: %s\n", said);
+            }
             kf_roofline roof;
             kf_roofline_of(g, &ceil, &roof);
             vo.floor_s = roof.floor_s;

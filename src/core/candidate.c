@@ -433,7 +433,7 @@ static const char *const role_names[KF_ROLE_COUNT] = {
     [KF_ROLE_TILE_N] = "tile_n", [KF_ROLE_TILE_K] = "tile_k", [KF_ROLE_REG_M] = "reg_m",
     [KF_ROLE_REG_N] = "reg_n", [KF_ROLE_DOUBLE_BUFFER] = "double_buffer",
     [KF_ROLE_MICRO_KERNEL] = "micro_kernel", [KF_ROLE_CACHE_K] = "cache_k", [KF_ROLE_NAIVE] = "naive",
-    [KF_ROLE_TEMPLATE] = "template",
+    [KF_ROLE_TEMPLATE] = "template", [KF_ROLE_KERNEL] = "kernel",
 };
 
 const char *kf_role_name(kf_role r) {

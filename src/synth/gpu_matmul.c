@@ -30,7 +30,8 @@
  * only when some operand allows them), rl (vector register layout, GPUs), db (double
  * buffering, GPUs), rp (register prefetch: the next K step's A and B values are read from
  * local memory into a second set of registers during the current step's FMAs), mg (CUDA:
- * groups per SM the register budget must allow). A point is made valid at render time: tiles shrink
+ * groups per SM the register budget must allow), and on cuda sm_80+ tc (0 this kernel, 1 the 3xTF32
+ * tensor-core kernel of gpu_mma32.c). A point is made valid at render time: tiles shrink
  * to the matrix, the register block grows until the group fits max_wg, the depth shrinks
  * until the tiles fit local memory; the kernel's comment states the tile it uses.
  */
@@ -46,7 +47,39 @@ static int b_vec_ok(const kf_matmul_desc *d, int64_t tn, int64_t tk) {
     return d->tb ? (d->K % 4 == 0 && tk % 4 == 0) : (d->N % 4 == 0 && tn % 4 == 0);
 }
 
+static void simt_params(kf_synth *s, kf_stage *st);
+
+/* Where the 3xTF32 tensor-core path runs (cuda, sm_80+, no fused epilogue or prologue),
+ * the parameter tc picks it (1) or the SIMT kernel (0), each path's parameters gated on
+ * tc's value; its role KF_ROLE_KERNEL has the builtin search time both before it tunes
+ * either, so a slow path only costs candidates; tc=1 is the default for matrices that fill
+ * the device with 128 x 128 tiles. */
 void kf_gpu_matmul_params(kf_synth *s, kf_stage *st) {
+    if (!kf_gpu_tf32_ok(s, st)) {
+        simt_params(s, st);
+        return;
+    }
+    static const long tc[] = {0, 1};
+    const int dflt = kf_gpu_tf32_default(s, st);
+    const int sel = s->space.nparams;
+    kf_gpu_param(s, st, "tc", KF_ROLE_KERNEL, tc, 2, dflt);
+    if (s->space.nparams == sel) { /* no room to choose: the default path alone */
+        if (dflt) kf_gpu_tf32_params(s, st);
+        else simt_params(s, st);
+        return;
+    }
+    for (int path = 0; path < 2; path++) {
+        const int first = s->space.nparams;
+        if (path) kf_gpu_tf32_params(s, st);
+        else simt_params(s, st);
+        for (int i = first; i < s->space.nparams; i++) {
+            s->space.p[i].gate = sel + 1;
+            s->space.p[i].gate_value = path;
+        }
+    }
+}
+
+static void simt_params(kf_synth *s, kf_stage *st) {
     kf_gdev dv;
     kf_gpu_dev(s, &dv);
     const kf_matmul_desc *d = &st->mm;
@@ -289,6 +322,10 @@ void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *
 
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const kf_synth *s = gp->s;
+    if (kf_gpu_tf32_ok(s, st) && kf_gpu_get(s, st, p, "tc", 0) == 1) {
+        kf_gpu_tf32_emit(gp, st, p);
+        return;
+    }
     const kf_matmul_desc *d = &st->mm;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
     kf_gdev dv;

@@ -98,9 +98,12 @@ typedef struct mma_opnd {
 /* elements per row of an operand's tile in shared memory (its contiguous dim), and the
  * XOR swizzle of a row's 16-byte chunks */
 static int64_t op_rowlen(const mma_opnd *o) { return o->mn_major ? o->tile : o->bk; }
-static void op_swz(const mma_opnd *o, const char *row, char *out, size_t cap) {
-    if (op_rowlen(o) / 8 >= 8) snprintf(out, cap, "((%s) & 7)", row);
+void kf_gpu_mma_swizzle(int64_t chunks, const char *row, char *out, size_t cap) {
+    if (chunks >= 8) snprintf(out, cap, "((%s) & 7)", row);
     else snprintf(out, cap, "(((%s) >> 1) & 3)", row);
+}
+static void op_swz(const mma_opnd *o, const char *row, char *out, size_t cap) {
+    kf_gpu_mma_swizzle(op_rowlen(o) / 8, row, out, cap);
 }
 
 /* Copy the bk-deep tile at K offset k0 of operand o into stage `stg` (variables of the
@@ -187,7 +190,7 @@ static void emit_frags(kf_buf *o, const mma_opnd *oa, const mma_opnd *ob, int64_
 }
 
 /* Helpers, defined once per translation unit (a candidate may hold several matmuls). */
-static const char mma_helpers[] =
+const char kf_gpu_mma_helpers[] =
     "#ifndef KF_MMA_HELPERS\n"
     "#define KF_MMA_HELPERS\n"
     "/* tensor-core helpers (PTX, sm_80+): shared-memory addresses, cp.async, ldmatrix, mma */\n"
@@ -231,6 +234,16 @@ static const char mma_helpers[] =
     "    unsigned d; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(d) : \"f\"(hi), \"f\"(lo)); return d;\n"
     "}\n"
     "#endif\n";
+
+void kf_gpu_mma_tile_order(kf_buf *o, int64_t gx, int64_t gy, int64_t gm, int64_t bm, int64_t bn) {
+    /* tile coordinates: groups of gm tile rows, walked down each column of the group */
+    kf_buf_printf(o, "    int tm_, tn_;\n    { const int pid = $grp(1) * %lld + $grp(0), width = %lld;\n",
+                  (long long)gx, (long long)(gm * gx));
+    kf_buf_printf(o, "      const int first = (pid / width) * %lld, rest = %lld - first;\n", (long long)gm, (long long)gy);
+    kf_buf_printf(o, "      const int gsz = rest < %lld ? rest : %lld;\n", (long long)gm, (long long)gm);
+    kf_buf_puts(o, "      tm_ = first + (pid % width) % gsz; tn_ = (pid % width) / gsz; }\n");
+    kf_buf_printf(o, "    const int row0 = tm_ * %lld, col0 = tn_ * %lld;\n", (long long)bm, (long long)bn);
+}
 
 void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const kf_synth *s = gp->s;
@@ -290,7 +303,7 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const int64_t a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
 
     if (gp->st == KF_OK) {
-        kf_status rs = kf_render_text(gp->L, mma_helpers, &gp->kernels, gp->err);
+        kf_status rs = kf_render_text(gp->L, kf_gpu_mma_helpers, &gp->kernels, gp->err);
         if (rs != KF_OK) gp->st = rs;
     }
     kf_gk k;
@@ -311,13 +324,7 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
                   ob.vec ? "" : ", B copied element-wise");
     kf_buf_puts(o, "    extern $shared __align__(128) unsigned short kf_sm[];\n");
     kf_buf_puts(o, "    const int tid = $lid(0), lane = tid & 31, warp = tid >> 5;\n");
-    /* tile coordinates: groups of gm tile rows, walked down each column of the group */
-    kf_buf_printf(o, "    int tm_, tn_;\n    { const int pid = $grp(1) * %lld + $grp(0), width = %lld;\n",
-                  (long long)gx, (long long)(gm * gx));
-    kf_buf_printf(o, "      const int first = (pid / width) * %lld, rest = %lld - first;\n", (long long)gm, (long long)gy);
-    kf_buf_printf(o, "      const int gsz = rest < %lld ? rest : %lld;\n", (long long)gm, (long long)gm);
-    kf_buf_puts(o, "      tm_ = first + (pid % width) % gsz; tn_ = (pid % width) / gsz; }\n");
-    kf_buf_printf(o, "    const int row0 = tm_ * %lld, col0 = tn_ * %lld;\n", (long long)bm, (long long)bn);
+    kf_gpu_mma_tile_order(o, gx, gy, gm, bm, bn);
     kf_gpu_matmul_offsets(o, gp, d);
     kf_buf_printf(o, "    const int wm0 = (warp / %lld) * %lld, wn0 = (warp %% %lld) * %lld;\n", (long long)warps_n,
                   (long long)wm, (long long)warps_n, (long long)wn);

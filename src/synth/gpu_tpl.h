@@ -121,6 +121,24 @@ int kf_gpu_mma_stage(const kf_synth *s, const kf_stage *st);
 int kf_gpu_mma_arch_ok(const char *platform, const kf_device_info *dev);
 void kf_gpu_mma_params(kf_synth *s, kf_stage *st);
 void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
+/* Shared with the f32 template (gpu_mma32.c): the PTX helpers' kernel-form text (cp.async,
+ * ldmatrix, mma; guarded, so rendered once per translation unit), the XOR swizzle of a
+ * shared-memory row of `chunks` 16-byte chunks (expression of `row`, into out), and the
+ * block's tile coordinates row0, col0 in groups of gm tile rows. */
+extern const char kf_gpu_mma_helpers[];
+void kf_gpu_mma_swizzle(int64_t chunks, const char *row, char *out, size_t cap);
+void kf_gpu_mma_tile_order(kf_buf *o, int64_t gx, int64_t gy, int64_t gm, int64_t bm, int64_t bn);
+
+/* 3xTF32 tensor-core matmul for f32 operands (gpu_mma32.c; CUDA, sm_80 and newer), the
+ * SIMT matmul's alternative where its parameter tc is 1. */
+/* 1 when stage st (an f32 matmul) may take it: the platform and device run mma
+ * (kf_gpu_mma_arch_ok) and the stage has no fused epilogue or prologue. */
+int kf_gpu_tf32_ok(const kf_synth *s, const kf_stage *st);
+/* 1 when the 3xTF32 path should be the default (a matrix large enough to fill the device
+ * with 128 x 128 tiles). */
+int kf_gpu_tf32_default(const kf_synth *s, const kf_stage *st);
+void kf_gpu_tf32_params(kf_synth *s, kf_stage *st);
+void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
 
 /* Whole-candidate entry points used by synth.c. */
 kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err);
