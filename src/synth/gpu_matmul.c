@@ -33,6 +33,11 @@
  * groups per SM the register budget must allow). A point is made valid at render time: tiles shrink
  * to the matrix, the register block grows until the group fits max_wg, the depth shrinks
  * until the tiles fit local memory; the kernel's comment states the tile it uses.
+ *
+ * A fused elementwise epilogue (a bias, an activation, a residual: kf_stage.epilogue) takes
+ * each element of C where it is stored: the stores are written as usual and become calls
+ * of the epilogue's helper when the kernel is launched (gpu_epi.c); C itself is then never
+ * written, and its stores are scalar (no 4-wide vector stores).
  */
 #include "gpu_tpl.h"
 
@@ -302,6 +307,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int rp = (int)kf_gpu_get(s, st, p, "rp", 0);
     const int mg = (int)kf_gpu_get(s, st, p, "mg", 2);
     const int64_t M = d->M, N = d->N, K = d->K;
+    /* stores handed to a fused epilogue (gpu_epi.c) are scalar `b<C>[i] = v;` statements */
+    const int epi = kf_gpu_stage_has_epilogue(s, st);
 
     /* make the point valid for this matrix and device */
     int64_t mcap = kf_gpu_pow2_ceil(M) < 8 ? 8 : kf_gpu_pow2_ceil(M);
@@ -429,7 +436,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_printf(o, "    { const int r = row0 + ty * 4 + %lld;\n", (long long)((i / 4) * 4 * TY + i % 4));
         for (int g = 0; g < rn / 4; g++) {
             kf_buf_printf(o, "      { const int c = col0 + tx * 4 + %lld;", (long long)(g * 4 * TX));
-            if (N % 4 == 0) {
+            if (N % 4 == 0 && !epi) {
                 /* c % 4 == 0 and N % 4 == 0: the vector is wholly in or out of the row */
                 if (cm || cn)
                     kf_buf_printf(o, " if (%s%s%s)", cm ? "r < M_" : "", cm && cn ? " && " : "", cn ? "c < N_" : "");
