@@ -12,7 +12,10 @@
  * fused into the reduction-family stage it feeds (kf_stage.prologue) has no kernel: the
  * templates write loads of its value x as b<x>[i] as usual, and kf_gk_launch replaces
  * them by calls of the helper kf_pro<x>(i, operands...) and the parameter b<x> by the
- * operands, so every template takes a prologue without knowing it.
+ * operands, so every template takes a prologue without knowing it. An elementwise stage
+ * fused as the epilogue of the matmul or an axis reduction (kf_stage.epilogue) has no
+ * kernel either: the template's stores `b<y>[i] = v;` of its result y become calls of
+ * kf_epi<y>(i, v, operands..., results...) at launch (gpu_epi.c).
  *
  * Conventions inside kernels: a buffer parameter for value v is named b<v>; shapes, sizes
  * and the launch geometry are literals (the schedule point is baked into the text); index
