@@ -464,7 +464,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_printf(o, "    { const int r = row0 + ty * 4 + %lld;\n", (long long)((i / 4) * 4 * TY + i % 4));
         for (int g = 0; g < rn / 4; g++) {
             kf_buf_printf(o, "      { const int c = col0 + tx * 4 + %lld;", (long long)(g * 4 * TX));
-            if (N % 4 == 0 && !epi) {
+            if (N % 4 == 0) {
                 /* c % 4 == 0 and N % 4 == 0: the vector is wholly in or out of the row */
                 if (cm || cn)
                     kf_buf_printf(o, " if (%s%s%s)", cm ? "r < M_" : "", cm && cn ? " && " : "", cn ? "c < N_" : "");
