@@ -151,6 +151,10 @@ static const char *const family_tasks[] = {
     "input a: f32[2, 3, 17, 8]\ninput b: f32[17, 4]\noutput c = matmul(a, b, transpose_a=true)\n",
     "input a: f32[64, 128]\ninput b: f32[96, 128]\noutput c = matmul(a, b, transpose_b=true)\n",
     "input a: f32[17, 8]\ninput b: f32[8, 9]\ninput bias: f32[9]\noutput y = relu(matmul(a, b) + bias)\n",
+    /* epilogues at the stores: a residual beside a batched product (4-wide register layout,
+     * N % 4 == 0), a matrix-vector product's reduction */
+    "input p: f32[3, 64, 33]\ninput q: f32[33, 128]\ninput s: f32[3, 64, 128]\noutput y = sigmoid(matmul(p, q)) + s\n",
+    "input a: f32[9, 70001]\ninput b: f32[70001, 1]\ninput c: f32[1]\noutput y = tanh(matmul(a, b) * 0.5 + c)\n",
     /* scans: lines (chunked group scan) and columns */
     "input x: f32[3, 100003]\noutput y = cumsum(x, reverse=true, exclusive=true)\n",
     "input x: f32[17, 3, 5]\noutput y = cumprod(x, axis=1, reverse=true)\n",
@@ -569,6 +573,99 @@ Test(gpu_verify, prologue_fusion) {
     check_fusion("input x: f32[3, 100003]\noutput y = rms_norm(x * 2.0)\n", 1);
     /* not fused: the producer's result is also an output */
     check_fusion("input x: f32[5, 33]\nt = x * x\noutput u = t + 1.0\noutput s = sum(t, axes=[1])\n", 0);
+}
+
+/* Launch lines of a candidate. */
+static int count_launches(const char *src) {
+    int n = 0;
+    for (const char *l = strstr(src, "kforge:launch "); l; l = strstr(l + 1, "kforge:launch ")) n++;
+    return n;
+}
+
+/* The plan computes an elementwise reader in its matmul's or reduction's stores
+ * ("+ewise[..]") with the parameter "<stage>epi"; the candidates verify on the device at
+ * the default point (fused: the stores call kf_epi<y>, one kernel fewer than apart), at the
+ * moved point, at `assign` (when given), and with every epi=0 (the reader its own kernel,
+ * the product stored); a pin of "epi" to 0 (kforge synth --no-fuse) describes the plan
+ * apart. */
+static void check_epilogue(const char *text, const char *assign) {
+    kf_error err = {0};
+    kf_graph *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
+    const char *d = kf_synth_describe(s);
+    cr_expect(strstr(d, "+ewise[") != NULL, "task:\n%s\nplan %s: no epilogue", text, d);
+    const kf_space *sp = kf_synth_space(s);
+    int nepi = 0;
+    for (int i = 0; i < sp->nparams; i++) {
+        size_t ln = strlen(sp->p[i].name);
+        nepi += ln >= 4 && strcmp(sp->p[i].name + ln - 4, ".epi") == 0 && sp->p[i].nvalues == 2;
+    }
+    cr_assert_geq(nepi, 1, "task:\n%s\nplan %s: no epi parameter", text, d);
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    vo.workdir = workdir;
+    vo.seed = 29;
+    vo.nsets = 2;
+    kf_verify_ctx *ctx = NULL;
+    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    kf_point p, apart;
+    kf_synth_default_point(s, &p);
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+    const int fused_launches = count_launches(c.source);
+    kf_candidate_clear(&c);
+    expect_verifies(s, ctx, &p, text, "kf_epi");
+    if (point_of(s, 1, &p)) expect_verifies(s, ctx, &p, text, NULL);
+    if (assign) {
+        cr_assert(point_assign(s, assign, &p), "no parameter for '%s' in %s", assign, d);
+        expect_verifies(s, ctx, &p, text, "kf_epi");
+    }
+    kf_synth_default_point(s, &apart);
+    for (int i = 0; i < sp->nparams; i++) {
+        size_t ln = strlen(sp->p[i].name);
+        if (ln >= 4 && strcmp(sp->p[i].name + ln - 4, ".epi") == 0) apart.idx[i] = sp->p[i].values[0] == 0 ? 0 : 1;
+    }
+    cr_assert_eq(kf_synth_render(s, &apart, &c, &err), KF_OK, "render: %s", err.msg);
+    cr_expect(strstr(c.source, "kf_epi") == NULL, "epi=0 still fuses:\n%s", c.source);
+    cr_expect_eq(count_launches(c.source), fused_launches + nepi, "task:\n%s\nfused %d launches, apart %d", text,
+                 fused_launches, count_launches(c.source));
+    kf_candidate_clear(&c);
+    expect_verifies(s, ctx, &apart, text, NULL);
+    cr_expect_eq(kf_synth_pin(s, "epi", 0), nepi);
+    cr_expect(strstr(kf_synth_describe(s), "+ewise[") == NULL, "pinned apart, yet %s", kf_synth_describe(s));
+    kf_verify_ctx_free(ctx);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* Pointwise epilogues at the GPU matmul's stores (issue 29) at shapes the tiles do not
+ * divide (M, N, K odd): a bias over columns, a bias over rows with a scale and a clamp, a
+ * residual input beside a batched product, transposed operands, two results, a transposed
+ * read of another input, a convolution's bias (its implicit GEMM); with the 4-wide register
+ * layout where N % 4 == 0 (the stores are scalar there); and an axis reduction's (a
+ * matrix-vector product planned as one, gemv.c) with its two-pass form. */
+Test(gpu_verify, epilogue_fusion) {
+    NEED_OCL();
+    check_epilogue("input a: f32[37, 67]\ninput b: f32[67, 45]\ninput c: f32[45]\noutput y = relu(matmul(a, b) + c)\n",
+                   "tm=16 tn=16 rm=2 rn=2 tk=8");
+    check_epilogue("input a: f32[37, 67]\ninput b: f32[67, 45]\ninput r: f32[37, 1]\n"
+                   "output y = hardtanh(matmul(a, b) * 0.5 + r, min_val=-2.0, max_val=3.0)\n", NULL);
+    check_epilogue("input p: f32[3, 19, 33]\ninput q: f32[33, 23]\ninput s: f32[3, 19, 23]\n"
+                   "output y = sigmoid(matmul(p, q)) + s\n", "tm=16 tn=16 rm=4 rn=4 tk=8 db=1");
+    check_epilogue("input a: f32[29, 70]\ninput b: f32[31, 29]\noutput y = gelu(matmul(a, b, transpose_a=true, "
+                   "transpose_b=true) - 1.0)\n", NULL);
+    check_epilogue("input a: f32[21, 13]\ninput b: f32[13, 11]\ninput c: f32[11]\n"
+                   "t = matmul(a, b) + c\noutput y = relu(t)\noutput z = t * t\n", NULL);
+    check_epilogue("input a: f32[21, 13]\ninput b: f32[13, 11]\ninput d: f32[11, 21]\n"
+                   "output y = tanh(matmul(a, b)) * transpose(d)\n", NULL);
+    check_epilogue("input x: f32[2, 3, 9, 7]\ninput w: f32[5, 3, 3, 3]\ninput v: f32[5]\n"
+                   "output y = relu(conv(x, w, v, padding=[1, 1]))\n", NULL);
+    check_epilogue("input a: f32[36, 67]\ninput b: f32[67, 64]\ninput c: f32[64]\noutput y = silu(matmul(a, b) + c)\n",
+                   "tm=32 tn=32 rm=4 rn=4 tk=8 rl=1");
+    check_epilogue("input a: f32[9, 70001]\ninput b: f32[70001, 1]\ninput bias: f32[1]\n"
+                   "output c = relu(matmul(a, b) + bias)\n", NULL);
+    check_epilogue("input x: f32[13, 1031]\ninput b: f32[13]\noutput y = mean(x, axes=[1]) * 2.0 + b\n", NULL);
 }
 
 /* ---- cuda: rendered and compiled with nvcc ---- */
@@ -1060,6 +1157,27 @@ Test(gpu_text, relabelled_buffers_are_bound_in_place) {
         cr_expect_eq(reads_x, 2, "%s: the norm and the sum read x's buffer\n%s", plats[pl], r.c.source);
         const kf_launch *last = &r.plan.l[r.plan.nlaunches - 1];
         cr_expect_eq(last->args[last->nargs - 1], 3, "%s: the sum writes output s (buffer 3)", plats[pl]);
+        rendered_free(&r);
+    }
+}
+
+/* A matmul's epilogue is in the kernel once (a loop over the register block stores it), not
+ * once per register: PoCL took 25 s to build 64 inlined sigmoids. Apart (epi=0) the product
+ * is stored in scratch and the chain is a kernel of its own. */
+Test(gpu_text, matmul_epilogue_is_written_once) {
+    const char *plats[] = {"opencl", "cuda"};
+    for (int pl = 0; pl < 2; pl++) {
+        kf_device_info dev;
+        gpu_like(&dev, plats[pl]);
+        rendered r;
+        render_default("input a: f32[4, 128, 96]\ninput b: f32[4, 96, 160]\ninput c: f32[128, 1]\n"
+                       "output y = sigmoid(matmul(a, b) * 0.25 + c)\n", plats[pl], &dev, &r);
+        cr_expect_str_eq(kf_synth_describe(r.s), "matmul+ewise[3 ops]");
+        int sites = 0;
+        for (const char *q = strstr(r.c.source, "kf_epi"); q; q = strstr(q + 1, "kf_epi")) sites++;
+        cr_expect_eq(sites, 2, "%s: the helper and one call, not %d:\n%s", plats[pl], sites, r.c.source);
+        cr_expect_eq(r.plan.nlaunches, 1);
+        cr_expect_eq(r.plan.nscratch, 0);
         rendered_free(&r);
     }
 }

@@ -407,13 +407,42 @@ static const char *const strided_tasks[] = {
     "input x: f32[2, 3, 7, 8]\ninput w: f32[5, 3, 3, 3]\ninput v: f32[5]\n"
     "output y = gelu(matmul(a, b) + c)\noutput z = sigmoid(matmul(p, q) * 0.5 + r) + s\n"
     "output u = hardtanh(conv(x, w, v, padding=[1, 0]), min_val=-1.0, max_val=1.0)\n",
+    /* reductions whose elementwise reader is computed at their stores (GPU epilogues; on
+     * the CPU the reader stays a stage of its own): a matrix-vector product (planned on GPUs
+     * as a reduction, gemv.c) under a bias and a relu, a row mean scaled and shifted */
+    "task nc_reduce_epilogue\ninput a: f32[7, 301]\ninput b: f32[301, 1]\ninput c: f32[1]\n"
+    "input x: f32[5, 37]\ninput d: f32[5]\n"
+    "output y = relu(matmul(a, b) + c)\noutput m = mean(x, axes=[1]) * 2.0 - d\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"
     "output g = softmax(reshape(flip(x, dims=[1]), shape=[4, 15]))\n",
 };
 
+/* The plan of the task named `name` among strided_tasks computes `want` elementwise
+ * readers in their producers' stores ("+ewise[" in its summary): the fused path is the one
+ * check_task verifies first (then apart, epi=0). */
+static void expect_epilogues(kf_backend *be, const char *name, int want) {
+    const char *text = NULL;
+    for (size_t i = 0; i < sizeof strided_tasks / sizeof *strided_tasks; i++)
+        if (strncmp(strided_tasks[i] + 5, name, strlen(name)) == 0) text = strided_tasks[i];
+    cr_assert_not_null(text, "no task %s", name);
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(text, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, be->info.platform, &be->info, &s, &err), KF_OK, "%s", err.msg);
+    int n = 0;
+    for (const char *d = strstr(kf_synth_describe(s), "+ewise["); d; d = strstr(d + 1, "+ewise[")) n++;
+    cr_expect_eq(n, want, "%s: %s plans %s", be->info.platform, name, kf_synth_describe(s));
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
 static void check_strided(kf_backend *be) {
+    const int gpu = strcmp(be->info.platform, "cpu") != 0;
+    expect_epilogues(be, "nc_gemm_epilogue", 3);
+    expect_epilogues(be, "nc_reduce_epilogue", gpu ? 2 : 0);
     for (size_t i = 0; i < sizeof strided_tasks / sizeof *strided_tasks; i++) check_task(be, strided_tasks[i]);
 }
 

@@ -285,6 +285,7 @@ void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
             break;
         }
     }
+    kf_gpu_substitute_epilogue(gp, k);
     for (int d = 0; d < 3; d++) k->k.wg[d] = d < ndims ? (int)local[d] : 1;
     k->k.body = k->body.data ? k->body.data : "";
     k->k.uses_subgroups = strstr(k->k.body, "$sg_") != NULL;
@@ -317,10 +318,23 @@ static int split_scratch(const kf_synth *s, const kf_stage *st) {
     return kf_op_is_arg(kf_op_get(n->op)) ? 2 : 1;
 }
 
+/* 1 when stage k is an epilogue fused into another stage (it has a kernel of its own at
+ * the points that hold it apart, epi=0). */
+static int is_epilogue(const kf_synth *s, int k) {
+    const kf_stage *st = &s->st[k];
+    return st->fused && s->st[st->fused_into].epilogue == k + 1;
+}
+
+/* Scratch buffers of the plan; a fused epilogue's input counts, since a point may hold
+ * the epilogue apart (epi=0) and store it. */
 static int base_scratch(const kf_synth *s) {
     int n = 0;
-    for (int v = 0; v < s->g->nvalues; v++)
-        if (s->materialize[v] && s->g->values[v].output_index < 0 && !(s->out_alias && s->out_alias[v] >= 0)) n++;
+    for (int v = 0; v < s->g->nvalues; v++) {
+        int k = s->val_stage[v];
+        int apart = k >= 0 && s->st[k].epilogue && s->g->nodes[s->st[k].nodes[0]].out == v;
+        if ((s->materialize[v] || apart) && s->g->values[v].output_index < 0 && !(s->out_alias && s->out_alias[v] >= 0))
+            n++;
+    }
     return n;
 }
 
@@ -330,7 +344,7 @@ kf_status kf_synth_gpu_check(const kf_synth *s, kf_error *err) {
         return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "no kernel language for platform '%s'",
                             s->platform);
     int nkernels = 0;
-    for (int k = 0; k < s->nst; k++) nkernels += !s->st[k].fused;
+    for (int k = 0; k < s->nst; k++) nkernels += !s->st[k].fused || is_epilogue(s, k);
     if (nkernels > KF_MAX_LAUNCHES || base_scratch(s) > KF_MAX_SCRATCH)
         return kf_error_set(err, KF_ERR_UNSUPPORTED, g->path, 0, 0,
                             "the %s plan of this task needs %d kernels and %d scratch buffers; "
@@ -358,7 +372,7 @@ static int is_split(const char *full, const char *prefix) {
 
 void kf_synth_gpu_params(kf_synth *s) {
     int launches = 0, scratch = base_scratch(s);
-    for (int k = 0; k < s->nst; k++) launches += !s->st[k].fused;
+    for (int k = 0; k < s->nst; k++) launches += !s->st[k].fused || is_epilogue(s, k);
     for (int k = 0; k < s->nst; k++) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
@@ -366,10 +380,15 @@ void kf_synth_gpu_params(kf_synth *s) {
          * leaves unused goes to the later ones */
         st->gpu_budget = (KF_MAX_PARAMS - s->space.nparams) / (s->nst - k);
         st->nfixed = 0;
-        if (st->fused) continue; /* computed inside the stage it feeds */
+        if (st->fused) { /* computed inside another stage: an epilogue has a schedule for epi=0 */
+            kf_gpu_epilogue_params(s, st);
+            continue;
+        }
+        if (st->epilogue && st->gpu_budget > 1) st->gpu_budget--; /* the room of "<prefix>epi" */
         /* a stage's templates agree on can_split (kf_tpl_select) */
         if (!st->tpl->can_split) {
             kf_tpl_stage_params(s, st, 0);
+            kf_gpu_epilogue_params(s, st);
             continue;
         }
         int need = split_scratch(s, st);
@@ -387,6 +406,7 @@ void kf_synth_gpu_params(kf_synth *s) {
             launches++;
             scratch += need;
         }
+        kf_gpu_epilogue_params(s, st);
     }
 }
 
@@ -440,6 +460,7 @@ kf_status kf_synth_gpu_render(const kf_synth *s, const kf_point *p, kf_candidate
         const kf_stage *st = &s->st[k];
         if (st->fused) continue;
         if (st->prologue) emit_prologue(&gp, st);
+        if (st->epilogue) kf_gpu_emit_epilogue(&gp, st);
         kf_stage view; /* the stage as the template the point picks sees it */
         kf_tpl_chosen(s, st, p, &view)->gpu_emit(&gp, k, &view, p);
     }

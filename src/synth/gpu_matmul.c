@@ -34,6 +34,12 @@
  * tensor-core kernel of gpu_mma32.c). A point is made valid at render time: tiles shrink
  * to the matrix, the register block grows until the group fits max_wg, the depth shrinks
  * until the tiles fit local memory; the kernel's comment states the tile it uses.
+ *
+ * A fused elementwise epilogue (a bias, an activation, a residual: kf_stage.epilogue) takes
+ * each element of C where it is stored: the store becomes a call of the epilogue's helper
+ * when the kernel is launched (gpu_epi.c) and C itself is never written. The register
+ * block is then stored by one scalar store statement in a loop over a private copy of it,
+ * so that the chain's code is in the kernel once, not once per register.
  */
 #include "gpu_tpl.h"
 
@@ -339,6 +345,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int rp = (int)kf_gpu_get(s, st, p, "rp", 0);
     const int mg = (int)kf_gpu_get(s, st, p, "mg", 2);
     const int64_t M = d->M, N = d->N, K = d->K;
+    /* stores handed to a fused epilogue (gpu_epi.c) are scalar `b<C>[i] = v;` statements */
+    const int epi = kf_gpu_stage_has_epilogue(s, st);
 
     /* make the point valid for this matrix and device */
     int64_t mcap = kf_gpu_pow2_ceil(M) < 8 ? 8 : kf_gpu_pow2_ceil(M);
@@ -459,8 +467,35 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_puts(o, "        }\n");
     }
     kf_buf_puts(o, "        $barrier;\n    }\n");
-    if (rl) kf_buf_printf(o, "    const int M_ = %lld, N_ = %lld;\n    (void)M_; (void)N_;\n", (long long)M, (long long)N);
-    for (int i = 0; i < rm && rl; i++) {
+    if (epi) {
+        /* one store statement in a loop over the register block, so that the epilogue's
+         * code is there once (64 inlined copies of a sigmoid took PoCL 25 s to compile, on
+         * the loaded VM, against 4 s for the product alone); a compiler still unrolls the
+         * loop where the chain is short */
+        kf_buf_printf(o, "    float cv[%lld];\n", (long long)(rm * rn));
+        for (int i = 0; i < rm; i++) {
+            kf_buf_puts(o, "   ");
+            for (int j = 0; j < rn; j++) kf_buf_printf(o, " cv[%lld] = c%d_%d;", (long long)(i * rn + j), i, j);
+            kf_buf_puts(o, "\n");
+        }
+        kf_buf_printf(o, "    for (int e = 0; e < %lld; e++) {\n", (long long)(rm * rn));
+        kf_buf_printf(o, "        const int i = e / %lld, j = e %% %lld;\n", (long long)rn, (long long)rn);
+        if (rl)
+            kf_buf_printf(o, "        const int r = row0 + ty * 4 + (i / 4) * %lld + i %% 4, c = col0 + tx * 4 + (j / 4) * %lld + j %% 4;\n",
+                          (long long)(4 * TY), (long long)(4 * TX));
+        else
+            kf_buf_printf(o, "        const int r = row0 + ty + i * %lld, c = col0 + tx + j * %lld;\n", (long long)TY,
+                          (long long)TX);
+        char cond[96] = "";
+        const int cm = M % tm != 0, cn = N % tn != 0;
+        if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c < %lld) ", (long long)M, (long long)N);
+        else if (cm) snprintf(cond, sizeof cond, "if (r < %lld) ", (long long)M);
+        else if (cn) snprintf(cond, sizeof cond, "if (c < %lld) ", (long long)N);
+        kf_buf_printf(o, "        %sb%d[coff + (%s)r * %lld + c] = cv[e];\n", cond, C, ix, (long long)N);
+        kf_buf_puts(o, "        (void)i; (void)j; (void)r; (void)c;\n    }\n");
+    }
+    if (rl && !epi) kf_buf_printf(o, "    const int M_ = %lld, N_ = %lld;\n    (void)M_; (void)N_;\n", (long long)M, (long long)N);
+    for (int i = 0; i < rm && rl && !epi; i++) {
         /* row (i / 4) * 4TY + 4ty + i % 4; columns in fours at g * 4TX + 4tx */
         const int cm = M % tm != 0, cn = N % tn != 0;
         kf_buf_printf(o, "    { const int r = row0 + ty * 4 + %lld;\n", (long long)((i / 4) * 4 * TY + i % 4));
@@ -481,7 +516,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         }
         kf_buf_puts(o, "      (void)r; }\n");
     }
-    for (int i = 0; i < rm && !rl; i++) {
+    for (int i = 0; i < rm && !rl && !epi; i++) {
         kf_buf_printf(o, "    { const int r = row0 + ty + %lld;\n", (long long)(i * TY));
         for (int j = 0; j < rn; j++) {
             char cond[96] = "";

@@ -12,7 +12,10 @@
  * fused into the reduction-family stage it feeds (kf_stage.prologue) has no kernel: the
  * templates write loads of its value x as b<x>[i] as usual, and kf_gk_launch replaces
  * them by calls of the helper kf_pro<x>(i, operands...) and the parameter b<x> by the
- * operands, so every template takes a prologue without knowing it.
+ * operands, so every template takes a prologue without knowing it. An elementwise stage
+ * fused as the epilogue of the matmul or an axis reduction (kf_stage.epilogue) has no
+ * kernel either: the template's stores `b<y>[i] = v;` of its result y become calls of
+ * kf_epi<y>(i, v, operands..., results...) at launch (gpu_epi.c).
  *
  * Conventions inside kernels: a buffer parameter for value v is named b<v>; shapes, sizes
  * and the launch geometry are literals (the schedule point is baked into the text); index
@@ -113,6 +116,24 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
 /* Scans along one axis (gpu_scan.c). */
 void kf_gpu_scan_params(kf_synth *s, kf_stage *st, int allow_split);
 void kf_gpu_scan_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p);
+
+/* Epilogues (gpu_epi.c): an elementwise stage computed where its host stage (a matmul, an
+ * axis reduction) stores its result (kf_stage.epilogue). */
+/* 1 when host h's kernels can take elementwise stage e as their epilogue: h's result is
+ * f32 and the kernel keeps within KF_GK_MAX_PARAMS with e's operands and results. */
+int kf_gpu_epilogue_fits(const kf_synth *s, const kf_stage *h, const kf_stage *e);
+/* 1 when st's result goes to a fused epilogue at this point (the template then stores it
+ * only as scalar `b<y>[i] = v;` statements). */
+int kf_gpu_stage_has_epilogue(const kf_synth *s, const kf_stage *st);
+/* Append the helper kf_epi<y>(f, v, operands..., results...) of host h's epilogue. */
+void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h);
+/* In kernel k, stores `b<y>[i] = v;` of a value whose epilogue is fused become calls of
+ * kf_epi<y>, and the parameter b<y> gives way to the epilogue's operands and results
+ * (kf_gk_launch); any other use of b<y> is an internal error. */
+void kf_gpu_substitute_epilogue(kf_gplan *gp, kf_gk *k);
+/* The epilogue's parameters: "<prefix>epi" (1 fused, 0 apart) on a host, and a fused
+ * epilogue stage's own parameters gated on its host's epi=0. */
+void kf_gpu_epilogue_params(kf_synth *s, kf_stage *st);
 
 /* Tensor-core matmul for f16/bf16 operands (gpu_mma.c; CUDA, sm_80 and newer). */
 /* 1 when st is a matmul stage of 16-bit operands (it then takes the mma template). */

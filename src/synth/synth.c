@@ -602,11 +602,14 @@ static int epi_acc(const kf_synth *s, const kf_stage *e) {
  * a bias and an activation in a GEMM's (or a convolution's) store stage, so that the
  * result never goes through memory. The elementwise stage must be the only reader of that
  * result, read it element for element (kf_synth_epilogue_ok), and read nothing computed
- * after it; a GEMM keeps its partial sums in the epilogue's first f32 result (epi_acc).
+ * after it; a CPU GEMM keeps its partial sums in the epilogue's first f32 result (epi_acc);
+ * a GPU kernel hands each stored element to the epilogue (gpu_epi.c) and must keep within
+ * the kernel form's parameter limit.
  * Runs after fuse_prologues and fuse_chains, before the parameters are added (each
  * fusion adds the parameter "<prefix>epi" that can undo it: plan_params). */
 static void fuse_epilogues(kf_synth *s) {
     const kf_graph *g = s->g;
+    const int gpu = kf_synth_is_gpu(s->platform);
     for (int k = 0; k < s->nst; k++) {
         kf_stage *r = &s->st[k];
         if (r->fused || r->chain_mm || !r->tpl || !r->tpl->epilogue || r->nalts != 1) continue;
@@ -625,9 +628,14 @@ static void fuse_epilogues(kf_synth *s) {
             if (lay.bufs[b] != y && s->val_stage[lay.bufs[b]] > k) ok = 0; /* not ready yet */
         for (int v = 0; v < g->nvalues; v++) /* y only through e (an alias read elsewhere) */
             if (s->alias && s->alias[v] == y) ok = 0;
-        if (!ok || (r->kind == KF_STAGE_MATMUL && epi_acc(s, &s->st[e]) < 0)) continue;
+        if (!ok) continue;
+        if (gpu) { /* the kernel takes the chain's operands and results instead of y */
+            if (!kf_gpu_epilogue_fits(s, r, &s->st[e])) continue;
+        } else if (r->kind == KF_STAGE_MATMUL && epi_acc(s, &s->st[e]) < 0) {
+            continue;
+        }
         r->epilogue = e + 1;
-        if (r->kind == KF_STAGE_MATMUL) r->mm.epi = 1;
+        if (r->kind == KF_STAGE_MATMUL && !gpu) r->mm.epi = 1;
         s->st[e].fused = 1;
         s->st[e].fused_into = k;
         s->materialize[y] = 0;
@@ -1030,11 +1038,16 @@ static void emit_gemm_epi_call(const kf_synth *s, int k, kf_buf *o) {
 }
 
 kf_status kf_synth_render(const kf_synth *s0, const kf_point *p, kf_candidate *c, kf_error *err) {
-    if (kf_synth_is_gpu(s0->platform)) return kf_synth_gpu_render(s0, p, c, err);
     kf_synth tmp;
     kf_stage *st_copy;
     int *mat_copy;
     const kf_synth *s = partition_at(s0, p, &tmp, &st_copy, &mat_copy);
+    if (kf_synth_is_gpu(s0->platform)) {
+        kf_status gst = kf_synth_gpu_render(s, p, c, err);
+        free(st_copy);
+        free(mat_copy);
+        return gst;
+    }
     const kf_graph *g = s->g;
     kf_buf src = {0};
     char pt[512];

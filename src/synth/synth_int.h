@@ -42,9 +42,10 @@ typedef struct kf_tpl_def {
     /* 1 when the stage can take an elementwise prologue for its input (NULL: never) */
     int (*prologue_ok)(const struct kf_synth *s, const struct kf_stage *st);
     int can_split;     /* GPU: may add a second pass (a launch and partials in scratch) */
-    int epilogue;      /* CPU: may compute an elementwise reader of its result (kf_stage.epilogue):
-                          norms a chunk of a row at a time, the GEMM in its store stage
-                          (kf_matmul_desc.epi) */
+    int epilogue;      /* may compute an elementwise reader of its result (kf_stage.epilogue):
+                          CPU norms a chunk of a row at a time, the CPU GEMM in its store
+                          stage (kf_matmul_desc.epi); the GPU matmul and axis reductions at
+                          each store of the result (gpu_epi.c) */
 } kf_tpl_def;
 
 /* Templates one stage may choose between (the first and the later rows that support it). */
