@@ -85,6 +85,14 @@ void kf_gpu_mma_params(kf_synth *s, kf_stage *st) {
     kf_gpu_param(s, st, "gm", KF_ROLE_NONE, groups, 2, 1);
 }
 
+void kf_gpu_mma_chunk_ok(kf_buf *b, int64_t ext, int64_t tile, int64_t K, int64_t bk) {
+    const int cx = ext % tile != 0, ck = K % bk != 0;
+    if (cx && ck) kf_buf_printf(b, "            const int ok = x < %lld && k < %lld;\n", (long long)ext, (long long)K);
+    else if (cx) kf_buf_printf(b, "            const int ok = x < %lld;\n", (long long)ext);
+    else if (ck) kf_buf_printf(b, "            const int ok = k < %lld;\n", (long long)K);
+    else kf_buf_puts(b, "            const int ok = 1; (void)x; (void)k;\n");
+}
+
 /* One operand's view for the tile copies and the fragment loads. */
 typedef struct mma_opnd {
     const char *buf, *off; /* buffer b<v>, batch offset variable */
@@ -130,11 +138,7 @@ static void emit_copy(kf_buf *b, const kf_gplan *gp, const mma_opnd *o, const ch
     else snprintf(at, sizeof at, "%s + (%s)x * %lld + k", o->off, ix, (long long)K);
     if (o->vec) {
         /* checks only for the dims the tiles do not divide */
-        const int cx = o->ext % o->tile != 0, ck = K % o->bk != 0;
-        if (cx && ck) kf_buf_printf(b, "            const int ok = x < %lld && k < %lld;\n", (long long)o->ext, (long long)K);
-        else if (cx) kf_buf_printf(b, "            const int ok = x < %lld;\n", (long long)o->ext);
-        else if (ck) kf_buf_printf(b, "            const int ok = k < %lld;\n", (long long)K);
-        else kf_buf_puts(b, "            const int ok = 1; (void)x; (void)k;\n");
+        kf_gpu_mma_chunk_ok(b, o->ext, o->tile, K, o->bk);
         kf_buf_printf(b, "            kf_cp16(dst, %s + (ok ? %s : 0), ok);\n", o->buf, at);
     } else {
         /* element by element: the chunk's 8 elements along the contiguous dim */

@@ -127,11 +127,7 @@ static void emit_copy(kf_buf *b, const kf_gplan *gp, const op32 *o, const char *
     if (o->vec) {
         /* the contiguous dim is a multiple of 4 and so is every chunk's start: a chunk is
          * wholly in or out; checks only for the dims the tiles do not divide */
-        const int cx = o->ext % o->tile != 0, ck = K % o->bk != 0;
-        if (cx && ck) kf_buf_printf(b, "            const int ok = x < %lld && k < %lld;\n", (long long)o->ext, (long long)K);
-        else if (cx) kf_buf_printf(b, "            const int ok = x < %lld;\n", (long long)o->ext);
-        else if (ck) kf_buf_printf(b, "            const int ok = k < %lld;\n", (long long)K);
-        else kf_buf_puts(b, "            const int ok = 1; (void)x; (void)k;\n");
+        kf_gpu_mma_chunk_ok(b, o->ext, o->tile, K, o->bk);
         kf_buf_printf(b, "            kf_cp16(sbase + (unsigned)w * 4u, %s + (ok ? %s : 0), ok);\n", o->buf, at);
     } else {
         kf_buf_puts(b, "            #pragma unroll\n            for (int j = 0; j < 4; j++) {\n");

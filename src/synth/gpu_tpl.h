@@ -147,6 +147,9 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p);
  * shared-memory row of `chunks` 16-byte chunks (expression of `row`, into out), and the
  * block's tile coordinates row0, col0 in groups of gm tile rows. */
 extern const char kf_gpu_mma_helpers[];
+/* "const int ok = ..." for a tile copy's 16-byte chunk at (x, k) of an operand of extent
+ * ext tiled by tile, K tiled by bk: checks only for the dims the tiles do not divide. */
+void kf_gpu_mma_chunk_ok(kf_buf *b, int64_t ext, int64_t tile, int64_t K, int64_t bk);
 void kf_gpu_mma_swizzle(int64_t chunks, const char *row, char *out, size_t cap);
 void kf_gpu_mma_tile_order(kf_buf *o, int64_t gx, int64_t gy, int64_t gm, int64_t bm, int64_t bn);
 
