@@ -1,4 +1,4 @@
-/* row_scale: y[i, j] = x[i, j] * w[j] / (sum_j x[i, j] + 1000), x f32[300, 257]. */
+/* row_scale: y[i, j] = x[i, j] * w[j] / (sum_j |x[i, j]| + 1000), x f32[300, 257]. */
 #include <math.h>
 #include <stdint.h>
 
@@ -20,7 +20,7 @@ int kforge_kernel(void *const *args) {
         for (int i = r0; i < r1; i++) {
             const float *xr = x + (long)i * C;
             float s = 0.0f;
-            for (int j = 0; j < C; j++) s += xr[j];
+            for (int j = 0; j < C; j++) s += fabsf(xr[j]);
             float inv = 1.0f / (s + 1000.0f);
             for (int j = 0; j < C; j++) y[(long)i * C + j] = xr[j] * w[j] * inv;
         }

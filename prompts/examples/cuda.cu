@@ -1,4 +1,4 @@
-/* row_scale: y[i, j] = x[i, j] * w[j] / (sum_j x[i, j] + 1000), x f32[300, 257].
+/* row_scale: y[i, j] = x[i, j] * w[j] / (sum_j |x[i, j]| + 1000), x f32[300, 257].
  * One block of WG threads per row: warp shuffles, then shared memory across warps. */
 // kforge:tunable WG 128 64 256
 // kforge:launch row_scale global=300*WG local=WG args=0,1,2
@@ -14,7 +14,7 @@ extern "C" __global__ void __launch_bounds__(WG) row_scale(const float *__restri
     const int row = blockIdx.x, t = threadIdx.x;
     const float *xr = x + (long)row * C;
     float s = 0.0f;
-    for (int j = t; j < C; j += WG) s += xr[j];
+    for (int j = t; j < C; j += WG) s += fabsf(xr[j]);
     for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (t % 32 == 0) warp_sum[t / 32] = s;
     __syncthreads();

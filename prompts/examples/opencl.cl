@@ -1,4 +1,4 @@
-/* row_scale: y[i, j] = x[i, j] * w[j] / (sum_j x[i, j] + 1000), x f32[300, 257].
+/* row_scale: y[i, j] = x[i, j] * w[j] / (sum_j |x[i, j]| + 1000), x f32[300, 257].
  * One work-group of WG items per row: a local-memory tree sum, then the scaled row. */
 // kforge:tunable WG 64 128 256
 // kforge:launch row_scale global=300*WG local=WG args=0,1,2
@@ -13,7 +13,7 @@ __kernel void row_scale(__global const float *restrict x, __global const float *
     const int row = get_group_id(0), t = get_local_id(0);
     __global const float *xr = x + (long)row * C;
     float s = 0.0f;
-    for (int j = t; j < C; j += WG) s += xr[j];
+    for (int j = t; j < C; j += WG) s += fabs(xr[j]);
     part[t] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int h = WG / 2; h > 0; h /= 2) {
