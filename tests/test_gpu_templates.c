@@ -728,34 +728,32 @@ Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
     if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* The tensor-core template on every layout and at points that render different code. */
-Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
-    if (!have_nvcc()) {
-        cr_skip_test("nvcc is not on PATH");
-        return;
-    }
+/* Every task of a tensor-core template at every point that names its parameters (all
+ * points must when `strict`), one nvcc run per task (nvcc's start-up dominates): the first
+ * point whole, the others from their (guarded) helpers on, each kernel renamed; each
+ * source must hold every string of want[]. Returns the points compiled. */
+static int nvcc_every_point(const char *tag, const char *const *tasks, int ntasks, const char *const *points,
+                            int npoints, int strict, const char *const *want, int nwant) {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/test-work/gpu-mma-%ld", KF_BUILD_DIR, (long)getpid());
+    snprintf(dir, sizeof dir, "%s/test-work/gpu-%s-%ld", KF_BUILD_DIR, tag, (long)getpid());
     kf_error err = {0};
     cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
     kf_device_info dev;
     gpu_like(&dev, "cuda");
     int compiled = 0;
-    for (int t = 0; t < NMMA; t++) {
-        kf_graph *g = parse(mma_tasks[t]);
+    for (int t = 0; t < ntasks; t++) {
+        kf_graph *g = parse(tasks[t]);
         kf_synth *s = NULL;
         cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "plan: %s", err.msg);
-        /* one translation unit: the helpers are defined once however many kernels */
-        kf_buf all = {0};
-        for (int v = 0; v < NMMA_POINTS; v++) {
+        kf_buf all = {0}; /* one translation unit: the helpers are defined once */
+        for (int v = 0; v < npoints; v++) {
             kf_point p;
-            if (!point_assign(s, mma_points[v], &p)) continue;
+            int ok = point_assign(s, points[v], &p);
+            cr_assert(ok || !strict, "[%s] names a parameter the task lacks", points[v]);
+            if (!ok) continue;
             kf_candidate c;
             cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-            cr_expect(strstr(c.source, "mma.sync.aligned.m16n8k16") != NULL, "no mma in\n%s", c.source);
-            cr_expect(strstr(c.source, "unsigned short *__restrict__") != NULL, "16-bit buffers in\n%s", c.source);
-            /* one file per task (nvcc's start-up dominates): the first point whole, the
-             * others from their (guarded) helpers on, each kernel renamed */
+            for (int w = 0; w < nwant; w++) cr_expect(strstr(c.source, want[w]) != NULL, "no %s in\n%s", want[w], c.source);
             const char *from = v == 0 ? c.source : strstr(c.source, "#ifndef KF_MMA_HELPERS");
             const char *at = strstr(c.source, "kf_s0(");
             cr_assert(from != NULL && at != NULL && at > from);
@@ -766,16 +764,26 @@ Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
             kf_candidate_clear(&c);
         }
         char path[600];
-        snprintf(path, sizeof path, "%s/m%d.cu", dir, t);
-        expect_nvcc_builds(path, all.data, all.len, "-Werror all-warnings", mma_tasks[t], "every point");
+        snprintf(path, sizeof path, "%s/%s%d.cu", dir, tag, t);
+        expect_nvcc_builds(path, all.data, all.len, "-Werror all-warnings", tasks[t], "every point");
         kf_buf_free(&all);
         kf_synth_free(s);
         kf_graph_free(g);
     }
-    cr_expect_geq(compiled, NMMA * 3);
     char rm[600];
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return compiled;
+}
+
+/* The tensor-core template on every layout and at points that render different code. */
+Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
+    if (!have_nvcc()) {
+        cr_skip_test("nvcc is not on PATH");
+        return;
+    }
+    static const char *const want[] = {"mma.sync.aligned.m16n8k16", "unsigned short *__restrict__"};
+    cr_expect_geq(nvcc_every_point("mma", mma_tasks, NMMA, mma_points, NMMA_POINTS, 0, want, 2), NMMA * 3);
 }
 
 /* The 3xTF32 path (the f32 matmul's tc=1) on every layout and at points that render
@@ -785,46 +793,8 @@ Test(gpu_cuda, tf32_matmul_compiles_with_nvcc, .timeout = 600) {
         cr_skip_test("nvcc is not on PATH");
         return;
     }
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/test-work/gpu-tf32-%ld", KF_BUILD_DIR, (long)getpid());
-    kf_error err = {0};
-    cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
-    kf_device_info dev;
-    gpu_like(&dev, "cuda");
-    int compiled = 0;
-    for (int t = 0; t < NTF32; t++) {
-        kf_graph *g = parse(tf32_tasks[t]);
-        kf_synth *s = NULL;
-        cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "plan: %s", err.msg);
-        kf_buf all = {0};
-        for (int v = 0; v < NTF32_POINTS; v++) {
-            kf_point p;
-            cr_assert(point_assign(s, tf32_points[v], &p), "[%s] names a parameter the task lacks", tf32_points[v]);
-            kf_candidate c;
-            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-            cr_expect(strstr(c.source, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != NULL, "no mma in\n%s",
-                      c.source);
-            cr_expect(strstr(c.source, "cvt.rna.tf32.f32") != NULL, "no split in\n%s", c.source);
-            const char *from = v == 0 ? c.source : strstr(c.source, "#ifndef KF_MMA_HELPERS");
-            const char *at = strstr(c.source, "kf_s0(");
-            cr_assert(from != NULL && at != NULL && at > from);
-            kf_buf_putn(&all, from, (size_t)(at - from));
-            kf_buf_printf(&all, "kf_s0_v%d(", v);
-            kf_buf_puts(&all, at + strlen("kf_s0("));
-            compiled++;
-            kf_candidate_clear(&c);
-        }
-        char path[600];
-        snprintf(path, sizeof path, "%s/t%d.cu", dir, t);
-        expect_nvcc_builds(path, all.data, all.len, "-Werror all-warnings", tf32_tasks[t], "every point");
-        kf_buf_free(&all);
-        kf_synth_free(s);
-        kf_graph_free(g);
-    }
-    cr_expect_eq(compiled, NTF32 * NTF32_POINTS);
-    char rm[600];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    static const char *const want[] = {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32"};
+    cr_expect_eq(nvcc_every_point("tf32", tf32_tasks, NTF32, tf32_points, NTF32_POINTS, 1, want, 2), NTF32 * NTF32_POINTS);
 }
 
 /* The f32 matmul's tc parameter picks the path: on cuda sm_80+ a 3xTF32 kernel where it is

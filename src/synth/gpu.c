@@ -205,15 +205,18 @@ static void emit_prologue(kf_gplan *gp, const kf_stage *st) {
         if (n->out == x) break;
     }
     kf_buf_printf(&f, "    return r%d;\n}\n\n", x);
-    if (gp->st == KF_OK) {
-        kf_status rs = kf_render_text(gp->L, f.data, &gp->kernels, gp->err);
-        if (rs != KF_OK) gp->st = rs;
-    }
+    kf_gplan_text(gp, f.data);
     kf_buf_free(&f);
 }
 
-static int ident_char(char c) {
+int kf_gpu_ident_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+void kf_gplan_text(kf_gplan *gp, const char *text) {
+    if (gp->st != KF_OK) return;
+    kf_status rs = kf_render_text(gp->L, text, &gp->kernels, gp->err);
+    if (rs != KF_OK) gp->st = rs;
 }
 
 /* In kernel k, replace the parameter b<x> of a fused value by the prologue's operands and
@@ -246,8 +249,8 @@ static void substitute_prologue(kf_gplan *gp, kf_gk *k, int pi, int x) {
     kf_buf out = {0};
     int stray = 0;
     for (size_t i = 0; b[i];) {
-        if (strncmp(b + i, tok, (size_t)tl) == 0 && (i == 0 || !ident_char(b[i - 1])) &&
-            !ident_char(b[i + (size_t)tl])) {
+        if (strncmp(b + i, tok, (size_t)tl) == 0 && (i == 0 || !kf_gpu_ident_char(b[i - 1])) &&
+            !kf_gpu_ident_char(b[i + (size_t)tl])) {
             if (b[i + (size_t)tl] != '[') {
                 stray = 1;
                 break;

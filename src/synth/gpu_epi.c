@@ -123,16 +123,10 @@ void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h) {
     }
     for (int r = lay.nreads; r < lay.nops; r++) kf_buf_printf(&f, "    b%d[off%d] = r%d;\n", lay.v[r], r, lay.v[r]);
     kf_buf_puts(&f, "}\n\n");
-    if (gp->st == KF_OK) {
-        kf_status rs = kf_render_text(gp->L, f.data, &gp->kernels, gp->err);
-        if (rs != KF_OK) gp->st = rs;
-    }
+    kf_gplan_text(gp, f.data);
     kf_buf_free(&f);
 }
 
-static int ident_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
 
 /* The end of the bracketed or parenthesised text from b[i] (an opening bracket) on: the
  * index of its closing partner, or 0 when there is none. */
@@ -183,7 +177,7 @@ void kf_gpu_substitute_epilogue(kf_gplan *gp, kf_gk *k) {
     kf_buf out = {0};
     int stray = 0;
     for (size_t i = 0; b[i] && !stray;) {
-        if (strncmp(b + i, tok, tl) != 0 || (i > 0 && ident_char(b[i - 1])) || ident_char(b[i + tl])) {
+        if (strncmp(b + i, tok, tl) != 0 || (i > 0 && kf_gpu_ident_char(b[i - 1])) || kf_gpu_ident_char(b[i + tl])) {
             kf_buf_putn(&out, b + i, 1);
             i++;
             continue;

@@ -85,6 +85,21 @@ void kf_gpu_mma_params(kf_synth *s, kf_stage *st) {
     kf_gpu_param(s, st, "gm", KF_ROLE_NONE, groups, 2, 1);
 }
 
+void kf_gpu_mma_fit_tiles(int64_t M, int64_t N, int64_t *bm, int64_t *bn, int64_t *wm, int64_t *wn) {
+    int64_t mcap = kf_gpu_pow2_ceil(M) < 64 ? 64 : kf_gpu_pow2_ceil(M);
+    int64_t ncap = kf_gpu_pow2_ceil(N) < 64 ? 64 : kf_gpu_pow2_ceil(N);
+    if (*bm > mcap) *bm = mcap;
+    if (*bn > ncap) *bn = ncap;
+    if (*wm > *bm) *wm = *bm;
+    if (*wn > *bn) *wn = *bn;
+    while ((*bm / *wm) * (*bn / *wn) > 8) {
+        if (*wn < 64 && *wn < *bn) *wn *= 2;
+        else if (*wm < 64 && *wm < *bm) *wm *= 2;
+        else if (*bn >= *bm) *bn /= 2;
+        else *bm /= 2;
+    }
+}
+
 void kf_gpu_mma_chunk_ok(kf_buf *b, int64_t ext, int64_t tile, int64_t K, int64_t bk) {
     const int cx = ext % tile != 0, ck = K % bk != 0;
     if (cx && ck) kf_buf_printf(b, "            const int ok = x < %lld && k < %lld;\n", (long long)ext, (long long)K);
@@ -265,18 +280,7 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     /* make the point valid for this matrix and device: tiles no larger than the matrix
      * needs, at most 8 warps a block (see the top), then stages, depth and tiles cut until
      * the shared memory holds both the stage ring and the output tile of the epilogue */
-    int64_t mcap = kf_gpu_pow2_ceil(M) < 64 ? 64 : kf_gpu_pow2_ceil(M);
-    int64_t ncap = kf_gpu_pow2_ceil(N) < 64 ? 64 : kf_gpu_pow2_ceil(N);
-    if (bm > mcap) bm = mcap;
-    if (bn > ncap) bn = ncap;
-    if (wm > bm) wm = bm;
-    if (wn > bn) wn = bn;
-    while ((bm / wm) * (bn / wn) > 8) {
-        if (wn < 64 && wn < bn) wn *= 2;
-        else if (wm < 64 && wm < bm) wm *= 2;
-        else if (bn >= bm) bn /= 2;
-        else bm /= 2;
-    }
+    kf_gpu_mma_fit_tiles(M, N, &bm, &bn, &wm, &wn);
     int64_t stage_bytes = 0, epi_bytes = 0, smem = 0;
     for (;;) {
         stage_bytes = (bm + bn) * bk * 2;
@@ -306,10 +310,7 @@ void kf_gpu_mma_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     mma_opnd ob = {bbuf, "boff", !d->tb, N, bn, bk, (d->tb ? K : N) % 8 == 0};
     const int64_t a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
 
-    if (gp->st == KF_OK) {
-        kf_status rs = kf_render_text(gp->L, kf_gpu_mma_helpers, &gp->kernels, gp->err);
-        if (rs != KF_OK) gp->st = rs;
-    }
+    kf_gplan_text(gp, kf_gpu_mma_helpers);
     kf_gk k;
     char name[32];
     snprintf(name, sizeof name, "kf_s%d", st->index);

@@ -220,18 +220,7 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
 
     /* make the point valid: tiles no larger than the matrix needs, at most 8 warps, then
      * stages, depth and tiles cut until the ring fits the shared memory */
-    int64_t mcap = kf_gpu_pow2_ceil(M) < 64 ? 64 : kf_gpu_pow2_ceil(M);
-    int64_t ncap = kf_gpu_pow2_ceil(N) < 64 ? 64 : kf_gpu_pow2_ceil(N);
-    if (bm > mcap) bm = mcap;
-    if (bn > ncap) bn = ncap;
-    if (wm > bm) wm = bm;
-    if (wn > bn) wn = bn;
-    while ((bm / wm) * (bn / wn) > 8) {
-        if (wn < 64 && wn < bn) wn *= 2;
-        else if (wm < 64 && wm < bm) wm *= 2;
-        else if (bn >= bm) bn /= 2;
-        else bm /= 2;
-    }
+    kf_gpu_mma_fit_tiles(M, N, &bm, &bn, &wm, &wn);
     char abuf[16], bbuf[16];
     int A = d->a_val, B = d->b_val, C = n->out; /* a folded transpose view: its source */
     snprintf(abuf, sizeof abuf, "b%d", A);
@@ -259,11 +248,8 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const int64_t a_words = op_words(&oa), b_words = op_words(&ob);
     const char *ix = gp->ix;
 
-    if (gp->st == KF_OK) {
-        kf_status rs = kf_render_text(gp->L, kf_gpu_mma_helpers, &gp->kernels, gp->err);
-        if (rs == KF_OK) rs = kf_render_text(gp->L, tf32_helpers, &gp->kernels, gp->err);
-        if (rs != KF_OK) gp->st = rs;
-    }
+    kf_gplan_text(gp, kf_gpu_mma_helpers);
+    kf_gplan_text(gp, tf32_helpers);
     kf_gk k;
     char name[32];
     snprintf(name, sizeof name, "kf_s%d", st->index);

@@ -69,6 +69,11 @@ void kf_gk_value(const kf_gplan *gp, kf_gk *k, int v, kf_gparam_kind kind);
 void kf_gk_scratch(kf_gk *k, const char *name, const char *ctype);
 /* Declare scratch buffer `name` of `bytes` bytes. */
 void kf_gplan_scratch(kf_gplan *gp, const char *name, int64_t bytes);
+/* Render text (helpers, generated functions) into the plan's kernels, unless the plan has
+ * failed already; a rendering error fails it. */
+void kf_gplan_text(kf_gplan *gp, const char *text);
+/* 1 for a character of a C identifier. */
+int kf_gpu_ident_char(char c);
 /* Render k (wg = local size) and append its launch line; frees the body. */
 void kf_gk_launch(kf_gplan *gp, kf_gk *k, int ndims, const int64_t *global,
                   const int64_t *local);
@@ -150,6 +155,9 @@ extern const char kf_gpu_mma_helpers[];
 /* "const int ok = ..." for a tile copy's 16-byte chunk at (x, k) of an operand of extent
  * ext tiled by tile, K tiled by bk: checks only for the dims the tiles do not divide. */
 void kf_gpu_mma_chunk_ok(kf_buf *b, int64_t ext, int64_t tile, int64_t K, int64_t bk);
+/* A tensor-core point made valid for an M x N product: block tiles no larger than the
+ * matrix needs (at least 64), warp tiles within them, at most 8 warps a block. */
+void kf_gpu_mma_fit_tiles(int64_t M, int64_t N, int64_t *bm, int64_t *bn, int64_t *wm, int64_t *wn);
 void kf_gpu_mma_swizzle(int64_t chunks, const char *row, char *out, size_t cap);
 void kf_gpu_mma_tile_order(kf_buf *o, int64_t gx, int64_t gy, int64_t gm, int64_t bm, int64_t bn);
 
