@@ -346,6 +346,96 @@ Test(numerics, conv_skipping_one_term_is_caught) {
     fx_close(&f);
 }
 
+/* A sum's own rounding (issue 24, item 10): two sums of the same rows, one added forwards
+ * and one backwards, subtracted. Exactly they cancel; in float32 their difference is the
+ * two orders' rounding, up to about R u sum |x|, which the reference carries as the sums'
+ * bound. Before it did (commit bd5a3d7) the honest kernel failed at seed 777 (|err|
+ * 0.000164 > tol 0.000101 on the uniform set), and a sum dropping one term must still
+ * fail (by NMSE, whose share of the bound is divided by the sum's length). */
+static const char *sum_cancel_task = "task sum_cancel\ninput x: f32[64, 4096]\n"
+                                     "output y = sum(x, axes=1) - sum(x, axes=1) + mean(x, axes=1)\n";
+
+static const char *sum_cancel_src(const char *drop) {
+    snprintf(buf, sizeof buf,
+             "int kforge_kernel(void *const *args) {\n"
+             "    const float *x = args[0];\n"
+             "    float *y = args[1];\n"
+             "    for (int i = 0; i < 64; i++) {\n"
+             "        const float *r = x + (long)i * 4096;\n"
+             "        float s1 = 0.0f, s2 = 0.0f, m = 0.0f;\n"
+             "        for (int j = 0; j < 4096; j++) s1 += r[j];\n"
+             "        for (int j = 4095; j >= 0; j--) s2 += r[j]%s;\n"
+             "        for (int j = 0; j < 4096; j++) m += r[j];\n"
+             "        y[i] = s1 - s2 + m / 4096.0f;\n"
+             "    }\n"
+             "    return 0;\n"
+             "}\n",
+             drop);
+    return buf;
+}
+
+Test(numerics, sum_in_another_order_at_a_cancelling_row_verifies) {
+    fixture f;
+    fx_open(&f, sum_cancel_task);
+    kf_vresult r = run_src(&f, sum_cancel_src(""));
+    expect_ok(&r);
+    fx_close(&f);
+}
+
+Test(numerics, sum_dropping_one_term_is_caught) {
+    fixture f;
+    fx_open(&f, sum_cancel_task);
+    kf_vresult r = run_src(&f, sum_cancel_src(" * (j != 1234)"));
+    expect_mismatch(&r);
+    fx_close(&f);
+}
+
+/* The same for a running sum: one scan sequential, the other in blocks of 512 offset by the
+ * blocks before (a parallel scan's order). Before the scan's own bound the honest kernel
+ * failed at seed 777 (|err| 0.000107 > tol 0.0001); a block that drops a term still fails. */
+static const char *scan_cancel_task = "task scan_cancel\ninput x: f32[64, 4096]\n"
+                                      "output y = cumsum(x, axis=-1) - cumsum(x, axis=-1) + x\n";
+
+static const char *scan_cancel_src(const char *drop) {
+    snprintf(buf, sizeof buf,
+             "int kforge_kernel(void *const *args) {\n"
+             "    const float *x = args[0];\n"
+             "    float *y = args[1];\n"
+             "    static float a[4096], b[4096];\n"
+             "    for (int i = 0; i < 64; i++) {\n"
+             "        const float *r = x + (long)i * 4096;\n"
+             "        float s = 0.0f, off = 0.0f;\n"
+             "        for (int j = 0; j < 4096; j++) { s += r[j]; a[j] = s; }\n"
+             "        for (int k = 0; k < 8; k++) {\n"
+             "            float t = 0.0f;\n"
+             "            for (int j = 512 * k; j < 512 * (k + 1); j++) { t += r[j]%s; b[j] = t; }\n"
+             "            for (int j = 512 * k; j < 512 * (k + 1); j++) b[j] += off;\n"
+             "            off = b[512 * (k + 1) - 1];\n"
+             "        }\n"
+             "        for (int j = 0; j < 4096; j++) y[(long)i * 4096 + j] = a[j] - b[j] + r[j];\n"
+             "    }\n"
+             "    return 0;\n"
+             "}\n",
+             drop);
+    return buf;
+}
+
+Test(numerics, scan_in_blocks_at_a_cancelling_row_verifies) {
+    fixture f;
+    fx_open(&f, scan_cancel_task);
+    kf_vresult r = run_src(&f, scan_cancel_src(""));
+    expect_ok(&r);
+    fx_close(&f);
+}
+
+Test(numerics, scan_dropping_one_term_is_caught) {
+    fixture f;
+    fx_open(&f, scan_cancel_task);
+    kf_vresult r = run_src(&f, scan_cancel_src(" * (j != 1234)"));
+    expect_mismatch(&r);
+    fx_close(&f);
+}
+
 /* A contraction feeding a norm: on the offset set the GEMM's results are large with a small
  * spread, so its float32 error is amplified by the norm; the bound must be carried through
  * the norm (the record's f64_row_bound), or every kernel fails there. */

@@ -194,6 +194,10 @@ void kf_graph_input_domains(const kf_graph *g, int *pos, double *mag);
 /* The operands and result of node n as an OWN-shaped record's functions take them (the
  * dims point into g's values: valid while g is not changed). */
 kf_op_dims kf_node_dims(const kf_graph *g, const kf_node *n);
+/* How many terms node n adds into an element of its result, the length that its float32
+ * rounding grows with: a contraction's K (its first operand's last extent), a sum's or a
+ * mean's reduced extent, a running sum's axis length; 0 for any other node. */
+int64_t kf_node_sum_terms(const kf_graph *g, const kf_node *n);
 /* ---- index maps (kforge/imap.h; src/ir/imap.c) ---- */
 
 /* The identity map of a tensor of shape s. */
@@ -241,7 +245,11 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
  *              may amplify), plus, with a bound on an operand, the largest change of the
  *              f64 result over the corners of [x - e, x + e] (exact for monotone ops:
  *              clamp, tanh, relu, add; non-finite corners are skipped);
- *   REDUCE     sum and mean: the sum (mean) of the bounds; max and min: their maximum;
+ *   REDUCE     sum and mean of R terms: R * u * sum |x| (a mean's over R), the sum's own
+ *              rounding in any order, plus the sum (mean) of the terms' bounds; max and
+ *              min: the largest of the terms' bounds;
+ *   SCAN       a running sum: R * u times the running sum of |x| (R the axis length), plus
+ *              the running sum of the terms' bounds;
  *   COMPOSITE  the record's f64_row_bound / f64_rows_bound of each row (softmax, log_softmax,
  *              layer_norm, rms_norm, logsumexp: first-order worst cases; weight and bias
  *              taken as exact);

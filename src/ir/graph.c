@@ -630,6 +630,20 @@ kf_op_dims kf_node_dims(const kf_graph *g, const kf_node *n) {
     return s;
 }
 
+/* See ir.h. */
+int64_t kf_node_sum_terms(const kf_graph *g, const kf_node *n) {
+    const kf_op_def *d = kf_op_get(n->op);
+    const kf_shape *s = &g->values[n->in[0]].shape;
+    if (d->cls == KF_CLASS_CONTRACT) /* a transposed operand is a transpose view before it */
+        return s->rank == 1 ? s->d[0] : s->rank ? s->d[s->rank - 1] : 1;
+    int summing = (d->cls == KF_CLASS_REDUCE || d->cls == KF_CLASS_SCAN) && d->combiner == KF_COMB_SUM;
+    if (!summing) return 0;
+    int64_t R = 1;
+    for (int a = 0; a < s->rank; a++)
+        if (n->attr.axes >> a & 1u) R *= s->d[a];
+    return R;
+}
+
 /* Applies op; see ir.h. Operand ids must exist (asserted). Errors are KF_ERR_TYPE at
  * (line, col): wrong arity, non-float operands, shapes that do not fit the op's rule; and
  * KF_ERR_ARG for a name that is taken or too long. */

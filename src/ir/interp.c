@@ -225,8 +225,20 @@ static inline void ip_red_fold(kf_combiner op, double *acc, double *arg, double 
 
 /* Reduce x[r * In + i] over r in [r0, r1) for lanes i in [0, ni) into acc/arg (absolute r
  * as the index). r1 > r0 is required for arg ops. */
+/* A sum of magnitudes, sum |x| (an error bound's own-rounding term, kf_interp_run_bounds):
+ * the interpreter's private combiner, never on a record. */
+#define IP_COMB_ABSSUM ((kf_combiner)(KF_COMB_LOGSUMEXP + 1))
+
 static void ip_red_block(kf_combiner op, const double *x, int64_t In, int64_t r0, int64_t r1,
                          int64_t ni, double *acc, double *arg) {
+    if (op == IP_COMB_ABSSUM) {
+        for (int64_t i = 0; i < ni; i++) acc[i] = 0.0;
+        for (int64_t r = r0; r < r1; r++) {
+            const double *row = x + r * In;
+            for (int64_t i = 0; i < ni; i++) acc[i] += fabs(row[i]);
+        }
+        return;
+    }
     if (ip_is_arg(op)) {
         for (int64_t i = 0; i < ni; i++) acc[i] = x[r0 * In + i], arg[i] = (double)r0;
         r0++;
@@ -277,7 +289,7 @@ static void ip_red_block(kf_combiner op, const double *x, int64_t In, int64_t r0
 
 /* Fold partial result (v, j) of a later chunk into (acc, arg). */
 static inline void ip_red_merge(kf_combiner op, double *acc, double *arg, double v, double j) {
-    if (op == KF_COMB_SUM) *acc += v;
+    if (op == KF_COMB_SUM || op == IP_COMB_ABSSUM) *acc += v;
     else ip_red_fold(op, acc, arg, v, j);
 }
 
@@ -772,6 +784,38 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         }
         return res;
     }
+    kf_dtype odt = g->values[n->out].dtype;
+    if ((d->cls == KF_CLASS_REDUCE || d->cls == KF_CLASS_SCAN) && d->combiner == KF_COMB_SUM &&
+        odt != KF_I64 && odt != KF_BOOL) {
+        /* a sum's own rounding: R terms added in the dtype, in whatever order the kernel
+         * chooses, stray up to about R u sum |x| (a contraction's K u sum |a||b|; the
+         * verifier's NMSE share divides by the longest such R), a mean's by that over R;
+         * plus the sum of its terms' bounds. Without it a sum that nearly cancels against
+         * what follows fails an honest kernel that sums in another order. */
+        double f = (double)kf_node_sum_terms(g, n) * ip_unit_roundoff(odt);
+        int scan = d->cls == KF_CLASS_SCAN;
+        res = kf_malloc((size_t)cnt * sizeof *res);
+        if (scan) { /* a running sum of magnitudes: |x| as the scan's operand */
+            int64_t nx = ip_numel(&g->values[n->in[0]].shape);
+            double *ax = kf_malloc((size_t)(nx > 0 ? nx : 1) * sizeof *ax);
+            for (int64_t i = 0; i < nx; i++) ax[i] = fabs(in[0][i]);
+            const double *ain[1] = {ax};
+            *st = ip_rowwise(g, n, ain, NULL, res, err);
+            free(ax);
+        } else {
+            *st = ip_reduce_as(g, n, in[0], res, IP_COMB_ABSSUM, d->mean, err);
+        }
+        for (int64_t i = 0; i < cnt; i++) res[i] *= f;
+        if (eb[0] && !*st) {
+            double *tmp = kf_malloc((size_t)cnt * sizeof *tmp);
+            const double *ein[1] = {eb[0]};
+            *st = scan ? ip_rowwise(g, n, ein, NULL, tmp, err)
+                       : ip_reduce_as(g, n, eb[0], tmp, KF_COMB_SUM, d->mean, err);
+            for (int64_t i = 0; i < cnt; i++) res[i] += tmp[i];
+            free(tmp);
+        }
+        return res;
+    }
     if (!any) return NULL;
     if (d->cls == KF_CLASS_POINTWISE) {
         /* the result's spread over the corners of the operands' intervals, and its rounding */
@@ -804,6 +848,8 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
     }
     if (d->cls == KF_CLASS_REDUCE && (d->combiner == KF_COMB_SUM || d->combiner == KF_COMB_MAX ||
                                       d->combiner == KF_COMB_MIN)) {
+        /* a max or min is one of its terms: its bound is the largest of theirs (an integer
+         * sum's, the sum of theirs) */
         int sum = d->combiner == KF_COMB_SUM;
         res = kf_malloc((size_t)cnt * sizeof *res);
         *st = ip_reduce_as(g, n, eb[0], res, sum ? KF_COMB_SUM : KF_COMB_MAX, sum && d->mean, err);
@@ -822,7 +868,7 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         *st = ip_gather(g, n, eb[0], res, 0.0, 0, err);
         return res;
     }
-    /* a running sum carries the running sum of its terms' bounds */
+    /* an integer running sum carries the running sum of its terms' bounds */
     if (eb[0] && d->cls == KF_CLASS_SCAN && d->combiner == KF_COMB_SUM) {
         const double *ein[1] = {eb[0]};
         res = kf_malloc((size_t)cnt * sizeof *res);

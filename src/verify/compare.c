@@ -10,7 +10,8 @@
  * through the ops after it), the bound is added to the tolerance: a float32 sum of products
  * strays from the exact value in proportion to its length and the size of its terms, not
  * of its result, so a correct kernel on wide-magnitude or cancelling data would otherwise
- * fail. NMSE gets the bounds' own share divided by the longest contraction's length K:
+ * fail (and likewise a plain sum of R terms: R * u * sum |x|, kf_node_sum_terms). NMSE gets
+ * the bounds' own share divided by the longest sum's length K (a contraction's or a sum's):
  * nmse + sum bound^2 / (K sum want^2), the worst case K u sum|a||b| scaled to the
  * sqrt(K)-sized error of random roundings (u^2 K^2 for a plain GEMM on random data, 2.4e-7 at
  * K = 8192), so a wrong kernel (a term skipped: NMSE about 1/K; a half-precision

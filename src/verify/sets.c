@@ -319,10 +319,8 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         const kf_node *n = &g->nodes[k];
         kf_op_class cls = kf_op_get(n->op)->cls;
         if (cls != KF_CLASS_POINTWISE && cls != KF_CLASS_VIEW) bounded = 1;
-        if (cls != KF_CLASS_CONTRACT) continue;
-        /* a transposed operand is a transpose view before the matmul */
-        const kf_shape *as = &g->values[n->in[0]].shape;
-        double K = (double)(as->rank == 1 ? as->d[0] : as->d[as->rank - 1]);
+        /* the longest sum's length: a contraction's K, a sum's or running sum's extent */
+        double K = (double)kf_node_sum_terms(g, n);
         if (K > bound_k) bound_k = K;
     }
     /* The plan: what each set keeps against the memory there is. Always: the float64
