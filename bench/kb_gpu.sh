@@ -68,6 +68,17 @@ for k in "${KEYS[@]}"; do
   rc=${PIPESTATUS[0]}
   unset TIMEFORMAT
   [ "$rc" = 0 ] || { echo "   exit $rc$([ "$rc" = 124 ] && echo ' (cut off by the time limit)')"; FAIL=1; }
+  # where kforge's own time went (run.json's phases_s, seconds), kept in the log
+  find "$WORK/bench/$k" -name run.json 2>/dev/null | python3 -c '
+import json, sys
+for f in sys.stdin.read().split():
+    try:
+        j = json.load(open(f))
+    except Exception:
+        continue
+    ph = j.get("phases_s", {})
+    print("   phases " + j.get("task", "?") + ": " + " ".join(f"{k} {v:.1f}" for k, v in ph.items() if isinstance(v, (int, float)) and v >= 0.05))
+' | tee -a "$OUTDIR/kb_gpu.log"
 done
 # every problem's rows in one file
 python3 - "$OUTDIR" <<'PY'

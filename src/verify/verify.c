@@ -344,6 +344,7 @@ static int cmp_double(const void *a, const void *b) {
 typedef struct timed_calls {
     kf_verify_ctx *c;
     kf_sbx *sb;
+    int par;            /* the inputs and poison written by every thread (a device target) */
     kf_rng rng;
     int cur;            /* the set now in the input buffers */
     int first;          /* the first call's set; -1 before it */
@@ -360,11 +361,11 @@ static int timed_prepare(void *arg, int final, int poison) {
         if (!final || ((s != t->first || c->nsets < 3) && (s != t->cur || c->nsets < 2))) break;
     }
     if (t->first < 0) t->first = s;
-    if (s != t->cur) kf_verify_put_inputs(c, t->sb, s, 0);
+    if (s != t->cur) kf_verify_put_inputs(c, t->sb, s, t->par);
     t->cur = s;
     for (int j = 0; j < c->nout && poison; j++)
         kf_verify_poison(c->g->values[c->g->outputs[j]].dtype, kf_sbx_data(t->sb, c->nin + j),
-                         c->out_numel[j], 0);
+                         c->out_numel[j], t->par);
     return s;
 }
 
@@ -578,7 +579,10 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         double need = ctl->budget_s + 3.0 * slowest + 1.0;
         if (lim.wall_s > 0 && lim.wall_s < need) lim.wall_s = need;
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
-        timed_calls tc = {.c = c, .sb = &sb, .cur = 0, .first = -1};
+        /* between a device candidate's calls the host's cores are free: the inputs, the
+         * poison and the checks use every thread (at official GPU shapes a call's set is
+         * gigabytes: one thread took seconds per call); a CPU candidate's stay on one */
+        timed_calls tc = {.c = c, .sb = &sb, .par = dev, .cur = 0, .first = -1};
         /* an order of sets only this process knows: seeded from the clock, not the task's seed */
         double now = kf_now();
         kf_verify_rng_seed(&tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&tc));
@@ -588,7 +592,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             lim.check = timed_check;
             lim.cb_arg = &tc;
         }
-        c->host_timing = lim.handshake;
+        c->host_timing = lim.handshake && !dev;
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
         c->host_timing = 0;
         r->start_s += sb.start_s;

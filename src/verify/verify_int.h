@@ -112,7 +112,8 @@ struct kf_verify_ctx {
     double bound_k;         /* the longest contraction's length K (1 without one): the
                                NMSE allowance of the bounds is sum bound^2 / K (compare.c) */
     int host_timing;        /* a CPU candidate's timed calls are under way: the checks between
-                               them run on this thread alone (values.c kf_verify_poison) */
+                               them run on this thread alone (values.c kf_verify_poison); a
+                               device candidate's checks use every thread */
     double t_draw, t_ref;   /* seconds spent drawing the sets and computing the reference */
     /* The memory plan (sets.c): what the context keeps of each set. keep_in 0: inputs are
      * drawn again from the seed into each run's buffers and checked unchanged by keyed block
