@@ -32,7 +32,10 @@
  *
  * The accumulators are written straight to C (each lane two adjacent f32, as one 8-byte
  * store when N is even): a quad of lanes covers 32 contiguous bytes of a row, whole
- * sectors, so no trip through shared memory.
+ * sectors, so no trip through shared memory. With a fused elementwise epilogue (a bias, an
+ * activation, a residual: kf_stage.epilogue) each of the pair is one scalar store statement
+ * `b<C>[i] = v;` in an unrolled loop, which the launch turns into a call of the chain's
+ * helper kf_epi<C> (gpu_epi.c, as for the SIMT template), so C is never written.
  *
  * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8). A
  * point is made valid at render time as in gpu_mma.c: tiles shrink to the matrix, at most 8
@@ -45,7 +48,9 @@
 #include <string.h>
 
 int kf_gpu_tf32_ok(const kf_synth *s, const kf_stage *st) {
-    if (st->kind != KF_STAGE_MATMUL || st->epilogue || st->prologue) return 0;
+    /* a fused epilogue is taken at the stores (below); a prologue would substitute the
+     * operands' loads, which here are cp.async copies from addresses, not `b<x>[i]` */
+    if (st->kind != KF_STAGE_MATMUL || st->prologue) return 0;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
     if (s->g->values[n->in[0]].dtype != KF_F32 || s->g->values[n->out].dtype != KF_F32) return 0;
     return kf_gpu_mma_arch_ok(s->platform, &s->dev);
@@ -329,13 +334,24 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
 
     /* epilogue: each lane's two adjacent columns of rows g and g + 8 of each 16 x 8 tile */
     const int cm = M % bm != 0, cn = N % bn != 0;
+    const int epi = kf_gpu_stage_has_epilogue(s, st); /* stores handed to kf_epi<C> */
     kf_buf_printf(o, "    #pragma unroll\n    for (int mi = 0; mi < %lld; mi++)\n      #pragma unroll\n"
                      "      for (int ni = 0; ni < %lld; ni++)\n        #pragma unroll\n"
                      "        for (int h = 0; h < 2; h++) {\n",
                   (long long)MI, (long long)NI);
     kf_buf_puts(o, "          const int r = row0 + wm0 + mi * 16 + g + h * 8, c = col0 + wn0 + ni * 8 + t * 2;\n");
     kf_buf_printf(o, "          const %s at = coff + (%s)r * %lld + c;\n", ix, ix, (long long)N);
-    if (N % 2 == 0) {
+    if (epi) {
+        /* one scalar store statement (gpu_epi.c substitutes it): the pair's columns c, c + 1;
+         * where N % BN == 0 every column of the tile is in the matrix */
+        char cond[96] = "";
+        if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c + x < %lld) ", (long long)M, (long long)N);
+        else if (cm) snprintf(cond, sizeof cond, "if (r < %lld) ", (long long)M);
+        else if (cn) snprintf(cond, sizeof cond, "if (c + x < %lld) ", (long long)N);
+        kf_buf_puts(o, "          #pragma unroll\n          for (int x = 0; x < 2; x++) {\n");
+        kf_buf_printf(o, "            %sb%d[at + x] = acc[mi][ni][2 * h + x];\n", cond, C);
+        kf_buf_puts(o, "          }\n");
+    } else if (N % 2 == 0) {
         /* c and N even: the pair is wholly in or out of the row, and 8-byte aligned */
         char cond[96] = "";
         if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c < %lld) ", (long long)M, (long long)N);
