@@ -589,6 +589,79 @@ Test(gpu_verify, tf32_epilogue) {
     }
 }
 
+/* A copy of src with the first occurrence of `from` after `after` replaced by `to`; NULL
+ * when there is none. */
+static char *mutate(const char *src, const char *after, const char *from, const char *to) {
+    const char *a = strstr(src, after), *at = a ? strstr(a, from) : NULL;
+    if (!at) return NULL;
+    kf_buf b = {0};
+    kf_buf_putn(&b, src, (size_t)(at - src));
+    kf_buf_puts(&b, to);
+    kf_buf_puts(&b, at + strlen(from));
+    return kf_buf_take(&b);
+}
+
+/* Planted faults in a fused epilogue are caught by the checks gpu_verify/tf32_epilogue and
+ * gpu_verify/epilogue_fusion make: the helper kf_epi<y> with its first operand read (a bias
+ * over columns, a bias over rows, a residual) replaced by 0, and on the 3xTF32 path (cuda
+ * sm_80+, tc=1; elsewhere the SIMT kernel, whose stores call the same helper) the second
+ * column of a lane's pair stored with the first one's value. The unmutated candidate
+ * verifies first, so the mutation alone makes the difference. */
+Test(gpu_verify, epilogue_faults_are_caught) {
+    NEED_OCL();
+    int sm = 0;
+    const int tc = strcmp(ocl->info.platform, "cuda") == 0 && sscanf(ocl->info.arch, "sm_%d", &sm) == 1 && sm >= 80;
+    for (int t = 0; t < 3; t++) {
+        const char *text = tf32_epi_tasks[t];
+        kf_error err = {0};
+        kf_graph *g = parse(text);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
+        kf_verify_opts vo;
+        kf_verify_opts_default(&vo);
+        vo.workdir = workdir;
+        vo.seed = 29;
+        vo.nsets = 2;
+        kf_verify_ctx *ctx = NULL;
+        cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+        kf_point p;
+        cr_assert(point_assign(s, tc ? "tc=1 epi=1" : "epi=1", &p), "%s", kf_synth_describe(s));
+        expect_verifies(s, ctx, &p, text, "kf_epi");
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+        /* the helper's first read of another operand: "const float r<i> = b<v>[off<r>];" */
+        char read[64] = "";
+        const char *def = strstr(c.source, "void kf_epi");
+        cr_assert_not_null(def);
+        for (const char *q = strstr(def, "= b"); q && !read[0]; q = strstr(q + 1, "= b")) {
+            int v = -1, r = -1, n = 0;
+            if (sscanf(q, "= b%d[off%d];%n", &v, &r, &n) == 2 && n > 0) /* "b<v>[off<r>]" */
+                snprintf(read, sizeof read, "%.*s", n - 3, q + 2);
+        }
+        cr_assert(read[0], "no operand read in\n%s", def);
+        struct { const char *after, *from, *to; } faults[] = {
+            {"void kf_epi", read, "0.0f"},
+            {"kf_mma_tf32(acc", "acc[mi][ni][2 * h + x]", "acc[mi][ni][2 * h]"},
+        };
+        for (int f = 0; f < (tc ? 2 : 1); f++) {
+            char *src = mutate(c.source, faults[f].after, faults[f].from, faults[f].to);
+            cr_assert_not_null(src, "task:\n%s\nno '%s' to mutate in\n%s", text, faults[f].from, c.source);
+            kf_candidate m;
+            cr_assert_eq(kf_candidate_init(&m, c.platform, src, c.entry, &err), KF_OK, "%s", err.msg);
+            free(src);
+            kf_vresult r;
+            cr_assert_eq(kf_verify_candidate(ctx, ocl, &m, &r, &err), KF_OK, "verify: %s", err.msg);
+            cr_expect_eq(r.status, KF_V_MISMATCH, "task:\n%s\n'%s' -> '%s' gave %s: %s", text, faults[f].from,
+                         faults[f].to, kf_vstatus_name(r.status), r.detail);
+            kf_candidate_clear(&m);
+        }
+        kf_candidate_clear(&c);
+        kf_verify_ctx_free(ctx);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
 Test(gpu_verify, matmul_double_buffer) {
     NEED_OCL();
     /* tiles that the group's items do not divide evenly (the `e < n` guard on the prefetch
@@ -953,6 +1026,44 @@ Test(gpu_text, f32_matmul_tc_selects_the_path) {
         kf_candidate c;
         cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
         cr_expect(strstr(c.source, "tf32") == NULL, "%s %s renders tf32", plats[i][0], plats[i][1]);
+        kf_candidate_clear(&c);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
+/* A matmul with a fused epilogue on cuda sm_80+ is offered the 3xTF32 path (tc) beside
+ * the chain's epi: a large one takes it by default, its stores call kf_epi<y> once in the
+ * text (an unrolled loop over the lane's pair), y is never written and the plan is one
+ * launch; tc=0 is the SIMT kernel with the same helper; epi=0 stores the product with the
+ * paired 8-byte stores and runs the chain as a kernel of its own. */
+Test(gpu_text, tf32_takes_the_epilogue) {
+    static const char task[] = "input a: f32[2048, 1024]\ninput b: f32[1024, 2048]\ninput c: f32[2048]\n"
+                               "output y = relu(matmul(a, b) + c)\n";
+    static const char *const mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    struct { const char *assign; int tc, epi; } cases[] = {{"", 1, 1}, {"tc=0", 0, 1}, {"epi=0", 1, 0}, {"tc=0 epi=0", 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kf_graph *g = parse(task);
+        kf_synth *s = NULL;
+        kf_error err = {0};
+        cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "%s", err.msg);
+        cr_expect_str_eq(kf_synth_describe(s), "matmul+ewise[2 ops]");
+        kf_point p;
+        cr_assert(point_assign(s, cases[i].assign, &p), "case %zu", i);
+        const kf_space *sp = kf_synth_space(s);
+        cr_expect_eq(kf_point_get(sp, &p, "s0.tc", -1), cases[i].tc, "case %zu", i);
+        cr_expect_eq(kf_point_get(sp, &p, "s0.epi", -1), cases[i].epi, "case %zu", i);
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+        cr_expect_eq(strstr(c.source, mma) != NULL, cases[i].tc, "case %zu [%s]", i, cases[i].assign);
+        int sites = 0;
+        for (const char *q = strstr(c.source, "kf_epi"); q; q = strstr(q + 1, "kf_epi")) sites++;
+        cr_expect_eq(sites, cases[i].epi ? 2 : 0, "case %zu: the helper and one call, not %d:\n%s", i, sites, c.source);
+        cr_expect_eq(count_launches(c.source), cases[i].epi ? 1 : 2, "case %zu", i);
+        if (cases[i].tc)
+            cr_expect_eq(strstr(c.source, "*(float2 *)(b") != NULL, !cases[i].epi, "case %zu: paired stores", i);
         kf_candidate_clear(&c);
         kf_synth_free(s);
         kf_graph_free(g);
