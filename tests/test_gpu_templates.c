@@ -101,8 +101,8 @@ static const char *const tf32_tasks[] = {
 };
 #define NTF32 (int)(sizeof tf32_tasks / sizeof tf32_tasks[0])
 /* points of the 3xTF32 path that render different code */
-static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16", "tc=1 st=4 gm=1", "tc=1 bm=64 bn=256 wm=32",
-                                          "tc=1 bm=256 wn=64 bk=16"};
+static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16 mb=2", "tc=1 st=4 gm=1", "tc=1 bm=64 bn=256 wm=32",
+                                          "tc=1 bm=256 wn=64 bk=16", "tc=1 bn=64 wm=32 wn=32"};
 #define NTF32_POINTS (int)(sizeof tf32_points / sizeof tf32_points[0])
 
 /* f32 matmuls with a fused pointwise epilogue on the 3xTF32 path (issue 29): a bias over

@@ -37,7 +37,8 @@
  * `b<C>[i] = v;` in an unrolled loop, which the launch turns into a call of the chain's
  * helper kf_epi<C> (gpu_epi.c, as for the SIMT template), so C is never written.
  *
- * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8). A
+ * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8), mb
+ * (1, 2: blocks per SM the register budget must allow, __launch_bounds__'s minimum). A
  * point is made valid at render time as in gpu_mma.c: tiles shrink to the matrix, at most 8
  * warps a block, stages, depth and tiles cut until the ring fits the shared memory.
  */
@@ -80,6 +81,12 @@ void kf_gpu_tf32_params(kf_synth *s, kf_stage *st) {
     kf_gpu_param(s, st, "wn", KF_ROLE_NONE, warps, 2, 0);
     kf_gpu_param(s, st, "st", KF_ROLE_NONE, stages, 3, 1);
     kf_gpu_param(s, st, "gm", KF_ROLE_NONE, groups, 2, 1);
+    /* mb=2 asks the compiler for two blocks per SM (__launch_bounds__'s minimum: 128
+     * registers for 8 warps) where the default kernel takes 159 registers (198 with a GELU
+     * epilogue) and so runs one block of 8 warps per SM; ptxas (CUDA 13.0, sm_90) then spills
+     * 4 to 52 bytes a thread at the 128 x 128 points measured (docs/design-notes.md) */
+    static const long blocks[] = {1, 2};
+    kf_gpu_param(s, st, "mb", KF_ROLE_NONE, blocks, 2, 0);
 }
 
 /* One operand as the copies and fragment loads see it. */
@@ -221,6 +228,7 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int64_t bk = kf_gpu_get(s, st, p, "bk", 32);
     int64_t wm = kf_gpu_get(s, st, p, "wm", 64), wn = kf_gpu_get(s, st, p, "wn", 32);
     int64_t ns = kf_gpu_get(s, st, p, "st", 3), gm = kf_gpu_get(s, st, p, "gm", 8);
+    const int mb = (int)kf_gpu_get(s, st, p, "mb", 1);
     const int64_t M = d->M, N = d->N, K = d->K;
 
     /* make the point valid: tiles no larger than the matrix needs, at most 8 warps, then
@@ -367,6 +375,7 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     }
     kf_buf_puts(o, "        }\n");
 
+    if (mb > 1) k.k.min_groups = mb; /* __launch_bounds__(NT, mb) */
     if (d->batch > 1) {
         int64_t G[3] = {gx * NT, gy, d->batch}, L[3] = {NT, 1, 1};
         kf_gk_launch(gp, &k, 3, G, L);
