@@ -5,26 +5,30 @@
 # the SIMT matmul tests beside them, its sources through nvcc), then `kforge synth` of a
 # 4096^3 f32 matmul pinned to each path (tc=0 SIMT, tc=1 3xTF32) and with both open to
 # the search, printing each run's best time, TFLOP/s, % of the roofline floor (the floor
-# of an f32 matmul is now against max(f32 peak, tf32/3)), errors and schedule.
+# of an f32 matmul is now against max(f32 peak, tf32/3)), errors and schedule. With
+# --epilogue the task is a GEMM chain, relu(matmul(a, b) + c), whose bias and relu are
+# fused into the product's stores (s0.epi=1) on either path.
 #
-# usage: bench/tf32_check.sh [--build DIR] [--iters N] [--size N] [--no-tests] [--out DIR]
+# usage: bench/tf32_check.sh [--build DIR] [--iters N] [--size N] [--epilogue] [--no-tests] [--out DIR]
 #   --build DIR  the build (default build-h200; built here with CMake when DIR/kforge is
 #                missing, or carried: bench/pack_gpu_build.sh)
 #   --iters N    candidates per synth run (default 8)
 #   --size N     the square matrix size (default 4096)
+#   --epilogue   the GEMM chain relu(matmul(a, b) + c) instead of the bare product
 #   --out DIR    logs and run records (default kforge-out/tf32-check, $OUT when set)
 # exit status: 0 when the tests passed and every synth run found a verified kernel.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
-BUILD=build-h200; ITERS=8; SIZE=4096; TESTS=1; OUTDIR=${OUT:-kforge-out/tf32-check}
+BUILD=build-h200; ITERS=8; SIZE=4096; TESTS=1; EPI=0; OUTDIR=${OUT:-kforge-out/tf32-check}
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --iters) ITERS=$2; shift 2 ;;
     --size) SIZE=$2; shift 2 ;;
     --no-tests) TESTS=0; shift ;;
+    --epilogue) EPI=1; shift ;;
     --out) OUTDIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tf32_check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,7 +46,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 FAIL=0
 if [ $TESTS = 1 ]; then
   echo "== tests (logs in $OUTDIR)"
-  for f in 'gpu_verify/tf32_matmul' 'gpu_verify/matmul_*' 'gpu_cuda/tf32_*' 'gpu_text/f32_matmul_*'; do
+  for f in 'gpu_verify/tf32_matmul' 'gpu_verify/tf32_epilogue' 'gpu_verify/epilogue_*' 'gpu_verify/matmul_*' \
+           'gpu_cuda/tf32_*' 'gpu_text/f32_matmul_*' 'gpu_text/tf32_*'; do
     log="$OUTDIR/test_$(echo "$f" | tr '/*' '__').log"
     if KFORGE_RUNNER="$BUILD/kforge-runner" KFORGE_TEST_GPU=cuda "$BUILD/test_gpu_templates" --filter "$f" \
          --verbose=0 >"$log" 2>&1; then
@@ -64,6 +69,12 @@ echo "== kforge synth, f32 matmul ${SIZE}^3, $ITERS candidates a run"
 TASK="$OUTDIR/matmul_f32_$SIZE.kf"
 printf 'task matmul_f32_%s\ninput a: f32[%s, %s]\ninput b: f32[%s, %s]\noutput c = matmul(a, b)\n' \
   "$SIZE" "$SIZE" "$SIZE" "$SIZE" "$SIZE" >"$TASK"
+if [ $EPI = 1 ]; then
+  TASK="$OUTDIR/matmul_bias_relu_f32_$SIZE.kf"
+  printf 'task matmul_bias_relu_f32_%s\ninput a: f32[%s, %s]\ninput b: f32[%s, %s]\ninput c: f32[%s]\n' \
+    "$SIZE" "$SIZE" "$SIZE" "$SIZE" "$SIZE" "$SIZE" >"$TASK"
+  printf 'output y = relu(matmul(a, b) + c)\n' >>"$TASK"
+fi
 for mode in simt tf32 search; do
   pin=(); [ $mode = simt ] && pin=(--pin tc=0); [ $mode = tf32 ] && pin=(--pin tc=1)
   out="$OUTDIR/run-$mode"; rm -rf "$out"

@@ -101,9 +101,31 @@ static const char *const tf32_tasks[] = {
 };
 #define NTF32 (int)(sizeof tf32_tasks / sizeof tf32_tasks[0])
 /* points of the 3xTF32 path that render different code */
-static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16", "tc=1 st=4 gm=1", "tc=1 bm=64 bn=256 wm=32",
-                                          "tc=1 bm=256 wn=64 bk=16"};
+static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16 mb=2", "tc=1 st=4 gm=1", "tc=1 bm=64 bn=256 wm=32",
+                                          "tc=1 bm=256 wn=64 bk=16", "tc=1 bn=64 wm=32 wn=32"};
 #define NTF32_POINTS (int)(sizeof tf32_points / sizeof tf32_points[0])
+
+/* f32 matmuls with a fused pointwise epilogue on the 3xTF32 path (issue 29): a bias over
+ * columns with M past the tiles (N even), a bias over rows with a scale and a clamp (N and
+ * K odd: scalar stores at the edge, element-wise copies), a residual input beside a batched
+ * product, both operands transposed, two results of one chain, a transposed read of another
+ * input, a convolution's bias (its implicit GEMM), and a product the tiles divide (no edge
+ * checks at all). */
+static const char *const tf32_epi_tasks[] = {
+    "input a: f32[200, 136]\ninput b: f32[136, 72]\ninput c: f32[72]\noutput y = relu(matmul(a, b) + c)\n",
+    "input a: f32[37, 67]\ninput b: f32[67, 45]\ninput r: f32[37, 1]\n"
+    "output y = hardtanh(matmul(a, b) * 0.5 + r, min_val=-2.0, max_val=3.0)\n",
+    "input p: f32[3, 19, 33]\ninput q: f32[33, 23]\ninput s: f32[3, 19, 23]\noutput y = sigmoid(matmul(p, q)) + s\n",
+    "input a: f32[29, 70]\ninput b: f32[31, 29]\n"
+    "output y = gelu(matmul(a, b, transpose_a=true, transpose_b=true) - 1.0)\n",
+    "input a: f32[21, 13]\ninput b: f32[13, 11]\ninput c: f32[11]\nt = matmul(a, b) + c\noutput y = relu(t)\n"
+    "output z = t * t\n",
+    "input a: f32[130, 96]\ninput b: f32[70, 96]\ninput d: f32[70, 130]\n"
+    "output y = tanh(matmul(a, b, transpose_b=true)) * transpose(d)\n",
+    "input x: f32[2, 3, 9, 7]\ninput w: f32[5, 3, 3, 3]\ninput v: f32[5]\noutput y = relu(conv(x, w, v, padding=[1, 1]))\n",
+    "input a: f32[256, 512]\ninput b: f32[512, 384]\ninput c: f32[384]\noutput y = silu(matmul(a, b) + c)\n",
+};
+#define NTF32_EPI (int)(sizeof tf32_epi_tasks / sizeof tf32_epi_tasks[0])
 
 /* The default point with "name=value ..." applied over the stage parameters' suffixes;
  * 0 when an assignment names no parameter of s (a template that fixed it). */
@@ -518,6 +540,128 @@ Test(gpu_verify, tf32_matmul) {
     }
 }
 
+/* The 3xTF32 path with a fused epilogue (tc=1, epi=1: the stores call kf_epi<y>), at the
+ * tf32 points that render different code, and with the chain apart (tc=1 epi=0: the
+ * product stored by the tensor-core kernel, the chain a kernel of its own), against the
+ * float64 reference; only where the device under test runs the path (KFORGE_TEST_GPU=cuda
+ * on sm_80 or newer). */
+Test(gpu_verify, tf32_epilogue) {
+    NEED_OCL();
+    int sm = 0;
+    if (strcmp(ocl->info.platform, "cuda") != 0 || sscanf(ocl->info.arch, "sm_%d", &sm) != 1 || sm < 80) {
+        cr_skip_test("the 3xTF32 path needs cuda on sm_80 or newer; the device under test is %s %s",
+                     ocl->info.platform, ocl->info.arch);
+        return;
+    }
+    static const char *const mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    for (int t = 0; t < NTF32_EPI; t++) {
+        kf_error err = {0};
+        kf_graph *g = parse(tf32_epi_tasks[t]);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
+        cr_expect(strstr(kf_synth_describe(s), "+ewise[") != NULL, "task:\n%s\nplan %s: no epilogue",
+                  tf32_epi_tasks[t], kf_synth_describe(s));
+        kf_verify_opts vo;
+        kf_verify_opts_default(&vo);
+        vo.workdir = workdir;
+        vo.seed = 29;
+        vo.nsets = 2;
+        kf_verify_ctx *ctx = NULL;
+        cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+        for (int v = 0; v <= NTF32_POINTS; v++) {
+            if (t > 0 && v > 1 && v < NTF32_POINTS) continue; /* every point on the first task */
+            const int apart = v == NTF32_POINTS;
+            char assign[128];
+            snprintf(assign, sizeof assign, "%s epi=%d", apart ? "tc=1" : tf32_points[v], apart ? 0 : 1);
+            kf_point p;
+            cr_assert(point_assign(s, assign, &p), "task:\n%s\nno parameter for '%s' in %s", tf32_epi_tasks[t], assign,
+                      kf_synth_describe(s));
+            kf_candidate c;
+            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+            cr_expect(strstr(c.source, mma) != NULL, "[%s]: no 3xTF32 kernel", c.label);
+            cr_expect_eq(strstr(c.source, "kf_epi") != NULL, !apart, "[%s]: kf_epi", c.label);
+            kf_candidate_clear(&c);
+            expect_verifies(s, ctx, &p, tf32_epi_tasks[t], apart ? mma : "kf_epi");
+        }
+        kf_verify_ctx_free(ctx);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
+/* A copy of src with the first occurrence of `from` after `after` replaced by `to`; NULL
+ * when there is none. */
+static char *mutate(const char *src, const char *after, const char *from, const char *to) {
+    const char *a = strstr(src, after), *at = a ? strstr(a, from) : NULL;
+    if (!at) return NULL;
+    kf_buf b = {0};
+    kf_buf_putn(&b, src, (size_t)(at - src));
+    kf_buf_puts(&b, to);
+    kf_buf_puts(&b, at + strlen(from));
+    return kf_buf_take(&b);
+}
+
+/* Planted faults in a fused epilogue are caught by the checks gpu_verify/tf32_epilogue and
+ * gpu_verify/epilogue_fusion make: the helper kf_epi<y> with its first operand read (a bias
+ * over columns, a bias over rows, a residual) replaced by 0, and on the 3xTF32 path (cuda
+ * sm_80+, tc=1; elsewhere the SIMT kernel, whose stores call the same helper) the second
+ * column of a lane's pair stored with the first one's value. The unmutated candidate
+ * verifies first, so the mutation alone makes the difference. */
+Test(gpu_verify, epilogue_faults_are_caught) {
+    NEED_OCL();
+    int sm = 0;
+    const int tc = strcmp(ocl->info.platform, "cuda") == 0 && sscanf(ocl->info.arch, "sm_%d", &sm) == 1 && sm >= 80;
+    for (int t = 0; t < 3; t++) {
+        const char *text = tf32_epi_tasks[t];
+        kf_error err = {0};
+        kf_graph *g = parse(text);
+        kf_synth *s = NULL;
+        cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
+        kf_verify_opts vo;
+        kf_verify_opts_default(&vo);
+        vo.workdir = workdir;
+        vo.seed = 29;
+        vo.nsets = 2;
+        kf_verify_ctx *ctx = NULL;
+        cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+        kf_point p;
+        cr_assert(point_assign(s, tc ? "tc=1 epi=1" : "epi=1", &p), "%s", kf_synth_describe(s));
+        expect_verifies(s, ctx, &p, text, "kf_epi");
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+        /* the helper's first read of another operand: "const float r<i> = b<v>[off<r>];" */
+        char read[64] = "";
+        const char *def = strstr(c.source, "void kf_epi");
+        cr_assert_not_null(def);
+        for (const char *q = strstr(def, "= b"); q && !read[0]; q = strstr(q + 1, "= b")) {
+            int v = -1, r = -1, n = 0;
+            if (sscanf(q, "= b%d[off%d];%n", &v, &r, &n) == 2 && n > 0) /* "b<v>[off<r>]" */
+                snprintf(read, sizeof read, "%.*s", n - 3, q + 2);
+        }
+        cr_assert(read[0], "no operand read in\n%s", def);
+        struct { const char *after, *from, *to; } faults[] = {
+            {"void kf_epi", read, "0.0f"},
+            {"kf_mma_tf32(acc", "acc[mi][ni][2 * h + x]", "acc[mi][ni][2 * h]"},
+        };
+        for (int f = 0; f < (tc ? 2 : 1); f++) {
+            char *src = mutate(c.source, faults[f].after, faults[f].from, faults[f].to);
+            cr_assert_not_null(src, "task:\n%s\nno '%s' to mutate in\n%s", text, faults[f].from, c.source);
+            kf_candidate m;
+            cr_assert_eq(kf_candidate_init(&m, c.platform, src, c.entry, &err), KF_OK, "%s", err.msg);
+            free(src);
+            kf_vresult r;
+            cr_assert_eq(kf_verify_candidate(ctx, ocl, &m, &r, &err), KF_OK, "verify: %s", err.msg);
+            cr_expect_eq(r.status, KF_V_MISMATCH, "task:\n%s\n'%s' -> '%s' gave %s: %s", text, faults[f].from,
+                         faults[f].to, kf_vstatus_name(r.status), r.detail);
+            kf_candidate_clear(&m);
+        }
+        kf_candidate_clear(&c);
+        kf_verify_ctx_free(ctx);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
 Test(gpu_verify, matmul_double_buffer) {
     NEED_OCL();
     /* tiles that the group's items do not divide evenly (the `e < n` guard on the prefetch
@@ -755,11 +899,23 @@ static int nvcc_every_point(const char *tag, const char *const *tasks, int ntask
             cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
             for (int w = 0; w < nwant; w++) cr_expect(strstr(c.source, want[w]) != NULL, "no %s in\n%s", want[w], c.source);
             const char *from = v == 0 ? c.source : strstr(c.source, "#ifndef KF_MMA_HELPERS");
-            const char *at = strstr(c.source, "kf_s0(");
-            cr_assert(from != NULL && at != NULL && at > from);
-            kf_buf_putn(&all, from, (size_t)(at - from));
-            kf_buf_printf(&all, "kf_s0_v%d(", v);
-            kf_buf_puts(&all, at + strlen("kf_s0("));
+            cr_assert(from != NULL);
+            /* every kernel defined from there on renamed kf_s<k>_v<v> (a stage before the
+             * matmul, such as a convolution's columns, is the first point's) */
+            int kernels = 0;
+            for (const char *q = from; *q;) {
+                size_t dl = strncmp(q, "kf_s", 4) == 0 && (q == c.source || q[-1] == ' ') ? strspn(q + 4, "0123456789") : 0;
+                if (dl && q[4 + dl] == '(') {
+                    kf_buf_putn(&all, q, 4 + dl);
+                    kf_buf_printf(&all, "_v%d", v);
+                    q += 4 + dl;
+                    kernels++;
+                } else {
+                    kf_buf_putn(&all, q, 1);
+                    q++;
+                }
+            }
+            cr_assert_geq(kernels, 1, "no kernel after the helpers in\n%s", c.source);
             compiled++;
             kf_candidate_clear(&c);
         }
@@ -795,6 +951,18 @@ Test(gpu_cuda, tf32_matmul_compiles_with_nvcc, .timeout = 600) {
     }
     static const char *const want[] = {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32"};
     cr_expect_eq(nvcc_every_point("tf32", tf32_tasks, NTF32, tf32_points, NTF32_POINTS, 1, want, 2), NTF32 * NTF32_POINTS);
+}
+
+/* The 3xTF32 path with the fused epilogues of tf32_epi_tasks at every tf32 point (the
+ * stores handed to kf_epi<y>), compiled with nvcc for sm_90 as warnings-as-errors. */
+Test(gpu_cuda, tf32_epilogue_compiles_with_nvcc, .timeout = 600) {
+    if (!have_nvcc()) {
+        cr_skip_test("nvcc is not on PATH");
+        return;
+    }
+    static const char *const want[] = {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "kf_epi"};
+    cr_expect_eq(nvcc_every_point("tf32epi", tf32_epi_tasks, NTF32_EPI, tf32_points, NTF32_POINTS, 1, want, 2),
+                 NTF32_EPI * NTF32_POINTS);
 }
 
 /* The f32 matmul's tc parameter picks the path: on cuda sm_80+ a 3xTF32 kernel where it is
@@ -858,6 +1026,44 @@ Test(gpu_text, f32_matmul_tc_selects_the_path) {
         kf_candidate c;
         cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
         cr_expect(strstr(c.source, "tf32") == NULL, "%s %s renders tf32", plats[i][0], plats[i][1]);
+        kf_candidate_clear(&c);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
+/* A matmul with a fused epilogue on cuda sm_80+ is offered the 3xTF32 path (tc) beside
+ * the chain's epi: a large one takes it by default, its stores call kf_epi<y> once in the
+ * text (an unrolled loop over the lane's pair), y is never written and the plan is one
+ * launch; tc=0 is the SIMT kernel with the same helper; epi=0 stores the product with the
+ * paired 8-byte stores and runs the chain as a kernel of its own. */
+Test(gpu_text, tf32_takes_the_epilogue) {
+    static const char task[] = "input a: f32[2048, 1024]\ninput b: f32[1024, 2048]\ninput c: f32[2048]\n"
+                               "output y = relu(matmul(a, b) + c)\n";
+    static const char *const mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    struct { const char *assign; int tc, epi; } cases[] = {{"", 1, 1}, {"tc=0", 0, 1}, {"epi=0", 1, 0}, {"tc=0 epi=0", 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kf_graph *g = parse(task);
+        kf_synth *s = NULL;
+        kf_error err = {0};
+        cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "%s", err.msg);
+        cr_expect_str_eq(kf_synth_describe(s), "matmul+ewise[2 ops]");
+        kf_point p;
+        cr_assert(point_assign(s, cases[i].assign, &p), "case %zu", i);
+        const kf_space *sp = kf_synth_space(s);
+        cr_expect_eq(kf_point_get(sp, &p, "s0.tc", -1), cases[i].tc, "case %zu", i);
+        cr_expect_eq(kf_point_get(sp, &p, "s0.epi", -1), cases[i].epi, "case %zu", i);
+        kf_candidate c;
+        cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+        cr_expect_eq(strstr(c.source, mma) != NULL, cases[i].tc, "case %zu [%s]", i, cases[i].assign);
+        int sites = 0;
+        for (const char *q = strstr(c.source, "kf_epi"); q; q = strstr(q + 1, "kf_epi")) sites++;
+        cr_expect_eq(sites, cases[i].epi ? 2 : 0, "case %zu: the helper and one call, not %d:\n%s", i, sites, c.source);
+        cr_expect_eq(count_launches(c.source), cases[i].epi ? 1 : 2, "case %zu", i);
+        if (cases[i].tc)
+            cr_expect_eq(strstr(c.source, "*(float2 *)(b") != NULL, !cases[i].epi, "case %zu: paired stores", i);
         kf_candidate_clear(&c);
         kf_synth_free(s);
         kf_graph_free(g);

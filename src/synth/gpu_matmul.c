@@ -55,7 +55,8 @@ static int b_vec_ok(const kf_matmul_desc *d, int64_t tn, int64_t tk) {
 
 static void simt_params(kf_synth *s, kf_stage *st);
 
-/* Where the 3xTF32 tensor-core path runs (cuda, sm_80+, no fused epilogue or prologue),
+/* Where the 3xTF32 tensor-core path runs (cuda, sm_80+, no fused prologue; a fused
+ * epilogue is taken at its stores as here),
  * the parameter tc picks it (1) or the SIMT kernel (0), each path's parameters gated on
  * tc's value; its role KF_ROLE_KERNEL has the builtin search time both before it tunes
  * either, so a slow path only costs candidates; tc=1 is the default for matrices that fill

@@ -32,9 +32,13 @@
  *
  * The accumulators are written straight to C (each lane two adjacent f32, as one 8-byte
  * store when N is even): a quad of lanes covers 32 contiguous bytes of a row, whole
- * sectors, so no trip through shared memory.
+ * sectors, so no trip through shared memory. With a fused elementwise epilogue (a bias, an
+ * activation, a residual: kf_stage.epilogue) each of the pair is one scalar store statement
+ * `b<C>[i] = v;` in an unrolled loop, which the launch turns into a call of the chain's
+ * helper kf_epi<C> (gpu_epi.c, as for the SIMT template), so C is never written.
  *
- * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8). A
+ * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8), mb
+ * (1, 2: blocks per SM the register budget must allow, __launch_bounds__'s minimum). A
  * point is made valid at render time as in gpu_mma.c: tiles shrink to the matrix, at most 8
  * warps a block, stages, depth and tiles cut until the ring fits the shared memory.
  */
@@ -45,7 +49,9 @@
 #include <string.h>
 
 int kf_gpu_tf32_ok(const kf_synth *s, const kf_stage *st) {
-    if (st->kind != KF_STAGE_MATMUL || st->epilogue || st->prologue) return 0;
+    /* a fused epilogue is taken at the stores (below); a prologue would substitute the
+     * operands' loads, which here are cp.async copies from addresses, not `b<x>[i]` */
+    if (st->kind != KF_STAGE_MATMUL || st->prologue) return 0;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
     if (s->g->values[n->in[0]].dtype != KF_F32 || s->g->values[n->out].dtype != KF_F32) return 0;
     return kf_gpu_mma_arch_ok(s->platform, &s->dev);
@@ -75,6 +81,12 @@ void kf_gpu_tf32_params(kf_synth *s, kf_stage *st) {
     kf_gpu_param(s, st, "wn", KF_ROLE_NONE, warps, 2, 0);
     kf_gpu_param(s, st, "st", KF_ROLE_NONE, stages, 3, 1);
     kf_gpu_param(s, st, "gm", KF_ROLE_NONE, groups, 2, 1);
+    /* mb=2 asks the compiler for two blocks per SM (__launch_bounds__'s minimum: 128
+     * registers for 8 warps) where the default kernel takes 159 registers (198 with a GELU
+     * epilogue) and so runs one block of 8 warps per SM; ptxas (CUDA 13.0, sm_90) then spills
+     * 4 to 52 bytes a thread at the 128 x 128 points measured (docs/design-notes.md) */
+    static const long blocks[] = {1, 2};
+    kf_gpu_param(s, st, "mb", KF_ROLE_NONE, blocks, 2, 0);
 }
 
 /* One operand as the copies and fragment loads see it. */
@@ -216,6 +228,7 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int64_t bk = kf_gpu_get(s, st, p, "bk", 32);
     int64_t wm = kf_gpu_get(s, st, p, "wm", 64), wn = kf_gpu_get(s, st, p, "wn", 32);
     int64_t ns = kf_gpu_get(s, st, p, "st", 3), gm = kf_gpu_get(s, st, p, "gm", 8);
+    const int mb = (int)kf_gpu_get(s, st, p, "mb", 1);
     const int64_t M = d->M, N = d->N, K = d->K;
 
     /* make the point valid: tiles no larger than the matrix needs, at most 8 warps, then
@@ -329,13 +342,24 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
 
     /* epilogue: each lane's two adjacent columns of rows g and g + 8 of each 16 x 8 tile */
     const int cm = M % bm != 0, cn = N % bn != 0;
+    const int epi = kf_gpu_stage_has_epilogue(s, st); /* stores handed to kf_epi<C> */
     kf_buf_printf(o, "    #pragma unroll\n    for (int mi = 0; mi < %lld; mi++)\n      #pragma unroll\n"
                      "      for (int ni = 0; ni < %lld; ni++)\n        #pragma unroll\n"
                      "        for (int h = 0; h < 2; h++) {\n",
                   (long long)MI, (long long)NI);
     kf_buf_puts(o, "          const int r = row0 + wm0 + mi * 16 + g + h * 8, c = col0 + wn0 + ni * 8 + t * 2;\n");
     kf_buf_printf(o, "          const %s at = coff + (%s)r * %lld + c;\n", ix, ix, (long long)N);
-    if (N % 2 == 0) {
+    if (epi) {
+        /* one scalar store statement (gpu_epi.c substitutes it): the pair's columns c, c + 1;
+         * where N % BN == 0 every column of the tile is in the matrix */
+        char cond[96] = "";
+        if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c + x < %lld) ", (long long)M, (long long)N);
+        else if (cm) snprintf(cond, sizeof cond, "if (r < %lld) ", (long long)M);
+        else if (cn) snprintf(cond, sizeof cond, "if (c + x < %lld) ", (long long)N);
+        kf_buf_puts(o, "          #pragma unroll\n          for (int x = 0; x < 2; x++) {\n");
+        kf_buf_printf(o, "            %sb%d[at + x] = acc[mi][ni][2 * h + x];\n", cond, C);
+        kf_buf_puts(o, "          }\n");
+    } else if (N % 2 == 0) {
         /* c and N even: the pair is wholly in or out of the row, and 8-byte aligned */
         char cond[96] = "";
         if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c < %lld) ", (long long)M, (long long)N);
@@ -351,6 +375,7 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     }
     kf_buf_puts(o, "        }\n");
 
+    if (mb > 1) k.k.min_groups = mb; /* __launch_bounds__(NT, mb) */
     if (d->batch > 1) {
         int64_t G[3] = {gx * NT, gy, d->batch}, L[3] = {NT, 1, 1};
         kf_gk_launch(gp, &k, 3, G, L);

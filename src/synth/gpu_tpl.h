@@ -164,7 +164,8 @@ void kf_gpu_mma_tile_order(kf_buf *o, int64_t gx, int64_t gy, int64_t gm, int64_
 /* 3xTF32 tensor-core matmul for f32 operands (gpu_mma32.c; CUDA, sm_80 and newer), the
  * SIMT matmul's alternative where its parameter tc is 1. */
 /* 1 when stage st (an f32 matmul) may take it: the platform and device run mma
- * (kf_gpu_mma_arch_ok) and the stage has no fused epilogue or prologue. */
+ * (kf_gpu_mma_arch_ok) and the stage has no fused prologue (a fused epilogue is taken at
+ * the stores, gpu_epi.c). */
 int kf_gpu_tf32_ok(const kf_synth *s, const kf_stage *st);
 /* 1 when the 3xTF32 path should be the default (a matrix large enough to fill the device
  * with 128 x 128 tiles). */
