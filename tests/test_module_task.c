@@ -535,7 +535,8 @@ Test(module_task, llm_kernels_that_hard_code_the_weights_or_call_a_library_are_r
  * softshrink) beside the module task; --agent both has the builtin synthesize and verify
  * that part in a run of its own, and the model, which writes the whole forward, gets the
  * part's kernel as a reference implementation. */
-Test(module_task, mixed_task_builtin_writes_the_lowered_part_for_the_model) {
+/* `kforge import tests/modules/conv_gn_shrink.py --out taskdir`: a mixed task (one part). */
+static void import_mixed(void) {
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "%s/kforge import %s/tests/modules/conv_gn_shrink.py --out %s > %s/import.log 2>&1",
              KF_BUILD_DIR, KF_SOURCE_DIR, taskdir, srv.dir);
@@ -554,6 +555,11 @@ Test(module_task, mixed_task_builtin_writes_the_lowered_part_for_the_model) {
     snprintf(part, sizeof part, "%s/conv_gn_shrink.part1.kf", taskdir);
     cr_assert_neq(access(part, F_OK), 0, "a second part: the softshrink lowers nowhere");
     free(ptext);
+}
+
+Test(module_task, mixed_task_builtin_writes_the_lowered_part_for_the_model) {
+    import_mixed();
+    kf_error err = {0};
 
     char *good = kernel_text();
     json_t *script = json_pack("{s:[o]}", "responses", kernel_reply(good));
@@ -589,9 +595,67 @@ Test(module_task, mixed_task_builtin_writes_the_lowered_part_for_the_model) {
     snprintf(probe, sizeof probe, "%.100s", body);
     cr_assert(strstr(ask, probe), "the part's kernel is not in the prompt");
     cr_assert(strstr(ask, "F.softshrink(self.gn(self.conv(x)), 0.5)"), "no module source");
+    /* the record says which path gave the result */
+    cr_assert_str_eq(x.r.result_from, "llm");
+    cr_assert(strstr(x.r.outcome, "the model's kernel of iteration 1") && strstr(x.r.outcome, "part0/kernel.c"),
+              "%s", x.r.outcome);
     json_decref(log);
     free(pkernel), free(good);
     finish(&x);
+}
+
+/* The model's kernels all fail on a mixed task: the run ends with no kernel and says why no
+ * chain of the builtin's part kernels stands in (the softshrink, named with its ATen op,
+ * lowers nowhere), where the verified part kernel is, and the record says "none"; a module
+ * task run with the llm agent alone says why the builtin cannot stand in. */
+Test(module_task, mixed_task_without_a_model_kernel_says_what_no_part_covers) {
+    import_mixed();
+    kf_error err = {0};
+    char *wrong = wrong_kernel(), *first = first_set_kernel();
+    json_t *script = json_pack("{s:[o,o,o,o]}", "responses", kernel_reply(wrong), kernel_reply(first),
+                               kernel_reply(wrong), kernel_reply(first));
+    char *s = json_dumps(script, JSON_COMPACT);
+    start_server(s);
+    free(s);
+    json_decref(script);
+    run x;
+    prepare(&x, 2, KF_AGENT_BOTH);
+    x.o.builtin_iters = 2;
+    cr_assert_eq(kf_loop_run(x.g, &x.o, &x.r, &err), KF_OK, "loop: %s", err.msg);
+    cr_assert_eq(x.r.best, -1);
+    cr_assert_str_eq(x.r.result_from, "none");
+    const char *o = x.r.outcome;
+    cr_assert(strstr(o, "no verified kernel for module task 'conv_gn_shrink'"), "%s", o);
+    cr_assert(strstr(o, "the model's 2 kernels all failed verification (the last: mismatch"), "%s", o);
+    cr_assert(strstr(o, "No chain of the builtin's part kernels") &&
+                  strstr(o, "no part covers softshrink (aten.softshrink.default), which lowers nowhere"),
+              "%s", o);
+    cr_assert(strstr(o, "part0/kernel.c (conv_gn_shrink_part0)"), "%s", o);
+    /* in the run record, and said in the table */
+    char rp[400], *rj = NULL;
+    snprintf(rp, sizeof rp, "%s/run.json", outdir);
+    cr_assert_eq(kf_read_file(rp, &rj, NULL, &err), KF_OK, "%s", err.msg);
+    json_t *run = json_loads(rj, 0, NULL);
+    cr_assert_not_null(run);
+    cr_assert_str_eq(json_string_value(at(run, "result.from")), "none");
+    cr_assert_str_eq(json_string_value(at(run, "result.detail")), o);
+    json_decref(run);
+    free(rj);
+    char tbl[8192] = "";
+    rewind(x.table);
+    size_t n = fread(tbl, 1, sizeof tbl - 1, x.table);
+    tbl[n] = 0;
+    cr_assert(strstr(tbl, "result: no verified kernel for module task"), "%s", tbl);
+    finish(&x);
+
+    /* the llm agent alone: the builtin does not lower the module */
+    prepare(&x, 2, KF_AGENT_LLM);
+    cr_assert_eq(kf_loop_run(x.g, &x.o, &x.r, &err), KF_OK, "loop: %s", err.msg);
+    cr_assert_eq(x.r.best, -1);
+    cr_assert(strstr(x.r.outcome, "The builtin cannot stand in: softshrink (aten.softshrink.default) lowers "
+                                  "nowhere in kforge"), "%s", x.r.outcome);
+    finish(&x);
+    free(wrong), free(first);
 }
 
 Test(module_task, synth_cli_runs_a_module_task_with_the_scripted_model) {

@@ -170,6 +170,9 @@ typedef struct kf_run_result {
     int llm_calls;           /* model calls made (llm and both) */
     long llm_prompt_tokens, llm_completion_tokens;
     char stop_reason[160];   /* why the loop ended early ("" = it ran its iterations) */
+    char result_from[8];     /* which agent wrote the result: "builtin", "llm", or "none" */
+    char outcome[2048];      /* which path produced the result, or why there is none (a module
+                                task: why no chain of the builtin's parts stands in) */
     char sandbox[1024];      /* the confinement candidates ran under (kf_verify_sandbox_describe) */
     char arch[160];          /* the architecture database entry matched ("" = none) and why */
     unsigned sandbox_flags;  /* its KF_SANDBOX_* bits */

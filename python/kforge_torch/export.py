@@ -37,6 +37,7 @@ import base64
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import struct
@@ -381,6 +382,99 @@ def _imported_part(graph_path, task_path, ins, outs):
         runtime=_IMPORTED_RUNTIME, stem=model_path.stem, exprs="\n".join(exprs))
 
 
+_MODULE_MODEL = '''MODEL_PATH = %(model)r
+SPEC = %(spec)r
+MODE = %(mode)r  # the module's mode at import: "train" (BatchNorm's batch statistics) or "eval"
+CONSTANTS = {}
+INPUT_INDEX = %(index)r  # the kernel's inputs: these positions of forward's arguments
+PARAMS = %(params)r  # then the module's tensors, by attribute path, in the task's order
+PACKED = %(packed)r  # the params packed into one flat argument per dtype (more than 64 buffers)
+
+%(runtime)s
+
+_model_module = _load_model_module()
+Model = _model_module.Model
+
+
+def _state(module, key):
+    """The module's tensor at dotted attribute path key (a state_dict key or an attribute)."""
+    obj = module
+    for part in key.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class ModelNew(Model):
+    """%(stem)s.Model with its forward computed by the kforge kernel (inference only)."""
+
+    def forward(self, *args):
+        ins = [args[i].detach() for i in INPUT_INDEX]
+        if PACKED:
+            groups = {}
+            for key, dt in PARAMS:
+                groups.setdefault(dt, []).append(_state(self, key).detach().reshape(-1))
+            ps = [torch.cat(ts) for ts in groups.values()]
+        else:
+            ps = [_state(self, key).detach() for key, _ in PARAMS]
+        return kforge_op(*ins, *ps)
+
+
+def get_inputs():
+    return _model_module.get_inputs()
+
+
+def get_init_inputs():
+    f = getattr(_model_module, "get_init_inputs", None)
+    return f() if f is not None else []
+'''
+
+
+def _module_part(task_path, name, ins, outs, where):
+    """ModelNew(Model) of a module task (docs/task-format.md, "Module tasks"): the module's
+    Model (the copy beside the task, the reference's), whose forward hands the kernel the
+    tensors among its arguments, then the module's params and tensor attributes, read off
+    the module at call time, in the task's order (packed per dtype where the task packs
+    them). Refused: a forward that draws random tensors (the kernel takes the draws recorded
+    at import, which no ModelNew call could match to the Model's own)."""
+    spec_path = task_path.parent / ("%s.json" % name)
+    try:
+        spec = json.loads(spec_path.read_text())
+    except OSError as e:
+        raise KernelRunError("%s: module task %s has no spec: %s" % (where, name, e.strerror or e)) from None
+    except ValueError as e:
+        raise KernelRunError("%s: not valid JSON: %s" % (spec_path, e)) from None
+    if spec.get("format") != "kforge-module":
+        raise KernelRunError("%s: not a kforge module spec" % spec_path)
+    params = spec.get("params") or []
+    draws = [p["name"] for p in params if p.get("draw")]
+    if draws:
+        raise KernelRunError("%s: module task %s: its forward draws random tensors (%s), which the kernel "
+                             "takes as the values recorded at import; a ModelNew could not match the Model's "
+                             "own draws, so it is not exported" % (where, name, ", ".join(draws)))
+    packed = any(p.get("packed") for p in params)
+    kin = [(a.name, a.dtype, tuple(a.shape)) for a in ins]
+    want = [(x["name"], x["dtype"], tuple(x["shape"])) for x in spec.get("inputs") or []]
+    if packed:
+        for dt in dict.fromkeys(p["dtype"] for p in params):  # module_task.py's packing
+            n = sum(math.prod(p["shape"]) for p in params if p["dtype"] == dt)
+            want.append(("p_weights" if dt == "f32" else "p_weights_%s" % dt, dt, (n,)))
+    else:
+        want += [(p["name"], p["dtype"], tuple(p["shape"])) for p in params]
+    if kin != want:
+        raise KernelRunError("%s: the kernel's inputs %s are not module task %s's (%s): pass --task with the task "
+                             "of this run" % (where, kin, name, want))
+    outs_want = [(o["name"], o["dtype"], tuple(o["shape"])) for o in spec.get("outputs") or []]
+    if [(a.name, a.dtype, tuple(a.shape)) for a in outs] != outs_want:
+        raise KernelRunError("%s: the kernel's outputs are not module task %s's (%s)" % (where, name, outs_want))
+    model_path = task_path.parent / spec.get("source", "%s.py" % name)
+    if not model_path.is_file():
+        raise KernelRunError("%s: module task %s: its module's source %s is missing" % (where, name, model_path))
+    return _MODULE_MODEL % dict(
+        model=str(model_path.resolve()), spec=str(spec_path.resolve()), mode=spec.get("mode", "eval"),
+        index=[x["index"] for x in spec["inputs"]], params=[(p["key"], p["dtype"]) for p in params],
+        packed=packed, runtime=_IMPORTED_RUNTIME, stem=model_path.stem)
+
+
 def _plain_part(task, task_path, ins, outs, names, where, device=None):
     """ModelNew(nn.Module) taking the task's inputs, get_inputs() from the task's inputs."""
     tin = parse_task_inputs(task_path)
@@ -427,10 +521,8 @@ def generate(run_dir, task_override=None):
         except ValueError as e:
             raise KernelRunError("%s: not valid JSON: %s" % (run_dir / "run.json", e)) from None
     task_path = _find_task(run_dir, run, task_override)
-    if any(line.startswith("module ") for line in task_path.read_text().splitlines()):
-        # its kernel takes the params in state_dict order, not graph.json's: not mapped yet
-        raise KernelRunError("%s: %s is a module task; exporting its kernel to PyTorch is not done yet "
-                             "(issue 26)" % (where, task_path))
+    module_line = next((line.split()[1] for line in task_path.read_text().splitlines()
+                        if line.startswith("module ") and len(line.split()) == 2), None)
     graph_path = task_path.parent / "graph.json"
 
     names = [_param_name(a.name) for a in ins]
@@ -453,7 +545,9 @@ def generate(run_dir, task_override=None):
         kernel_fields=fields, source_name=src_path.name,
         platform_note=_CUDA_NOTE if platform == "cuda" else "",
         arglist=list(man["args"]), meta=meta)
-    if graph_path.is_file():  # the task came from `kforge import`
+    if module_line:  # a module task: the module's own Model, its params read off the module
+        text += _module_part(task_path, module_line, ins, outs, where)
+    elif graph_path.is_file():  # the task came from `kforge import`
         text += _imported_part(graph_path, task_path, ins, outs)
     else:
         text += _plain_part(task, task_path, ins, outs, names, where,

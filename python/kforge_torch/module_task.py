@@ -366,6 +366,12 @@ def main(argv=None):
             written, skipped = [], []
             print(f"kforge import: no parts written: {e}", file=sys.stderr)
         note = []
+        # what no part covers, every node named (the header keeps only the first lines of
+        # the reason): the run says it when the model's kernels all fail (src/agent/mixed.c)
+        targets = {n["name"]: n["target"] for n in g.get("nodes", [])}
+        bad = [n for n in targets if n in parts.failing_nodes(a.why)]
+        if bad:
+            note.append("# not lowered: " + ", ".join(f"{n} ({targets[n]})" for n in bad))
         for k, p in enumerate(written):
             note.append(f"# part {k} ({p['file']}): {', '.join(p['nodes'])} -> {', '.join(p['outputs'])}, lowered by "
                         "kforge (--agent both: the builtin writes its kernel for the model)")

@@ -55,6 +55,17 @@ def short_target(t):
     return parts[1] if len(parts) >= 2 and parts[0] == "aten" else t
 
 
+def with_their_items(graph, bad):
+    """bad and the getitem nodes that take an element of a bad node's tuple (an LSTM cell's
+    h and c): the remainder's, since the tuple has no type a part could take as its input;
+    the element has one, so a part after it reads the getitem's value."""
+    bad = set(bad)
+    for n in graph["nodes"]:
+        if short_target(n["target"]) == "getitem" and any(r in bad for r in node_refs(n)):
+            bad.add(n["name"])
+    return bad
+
+
 def pieces(graph, bad):
     """The connected pieces of graph's nodes that are not in bad: lists of nodes, in graph
     order, the pieces ordered by their first node."""
@@ -125,6 +136,7 @@ def write_parts(graph, why, out_dir, name, kforge):
     bad = failing_nodes(why)
     if not bad or not kforge:
         return [], []
+    bad = with_their_items(graph, bad)
     written, skipped = [], []
     tmp = tempfile.mkdtemp(prefix="kf-parts-", dir=out_dir)
     try:

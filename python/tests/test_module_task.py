@@ -169,20 +169,80 @@ def test_bench_runs_a_module_task(kforge, tmp_path):
     assert row["max_abs_err"] < 1e-4
 
 
-def test_export_refuses_a_module_task_run(kforge, tmp_path):
-    """its kernel takes the params in state_dict order: no ModelNew mapped by graph.json"""
-    from kforge_torch import export
-    module_task.write_module_task(os.path.join(MODULES, "conv_gn_shrink.py"), str(tmp_path), name="cgm")
+def module_run(tmp_path, name, kernel, args):
+    """a run directory of module task NAME (in tmp_path) with kernel as its best kernel"""
     run = tmp_path / "run"
-    run.mkdir()
-    (run / "kernel.c").write_text(read(os.path.join(MODULES, "conv_gn_shrink_kernel.c")))
-    args = ["in x: f32[2, 3, 10, 10]", "in p_conv_weight: f32[8, 3, 3, 3]", "in p_conv_bias: f32[8]",
+    run.mkdir(exist_ok=True)
+    (run / "kernel.c").write_text(kernel)
+    cc = "cc -O2 -fopenmp -fPIC -shared -o kernel.so kernel.c -lm"
+    (run / "manifest.json").write_text(json.dumps({"platform": "cpu", "task": name, "entry": "kforge_kernel",
+                                                   "compile": cc, "source": "kernel.c", "args": args}))
+    return run
+
+
+def export_run(kforge, run, tmp_path, out="e.py"):
+    return subprocess.run([kforge, "export", str(run), "--as", "torch", "--task", str(tmp_path / "task.kf"),
+                           "--out", str(tmp_path / out)], capture_output=True, text=True)
+
+
+def check_export(kforge, path, *more):
+    return subprocess.run([kforge, "export", "--check", str(path), *more], capture_output=True, text=True)
+
+
+CGM_ARGS = ["in x: f32[2, 3, 10, 10]", "in p_conv_weight: f32[8, 3, 3, 3]", "in p_conv_bias: f32[8]",
             "in p_gn_weight: f32[8]", "in p_gn_bias: f32[8]", "out out: f32[2, 8, 8, 8]"]
-    (run / "manifest.json").write_text(json.dumps({"platform": "cpu", "task": "cgm", "entry": "kforge_kernel",
-                                                   "compile": "cc", "source": "kernel.c", "args": args}))
-    p = subprocess.run([kforge, "export", str(run), "--as", "torch", "--task", str(tmp_path / "task.kf"),
-                        "--out", str(tmp_path / "e.py")], capture_output=True, text=True)
-    assert p.returncode == 2 and "is a module task" in p.stderr, p.stdout + p.stderr
+
+
+def test_export_of_a_module_task_run_matches_the_module(kforge, tmp_path):
+    """the kernel as a custom op in ModelNew(Model): the module's own class (the copy beside
+    the task), its params read off the module at call time in the task's order; --check
+    matches Model under other seeds (other weights: nothing is baked in), eager and
+    torch.compile; a wrong kernel's export is a mismatch"""
+    module_task.write_module_task(os.path.join(MODULES, "conv_gn_shrink.py"), str(tmp_path), name="cgm")
+    good = read(os.path.join(MODULES, "conv_gn_shrink_kernel.c"))
+    p = export_run(kforge, module_run(tmp_path, "cgm", good, CGM_ARGS), tmp_path)
+    assert p.returncode == 0 and "class ModelNew" in p.stdout, p.stdout + p.stderr
+    text = read(tmp_path / "e.py")
+    assert "PARAMS = [('conv.weight', 'f32'), ('conv.bias', 'f32'), ('gn.weight', 'f32'), ('gn.bias', 'f32')]" in text
+    assert str(tmp_path / "cgm.py") in text
+    c = check_export(kforge, tmp_path / "e.py")
+    assert c.returncode == 0 and "check: ok" in c.stdout and "torch.compile(ModelNew)" in c.stdout, c.stdout + c.stderr
+    c = check_export(kforge, tmp_path / "e.py", "--seed", "7", "--no-compile")
+    assert c.returncode == 0 and "check: ok" in c.stdout, c.stdout + c.stderr
+    # the group norm without the softshrink: caught by the check
+    bad = good.replace("p[e] = (float)(v > 0.5 ? v - 0.5 : v < -0.5 ? v + 0.5 : 0.0);", "p[e] = (float)v;")
+    assert bad != good
+    p = export_run(kforge, module_run(tmp_path, "cgm", bad, CGM_ARGS), tmp_path, "bad.py")
+    assert p.returncode == 0, p.stderr
+    c = check_export(kforge, tmp_path / "bad.py", "--no-compile")
+    assert c.returncode == 1 and "MISMATCH" in c.stdout, c.stdout + c.stderr
+    # a run whose kernel is not this task's (the params in another order): refused, named
+    swapped = CGM_ARGS[:1] + [CGM_ARGS[2], CGM_ARGS[1]] + CGM_ARGS[3:]
+    p = export_run(kforge, module_run(tmp_path, "cgm", good, swapped), tmp_path, "sw.py")
+    assert p.returncode == 2 and "are not module task cgm's" in p.stderr, p.stdout + p.stderr
+
+
+def test_export_of_a_packed_module_task_run(kforge, tmp_path):
+    """80 params packed into p_weights: ModelNew packs the module's tensors the same way"""
+    module_task.write_module_task(write(tmp_path / "deep.py", DEEP), str(tmp_path), name="deep")
+    run = module_run(tmp_path, "deep", DEEP_KERNEL, ["in x: f32[2, 4]", "in p_weights: f32[800]",
+                                                     "out out: f32[2, 4]"])
+    p = export_run(kforge, run, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = check_export(kforge, tmp_path / "e.py", "--seed", "3", "--no-compile")
+    assert c.returncode == 0 and "check: ok" in c.stdout, c.stdout + c.stderr
+
+
+def test_export_refuses_a_module_that_draws_in_forward(kforge, tmp_path):
+    """the kernel takes forward's random draws as recorded at import: no ModelNew matches it"""
+    module_task.write_module_task(write(tmp_path / "gru.py", RANDOM_STATE), str(tmp_path), name="gru")
+    spec = json.loads(read(tmp_path / "gru.json"))
+    args = [f"in {x['name']}: f32{x['shape']}" for x in spec["inputs"]]
+    args += [f"in {q['name']}: f32{q['shape']}" for q in spec["params"]]
+    args += [f"out {o['name']}: f32{o['shape']}" for o in spec["outputs"]]
+    p = export_run(kforge, module_run(tmp_path, "gru", "int kforge_kernel(void *const *a) { return 0; }\n", args),
+                   tmp_path)
+    assert p.returncode == 2 and "draws random tensors (p_draw0)" in p.stderr, p.stdout + p.stderr
 
 
 STATEFUL = """

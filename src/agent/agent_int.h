@@ -228,8 +228,23 @@ typedef struct kf_evalctx {
  * o->builtin_iters candidates (0: half of o->iters). *ref gets the verified kernels as one
  * text (owned; NULL when none verified or there are no parts), origin what they are. A part
  * that fails is said in o->table and left out; KF_OK whatever the parts gave. */
+typedef struct kf_mixed_cover {
+    int nparts, nok;        /* parts found beside the task, and those with a verified kernel */
+    char verified[1024];    /* "DIR/kernel.c (NAME_part0), ..." of the verified parts */
+    char failed[1024];      /* "part 1 (NAME_part1: why), ..." of those without one */
+} kf_mixed_cover;
+
 kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *out_base, char **ref, char *origin,
-                         size_t cap, kf_error *err);
+                         size_t cap, kf_mixed_cover *cov, kf_error *err);
+
+/* Why a module task's run (r, best < 0) has no result, into out: the model's verdicts, and
+ * why no chain of the builtin's part kernels stands in for the forward: the nodes of the
+ * forward that lower nowhere (read from task_text, the task's .kf source: kforge import's
+ * "# not lowered:" line or its header's "node 'NAME' (TARGET)"), the parts without a
+ * verified kernel, and where the verified part kernels are. both: --agent both (cov the
+ * parts' runs); else the llm agent alone. */
+void kf_mixed_no_result(const kf_graph *g, const char *task_text, int both, const kf_mixed_cover *cov,
+                        const kf_run_result *r, char *out, size_t cap);
 
 /* The next iteration record of r (iteration it, by agent, labelled). */
 kf_iter_record *kf_loop_new_iter(kf_run_result *r, int it, const char *agent, const char *label);

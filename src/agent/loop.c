@@ -291,6 +291,12 @@ json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_
         json_object_set_new(run, "llm", l);
     }
     if (r->stop_reason[0]) json_object_set_new(run, "stop_reason", json_string(r->stop_reason));
+    if (r->result_from[0]) {
+        json_t *res = json_object();
+        json_object_set_new(res, "from", json_string(r->result_from));
+        json_object_set_new(res, "detail", json_string(r->outcome));
+        json_object_set_new(run, "result", res);
+    }
     json_object_set_new(run, "sandbox", json_string(r->sandbox));
     json_object_set_new(run, "arch", json_string(r->arch));
     if (r->run_id[0]) {
@@ -747,6 +753,31 @@ void kf_phase_times_print(FILE *f, const kf_phase_times *p) {
     fprintf(f, "  %-14s %8.3f\n", "total", p->total);
 }
 
+/* Which path produced r's result (r->result_from, r->outcome), said in the table too; for a
+ * module task without one, why nothing stands in for the model (kf_mixed_no_result): a run
+ * never ends with nothing and no reason. */
+static void result_path(const kf_graph *g, const kf_loop_opts *o, const kf_mixed_cover *cov, kf_run_result *r) {
+    if (r->best >= 0) {
+        const kf_iter_record *b = &r->iters[r->best];
+        int model = !strcmp(b->agent, "llm");
+        snprintf(r->result_from, sizeof r->result_from, "%s", model ? "llm" : "builtin");
+        snprintf(r->outcome, sizeof r->outcome, "%s kernel of iteration %d, verified against %s%s%s",
+                 model ? "the model's" : "the builtin generator's", b->iter,
+                 g->module ? "the module (its float64 reference)" : "the float64 interpreter",
+                 g->module && cov->nok ? "; the model had the builtin's verified kernels of the parts as references: "
+                                       : "",
+                 g->module && cov->nok ? cov->verified : "");
+    } else {
+        snprintf(r->result_from, sizeof r->result_from, "none");
+        if (g->module)
+            kf_mixed_no_result(g, o->task_text, o->agent == KF_AGENT_BOTH, cov, r, r->outcome, sizeof r->outcome);
+        else
+            snprintf(r->outcome, sizeof r->outcome, "no verified kernel: none of the %d candidates verified%s%s",
+                     r->niters, r->stop_reason[0] ? "; stopped: " : "", r->stop_reason);
+    }
+    if (o->table) fprintf(o->table, "result: %s\n", r->outcome);
+}
+
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
     memset(r, 0, sizeof *r);
     r->best = -1;
@@ -759,6 +790,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     kf_proposer agents[2];
     memset(agents, 0, sizeof agents);
     char *parts_ref = NULL, parts_origin[300] = ""; /* a mixed task's part kernels */
+    kf_mixed_cover cover;
+    memset(&cover, 0, sizeof cover);
     kf_persist ps;
     memset(&ps, 0, sizeof ps);
     const char *target = o->target ? o->target : "cpu";
@@ -835,7 +868,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
 
     /* a mixed task: the builtin's kernels for the parts kforge lowers, before the model */
     if (g->module && o->agent == KF_AGENT_BOTH) {
-        st = kf_mixed_parts(g, o, r->out_dir, &parts_ref, parts_origin, sizeof parts_origin, err);
+        st = kf_mixed_parts(g, o, r->out_dir, &parts_ref, parts_origin, sizeof parts_origin, &cover, err);
         if (st != KF_OK) goto done;
     }
     st = device_ceilings(be, o, &r->ceil, err);
@@ -950,6 +983,7 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         r->best_source = kf_strdup(r->iters[r->best].source);
         snprintf(r->best_flags, sizeof r->best_flags, "%s", r->iters[r->best].flags);
     }
+    result_path(g, o, &cover, r);
     r->wall_s = kf_now() - t0;
     if (o->table) {
         kf_report_row brow;

@@ -14,6 +14,7 @@
  */
 #include "agent/agent_int.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +34,22 @@ static void comment_lines(kf_buf *b, const char *text) {
     }
 }
 
+/* appends printf-formatted text to the cap-byte string s (cut, never overrun) */
+static void addf(char *s, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void addf(char *s, size_t cap, const char *fmt, ...) {
+    size_t n = strlen(s);
+    if (n + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
 kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *out_base, char **ref, char *origin,
-                         size_t cap, kf_error *err) {
+                         size_t cap, kf_mixed_cover *cov, kf_error *err) {
     *ref = NULL;
     origin[0] = 0;
+    memset(cov, 0, sizeof *cov);
     int iters = o->iters > 0 ? o->iters : 12;
     int each = o->builtin_iters > 0 ? o->builtin_iters : (iters + 1) / 2;
     kf_buf b = {0};
@@ -53,6 +66,7 @@ kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *o
         kf_error e = {0};
         if (kf_read_file(path, &text, NULL, &e) != KF_OK || kf_parse_file(path, &pg, &e) != KF_OK) {
             if (o->table) fprintf(o->table, "part %d (%s): not used: %s\n", k, path, e.msg);
+            addf(cov->failed, sizeof cov->failed, "%spart %d (%s: %s)", cov->failed[0] ? "; " : "", k, path, e.msg);
             free(text);
             continue;
         }
@@ -76,6 +90,8 @@ kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *o
         if (st != KF_OK || pr.best < 0 || !pr.best_source) {
             if (o->table)
                 fprintf(o->table, "part %d: no verified kernel (%s)\n", k, st != KF_OK ? e.msg : "none verified");
+            addf(cov->failed, sizeof cov->failed, "%spart %d (%s: %s)", cov->failed[0] ? "; " : "", k, pg->name,
+                 st != KF_OK ? e.msg : "none of its candidates verified");
         } else {
             const kf_iter_record *best = &pr.iters[pr.best];
             kf_buf_printf(&b, "%s// ---- part %d of the module: %s, kforge's builtin generator, verified, %.4g ms\n",
@@ -89,11 +105,15 @@ kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *o
             if (nn < sizeof names) nn += (size_t)snprintf(names + nn, sizeof names - nn, "%s%d", nok ? ", " : "", k);
             nok++;
             if (o->table) fprintf(o->table, "part %d: verified, %.4g ms (%s)\n", k, best->res.time_ms, dir);
+            addf(cov->verified, sizeof cov->verified, "%s%s/%s (%s)", cov->verified[0] ? ", " : "", dir,
+                 kf_loop_kernel_file(pr.dev.platform), pg->name);
         }
         kf_run_result_free(&pr);
         kf_graph_free(pg);
         free(text);
     }
+    cov->nparts = nparts;
+    cov->nok = nok;
     if (nok) {
         *ref = b.data;
         snprintf(origin, cap, "kforge's builtin generator, for %d of the module's %d part%s it lowers (part%s %s)",
@@ -106,4 +126,89 @@ kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *o
                 nparts ? "no part gave a verified kernel" : "no part of the module lowers");
     (void)err;
     return KF_OK;
+}
+
+/* What of the forward no part covers, as the task says it: the "# not lowered:" line
+ * kforge import writes (python/kforge_torch/module_task.py), else every "node 'NAME'
+ * (TARGET)" its header names; else the header's "# not a graph task:" reason, prefixed by
+ * "!" (no graph: nothing could be split). "" when the task says nothing. */
+static void remainder_of(const char *text, char *out, size_t cap) {
+    out[0] = 0;
+    if (!text) return;
+    const char *nl = strstr(text, "# not lowered: ");
+    if (nl) {
+        nl += strlen("# not lowered: ");
+        snprintf(out, cap, "%.*s", (int)strcspn(nl, "\n"), nl);
+        return;
+    }
+    for (const char *p = strstr(text, "node '"); p; p = strstr(p, "node '")) {
+        p += 6;
+        size_t n = strcspn(p, "'\n");
+        if (p[n] != '\'') continue;
+        char one[200];
+        snprintf(one, sizeof one, "%.*s", (int)n, p);
+        const char *t = p + n + 1;
+        if (!strncmp(t, " (", 2)) {
+            size_t m = strcspn(t + 2, ")\n");
+            snprintf(one + strlen(one), sizeof one - strlen(one), " (%.*s)", (int)m, t + 2);
+        }
+        if (!strstr(out, one)) addf(out, cap, "%s%s", out[0] ? ", " : "", one);
+    }
+    if (out[0]) return;
+    const char *ng = strstr(text, "# not a graph task: ");
+    if (ng) {
+        ng += strlen("# not a graph task: ");
+        snprintf(out, cap, "!%.*s", (int)strcspn(ng, "\n"), ng);
+    }
+}
+
+void kf_mixed_no_result(const kf_graph *g, const char *task_text, int both, const kf_mixed_cover *cov,
+                        const kf_run_result *r, char *out, size_t cap) {
+    out[0] = 0;
+    char rest[600];
+    remainder_of(task_text, rest, sizeof rest);
+    addf(out, cap, "no verified kernel for module task '%s': ", g->name);
+    int nmodel = 0;
+    for (int i = 0; i < r->niters; i++) nmodel += !strcmp(r->iters[i].agent, "llm");
+    if (!nmodel) {
+        addf(out, cap, "the model gave no kernel%s%s", r->stop_reason[0] ? " (" : "", r->stop_reason);
+        if (r->stop_reason[0]) addf(out, cap, ")");
+    } else {
+        const kf_iter_record *last = &r->iters[r->niters - 1];
+        char d[160];
+        snprintf(d, sizeof d, "%s", last->res.detail);
+        for (char *p = d; *p; p++)
+            if (*p == '\n' || *p == '\t') *p = ' ';
+        addf(out, cap, "the model's %d kernel%s failed verification (the last: %s%s%s)", nmodel,
+             nmodel == 1 ? "" : "s all", kf_vstatus_name(last->res.status), d[0] ? ": " : "", d);
+        if (r->stop_reason[0]) addf(out, cap, "; stopped: %s", r->stop_reason);
+    }
+    const char *uncovered = rest[0] == '!' ? NULL : rest[0] ? rest : NULL;
+    if (!both) {
+        addf(out, cap, ". The builtin cannot stand in: ");
+        if (uncovered) addf(out, cap, "%s lower%s nowhere in kforge", uncovered, strchr(uncovered, ',') ? "" : "s");
+        else addf(out, cap, "the module does not lower to kforge's ops%s%s", rest[0] == '!' ? " (" : "",
+                  rest[0] == '!' ? rest + 1 : "");
+        if (rest[0] == '!') addf(out, cap, ")");
+        addf(out, cap, " (--agent both runs the builtin on the parts kforge lowers, for the model to reuse)");
+        return;
+    }
+    addf(out, cap, ". No chain of the builtin's part kernels stands in for the forward: ");
+    if (!cov->nparts) {
+        addf(out, cap, "no part of it lowers");
+        if (rest[0] == '!') addf(out, cap, " (not a graph kforge can split: %s)", rest + 1);
+        else if (uncovered) addf(out, cap, " (%s lower%s nowhere in kforge)", uncovered,
+                                 strchr(uncovered, ',') ? "" : "s");
+        return;
+    }
+    if (uncovered)
+        addf(out, cap, "no part covers %s, which lower%s nowhere in kforge", uncovered,
+             strchr(uncovered, ',') ? "" : "s");
+    else
+        addf(out, cap, "kforge does not assemble a chain of parts (the task names no remainder of the forward "
+                       "outside them to check that they cover it)");
+    if (cov->failed[0]) addf(out, cap, "; and %s gave no verified kernel", cov->failed);
+    if (cov->verified[0])
+        addf(out, cap, ". The verified part kernels (each checked against its part, not against the module) are "
+                       "in %s", cov->verified);
 }

@@ -506,7 +506,10 @@ static int synth_run(const kf_graph *g, const kf_loop_opts *opts, int json) {
         rc = print_error(&err);
     } else {
         rc = r.best >= 0 ? 0 : EXIT_VERIFY;
-        if (r.best < 0 && !o.table) {
+        if (r.best < 0 && g->module && r.outcome[0]) {
+            /* a module task: why no kernel, and why nothing of the builtin's stands in */
+            fprintf(stderr, "kforge: %s\n", r.outcome);
+        } else if (r.best < 0 && !o.table) {
             /* -q hides the table, not why the run found nothing (an LLM run whose endpoint
              * failed ended in silence): the stop reason and the last iteration's verdict */
             const kf_iter_record *last = r.niters ? &r.iters[r.niters - 1] : NULL;
