@@ -683,6 +683,13 @@ Test(templates, gemm_reduction_fusion) {
                     "output y = mean(matmul(a, b, transpose_b=true) * 0.5, axes=[2]) - 1.0\n", "matmul+mean", 1);
     check_reduction("input a: f32[29, 40]\ninput b: f32[40, 70]\ninput c: f32[29, 1]\n"
                     "output y = min(tanh(matmul(a, b)) - c, axes=[1], keepdim=true)\n", "matmul+min(ewise[", 1);
+    /* log-sum-exp (kept unlowered after a product: cpu.logsumexp_rows at red=0): Linear
+     * then logsumexp over the features, and over a batched product's rows with a scale */
+    check_reduction("input x: f32[67, 45]\ninput w: f32[83, 45]\ninput b: f32[83]\n"
+                    "output y = logsumexp(matmul(x, w, transpose_b=true) + b, axes=[1], keepdim=true)\n",
+                    "matmul+logsumexp(ewise[", 1);
+    check_reduction("input a: f32[2, 21, 300]\ninput b: f32[2, 300, 70]\n"
+                    "output y = logsumexp(matmul(a, b) * 0.25, axes=[2])\n", "matmul+logsumexp(ewise[", 1);
     /* not fused: the product is also an output; the reduction is over rows (axis 0); an
      * arg reduction */
     check_reduction("input a: f32[20, 7]\ninput b: f32[7, 33]\n"

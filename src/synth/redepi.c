@@ -24,11 +24,17 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The combiners this fusion computes (sum and mean, max, min). */
+/* The combiners this fusion computes (sum and mean, max, min), and the reduce-shaped
+ * composite with the log-sum-exp combiner that the CPU keeps unlowered after a product
+ * (kf_synth_cpu_keeps). */
 static int red_comb_ok(const kf_op_def *d) {
+    if (d->cls == KF_CLASS_COMPOSITE) return d->kind == KF_KIND_REDUCE && d->combiner == KF_COMB_LOGSUMEXP;
     return d->cls == KF_CLASS_REDUCE && !kf_op_is_arg(d) &&
            (d->combiner == KF_COMB_SUM || d->combiner == KF_COMB_MAX || d->combiner == KF_COMB_MIN);
 }
+
+/* 1 for a log-sum-exp node, whose partial is a pair (max, sum of exp around it). */
+static int is_lse(const kf_op_def *d) { return d->combiner == KF_COMB_LOGSUMEXP; }
 
 /* 1 when reduction node n reduces its input's last axis and otherwise only axes of size 1. */
 static int reduces_last_axis(const kf_graph *g, const kf_node *n) {
@@ -122,11 +128,12 @@ void kf_synth_redepi_glue(const kf_synth *s, int k, const char *fname, kf_buf *o
     kf_buf_printf(o, "typedef struct %s_ex {", fname);
     for (int i = 0; i < nv; i++) kf_buf_printf(o, " const %s *b%d;", kf_synth_ctype(g, v[i]), v[i]);
     kf_buf_printf(o, " double *part; } %s_ex;\n", fname);
+    const int w = is_lse(d) ? 2 : 1; /* doubles per partial */
     kf_buf_printf(o,
                   "/* %s over each row of %lld: a run of the row's sums into this thread's partial */\n"
                   "static inline void %s_epi(const %s_ex *x, long f, long len, const float *in) {\n"
-                  "    double *acc = x->part + (long)omp_get_thread_num() * %lldL + f / %lldL;\n",
-                  d->name, (long long)N, fname, fname, (long long)R, (long long)N);
+                  "    double *acc = x->part + %d * ((long)omp_get_thread_num() * %lldL + f / %lldL);\n",
+                  d->name, (long long)N, fname, fname, w, (long long)R, (long long)N);
     if (rs->prologue) {
         kf_buf_printf(o,
                       "    float t[64];\n"
@@ -142,7 +149,9 @@ void kf_synth_redepi_glue(const kf_synth *s, int k, const char *fname, kf_buf *o
     } else {
         kf_buf_puts(o, "    {\n        const long n = len;\n        const float *row = in;\n");
     }
-    if (d->combiner == KF_COMB_SUM)
+    if (is_lse(d))
+        kf_buf_puts(o, "        kf_lse_fold(row, n, acc, acc + 1);\n");
+    else if (d->combiner == KF_COMB_SUM)
         kf_buf_puts(o, "        *acc += kf_vsum(row, n);\n");
     else
         kf_buf_printf(o, "        { const double v = kf_vextreme(row, n, %d); *acc = (v %s *acc || v != v) ? v : *acc; }\n",
@@ -162,23 +171,36 @@ void kf_synth_redepi_pass(const kf_synth *s, int k, const kf_point *p, const cha
     long threads = kf_tpl_get(&s->space, p, h->prefix, "threads");
     if (threads < 1) threads = 1;
     const char *init = d->combiner == KF_COMB_SUM ? "0.0" : d->combiner == KF_COMB_MAX ? "-INFINITY" : "INFINITY";
+    const int w = is_lse(d) ? 2 : 1; /* doubles per partial */
     kf_buf_printf(o, "\n/* the GEMM with its rows' %s, then the threads' partials combined: 0 or ENOMEM */\n"
                      "static int %s_red(const float *restrict A, const float *restrict B, float *C", d->name, fname);
     for (int i = 0; i < nv; i++) kf_buf_printf(o, ", const %s *b%d", kf_synth_ctype(g, v[i]), v[i]);
     kf_buf_printf(o, ", float *restrict out) {\n"
                      "    const long T = omp_get_max_threads() > %ld ? omp_get_max_threads() : %ld;\n"
                      "    double *part = kf_scratch((size_t)T * %lldU * sizeof(double));\n"
-                     "    if (!part) return 12;\n"
-                     "    for (long i = 0; i < T * %lldL; i++) part[i] = %s;\n"
-                     "    %s(A, B, C, &(%s_ex){",
-                  threads, threads, (long long)R, (long long)R, init, fname, fname);
+                     "    if (!part) return 12;\n",
+                  threads, threads, (long long)(w * R));
+    if (is_lse(d)) /* (max, sum of exp) pairs */
+        kf_buf_printf(o, "    for (long i = 0; i < T * %lldL; i++) { part[2 * i] = -INFINITY; part[2 * i + 1] = 0.0; }\n",
+                      (long long)R);
+    else
+        kf_buf_printf(o, "    for (long i = 0; i < T * %lldL; i++) part[i] = %s;\n", (long long)R, init);
+    kf_buf_printf(o, "    %s(A, B, C, &(%s_ex){", fname, fname);
     for (int i = 0; i < nv; i++) kf_buf_printf(o, "b%d, ", v[i]);
-    kf_buf_printf(o, "part});\n"
-                     "    for (long r = 0; r < %lldL; r++) {\n"
-                     "        double a = part[r];\n"
+    kf_buf_printf(o, "part});\n    for (long r = 0; r < %lldL; r++) {\n", (long long)R);
+    if (is_lse(d)) {
+        kf_buf_printf(o, "        double m = part[2 * r], sm = part[2 * r + 1];\n"
+                         "        for (long t = 1; t < T; t++)\n"
+                         "            kf_lse_merge(&m, &sm, part[2 * (t * %lldL + r)], part[2 * (t * %lldL + r) + 1]);\n"
+                         "        out[r] = kf_lse_final(m, sm);\n"
+                         "    }\n    free(part);\n    return 0;\n}\n",
+                      (long long)R, (long long)R);
+        return;
+    }
+    kf_buf_printf(o, "        double a = part[r];\n"
                      "        for (long t = 1; t < T; t++) {\n"
                      "            const double v = part[t * %lldL + r];\n",
-                  (long long)R, (long long)R);
+                  (long long)R);
     if (d->combiner == KF_COMB_SUM)
         kf_buf_puts(o, "            a += v;\n");
     else
@@ -197,4 +219,93 @@ void kf_synth_redepi_call(const kf_synth *s, int k, kf_buf *o) {
     kf_buf_printf(o, "    if (kf_stage%d_red(b%d, b%d, b%d", k, h->mm.a_val, h->mm.b_val, y);
     for (int i = 0; i < nv; i++) kf_buf_printf(o, ", b%d", v[i]);
     kf_buf_printf(o, ", b%d)) return 12;\n", g->nodes[rs->nodes[0]].out);
+}
+
+/* ---- log-sum-exp rows on the CPU (the template cpu.logsumexp_rows) ---- */
+
+/* 1 when value v is a product's result, directly or through pointwise nodes. */
+static int from_product(const kf_graph *g, int v, int depth) {
+    int pn = g->values[v].producer;
+    if (pn < 0 || depth > 16) return 0;
+    const kf_node *n = &g->nodes[pn];
+    const kf_op_def *d = kf_op_get(n->op);
+    if (d->kind == KF_KIND_MATMUL) return 1;
+    if (d->cls != KF_CLASS_POINTWISE) return 0;
+    for (int a = 0; a < n->nin; a++)
+        if (from_product(g, n->in[a], depth + 1)) return 1;
+    return 0;
+}
+
+/* The rows a log-sum-exp node reads: its input as [R, L] (its reduced dims innermost and
+ * together, size-1 dims aside); 0 when it is not of that form. */
+static int lse_rows(const kf_graph *g, const kf_node *n, int64_t *R, int64_t *L) {
+    rgroup gr[KF_MAX_DIMS];
+    int m = kf_synth_canon(&g->values[n->in[0]].shape, n->attr.axes, gr);
+    if (m < 1 || m > 2 || !gr[m - 1].reduced) return 0;
+    *L = gr[m - 1].size;
+    *R = m == 2 ? gr[0].size : 1;
+    return 1;
+}
+
+int kf_synth_cpu_keeps(const kf_graph *g, const kf_node *n, void *ctx) {
+    (void)ctx;
+    const kf_op_def *d = kf_op_get(n->op);
+    int64_t R, L;
+    return d->combiner == KF_COMB_LOGSUMEXP && d->cls == KF_CLASS_COMPOSITE && g->values[n->in[0]].dtype == KF_F32 &&
+           lse_rows(g, n, &R, &L) && from_product(g, n->in[0], 0);
+}
+
+int kf_synth_lse_rows_supports(const kf_synth *s, const kf_stage *st, kf_buf *why) {
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    const kf_op_def *d = kf_op_get(n->op);
+    int64_t R, L;
+    if (d->combiner != KF_COMB_LOGSUMEXP || d->cls != KF_CLASS_COMPOSITE) {
+        kf_buf_printf(why, "%s is not a log-sum-exp reduction", d->name);
+        return 0;
+    }
+    if (lse_rows(s->g, n, &R, &L)) return 1;
+    kf_buf_puts(why, "its reduced dims are not innermost and together (rows only)");
+    return 0;
+}
+
+int kf_synth_lse_rows_prologue_ok(const kf_synth *s, const kf_stage *st) {
+    (void)s, (void)st;
+    return 1; /* rows are read in chunks, each through the producer once */
+}
+
+void kf_synth_lse_rows_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o) {
+    const kf_graph *g = s->g;
+    const kf_node *n = &g->nodes[st->nodes[0]];
+    int64_t R = 1, L = 1;
+    int ok = lse_rows(g, n, &R, &L);
+    (void)ok;
+    long threads = kf_tpl_get(&s->space, p, st->prefix, "threads");
+    const int64_t chunk = 2048;
+    kf_buf_printf(o, "    /* %lld rows of %lld: the max and the sum of exp around it from one read */\n", (long long)R,
+                  (long long)L);
+    if (threads > 1 && R > 1)
+        kf_buf_printf(o, "#pragma omp parallel for schedule(static) num_threads(%ld)\n", threads);
+    kf_buf_printf(o,
+                  "    for (long oi = 0; oi < %lldL; oi++) {\n"
+                  "        double m = -INFINITY, sm = 0.0;\n"
+                  "        for (long c0 = 0; c0 < %lldL; c0 += %lldL) {\n"
+                  "            const long cn = %lldL - c0 < %lldL ? %lldL - c0 : %lldL;\n",
+                  (long long)R, (long long)L, (long long)chunk, (long long)L, (long long)chunk, (long long)L,
+                  (long long)chunk);
+    if (st->prologue) {
+        kf_ew_layout lay;
+        kf_synth_ewise_layout(s, &s->st[st->prologue - 1], &lay);
+        kf_buf_printf(o, "            float row[%lld] __attribute__((aligned(64)));\n", (long long)chunk);
+        kf_buf_printf(o, "            kf_pro%d(oi * %lldL + c0, cn, row", st->index, (long long)L);
+        for (int r = 0; r < lay.nreads; r++) kf_buf_printf(o, ", b%d", lay.v[r]);
+        kf_buf_puts(o, ");\n");
+    } else {
+        kf_buf_printf(o, "            const float *row = b%d + oi * %lldL + c0;\n", n->in[0], (long long)L);
+    }
+    kf_buf_printf(o,
+                  "            kf_lse_fold(row, cn, &m, &sm);\n"
+                  "        }\n"
+                  "        b%d[oi] = kf_lse_final(m, sm);\n"
+                  "    }\n",
+                  n->out);
 }

@@ -805,7 +805,7 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
     *out = NULL;
     kf_graph *lowered = NULL;
     if (kf_graph_has_lowering(g)) {
-        kf_status st = kf_graph_lower_keeping(g, kf_synth_is_gpu(platform) ? gpu_keeps : NULL, NULL, &lowered, err);
+        kf_status st = kf_graph_lower_keeping(g, kf_synth_is_gpu(platform) ? gpu_keeps : kf_synth_cpu_keeps, NULL, &lowered, err);
         if (st != KF_OK) return st;
     }
     if (kf_synth_is_gpu(platform)) { /* matrix-vector products as reductions (gemv.c) */

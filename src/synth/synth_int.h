@@ -301,6 +301,14 @@ void kf_synth_fuse_reductions(kf_synth *s);
 void kf_synth_redepi_glue(const kf_synth *s, int k, const char *fname, kf_buf *o);
 void kf_synth_redepi_pass(const kf_synth *s, int k, const kf_point *p, const char *fname, kf_buf *o);
 void kf_synth_redepi_call(const kf_synth *s, int k, kf_buf *o);
+/* The CPU keeps a float32 log-sum-exp over innermost dims unlowered (kf_graph_lower_keeping)
+ * where its input is a product's result, directly or through pointwise nodes, so that the
+ * product's store stage can compute it (redepi.c); the template cpu.logsumexp_rows
+ * computes it otherwise (and at red=0): its support, prologue rule and stage body. */
+int kf_synth_cpu_keeps(const kf_graph *g, const kf_node *n, void *ctx);
+int kf_synth_lse_rows_supports(const kf_synth *s, const kf_stage *st, kf_buf *why);
+int kf_synth_lse_rows_prologue_ok(const kf_synth *s, const kf_stage *st);
+void kf_synth_lse_rows_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o);
 /* Elements of a norm's row computed per epilogue call. */
 #define KF_EPI_CHUNK 2048
 
