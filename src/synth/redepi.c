@@ -53,6 +53,8 @@ void kf_synth_fuse_reductions(kf_synth *s) {
         if (h->kind != KF_STAGE_MATMUL || h->fused || h->chain_mm || h->epilogue || h->redepi || !h->tpl ||
             !h->tpl->cpu_emit_fn || !h->tpl->epilogue || h->nalts != 1 || h->mm.gb.on)
             continue;
+        /* (an empty product hands its zeros to the hook in runs that cross rows) */
+        if (h->mm.M == 0 || h->mm.N == 0 || h->mm.K == 0) continue;
         int y = g->nodes[h->nodes[0]].out;
         if (g->values[y].output_index >= 0 || (s->out_alias && s->out_alias[y] >= 0)) continue;
         if (g->values[y].dtype != KF_F32) continue;
