@@ -2,8 +2,9 @@
  * Shared by the template tests: a task through the real pipeline (parse -> plan -> render
  * -> compile -> sandboxed run -> compare with the float64 reference) at the default point,
  * at the point with every parameter moved to its next value, and, where the plan fuses an
- * epilogue (a parameter "<stage>epi"), at the default point with every fusion undone
- * (epi=0): fused and unfused must both verify.
+ * epilogue (a parameter "<stage>epi", or "<stage>red" for a row reduction in a CPU GEMM's
+ * store), at the default point with every fusion undone (epi=0, red=0): fused and unfused
+ * must both verify.
  */
 #ifndef KF_TEST_PIPELINE_CHECK_H
 #define KF_TEST_PIPELINE_CHECK_H
@@ -38,7 +39,8 @@ static inline void pipeline_check(kf_backend *be, const char *text, const char *
             int undone = 0;
             for (int i = 0; i < sp->nparams; i++) {
                 size_t ln = strlen(sp->p[i].name);
-                if (ln >= 4 && strcmp(sp->p[i].name + ln - 4, ".epi") == 0 && sp->p[i].nvalues == 2) {
+                if (ln >= 4 && (strcmp(sp->p[i].name + ln - 4, ".epi") == 0 || strcmp(sp->p[i].name + ln - 4, ".red") == 0) &&
+                    sp->p[i].nvalues == 2) {
                     p.idx[i] = sp->p[i].values[0] == 0 ? 0 : 1;
                     undone = 1;
                 }

@@ -413,6 +413,16 @@ static const char *const strided_tasks[] = {
     "task nc_reduce_epilogue\ninput a: f32[7, 301]\ninput b: f32[301, 1]\ninput c: f32[1]\n"
     "input x: f32[5, 37]\ninput d: f32[5]\n"
     "output y = relu(matmul(a, b) + c)\noutput m = mean(x, axes=[1]) * 2.0 - d\n",
+    /* row reductions of a contraction computed in its store stage (CPU GEMM reduction
+     * epilogues, s<k>.red; pipeline_check verifies them fused and apart): a row sum of a
+     * biased relu, a batched product's row max, a row mean over N spanning several tiles,
+     * a row log-sum-exp (kept unlowered on the CPU; a task of its own: GPU plans hold 8 kernels) */
+    "task nc_gemm_reduce\ninput a: f32[13, 70]\ninput b: f32[70, 21]\ninput c: f32[21]\n"
+    "input p: f32[2, 9, 11]\ninput q: f32[2, 11, 38]\ninput x: f32[5, 33]\ninput w: f32[33, 150]\n"
+    "output y = sum(relu(matmul(a, b) + c), axes=[1], keepdim=true)\noutput z = max(matmul(p, q), axes=[2])\n"
+    "output m = mean(matmul(x, w), axes=[-1]) * 3.0\n",
+    "task nc_gemm_lse\ninput x: f32[5, 33]\ninput v: f32[33, 45]\n"
+    "output l = logsumexp(matmul(x, v) - 1.0, axes=[1])\n",
     "task nc_select\ninput x: f32[6, 10]\n"
     "output e = select(x, dim=1, index=-2) * 2\n"
     "output f = reshape(select(reshape(x, shape=[3, 2, 10]), dim=1, index=1), shape=[5, 6]) - 1\n"
@@ -420,9 +430,9 @@ static const char *const strided_tasks[] = {
 };
 
 /* The plan of the task named `name` among strided_tasks computes `want` elementwise
- * readers in their producers' stores ("+ewise[" in its summary): the fused path is the one
- * check_task verifies first (then apart, epi=0). */
-static void expect_epilogues(kf_backend *be, const char *name, int want) {
+ * readers (marker "+ewise[") or row reductions ("matmul+" then an op) in their producers'
+ * stores: the fused path is the one check_task verifies first (then apart, epi=0, red=0). */
+static void expect_fused(kf_backend *be, const char *name, const char *marker, int want) {
     const char *text = NULL;
     for (size_t i = 0; i < sizeof strided_tasks / sizeof *strided_tasks; i++)
         if (strncmp(strided_tasks[i] + 5, name, strlen(name)) == 0) text = strided_tasks[i];
@@ -433,7 +443,7 @@ static void expect_epilogues(kf_backend *be, const char *name, int want) {
     kf_synth *s = NULL;
     cr_assert_eq(kf_synth_plan(g, be->info.platform, &be->info, &s, &err), KF_OK, "%s", err.msg);
     int n = 0;
-    for (const char *d = strstr(kf_synth_describe(s), "+ewise["); d; d = strstr(d + 1, "+ewise[")) n++;
+    for (const char *d = strstr(kf_synth_describe(s), marker); d; d = strstr(d + 1, marker)) n++;
     cr_expect_eq(n, want, "%s: %s plans %s", be->info.platform, name, kf_synth_describe(s));
     kf_synth_free(s);
     kf_graph_free(g);
@@ -441,8 +451,10 @@ static void expect_epilogues(kf_backend *be, const char *name, int want) {
 
 static void check_strided(kf_backend *be) {
     const int gpu = strcmp(be->info.platform, "cpu") != 0;
-    expect_epilogues(be, "nc_gemm_epilogue", 3);
-    expect_epilogues(be, "nc_reduce_epilogue", gpu ? 2 : 0);
+    expect_fused(be, "nc_gemm_epilogue", "+ewise[", 3);
+    expect_fused(be, "nc_reduce_epilogue", "+ewise[", gpu ? 2 : 0);
+    expect_fused(be, "nc_gemm_reduce", "matmul+", gpu ? 0 : 3); /* CPU only (redepi.c) */
+    expect_fused(be, "nc_gemm_lse", "matmul+", gpu ? 0 : 1);
     for (size_t i = 0; i < sizeof strided_tasks / sizeof *strided_tasks; i++) check_task(be, strided_tasks[i]);
 }
 

@@ -594,3 +594,108 @@ Test(templates, gemm_epilogue_fusion) {
     check_epilogue("input a: f32[20, 7]\ninput b: f32[7, 33]\n"
                    "output y = relu(transpose(matmul(a, b)))\n", 0);
 }
+
+/* Verify candidate c of graph g on the CPU (two input sets); returns the status. */
+static kf_vstatus verify_source(const kf_graph *g, const kf_candidate *c) {
+    kf_error err = {0};
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    vo.workdir = workdir;
+    vo.seed = 7;
+    vo.nsets = 2;
+    kf_verify_ctx *ctx = NULL;
+    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    kf_vresult r;
+    cr_assert_eq(kf_verify_candidate(ctx, be, c, &r, &err), KF_OK, "verify: %s", err.msg);
+    kf_verify_ctx_free(ctx);
+    return r.status;
+}
+
+/* A reduction over a GEMM's last axis (with its elementwise prologue) computed in the
+ * GEMM's store stage: planned exactly when fused says so ("matmul+<op>"), the partials'
+ * pass (kf_stage<k>_red) in the source and one stage call fewer than apart (red=0, the
+ * reduction its own stage again); every form verifies (check_task: fused, every parameter
+ * moved, red=0). Mutation: the fused candidate with the first N-tile's run of every row
+ * dropped from its partial (the hook returns at column < 16) must fail the check. */
+static void check_reduction(const char *text, const char *marker, int fused) {
+    kf_graph *g;
+    kf_synth *s = plan_expect(text, marker, fused, "GEMM reduction epilogue", &g);
+    if (fused) {
+        const kf_space *sp = kf_synth_space(s);
+        int sel = -1, k = -1;
+        for (int i = 0; i < sp->nparams && sel < 0; i++) {
+            size_t ln = strlen(sp->p[i].name);
+            if (ln > 4 && strcmp(sp->p[i].name + ln - 4, ".red") == 0 && sscanf(sp->p[i].name, "s%d.", &k) == 1)
+                sel = i;
+        }
+        cr_assert_geq(sel, 0, "no s<k>.red in plan %s", kf_synth_describe(s));
+        const kf_stage *h = &s->st[k];
+        char pass[32], hook[48];
+        snprintf(pass, sizeof pass, "kf_stage%d_red(", k);
+        snprintf(hook, sizeof hook, "void kf_stage%d_epi(", k);
+        int nfn[2];
+        for (int on = 0; on < 2; on++) {
+            kf_point p;
+            kf_synth_default_point(s, &p);
+            p.idx[sel] = sp->p[sel].values[0] == on ? 0 : 1;
+            kf_candidate c;
+            kf_error err = {0};
+            cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "%s", err.msg);
+            nfn[on] = 0; /* the entry's calls of stage functions */
+            const char *entry = strstr(c.source, "int kforge_kernel(");
+            cr_assert_not_null(entry);
+            for (const char *q = entry; (q = strstr(q, "\n    kf_stage")) != NULL; q++) nfn[on]++;
+            for (const char *q = entry; (q = strstr(q, "\n    if (kf_stage")) != NULL; q++) nfn[on]++;
+            cr_expect_eq(strstr(c.source, pass) != NULL, on, "red=%d:\n%s", on, c.source);
+            if (on) { /* the mutation: drop each row's first tile from its partial */
+                const char *at = strstr(c.source, hook);
+                cr_assert_not_null(at);
+                at = strstr(at, "{\n") + 2;
+                kf_buf m = {0};
+                kf_buf_printf(&m, "%.*s    if (f %% %lldL < 16) return;\n%s", (int)(at - c.source), c.source,
+                              (long long)h->mm.N, at);
+                free(c.source);
+                c.source = kf_buf_take(&m);
+                cr_expect_neq(verify_source(g, &c), KF_V_OK, "a dropped tile's partial verified:\n%s", c.source);
+            }
+            kf_candidate_clear(&c);
+        }
+        cr_expect_eq(nfn[1] + 1, nfn[0], "%s: %d stage calls fused, %d apart", text, nfn[1], nfn[0]);
+        /* held apart everywhere (kforge synth --no-fuse pins *.red=0): the summary shows it */
+        cr_expect_eq(kf_synth_pin(s, "red", 0), 1);
+        cr_expect(!strstr(kf_synth_describe(s), marker), "%s", kf_synth_describe(s));
+    }
+    kf_synth_free(s);
+    kf_graph_free(g);
+    check_task(text);
+}
+
+Test(templates, gemm_reduction_fusion) {
+    /* Linear -> GELU -> row sum (keepdim): the bias and the activation are the prologue;
+     * M and N not whole tiles, N over several NR strips */
+    check_reduction("input x: f32[67, 45]\ninput w: f32[45, 83]\ninput b: f32[83]\n"
+                    "output y = sum(gelu(matmul(x, w) + b), axes=[1], keepdim=true)\n", "matmul+sum(ewise[", 1);
+    /* max straight from the product, K in several slices at the moved point */
+    check_reduction("input x: f32[37, 300]\ninput w: f32[300, 130]\n"
+                    "output y = max(matmul(x, w), axes=[-1])\n", "matmul+max", 1);
+    /* a mean and a min over a batched product's rows (batch x M rows), B transposed */
+    check_reduction("input a: f32[3, 19, 40]\ninput b: f32[3, 57, 40]\n"
+                    "output y = mean(matmul(a, b, transpose_b=true) * 0.5, axes=[2]) - 1.0\n", "matmul+mean", 1);
+    check_reduction("input a: f32[29, 40]\ninput b: f32[40, 70]\ninput c: f32[29, 1]\n"
+                    "output y = min(tanh(matmul(a, b)) - c, axes=[1], keepdim=true)\n", "matmul+min(ewise[", 1);
+    /* log-sum-exp (kept unlowered after a product: cpu.logsumexp_rows at red=0): Linear
+     * then logsumexp over the features, and over a batched product's rows with a scale */
+    check_reduction("input x: f32[67, 45]\ninput w: f32[83, 45]\ninput b: f32[83]\n"
+                    "output y = logsumexp(matmul(x, w, transpose_b=true) + b, axes=[1], keepdim=true)\n",
+                    "matmul+logsumexp(ewise[", 1);
+    check_reduction("input a: f32[2, 21, 300]\ninput b: f32[2, 300, 70]\n"
+                    "output y = logsumexp(matmul(a, b) * 0.25, axes=[2])\n", "matmul+logsumexp(ewise[", 1);
+    /* not fused: the product is also an output; the reduction is over rows (axis 0); an
+     * arg reduction */
+    check_reduction("input a: f32[20, 7]\ninput b: f32[7, 33]\n"
+                    "output s = matmul(a, b)\noutput z = sum(s, axes=[1])\n", "matmul+", 0);
+    check_reduction("input a: f32[20, 7]\ninput b: f32[7, 33]\n"
+                    "output z = sum(matmul(a, b), axes=[0])\n", "matmul+", 0);
+    check_reduction("input a: f32[20, 7]\ninput b: f32[7, 33]\n"
+                    "output z = argmax(matmul(a, b), axis=1)\n", "matmul+", 0);
+}

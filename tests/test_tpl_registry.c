@@ -101,8 +101,8 @@ Test(tpl_registry, stages_get_the_first_template_that_supports_them) {
 
 /* A stage no row supports: logsumexp has the REDUCE shape rule but is a COMPOSITE (its
  * kernels are its lowering), so the reduction templates, which compute the REDUCE class's
- * combiners, refuse it by its class and say so; on GPUs the log-sum-exp row template
- * refuses it over an outer axis (it computes rows only). */
+ * combiners, refuse it by its class and say so; the log-sum-exp row templates (GPU, and
+ * the CPU's, kept for a product's rows) refuse it over an outer axis (rows only). */
 Test(tpl_registry, a_stage_no_template_supports_is_refused_with_every_reason) {
     kf_shape v = {.rank = 2, .d = {4, 33}};
     kf_graph *g = one_node(KF_OP_LOGSUMEXP, 1, &v, KF_F32);
@@ -127,6 +127,7 @@ Test(tpl_registry, a_stage_no_template_supports_is_refused_with_every_reason) {
         cr_assert_null(st.tpl);
         cr_assert(strstr(err.msg, names[f]) && strstr(err.msg, "logsumexp is a composite op"), "%s", err.msg);
         if (f == 1) cr_assert(strstr(err.msg, "gpu.logsumexp_rows") && strstr(err.msg, "rows only"), "%s", err.msg);
+        if (f == 0) cr_assert(strstr(err.msg, "cpu.logsumexp_rows") && strstr(err.msg, "rows only"), "%s", err.msg);
         cr_assert_eq(err.line, 1, "the error points at the node");
     }
     g->nodes[0].attr.axes = all;

@@ -119,8 +119,9 @@ static void usage_synth(FILE *f) {
             "                     a stage's template by its name: --pin tpl=matvec; every\n"
             "                     stage's parameter NAME, where there is one: --pin '*.NAME=V')\n"
             "  --no-fuse          compute every epilogue (an elementwise reader fused into a\n"
-            "                     GEMM's, a norm's or, on GPUs, a reduction's store) as its\n"
-            "                     own stage: --pin '*.epi=0'\n"
+            "                     GEMM's, a norm's or, on GPUs, a reduction's store; a row\n"
+            "                     reduction in a CPU GEMM's) as its own stage:\n"
+            "                     --pin '*.epi=0 *.red=0'\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"
             "  -v, --verbose      after the run, where its time went (parse, input draw,\n"
@@ -409,7 +410,7 @@ static int cmd_synth(int argc, char **argv) {
             break;
         case '1':
         case 'I': {
-            if (c == '1') optarg = (char *)"*.epi=0";
+            if (c == '1') optarg = (char *)"*.epi=0 *.red=0";
             size_t have = strlen(pins);
             if (have + strlen(optarg) + 2 > sizeof pins) { fprintf(stderr, "kforge synth: too many --pin values\n"); return EXIT_USAGE; }
             snprintf(pins + have, sizeof pins - have, "%s%s", have ? " " : "", optarg);

@@ -109,14 +109,15 @@ static void plan_params(kf_synth *s) {
         kf_stage *st = &s->st[k];
         snprintf(st->prefix, sizeof st->prefix, "s%d.", k);
         const kf_stage *h = st->fused ? &s->st[st->fused_into] : NULL;
-        if (h && h->epilogue == k + 1 && h->epi_sel) {
+        int hsel = !h ? 0 : h->epilogue == k + 1 ? h->epi_sel : h->redepi == k + 1 ? h->red_sel : 0;
+        if (hsel) {
             /* an epilogue: its own schedule, in use where the stage it is fused into
-             * computes it apart (epi=0) */
+             * computes it apart (epi=0, red=0) */
             int first = s->space.nparams;
             kf_tpl_stage_params(s, st, 0);
             for (int i = first; i < s->space.nparams; i++)
                 if (!s->space.p[i].gate) {
-                    s->space.p[i].gate = h->epi_sel;
+                    s->space.p[i].gate = hsel;
                     s->space.p[i].gate_value = 0;
                 }
             continue;
@@ -128,6 +129,12 @@ static void plan_params(kf_synth *s) {
             int sel = s->space.nparams;
             kf_tpl_add_param(&s->space, st->prefix, "epi", KF_ROLE_NONE, v, 2, 0);
             if (s->space.nparams > sel) st->epi_sel = sel + 1;
+        }
+        if (st->redepi) { /* the reduction in the store stage (1) or its own stage (0) */
+            long v[] = {1, 0};
+            int sel = s->space.nparams;
+            kf_tpl_add_param(&s->space, st->prefix, "red", KF_ROLE_NONE, v, 2, 0);
+            if (s->space.nparams > sel) st->red_sel = sel + 1;
         }
     }
 }
@@ -556,7 +563,7 @@ static void fuse_chains(kf_synth *s) {
 }
 
 /* Stage k reads value y (itself, or through a view whose map starts at y). */
-static int stage_reads(const kf_synth *s, int k, int y) {
+int kf_synth_stage_reads(const kf_synth *s, int k, int y) {
     const kf_graph *g = s->g;
     const kf_stage *st = &s->st[k];
     for (int i = 0; i < st->nnodes; i++) {
@@ -617,7 +624,7 @@ static void fuse_epilogues(kf_synth *s) {
         if (g->values[y].output_index >= 0 || (s->out_alias && s->out_alias[y] >= 0)) continue;
         int e = -1, ok = 1;
         for (int j = 0; j < s->nst && ok; j++) {
-            if (j == k || !stage_reads(s, j, y)) continue;
+            if (j == k || !kf_synth_stage_reads(s, j, y)) continue;
             if (e >= 0 || j < k || s->st[j].kind != KF_STAGE_EWISE || s->st[j].fused) ok = 0;
             e = j;
         }
@@ -642,11 +649,13 @@ static void fuse_epilogues(kf_synth *s) {
     }
 }
 
-/* 1 when stage h's epilogue is held apart at every point (its "epi" pinned to 0). */
-static int epi_pinned_off(const kf_synth *s, const kf_stage *h) {
-    const kf_param *q = h->epi_sel ? &s->space.p[h->epi_sel - 1] : NULL;
+/* 1 when the fusion parameter sel (1 + index; "epi", "red") is pinned to 0. */
+static int sel_pinned_off(const kf_synth *s, int sel) {
+    const kf_param *q = sel ? &s->space.p[sel - 1] : NULL;
     return q && q->nvalues == 1 && q->values[0] == 0;
 }
+/* 1 when stage h's epilogue is held apart at every point (its "epi" pinned to 0). */
+static int epi_pinned_off(const kf_synth *s, const kf_stage *h) { return sel_pinned_off(s, h->epi_sel); }
 
 /* The plan's summary (kf_synth_describe): its stages in order, "op(ewise[..])" for a
  * prologue, "op+ewise[..]" for an epilogue (one held apart by a pin: a stage of its own). */
@@ -658,7 +667,9 @@ static void describe(kf_synth *s) {
         const kf_node *n0 = &g->nodes[st->nodes[0]];
         /* an epilogue held apart (its "epi" pinned to 0: kforge synth --no-fuse) is a stage */
         const kf_stage *h = st->fused ? &s->st[st->fused_into] : NULL;
-        if (st->fused && !(h->epilogue == k + 1 && epi_pinned_off(s, h))) continue;
+        if (st->fused && !(h->epilogue == k + 1 && epi_pinned_off(s, h)) &&
+            !(h->redepi == k + 1 && sel_pinned_off(s, h->red_sel)))
+            continue;
         if (d.len) kf_buf_puts(&d, " -> ");
         if (st->chain_mm) {
             const kf_stage *sm = &s->st[st->chain_sm - 1];
@@ -677,6 +688,13 @@ static void describe(kf_synth *s) {
         if (st->epilogue && !epi_pinned_off(s, st))
             kf_buf_printf(&d, "+ewise[%d op%s]", s->st[st->epilogue - 1].nnodes,
                           s->st[st->epilogue - 1].nnodes == 1 ? "" : "s");
+        if (st->redepi && !sel_pinned_off(s, st->red_sel)) { /* "matmul+sum(ewise[2 ops])" */
+            const kf_stage *rs = &s->st[st->redepi - 1];
+            kf_buf_printf(&d, "+%s", kf_op_get(g->nodes[rs->nodes[0]].op)->name);
+            if (rs->prologue)
+                kf_buf_printf(&d, "(ewise[%d op%s])", s->st[rs->prologue - 1].nnodes,
+                              s->st[rs->prologue - 1].nnodes == 1 ? "" : "s");
+        }
     }
     snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
     kf_buf_free(&d);
@@ -742,6 +760,7 @@ static kf_status plan_graph(const kf_graph *g, int *copy, const char *platform, 
     fuse_prologues(s);
     fuse_chains(s);
     fuse_epilogues(s);
+    kf_synth_fuse_reductions(s);
     if (kf_synth_is_gpu(platform)) {
         kf_status gst = kf_synth_gpu_check(s, err);
         if (gst != KF_OK) {
@@ -786,7 +805,7 @@ kf_status kf_synth_plan(const kf_graph *g, const char *platform, const kf_device
     *out = NULL;
     kf_graph *lowered = NULL;
     if (kf_graph_has_lowering(g)) {
-        kf_status st = kf_graph_lower_keeping(g, kf_synth_is_gpu(platform) ? gpu_keeps : NULL, NULL, &lowered, err);
+        kf_status st = kf_graph_lower_keeping(g, kf_synth_is_gpu(platform) ? gpu_keeps : kf_synth_cpu_keeps, NULL, &lowered, err);
         if (st != KF_OK) return st;
     }
     if (kf_synth_is_gpu(platform)) { /* matrix-vector products as reductions (gemv.c) */
@@ -981,7 +1000,9 @@ static const kf_synth *partition_at(const kf_synth *s, const kf_point *p, kf_syn
     *mat_copy = NULL;
     for (int k = 0; k < s->nst; k++) {
         const kf_stage *st = &s->st[k];
-        if (!st->epilogue || !st->epi_sel || s->space.p[st->epi_sel - 1].values[p->idx[st->epi_sel - 1]]) continue;
+        int epi_off = st->epilogue && st->epi_sel && !s->space.p[st->epi_sel - 1].values[p->idx[st->epi_sel - 1]];
+        int red_off = st->redepi && st->red_sel && !s->space.p[st->red_sel - 1].values[p->idx[st->red_sel - 1]];
+        if (!epi_off && !red_off) continue;
         if (!*st_copy) {
             *tmp = *s;
             *st_copy = kf_malloc((size_t)s->nst * sizeof **st_copy);
@@ -991,8 +1012,9 @@ static const kf_synth *partition_at(const kf_synth *s, const kf_point *p, kf_syn
             tmp->st = *st_copy;
             tmp->materialize = *mat_copy;
         }
-        kf_stage *h = &(*st_copy)[k], *e = &(*st_copy)[st->epilogue - 1];
+        kf_stage *h = &(*st_copy)[k], *e = &(*st_copy)[(epi_off ? st->epilogue : st->redepi) - 1];
         h->epilogue = 0;
+        h->redepi = 0;
         h->mm.epi = 0;
         e->fused = 0;
         e->fused_into = 0;
@@ -1086,7 +1108,9 @@ kf_status kf_synth_render(const kf_synth *s0, const kf_point *p, kf_candidate *c
                 snprintf(ename, sizeof ename, "kf_epi%d", k);
                 emit_gemm_epi(s, st, fname, ename, &src);
             }
+            if (st->redepi) kf_synth_redepi_glue(s, k, fname, &src);
             t->cpu_emit_fn(s, &view, p, fname, &src);
+            if (st->redepi) kf_synth_redepi_pass(s, k, p, fname, &src);
             continue;
         }
         kf_buf_printf(&src, "static void %s(", fname);
@@ -1142,6 +1166,10 @@ kf_status kf_synth_render(const kf_synth *s0, const kf_point *p, kf_candidate *c
             kf_buf_printf(&src, "    if (kf_stage%d(", k);
             for (int r = 0; r < ncr; r++) kf_buf_printf(&src, "b%d, ", cr[r]);
             kf_buf_printf(&src, "b%d)) return 12;\n", g->nodes[s->st[k].nodes[0]].out);
+            continue;
+        }
+        if (kf_tpl_chosen(s, &s->st[k], p, &view)->cpu_emit_fn && s->st[k].redepi) {
+            kf_synth_redepi_call(s, k, &src);
             continue;
         }
         if (kf_tpl_chosen(s, &s->st[k], p, &view)->cpu_emit_fn && s->st[k].epilogue) {

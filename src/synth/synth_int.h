@@ -82,6 +82,12 @@ typedef struct kf_stage {
      * fused (1) or computes it as its own stage after this one (0: kf_synth_render unfuses
      * it, y is stored); the fused stage's own parameters are gated on epi=0 (0 = none) */
     int epi_sel;
+    /* reduction epilogue (CPU GEMM, redepi.c): the reduction stage over this product's last
+     * axis (with its elementwise prologue, if any) computed in the GEMM's store stage; that
+     * stage is fused (fused_into = this one) (0 = none) */
+    int redepi;
+    /* 1 + the index of the parameter "<prefix>red" (1 fused, 0 apart), as epi_sel (0 = none) */
+    int red_sel;
     int nguards;       /* elementwise: the guards of the padded views it reads (at most
                           KF_EW_MAX_GUARDS; cluster() starts a new stage beyond) */
     int nviews;        /* elementwise: the view reads it holds (at most KF_EW_MAX_VIEWS) */
@@ -283,6 +289,26 @@ int kf_synth_epilogue_ok(const kf_synth *s, const kf_stage *e, int y);
  * y's elements there in in[0 .. len-1]; reads are e's buffers other than y (the layout's
  * bufs, in order), writes its materialised results (the layout's, in order). */
 void kf_synth_epilogue_emit(const kf_synth *s, const kf_stage *e, int y, const char *fname, kf_buf *o);
+/* 1 when stage j reads value y (directly or through a view of it). */
+int kf_synth_stage_reads(const kf_synth *s, int j, int y);
+/* Reduction epilogues (redepi.c): mark each CPU GEMM whose product only a reduction over
+ * its last axis reads (sum, mean, max, min; with that reduction's elementwise prologue, if
+ * any) to compute it in its store stage (kf_stage.redepi). Runs after fuse_epilogues. */
+void kf_synth_fuse_reductions(kf_synth *s);
+/* For GEMM stage k with a reduction epilogue: the glue before the GEMM function fname
+ * (the prologue, fname_ex and fname_epi); the second pass after it (fname_red: partials,
+ * the GEMM, the combine, 0 or ENOMEM; p gives the GEMM's thread count); the entry's call. */
+void kf_synth_redepi_glue(const kf_synth *s, int k, const char *fname, kf_buf *o);
+void kf_synth_redepi_pass(const kf_synth *s, int k, const kf_point *p, const char *fname, kf_buf *o);
+void kf_synth_redepi_call(const kf_synth *s, int k, kf_buf *o);
+/* The CPU keeps a float32 log-sum-exp over innermost dims unlowered (kf_graph_lower_keeping)
+ * where its input is a product's result, directly or through pointwise nodes, so that the
+ * product's store stage can compute it (redepi.c); the template cpu.logsumexp_rows
+ * computes it otherwise (and at red=0): its support, prologue rule and stage body. */
+int kf_synth_cpu_keeps(const kf_graph *g, const kf_node *n, void *ctx);
+int kf_synth_lse_rows_supports(const kf_synth *s, const kf_stage *st, kf_buf *why);
+int kf_synth_lse_rows_prologue_ok(const kf_synth *s, const kf_stage *st);
+void kf_synth_lse_rows_emit(const kf_synth *s, const kf_stage *st, const kf_point *p, kf_buf *o);
 /* Elements of a norm's row computed per epilogue call. */
 #define KF_EPI_CHUNK 2048
 

@@ -194,6 +194,11 @@ static void cpu_rows_params(kf_synth *s, kf_stage *st) {
     kf_synth_reduce_params(s, st);
 }
 
+static void cpu_lse_params(kf_synth *s, kf_stage *st) {
+    add_threads_param(&s->space, st->prefix, &s->dev,
+                      kf_shape_numel(&s->g->values[stage_node(s, st)->in[0]].shape));
+}
+
 static void cpu_scan_params(kf_synth *s, kf_stage *st) {
     add_threads_param(&s->space, st->prefix, &s->dev,
                       kf_shape_numel(&s->g->values[stage_node(s, st)->in[0]].shape));
@@ -301,6 +306,12 @@ static const kf_tpl_def templates[] = {
     {.name = "gpu.logsumexp_rows", .gpu = 1, .kind = KF_STAGE_REDUCE, .doc = "log-sum-exp, one read of a row",
      .supports = sup_lse_rows, .gpu_params = kf_gpu_reduce_params, .gpu_emit = kf_gpu_reduce_emit,
      .prologue_ok = kf_gpu_reduce_prologue_ok, .can_split = 1},
+    /* CPU, last: the same composite, which the CPU keeps unlowered after a product
+     * (redepi.c kf_synth_cpu_keeps) so that the GEMM's store stage can compute it; this row
+     * computes it as a stage of its own (where it is not fused, and at s<k>.red=0) */
+    {.name = "cpu.logsumexp_rows", .kind = KF_STAGE_REDUCE, .doc = "log-sum-exp, one read of a row",
+     .supports = kf_synth_lse_rows_supports, .cpu_params = cpu_lse_params, .cpu_emit_body = kf_synth_lse_rows_emit,
+     .prologue_ok = kf_synth_lse_rows_prologue_ok},
 };
 
 int kf_tpl_count(void) { return (int)(sizeof templates / sizeof templates[0]); }
