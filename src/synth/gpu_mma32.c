@@ -37,6 +37,14 @@
  * `b<C>[i] = v;` in an unrolled loop, which the launch turns into a call of the chain's
  * helper kf_epi<C> (gpu_epi.c, as for the SIMT template), so C is never written.
  *
+ * A fused elementwise prologue (kf_stage.prologue: an implicit GEMM's columns, a padded or
+ * strided view of an operand, a pointwise op of one) computes A or B: that operand takes
+ * the element-wise copy (each element `b<x>[i]` read under the edge checks, zero past
+ * them, and stored to shared memory by the threads), so that the launch turns each read
+ * into a call of the prologue's helper kf_pro<x> (gpu.c); the other operand keeps cp.async.
+ * The ring and the one barrier a step stay as they are: a stage is refilled only after
+ * the barrier that follows every warp's last read of it.
+ *
  * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8), mb
  * (1, 2: blocks per SM the register budget must allow, __launch_bounds__'s minimum). A
  * point is made valid at render time as in gpu_mma.c: tiles shrink to the matrix, at most 8
@@ -49,9 +57,9 @@
 #include <string.h>
 
 int kf_gpu_tf32_ok(const kf_synth *s, const kf_stage *st) {
-    /* a fused epilogue is taken at the stores (below); a prologue would substitute the
-     * operands' loads, which here are cp.async copies from addresses, not `b<x>[i]` */
-    if (st->kind != KF_STAGE_MATMUL || st->prologue) return 0;
+    /* a fused epilogue is taken at the stores, a fused prologue at the element-wise tile
+     * loads of its operand (below) */
+    if (st->kind != KF_STAGE_MATMUL) return 0;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
     if (s->g->values[n->in[0]].dtype != KF_F32 || s->g->values[n->out].dtype != KF_F32) return 0;
     return kf_gpu_mma_arch_ok(s->platform, &s->dev);
@@ -236,10 +244,13 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_gpu_mma_fit_tiles(M, N, &bm, &bn, &wm, &wn);
     char abuf[16], bbuf[16];
     int A = d->a_val, B = d->b_val, C = n->out; /* a folded transpose view: its source */
+    /* an operand a fused prologue computes is loaded element by element: each load
+     * `b<x>[i]` becomes kf_pro<x>(i, ...) at the launch (gpu.c) */
+    const int pro_a = kf_gpu_prologue_reads(s, st, A), pro_b = kf_gpu_prologue_reads(s, st, B);
     snprintf(abuf, sizeof abuf, "b%d", A);
     snprintf(bbuf, sizeof bbuf, "b%d", B);
-    op32 oa = {abuf, "aoff", d->ta, M, bm, bk, (d->ta ? M : K) % 4 == 0};
-    op32 ob = {bbuf, "boff", !d->tb, N, bn, bk, (d->tb ? K : N) % 4 == 0};
+    op32 oa = {abuf, "aoff", d->ta, M, bm, bk, (d->ta ? M : K) % 4 == 0 && !pro_a};
+    op32 ob = {bbuf, "boff", !d->tb, N, bn, bk, (d->tb ? K : N) % 4 == 0 && !pro_b};
     int64_t smem = 0;
     for (;;) {
         oa.tile = bm, ob.tile = bn, oa.bk = ob.bk = bk;
