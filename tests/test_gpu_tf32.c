@@ -3,7 +3,8 @@
  * (tc=0) with a fused elementwise prologue (kf_stage.prologue, views included): an
  * implicit GEMM's columns (conv1d and conv2d with stride, padding and dilation; a conv
  * with a bias and an activation, so with an epilogue too), a strided slice read
- * transposed, a pointwise op of B, a padded operand read transposed. Where the 3xTF32 path
+ * transposed, a pointwise op of B (N-contiguous, and K-contiguous read transposed), a
+ * padded A read transposed. Where the 3xTF32 path
  * exists (cuda sm_80+) such a producer is computed inside the operand loads (kf_pro<x>)
  * instead of being copied into a buffer first:
  *   - gpu_cuda: every task at every tf32 point and at tc=0, compiled with nvcc for sm_90
@@ -24,6 +25,7 @@ static const char *const pro_tasks[] = {
     "input x: f32[2, 3, 9, 7]\ninput w: f32[5, 3, 3, 3]\ninput v: f32[5]\noutput y = relu(conv(x, w, v, padding=[1, 1]))\n",
     "input a: f32[64, 200]\ninput b: f32[96, 64]\n"
     "output c = matmul(pad(a, pads=[0, 3], value=0.5), b, transpose_a=true, transpose_b=true)\n",
+    "input a: f32[45, 29]\ninput b: f32[33, 29]\noutput c = matmul(a, relu(b - 0.25), transpose_b=true)\n",
 };
 #define NPRO (int)(sizeof pro_tasks / sizeof pro_tasks[0])
 
@@ -94,8 +96,12 @@ Test(gpu_text, matmul_takes_the_prologue_on_sm80) {
             cr_expect_eq(strstr(c.source, mma) != NULL, tc, "task %d tc=%d", t, tc);
             cr_expect(strstr(c.source, "// kforge:scratch") == NULL, "task %d tc=%d: a scratch buffer", t, tc);
             cr_expect_eq(count_launches(c.source), 1, "task %d tc=%d", t, tc);
-            if (tc) /* the prologue's operand is copied element by element, not by cp.async */
+            if (tc) { /* the prologue's operand is copied element by element, prefetched into
+                       * registers in the main loop */
                 cr_expect(strstr(c.source, "copied element-wise") != NULL, "task %d: no element-wise copy", t);
+                cr_expect(strstr(c.source, "float pga[") != NULL || strstr(c.source, "float pgb[") != NULL,
+                          "task %d: no register prefetch", t);
+            }
             kf_candidate_clear(&c);
         }
         kf_synth_free(s);
