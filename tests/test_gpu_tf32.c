@@ -2,7 +2,7 @@
  * The f32 matmul's 3xTF32 path (src/synth/gpu_mma32.c, tc=1) and its SIMT alternative
  * (tc=0) with a fused elementwise prologue (kf_stage.prologue, views included): an
  * implicit GEMM's columns (conv1d and conv2d with stride, padding and dilation; a conv
- * with a bias and an activation, so with an epilogue too), a strided slice read
+ * with a bias and an activation, so with an epilogue too; a grouped conv2d; a conv3d), a strided slice read
  * transposed, a pointwise op of B (N-contiguous, and K-contiguous read transposed), a
  * padded A read transposed. Where the 3xTF32 path
  * exists (cuda sm_80+) such a producer is computed inside the operand loads (kf_pro<x>)
@@ -26,6 +26,8 @@ static const char *const pro_tasks[] = {
     "input a: f32[64, 200]\ninput b: f32[96, 64]\n"
     "output c = matmul(pad(a, pads=[0, 3], value=0.5), b, transpose_a=true, transpose_b=true)\n",
     "input a: f32[45, 29]\ninput b: f32[33, 29]\noutput c = matmul(a, relu(b - 0.25), transpose_b=true)\n",
+    "input x: f32[2, 6, 13, 11]\ninput w: f32[8, 3, 3, 3]\noutput y = conv(x, w, padding=[1, 1], groups=2)\n",
+    "input x: f32[2, 4, 7, 9, 5]\ninput w: f32[6, 4, 3, 3, 3]\noutput y = conv(x, w, padding=[1, 0, 1], stride=[1, 2, 1])\n",
 };
 #define NPRO (int)(sizeof pro_tasks / sizeof pro_tasks[0])
 
