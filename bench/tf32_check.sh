@@ -2,7 +2,8 @@
 # One command on the GPU machine (cuda, sm_80 or newer) for the 3xTF32 f32 matmul path
 # (src/synth/gpu_mma32.c, the SIMT template's parameter tc): the CUDA tests of the template
 # (its kernels verified against the float64 reference at every layout and several points,
-# the SIMT matmul tests beside them, its sources through nvcc), then `kforge synth` of a
+# with fused epilogues and prologues, the SIMT matmul tests beside them, its sources
+# through nvcc), then `kforge synth` of a
 # 4096^3 f32 matmul pinned to each path (tc=0 SIMT, tc=1 3xTF32) and with both open to
 # the search, printing each run's best time, TFLOP/s, % of the roofline floor (the floor
 # of an f32 matmul is now against max(f32 peak, tf32/3)), errors and schedule. With
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --no-tests) TESTS=0; shift ;;
     --epilogue) EPI=1; shift ;;
     --out) OUTDIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "tf32_check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -56,6 +57,17 @@ if [ $TESTS = 1 ]; then
       echo "FAIL $f:"; grep -v '^\[SKIP\]' "$log" | tail -30; FAIL=1
     fi
     grep -E '^\[SKIP\].*(tf32|matmul)' "$log" | grep -v disabled | head -3
+  done
+  # the fused prologues (a conv's columns, padded/strided operands) on both paths
+  for f in 'gpu_verify/tf32_prologue' 'gpu_text/*'; do
+    log="$OUTDIR/test_tf32_$(echo "$f" | tr '/*' '__').log"
+    if KFORGE_RUNNER="$BUILD/kforge-runner" KFORGE_TEST_GPU=cuda "$BUILD/test_gpu_tf32" --filter "$f" \
+         --verbose=0 >"$log" 2>&1; then
+      echo "PASS test_gpu_tf32 $f: $(grep -E 'Tested' "$log" | tail -1)"
+    else
+      echo "FAIL test_gpu_tf32 $f:"; grep -v '^\[SKIP\]' "$log" | tail -30; FAIL=1
+    fi
+    grep -E '^\[SKIP\].*tf32' "$log" | grep -v disabled | head -3
   done
   log="$OUTDIR/test_perf_calib.log"
   if "$BUILD/test_perf" --verbose=0 >"$log" 2>&1 && "$BUILD/test_calib" --filter 'calib/tf32*' --verbose=0 >>"$log" 2>&1; then

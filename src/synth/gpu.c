@@ -160,12 +160,32 @@ static int fused_value(const kf_synth *s, int v) {
     return e >= 0 && s->st[e].fused && !s->materialize[v] ? e : -1;
 }
 
-/* Helper `float kf_pro<x>(index f, operands...)`: element f (flat, row-major) of the
- * stage's input x, computed from the fused elementwise stage's operands. */
+/* The value a stage's fused prologue computes: the input of the stage's first node that
+ * the fused elementwise stage writes (a reduction's input; a matmul's A or B). */
+int kf_gpu_prologue_value(const kf_synth *s, const kf_stage *st) {
+    if (!st->prologue) return -1;
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    for (int a = 0; a < n->nin; a++) {
+        int v = n->in[a], t;
+        /* a matmul's operand: the value it reads (a view's source, kf_synth_mm_operand) */
+        if (st->kind == KF_STAGE_MATMUL && a < 2) v = kf_synth_mm_operand(s->g, n, a, 0, &t, NULL, NULL);
+        if (s->val_stage[v] == st->prologue - 1) return v;
+    }
+    return -1;
+}
+
+int kf_gpu_prologue_reads(const kf_synth *s, const kf_stage *st, int v) {
+    return v >= 0 && v == kf_gpu_prologue_value(s, st);
+}
+
+/* Helper `float kf_pro<x>(index f, buffers...)`: element f (flat, row-major) of the
+ * stage's input x, computed from the fused elementwise stage's operands; a read through an
+ * index map (view.c) loads its source buffer at the map's offset, or its pad where one of
+ * the map's guards falls outside its range. */
 static void emit_prologue(kf_gplan *gp, const kf_stage *st) {
     const kf_synth *s = gp->s;
     const kf_graph *g = s->g;
-    int x = g->nodes[st->nodes[0]].in[0];
+    int x = kf_gpu_prologue_value(s, st);
     const kf_stage *e = &s->st[st->prologue - 1];
     kf_ew_layout lay;
     kf_synth_ewise_layout(s, e, &lay);
@@ -176,29 +196,60 @@ static void emit_prologue(kf_gplan *gp, const kf_stage *st) {
     kf_buf f = {0};
     kf_buf_printf(&f, "/* %s of the fused elementwise stage, at flat index f */\n", g->values[x].name);
     kf_buf_printf(&f, "$fn float kf_pro%d(%s f", x, ix);
-    for (int r = 0; r < lay.nreads; r++)
-        kf_buf_printf(&f, ", $global const %s *$restrict b%d", kf_gpu_ctype(g, lay.v[r]), lay.v[r]);
+    for (int b = 0; b < lay.nbufs; b++)
+        kf_buf_printf(&f, ", $global const %s *$restrict b%d", kf_gpu_ctype(g, lay.bufs[b]), lay.bufs[b]);
     kf_buf_puts(&f, ") {\n");
     kf_buf_printf(&f, "    %s o = f / %s;\n", ix, kf_gpu_lit(gp, inner, lit, sizeof lit));
     kf_buf_printf(&f, "    const %s j = f - o * %s;\n", ix, lit);
-    for (int r = 0; r < lay.nreads; r++)
-        kf_buf_printf(&f, "    %s off%d = %s;\n", ix, r, q && lay.str[r][q - 1] ? "j" : "0");
+    /* offsets of the reads (a view's base first) and of the guards */
+    const int nr = lay.nreads, nt = nr + lay.ng;
+    for (int r = 0; r < nt; r++) {
+        const int64_t *sv = r < nr ? lay.str[r] : lay.gstr[r - nr];
+        const int64_t c0 = r < nr ? (lay.buf[r] != lay.v[r] ? lay.base[r] : 0) : lay.goff[r - nr];
+        char t[96] = "0";
+        const int64_t si = q ? sv[q - 1] : 0;
+        if (si == 1) snprintf(t, sizeof t, "j");
+        else if (si) snprintf(t, sizeof t, "j * %s", kf_gpu_lit(gp, si, lit, sizeof lit));
+        if (c0) kf_buf_printf(&f, "    %s %s%d = %s%s%s;\n", ix, r < nr ? "off" : "gd", r < nr ? r : r - nr,
+                              kf_gpu_lit(gp, c0, lit, sizeof lit), si ? " + " : "", si ? t : "");
+        else kf_buf_printf(&f, "    %s %s%d = %s;\n", ix, r < nr ? "off" : "gd", r < nr ? r : r - nr, t);
+    }
     if (q > 1) {
         kf_buf_printf(&f, "    { %s idx;\n", ix);
         for (int d = q - 2; d >= 0; d--) {
             char dl[32];
             kf_gpu_lit(gp, lay.dim[d], dl, sizeof dl);
             kf_buf_printf(&f, "      idx = o %% %s; o = o / %s;\n", dl, dl);
-            for (int r = 0; r < lay.nreads; r++)
-                if (lay.str[r][d])
-                    kf_buf_printf(&f, "      off%d += idx * %s;\n", r, kf_gpu_lit(gp, lay.str[r][d], lit, sizeof lit));
+            for (int r = 0; r < nt; r++) {
+                const int64_t sd = r < nr ? lay.str[r][d] : lay.gstr[r - nr][d];
+                if (sd)
+                    kf_buf_printf(&f, "      %s%d += idx * %s;\n", r < nr ? "off" : "gd", r < nr ? r : r - nr,
+                                  kf_gpu_lit(gp, sd, lit, sizeof lit));
+            }
         }
         kf_buf_puts(&f, "    }\n");
     }
-    for (int r = 0; r < lay.nreads; r++)
-        kf_buf_printf(&f, "    const float r%d = b%d[off%d];\n", lay.v[r], lay.v[r], r);
+    for (int r = 0; r < nr; r++) {
+        const int v = lay.v[r], bv = lay.buf[r];
+        if (!kf_synth_ewise_guarded(&lay, r)) {
+            kf_buf_printf(&f, "    const float r%d = b%d[off%d];\n", v, bv, r);
+            continue;
+        }
+        char pad[64];
+        kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
+        kf_buf_printf(&f, "    const float r%d = (", v);
+        for (int k = 0, n = 0; k < lay.ng; k++)
+            if (lay.gop[k] == r)
+                kf_buf_printf(&f, "%sgd%d >= 0 && gd%d < %s", n++ ? " && " : "", k, k,
+                              kf_gpu_lit(gp, lay.gn[k], lit, sizeof lit));
+        kf_buf_printf(&f, ") ? b%d[off%d] : %s;\n", bv, r, pad);
+    }
     for (int i = 0; i < e->nnodes; i++) {
         const kf_node *n = &g->nodes[e->nodes[i]];
+        if (kf_synth_is_read_op(n->op)) { /* loaded above */
+            if (n->out == x) break;
+            continue;
+        }
         kf_buf_printf(&f, "    const float r%d = ", n->out);
         kf_synth_node_expr(s, n, &f);
         kf_buf_puts(&f, ";\n");
@@ -231,17 +282,17 @@ static void substitute_prologue(kf_gplan *gp, kf_gk *k, int pi, int x) {
         memcpy(k->arg[i], k->arg[i + 1], sizeof k->arg[0]);
     }
     k->k.nparams--;
-    for (int r = 0; r < lay.nreads; r++) {
+    for (int r = 0; r < lay.nbufs; r++) {
         char name[16];
-        snprintf(name, sizeof name, "b%d", lay.v[r]);
+        snprintf(name, sizeof name, "b%d", lay.bufs[r]);
         int have = 0;
         for (int i = 0; i < k->k.nparams; i++) have |= strcmp(k->k.p[i].name, name) == 0;
-        if (!have) kf_gk_value(gp, k, lay.v[r], KF_GP_IN);
+        if (!have) kf_gk_value(gp, k, lay.bufs[r], KF_GP_IN);
     }
     char args[512] = "";
-    for (int r = 0; r < lay.nreads; r++) {
+    for (int r = 0; r < lay.nbufs; r++) {
         size_t l = strlen(args);
-        snprintf(args + l, sizeof args - l, ", b%d", lay.v[r]);
+        snprintf(args + l, sizeof args - l, ", b%d", lay.bufs[r]);
     }
     char tok[16];
     int tl = snprintf(tok, sizeof tok, "b%d", x);

@@ -27,11 +27,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Kernel parameters the host stage's kernels take besides its result (a matmul: A and B;
- * a reduction: its input or its prologue's operands, and up to two scratch partials). */
+/* Kernel parameters the host stage's kernels take besides its result (a matmul: A and B,
+ * or at most one of them and its prologue's operands; a reduction: its input or its
+ * prologue's operands, and up to two scratch partials). */
 static int host_params(const kf_synth *s, const kf_stage *h) {
-    if (h->kind == KF_STAGE_MATMUL) return 2;
-    int n = 3;
+    int n = h->kind == KF_STAGE_MATMUL ? 2 : 3;
     if (h->prologue) {
         kf_ew_layout pl;
         kf_synth_ewise_layout(s, &s->st[h->prologue - 1], &pl);

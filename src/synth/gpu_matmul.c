@@ -55,8 +55,17 @@ static int b_vec_ok(const kf_matmul_desc *d, int64_t tn, int64_t tk) {
 
 static void simt_params(kf_synth *s, kf_stage *st);
 
-/* Where the 3xTF32 tensor-core path runs (cuda, sm_80+, no fused prologue; a fused
- * epilogue is taken at its stores as here),
+int kf_gpu_matmul_prologue_ok(const kf_synth *s, const kf_stage *st) {
+    if (st->kind != KF_STAGE_MATMUL) return 0;
+    const kf_node *n = &s->g->nodes[st->nodes[0]];
+    for (int a = 0; a < 2; a++)
+        if (s->g->values[n->in[a]].dtype != KF_F32) return 0;
+    if (s->g->values[n->out].dtype != KF_F32) return 0;
+    return kf_gpu_mma_arch_ok(s->platform, &s->dev);
+}
+
+/* Where the 3xTF32 tensor-core path runs (cuda, sm_80+; a fused epilogue is taken at its
+ * stores as here, a fused prologue at its element-wise operand loads),
  * the parameter tc picks it (1) or the SIMT kernel (0), each path's parameters gated on
  * tc's value; its role KF_ROLE_KERNEL has the builtin search time both before it tunes
  * either, so a slow path only costs candidates; tc=1 is the default for matrices that fill
@@ -363,7 +372,9 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     }
     /* vector register layout: blocks of 4 rows / columns, read as one vector each */
     if (rm % 4 != 0 || rn % 4 != 0) rl = 0;
-    int vec_a = vl && a_vec_ok(d, tm, tk), vec_b = vl && b_vec_ok(d, tn, tk);
+    /* an operand a fused prologue computes is read element by element (kf_pro<x>) */
+    const int pro_a = kf_gpu_prologue_reads(s, st, d->a_val), pro_b = kf_gpu_prologue_reads(s, st, d->b_val);
+    int vec_a = vl && !pro_a && a_vec_ok(d, tm, tk), vec_b = vl && !pro_b && b_vec_ok(d, tn, tk);
     /* a tile stored across its copy order is padded against bank conflicts: one word, or
      * four with rl=1 so that its rows stay 16-byte aligned for the vector reads */
     const int pad_a = d->ta ? 0 : rl ? 4 : 1, pad_b = d->tb ? (rl ? 4 : 1) : 0;

@@ -37,6 +37,17 @@
  * `b<C>[i] = v;` in an unrolled loop, which the launch turns into a call of the chain's
  * helper kf_epi<C> (gpu_epi.c, as for the SIMT template), so C is never written.
  *
+ * A fused elementwise prologue (kf_stage.prologue: an implicit GEMM's columns, a padded or
+ * strided view of an operand, a pointwise op of one) computes A or B: that operand takes
+ * the element-wise copy (each element `b<x>[i]` read under the edge checks, zero past
+ * them, and stored to shared memory by the threads), so that the launch turns each read
+ * into a call of the prologue's helper kf_pro<x> (gpu.c); the other operand keeps cp.async.
+ * The ring and the one barrier a step stay as they are: a stage is refilled only after
+ * the barrier that follows every warp's last read of it. In the main loop the gathered
+ * tile of step kt0 + ST - 1 is read into registers (pg<a|b>[]) during step kt0 - 1's
+ * products and stored to its stage after step kt0's barrier (the ring's first ST - 1
+ * steps are copied directly), so that those loads overlap the MMAs.
+ *
  * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8), mb
  * (1, 2: blocks per SM the register budget must allow, __launch_bounds__'s minimum). A
  * point is made valid at render time as in gpu_mma.c: tiles shrink to the matrix, at most 8
@@ -49,9 +60,9 @@
 #include <string.h>
 
 int kf_gpu_tf32_ok(const kf_synth *s, const kf_stage *st) {
-    /* a fused epilogue is taken at the stores (below); a prologue would substitute the
-     * operands' loads, which here are cp.async copies from addresses, not `b<x>[i]` */
-    if (st->kind != KF_STAGE_MATMUL || st->prologue) return 0;
+    /* a fused epilogue is taken at the stores, a fused prologue at the element-wise tile
+     * loads of its operand (below) */
+    if (st->kind != KF_STAGE_MATMUL) return 0;
     const kf_node *n = &s->g->nodes[st->nodes[0]];
     if (s->g->values[n->in[0]].dtype != KF_F32 || s->g->values[n->out].dtype != KF_F32) return 0;
     return kf_gpu_mma_arch_ok(s->platform, &s->dev);
@@ -153,6 +164,47 @@ static void emit_copy(kf_buf *b, const kf_gplan *gp, const op32 *o, const char *
     kf_buf_puts(b, "            }\n        }\n");
 }
 
+/* The gathered operand's register prefetch (a fused prologue's operand, element-wise):
+ * with `load`, thread tid reads its elements of the bk-deep tile at K offset `kexpr` into
+ * registers pg<tag>[] (zero past the edges), the copy's walk of emit_copy; without, it stores
+ * them into stage `stg` at word `wbase` of the shared array. */
+static void emit_gather(kf_buf *b, const kf_gplan *gp, const op32 *o, const char *tag, int load, const char *kexpr,
+                        const char *wbase, int64_t stage_words, const char *g0, int64_t K, int64_t nthreads) {
+    const int64_t cpr = (o->mn_major ? o->tile : o->bk) / 4, rows = op_rows(o);
+    const int64_t total = rows * cpr, per = (total + nthreads - 1) / nthreads;
+    const char *ix = gp->ix;
+    kf_buf_printf(b, "        #pragma unroll\n        for (int q = 0; q < %lld; q++) {\n", (long long)per);
+    kf_buf_printf(b, "            const int e = tid + q * %lld;\n", (long long)nthreads);
+    if (total % nthreads) kf_buf_printf(b, "            if (e < %lld) {\n", (long long)total);
+    else kf_buf_puts(b, "            {\n");
+    kf_buf_printf(b, "            const int r = e / %lld, c = e %% %lld;\n", (long long)cpr, (long long)cpr);
+    kf_buf_puts(b, "            #pragma unroll\n            for (int j = 0; j < 4; j++) {\n");
+    if (load) {
+        if (o->mn_major) kf_buf_printf(b, "                const int x = %s + c * 4, k = %s + r;\n", g0, kexpr);
+        else kf_buf_printf(b, "                const int x = %s + r, k = %s + c * 4;\n", g0, kexpr);
+        char at[160];
+        if (o->mn_major) snprintf(at, sizeof at, "%s + (%s)k * %lld + x", o->off, ix, (long long)o->ext);
+        else snprintf(at, sizeof at, "%s + (%s)x * %lld + k", o->off, ix, (long long)K);
+        if (o->mn_major)
+            kf_buf_printf(b, "                const int ok = x + j < %lld && k < %lld;\n", (long long)o->ext, (long long)K);
+        else
+            kf_buf_printf(b, "                const int ok = x < %lld && k + j < %lld;\n", (long long)o->ext, (long long)K);
+        kf_buf_printf(b, "                pg%s[q * 4 + j] = ok ? %s[%s + j] : 0.0f;\n", tag, o->buf, at);
+    } else {
+        char at_s[128];
+        op_chunk_at(o, "r", "c", at_s, sizeof at_s);
+        kf_buf_printf(b, "                kf_smf[%s + stg * %lld + %s + j] = pg%s[q * 4 + j];\n", wbase,
+                      (long long)stage_words, at_s, tag);
+    }
+    kf_buf_puts(b, "            }\n            }\n        }\n");
+}
+
+/* elements of the gathered operand's tile a thread holds */
+static int64_t gather_regs(const op32 *o, int64_t nthreads) {
+    const int64_t total = op_rows(o) * ((o->mn_major ? o->tile : o->bk) / 4);
+    return 4 * ((total + nthreads - 1) / nthreads);
+}
+
 /* The raw (f32 bit) fragments of 8-deep sub-step ks from the stage at words wa / wb into
  * ra[MI][4], rb[NI][2]. */
 static void emit_frags(kf_buf *o, const op32 *oa, const op32 *ob, int64_t MI, int64_t NI, int64_t ks) {
@@ -236,10 +288,13 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_gpu_mma_fit_tiles(M, N, &bm, &bn, &wm, &wn);
     char abuf[16], bbuf[16];
     int A = d->a_val, B = d->b_val, C = n->out; /* a folded transpose view: its source */
+    /* an operand a fused prologue computes is loaded element by element: each load
+     * `b<x>[i]` becomes kf_pro<x>(i, ...) at the launch (gpu.c) */
+    const int pro_a = kf_gpu_prologue_reads(s, st, A), pro_b = kf_gpu_prologue_reads(s, st, B);
     snprintf(abuf, sizeof abuf, "b%d", A);
     snprintf(bbuf, sizeof bbuf, "b%d", B);
-    op32 oa = {abuf, "aoff", d->ta, M, bm, bk, (d->ta ? M : K) % 4 == 0};
-    op32 ob = {bbuf, "boff", !d->tb, N, bn, bk, (d->tb ? K : N) % 4 == 0};
+    op32 oa = {abuf, "aoff", d->ta, M, bm, bk, (d->ta ? M : K) % 4 == 0 && !pro_a};
+    op32 ob = {bbuf, "boff", !d->tb, N, bn, bk, (d->tb ? K : N) % 4 == 0 && !pro_b};
     int64_t smem = 0;
     for (;;) {
         oa.tile = bm, ob.tile = bn, oa.bk = ob.bk = bk;
@@ -302,6 +357,27 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_buf_printf(o, "      if (s0 < %lld) { const int kt = s0, stg = s0;\n", (long long)KT);
     kf_buf_puts(o, copy.data);
     kf_buf_puts(o, "      }\n      kf_cp_commit();\n    }\n");
+    /* a gathered operand (a fused prologue's): in the main loop its step kt0 + ST - 1 is
+     * read into registers during step kt0 - 1's products and stored to the stage after step
+     * kt0's barrier, so that its loads overlap the MMAs; the other operand keeps cp.async */
+    const op32 *og = pro_a ? &oa : pro_b ? &ob : NULL;
+    const char *gtag = pro_a ? "a" : "b", *gg0 = pro_a ? "row0" : "col0";
+    char gwb[32];
+    snprintf(gwb, sizeof gwb, "%lld", (long long)(pro_a ? 0 : ns * a_words));
+    const int64_t gwords = pro_a ? a_words : b_words;
+    if (og) {
+        kf_buf_free(&copy);
+        kf_buf_printf(&copy, "        const int k0 = kt * %lld;\n", (long long)bk);
+        if (!pro_a) emit_copy(&copy, gp, &oa, "0", a_words, "row0", K, NT);
+        if (!pro_b) emit_copy(&copy, gp, &ob, bwb, b_words, "col0", K, NT);
+        emit_gather(&copy, gp, og, gtag, 0, NULL, gwb, gwords, gg0, K, NT);
+        kf_buf_printf(o, "    float pg%s[%lld];\n", gtag, (long long)gather_regs(og, NT));
+        char k1[32];
+        snprintf(k1, sizeof k1, "%lld", (long long)((ns - 1) * bk));
+        kf_buf_printf(o, "    if (%lld < %lld) {\n", (long long)(ns - 1), (long long)KT);
+        emit_gather(o, gp, og, gtag, 1, k1, gwb, gwords, gg0, K, NT);
+        kf_buf_puts(o, "    }\n");
+    }
 
     /* main loop: wait for step kt0's tiles, refill the stage step kt0 - 1 used, then the
      * 8-deep sub-steps: raw fragments, their split, the three products */
@@ -314,6 +390,13 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
                   (long long)KT, (long long)(ns - 1), (long long)ns);
     kf_buf_puts(o, copy.data);
     kf_buf_puts(o, "        }\n        kf_cp_commit();\n");
+    if (og) {
+        char kn[64];
+        snprintf(kn, sizeof kn, "(kt0 + %lld) * %lld", (long long)ns, (long long)bk);
+        kf_buf_printf(o, "        if (kt0 + %lld < %lld) {\n", (long long)ns, (long long)KT);
+        emit_gather(o, gp, og, gtag, 1, kn, gwb, gwords, gg0, K, NT);
+        kf_buf_puts(o, "        }\n");
+    }
     kf_buf_free(&copy);
     kf_buf_printf(o, "        const int wa = (kt0 %% %lld) * %lld, wb = %lld + (kt0 %% %lld) * %lld;\n", (long long)ns,
                   (long long)a_words, (long long)(ns * a_words), (long long)ns, (long long)b_words);

@@ -113,6 +113,17 @@ void kf_gpu_reduce_params(kf_synth *s, kf_stage *st, int allow_split);
 void kf_gpu_reduce_emit(kf_gplan *gp, int k, const kf_stage *st, const kf_point *p);
 
 void kf_gpu_matmul_params(kf_synth *s, kf_stage *st);
+/* 1 when f32 matmul stage st may take an elementwise prologue (views included) for A or B:
+ * where the 3xTF32 path exists (cuda sm_80+), so that elsewhere the plans stay as they were;
+ * both paths then read that operand element by element through kf_pro<x>. */
+int kf_gpu_matmul_prologue_ok(const kf_synth *s, const kf_stage *st);
+/* The value st's fused prologue computes (the input of its first node that the fused
+ * stage writes; for a matmul, the value an operand reads, kf_synth_mm_operand), -1
+ * without one. */
+int kf_gpu_prologue_value(const kf_synth *s, const kf_stage *st);
+/* 1 when operand value v of st (a matmul's a_val or b_val) is that value: a template then
+ * reads it element by element, each `b<v>[i]` becoming kf_pro<v>(i, ...). */
+int kf_gpu_prologue_reads(const kf_synth *s, const kf_stage *st, int v);
 /* The batch offsets aoff, boff, coff (elements) of the group's matrices, from the group's
  * z index (both matmul templates launch one z slice per output matrix). */
 void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *d);
@@ -164,8 +175,8 @@ void kf_gpu_mma_tile_order(kf_buf *o, int64_t gx, int64_t gy, int64_t gm, int64_
 /* 3xTF32 tensor-core matmul for f32 operands (gpu_mma32.c; CUDA, sm_80 and newer), the
  * SIMT matmul's alternative where its parameter tc is 1. */
 /* 1 when stage st (an f32 matmul) may take it: the platform and device run mma
- * (kf_gpu_mma_arch_ok) and the stage has no fused prologue (a fused epilogue is taken at
- * the stores, gpu_epi.c). */
+ * (kf_gpu_mma_arch_ok); a fused epilogue is taken at the stores (gpu_epi.c), a fused
+ * prologue at the operand's element-wise tile loads. */
 int kf_gpu_tf32_ok(const kf_synth *s, const kf_stage *st);
 /* 1 when the 3xTF32 path should be the default (a matrix large enough to fill the device
  * with 128 x 128 tiles). */

@@ -309,8 +309,8 @@ static int cluster(kf_synth *s, int allow_bcast) {
 }
 
 /* Elementwise stage k's results that another stage or the caller reads: 1 when that is
- * exactly value x, read only as node rn's first operand. */
-static int only_feeds(const kf_synth *s, int k, int x, int rn) {
+ * exactly value x, read only as node rn's operand a0 (its first for a reduction). */
+static int only_feeds(const kf_synth *s, int k, int x, int rn, int a0) {
     const kf_graph *g = s->g;
     if (g->values[x].output_index >= 0) return 0;
     for (int v = 0; v < g->nvalues; v++)
@@ -319,8 +319,24 @@ static int only_feeds(const kf_synth *s, int k, int x, int rn) {
         const kf_node *n = &g->nodes[ni];
         for (int a = 0; a < n->nin; a++) {
             if (n->in[a] != x) continue;
-            if (ni != rn || a != 0) return 0;
+            if (ni != rn || a != a0) return 0;
         }
+    }
+    return 1;
+}
+
+/* Elementwise stage k's results that another stage or the caller reads: 1 when that is
+ * exactly value x, read only by the view node whose result is w, which only node rn reads,
+ * as its operand a0 (a matmul reading w as x, kf_synth_mm_operand). */
+static int only_viewed(const kf_synth *s, int k, int x, int w, int rn, int a0) {
+    const kf_graph *g = s->g;
+    if (g->values[x].output_index >= 0 || g->values[w].output_index >= 0) return 0;
+    for (int v = 0; v < g->nvalues; v++)
+        if (s->val_stage[v] == k && s->materialize[v] && v != x) return 0;
+    for (int ni = 0; ni < g->nnodes; ni++) {
+        const kf_node *n = &g->nodes[ni];
+        for (int a = 0; a < n->nin; a++)
+            if ((n->in[a] == x && n->out != w) || (n->in[a] == w && (ni != rn || a != a0))) return 0;
     }
     return 1;
 }
@@ -444,12 +460,24 @@ static void fuse_prologues(kf_synth *s) {
     for (int k = 0; k < s->nst; k++) {
         kf_stage *r = &s->st[k];
         if (!r->tpl || !r->tpl->prologue_ok) continue;
-        int rn = r->nodes[0], x = g->nodes[rn].in[0];
-        int e = s->val_stage[x];
-        if (e < 0 || s->st[e].kind != KF_STAGE_EWISE || s->st[e].fused) continue;
-        if (kf_synth_stage_has_views(s, &s->st[e])) continue; /* reads through maps: kept apart */
-        if (!kf_shape_equal(&g->values[x].shape, &s->st[e].dom)) continue;
-        if (!only_feeds(s, e, x, rn) || !r->tpl->prologue_ok(s, r)) continue;
+        /* a GPU matmul (kf_gpu_matmul_prologue_ok) takes one for A or for B, views
+         * included: an implicit GEMM's columns, a padded or strided operand */
+        const int mm = r->kind == KF_STAGE_MATMUL;
+        int rn = r->nodes[0], x = -1, e = -1;
+        for (int a = 0; a < (mm ? 2 : 1) && x < 0; a++) {
+            /* a matmul operand read as a view's source (a conv's merged columns, a
+             * transpose: kf_synth_mm_operand): that value, through the template's indexing */
+            int xa = g->nodes[rn].in[a], t = 0;
+            int src = mm ? kf_synth_mm_operand(g, &g->nodes[rn], a, 0, &t, NULL, NULL) : xa;
+            int ea = s->val_stage[src];
+            if (ea < 0 || s->st[ea].kind != KF_STAGE_EWISE || s->st[ea].fused) continue;
+            if (!mm && kf_synth_stage_has_views(s, &s->st[ea])) continue; /* reads through maps: kept apart */
+            if (mm && !kf_synth_prologue_reads_ok(s, &s->st[ea])) continue;
+            if (!kf_shape_equal(&g->values[src].shape, &s->st[ea].dom)) continue;
+            if (src == xa ? !only_feeds(s, ea, xa, rn, a) : !only_viewed(s, ea, src, xa, rn, a)) continue;
+            x = src, e = ea;
+        }
+        if (x < 0 || !r->tpl->prologue_ok(s, r)) continue;
         r->prologue = e + 1;
         s->st[e].fused = 1;
         s->st[e].fused_into = k;

@@ -256,6 +256,9 @@ int kf_synth_is_read_op(kf_op op);
 int kf_synth_ewise_guarded(const kf_ew_layout *L, int r);
 /* 1 when stage st holds a view or gather node (it reads through a map). */
 int kf_synth_stage_has_views(const kf_synth *s, const kf_stage *st);
+/* 1 when elementwise stage st may be computed inside a GPU matmul's operand loads (its
+ * prologue, views included): every read and result f32, no gather. */
+int kf_synth_prologue_reads_ok(const kf_synth *s, const kf_stage *st);
 
 /* Prologue fusion (CPU). Elements a fused stage's function computes per call at most:
  * rows up to this long are staged whole; longer runs are reduced in chunks of it. */

@@ -273,6 +273,16 @@ int kf_synth_ewise_guarded(const kf_ew_layout *L, int r) {
     return 0;
 }
 
+int kf_synth_prologue_reads_ok(const kf_synth *s, const kf_stage *st) {
+    kf_ew_layout L;
+    kf_synth_ewise_layout(s, st, &L);
+    for (int r = 0; r < L.nreads; r++)
+        if (L.take[r] >= 0 || s->g->values[L.buf[r]].dtype != KF_F32) return 0;
+    for (int r = L.nreads; r < L.nops; r++)
+        if (s->g->values[L.v[r]].dtype != KF_F32) return 0;
+    return 1;
+}
+
 int kf_synth_stage_has_views(const kf_synth *s, const kf_stage *st) {
     for (int i = 0; i < st->nnodes; i++)
         if (kf_synth_is_read_op(s->g->nodes[st->nodes[i]].op)) return 1;
