@@ -3,8 +3,8 @@
  * (tc=0) with a fused elementwise prologue (kf_stage.prologue, views included): an
  * implicit GEMM's columns (conv1d and conv2d with stride, padding and dilation; a conv
  * with a bias and an activation, so with an epilogue too; a grouped conv2d; a conv3d), a strided slice read
- * transposed, a pointwise op of B (N-contiguous, and K-contiguous read transposed), a
- * padded A read transposed. Where the 3xTF32 path
+ * transposed, a pointwise op of a flipped B (N-contiguous, and K-contiguous read transposed),
+ * a padded A read transposed (a producer without a view is not fused: see the last gpu_text test). Where the 3xTF32 path
  * exists (cuda sm_80+) such a producer is computed inside the operand loads (kf_pro<x>)
  * instead of being copied into a buffer first:
  *   - gpu_cuda: every task at every tf32 point and at tc=0, compiled with nvcc for sm_90
@@ -21,11 +21,11 @@ static const char *const pro_tasks[] = {
     "output y = conv(x, w, stride=[2, 1], padding=[1, 2], dilation=[2, 1])\n",
     "input x: f32[3, 6, 37]\ninput w: f32[9, 6, 5]\noutput y = conv(x, w, padding=[2], stride=[3])\n",
     "input a: f32[70, 45]\ninput b: f32[35, 23]\noutput c = matmul(transpose(slice(a, dim=0, start=1, step=2)), b)\n",
-    "input a: f32[37, 67]\ninput b: f32[67, 45]\noutput c = matmul(a, exp(b * 0.1))\n",
+    "input a: f32[37, 67]\ninput b: f32[67, 45]\noutput c = matmul(a, exp(flip(b, dims=[-1]) * 0.1))\n",
     "input x: f32[2, 3, 9, 7]\ninput w: f32[5, 3, 3, 3]\ninput v: f32[5]\noutput y = relu(conv(x, w, v, padding=[1, 1]))\n",
     "input a: f32[64, 200]\ninput b: f32[96, 64]\n"
     "output c = matmul(pad(a, pads=[0, 3], value=0.5), b, transpose_a=true, transpose_b=true)\n",
-    "input a: f32[45, 29]\ninput b: f32[33, 29]\noutput c = matmul(a, relu(b - 0.25), transpose_b=true)\n",
+    "input a: f32[45, 29]\ninput b: f32[33, 29]\noutput c = matmul(a, relu(flip(b, dims=[0]) - 0.25), transpose_b=true)\n",
     "input x: f32[2, 6, 13, 11]\ninput w: f32[8, 3, 3, 3]\noutput y = conv(x, w, padding=[1, 1], groups=2)\n",
     "input x: f32[2, 4, 7, 9, 5]\ninput w: f32[6, 4, 3, 3, 3]\noutput y = conv(x, w, padding=[1, 0, 1], stride=[1, 2, 1])\n",
 };
@@ -154,6 +154,23 @@ Test(gpu_text, large_conv_defaults_to_tf32_with_the_prologue) {
     cr_expect_str_eq(kf_synth_describe(s), "ewise[1 op] -> matmul");
     kf_synth_free(s);
     kf_graph_free(g);
+}
+
+/* A pointwise producer of a plain operand (no view) stays a stage of its own on sm_90 too:
+ * computed once with vector loads rather than again in every block's loads. */
+Test(gpu_text, a_pointwise_operand_without_views_stays_apart) {
+    static const char *const tasks[] = {
+        "input a: f32[37, 67]\ninput b: f32[67, 45]\noutput c = matmul(a, exp(b * 0.1))\n",
+        "input a: f32[45, 29]\ninput b: f32[33, 29]\noutput c = matmul(a, relu(b - 0.25), transpose_b=true)\n",
+    };
+    for (int t = 0; t < 2; t++) {
+        kf_graph *g = NULL;
+        kf_synth *s = plan_cuda(tasks[t], "sm_90", &g);
+        const char *d = kf_synth_describe(s);
+        cr_expect(strncmp(d, "ewise[", 6) == 0 && strstr(d, "] -> matmul") != NULL, "task %d: %s", t, d);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
 }
 
 /* ---- the device under test ---- */

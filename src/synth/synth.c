@@ -473,6 +473,12 @@ static void fuse_prologues(kf_synth *s) {
             if (ea < 0 || s->st[ea].kind != KF_STAGE_EWISE || s->st[ea].fused) continue;
             if (!mm && kf_synth_stage_has_views(s, &s->st[ea])) continue; /* reads through maps: kept apart */
             if (mm && !kf_synth_prologue_reads_ok(s, &s->st[ea])) continue;
+            /* a matmul takes a producer that reads through views (an implicit GEMM's
+             * columns, K times its input; a padded or strided operand), where the copy is
+             * the larger cost; a pointwise producer of a plain operand stays a stage of its
+             * own, computed once with vector loads, not again in every block's loads (not
+             * measured either way on a GPU yet) */
+            if (mm && !kf_synth_stage_has_views(s, &s->st[ea])) continue;
             if (!kf_shape_equal(&g->values[src].shape, &s->st[ea].dom)) continue;
             if (src == xa ? !only_feeds(s, ea, xa, rn, a) : !only_viewed(s, ea, src, xa, rn, a)) continue;
             x = src, e = ea;
