@@ -159,6 +159,16 @@ static inline void check_point_sets(const char *text, const char *assign, const 
     kf_graph_free(g);
 }
 
+/* 1 when the device under test runs the tensor-core templates (cuda, sm_80 or newer); else
+ * the test is skipped with what needs them and the device named, and 0. */
+static inline int tc_device_or_skip(const char *what) {
+    int sm = 0;
+    if (strcmp(ocl->info.platform, "cuda") == 0 && sscanf(ocl->info.arch, "sm_%d", &sm) == 1 && sm >= 80) return 1;
+    cr_skip_test("%s needs cuda on sm_80 or newer; the device under test is %s %s", what, ocl->info.platform,
+                 ocl->info.arch);
+    return 0;
+}
+
 static inline int have_nvcc(void) { return system("command -v nvcc >/dev/null 2>&1") == 0; }
 
 /* Write src to path and expect `nvcc -arch=sm_90 OPTS -c` to build it (its log in the

@@ -366,12 +366,7 @@ Test(gpu_verify, matrix_vector_products_as_reductions) {
  * on sm_80 or newer) */
 Test(gpu_verify, mma_matmul) {
     NEED_OCL();
-    int sm = 0;
-    if (strcmp(ocl->info.platform, "cuda") != 0 || sscanf(ocl->info.arch, "sm_%d", &sm) != 1 || sm < 80) {
-        cr_skip_test("the tensor-core template needs cuda on sm_80 or newer; the device under test is %s %s",
-                     ocl->info.platform, ocl->info.arch);
-        return;
-    }
+    if (!tc_device_or_skip("the tensor-core template")) return;
     for (int t = 0; t < NMMA; t++) {
         for (int v = 0; v < NMMA_POINTS; v++) {
             /* every point on the first task, the default and one moved point elsewhere */
@@ -386,12 +381,7 @@ Test(gpu_verify, mma_matmul) {
  * every candidate */
 Test(gpu_verify, tf32_matmul) {
     NEED_OCL();
-    int sm = 0;
-    if (strcmp(ocl->info.platform, "cuda") != 0 || sscanf(ocl->info.arch, "sm_%d", &sm) != 1 || sm < 80) {
-        cr_skip_test("the 3xTF32 path needs cuda on sm_80 or newer; the device under test is %s %s",
-                     ocl->info.platform, ocl->info.arch);
-        return;
-    }
+    if (!tc_device_or_skip("the 3xTF32 path")) return;
     for (int t = 0; t < NTF32; t++) {
         for (int v = 0; v < NTF32_POINTS; v++) {
             if (t > 0 && v > 1) break; /* every point on the first task, two elsewhere */
@@ -408,12 +398,7 @@ Test(gpu_verify, tf32_matmul) {
  * on sm_80 or newer). */
 Test(gpu_verify, tf32_epilogue) {
     NEED_OCL();
-    int sm = 0;
-    if (strcmp(ocl->info.platform, "cuda") != 0 || sscanf(ocl->info.arch, "sm_%d", &sm) != 1 || sm < 80) {
-        cr_skip_test("the 3xTF32 path needs cuda on sm_80 or newer; the device under test is %s %s",
-                     ocl->info.platform, ocl->info.arch);
-        return;
-    }
+    if (!tc_device_or_skip("the 3xTF32 path")) return;
     static const char *const mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
     for (int t = 0; t < NTF32_EPI; t++) {
         kf_error err = {0};

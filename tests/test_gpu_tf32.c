@@ -182,12 +182,7 @@ TestSuite(gpu_verify, .init = ocl_setup, .fini = ocl_teardown, .timeout = 600);
  * (KFORGE_TEST_GPU=cuda on sm_80 or newer). */
 Test(gpu_verify, tf32_prologue) {
     NEED_OCL();
-    int sm = 0;
-    if (strcmp(ocl->info.platform, "cuda") != 0 || sscanf(ocl->info.arch, "sm_%d", &sm) != 1 || sm < 80) {
-        cr_skip_test("the 3xTF32 path needs cuda on sm_80 or newer; the device under test is %s %s",
-                     ocl->info.platform, ocl->info.arch);
-        return;
-    }
+    if (!tc_device_or_skip("the 3xTF32 path")) return;
     for (int t = 0; t < NPRO; t++) {
         for (int v = 0; v < NTF32_POINTS; v++)
             check_point_sets(pro_tasks[t], tf32_points[v], "kf_pro", t == 0 && v == 0 ? 6 : 2);
