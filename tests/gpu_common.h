@@ -159,6 +159,22 @@ static inline void check_point_sets(const char *text, const char *assign, const 
     kf_graph_free(g);
 }
 
+/* 1 when the nvcc compile checks run here; else the test is skipped with the reason (no nvcc
+ * on PATH, or KFORGE_TEST_SKIP_NVCC: the sanitizer pass, whose instrumentation none of
+ * nvcc's work touches, while the release pass compiles the same points) and 0. */
+static inline int nvcc_or_skip(void) {
+    const char *why = getenv("KFORGE_TEST_SKIP_NVCC");
+    if (why && *why) {
+        cr_skip_test("the nvcc compile checks are skipped: %s (the release pass runs them)", why);
+        return 0;
+    }
+    if (system("command -v nvcc >/dev/null 2>&1") != 0) {
+        cr_skip_test("nvcc is not on PATH");
+        return 0;
+    }
+    return 1;
+}
+
 /* 1 when the device under test runs the tensor-core templates (cuda, sm_80 or newer); else
  * the test is skipped with what needs them and the device named, and 0. */
 static inline int tc_device_or_skip(const char *what) {
@@ -169,7 +185,6 @@ static inline int tc_device_or_skip(const char *what) {
     return 0;
 }
 
-static inline int have_nvcc(void) { return system("command -v nvcc >/dev/null 2>&1") == 0; }
 
 /* Write src to path and expect `nvcc -arch=sm_90 OPTS -c` to build it (its log in the
  * failure message, with the task and what was rendered). */

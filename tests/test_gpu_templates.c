@@ -661,10 +661,7 @@ Test(gpu_verify, epilogue_fusion) {
 /* ---- cuda: rendered and compiled with nvcc ---- */
 
 Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
-    if (!have_nvcc()) {
-        cr_skip_test("nvcc is not on PATH");
-        return;
-    }
+    if (!nvcc_or_skip()) return;
     char dir[512];
     snprintf(dir, sizeof dir, "%s/test-work/gpu-cuda-%ld", KF_BUILD_DIR, (long)getpid());
     kf_error err = {0};
@@ -701,10 +698,7 @@ Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
 
 /* The tensor-core template on every layout and at points that render different code. */
 Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
-    if (!have_nvcc()) {
-        cr_skip_test("nvcc is not on PATH");
-        return;
-    }
+    if (!nvcc_or_skip()) return;
     static const char *const want[] = {"mma.sync.aligned.m16n8k16", "unsigned short *__restrict__"};
     cr_expect_geq(nvcc_every_point("mma", mma_tasks, NMMA, mma_points, NMMA_POINTS, 0, want, 2), NMMA * 3);
 }
@@ -712,10 +706,7 @@ Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
 /* The 3xTF32 path (the f32 matmul's tc=1) on every layout and at points that render
  * different code, compiled with nvcc for sm_90 as warnings-as-errors. */
 Test(gpu_cuda, tf32_matmul_compiles_with_nvcc, .timeout = 600) {
-    if (!have_nvcc()) {
-        cr_skip_test("nvcc is not on PATH");
-        return;
-    }
+    if (!nvcc_or_skip()) return;
     static const char *const want[] = {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "cvt.rna.tf32.f32"};
     cr_expect_eq(nvcc_every_point("tf32", tf32_tasks, NTF32, tf32_points, NTF32_POINTS, 1, want, 2), NTF32 * NTF32_POINTS);
 }
@@ -723,10 +714,7 @@ Test(gpu_cuda, tf32_matmul_compiles_with_nvcc, .timeout = 600) {
 /* The 3xTF32 path with the fused epilogues of tf32_epi_tasks at every tf32 point (the
  * stores handed to kf_epi<y>), compiled with nvcc for sm_90 as warnings-as-errors. */
 Test(gpu_cuda, tf32_epilogue_compiles_with_nvcc, .timeout = 600) {
-    if (!have_nvcc()) {
-        cr_skip_test("nvcc is not on PATH");
-        return;
-    }
+    if (!nvcc_or_skip()) return;
     static const char *const want[] = {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", "kf_epi"};
     cr_expect_eq(nvcc_every_point("tf32epi", tf32_epi_tasks, NTF32_EPI, tf32_points, NTF32_POINTS, 1, want, 2),
                  NTF32_EPI * NTF32_POINTS);

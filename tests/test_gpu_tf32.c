@@ -59,10 +59,7 @@ static int count_launches(const char *src) {
 /* ---- cuda: rendered and compiled with nvcc ---- */
 
 Test(gpu_cuda, tf32_prologue_compiles_with_nvcc, .timeout = 600) {
-    if (!have_nvcc()) {
-        cr_skip_test("nvcc is not on PATH");
-        return;
-    }
+    if (!nvcc_or_skip()) return;
     static const char *const want[] = {mma, "kf_pro"};
     cr_expect_eq(nvcc_every_point("tf32pro", pro_tasks, NPRO, tf32_points, NTF32_POINTS, 1, want, 2),
                  NPRO * NTF32_POINTS);
@@ -70,10 +67,7 @@ Test(gpu_cuda, tf32_prologue_compiles_with_nvcc, .timeout = 600) {
 
 /* the SIMT kernel (tc=0) with the same prologues: element-wise tile loads through kf_pro */
 Test(gpu_cuda, simt_prologue_compiles_with_nvcc, .timeout = 600) {
-    if (!have_nvcc()) {
-        cr_skip_test("nvcc is not on PATH");
-        return;
-    }
+    if (!nvcc_or_skip()) return;
     static const char *const points[] = {"tc=0"};
     static const char *const want[] = {"register block", "kf_pro"};
     cr_expect_eq(nvcc_every_point("simtpro", pro_tasks, NPRO, points, 1, 1, want, 2), NPRO);
