@@ -132,6 +132,19 @@ static inline void expect_verifies(const kf_synth *s, kf_verify_ctx *ctx, const 
 /* Check the task at one point: "name=value ..." over the stage parameters' suffixes (every
  * stage's), the rest at their defaults; `want` must appear in the source (what the point is
  * meant to exercise). */
+/* A verifier context for g in the suite's work directory: the given seed, nsets sets. */
+static inline kf_verify_ctx *test_ctx(const kf_graph *g, uint64_t seed, int nsets) {
+    kf_error err = {0};
+    kf_verify_opts vo;
+    kf_verify_opts_default(&vo);
+    vo.workdir = workdir;
+    vo.seed = seed;
+    vo.nsets = nsets;
+    kf_verify_ctx *ctx = NULL;
+    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    return ctx;
+}
+
 static inline void check_point_sets(const char *text, const char *assign, const char *want, int nsets);
 static inline void check_point(const char *text, const char *assign, const char *want) {
     check_point_sets(text, assign, want, 2);
@@ -146,13 +159,7 @@ static inline void check_point_sets(const char *text, const char *assign, const 
     cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
     kf_point p;
     cr_assert(point_assign(s, assign, &p), "no parameter for '%s' in %s", assign, kf_synth_describe(s));
-    kf_verify_opts vo;
-    kf_verify_opts_default(&vo);
-    vo.workdir = workdir;
-    vo.seed = 7;
-    vo.nsets = nsets;
-    kf_verify_ctx *ctx = NULL;
-    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    kf_verify_ctx *ctx = test_ctx(g, 7, nsets);
     expect_verifies(s, ctx, &p, text, want);
     kf_verify_ctx_free(ctx);
     kf_synth_free(s);

@@ -164,13 +164,7 @@ static void check_task(const char *text) {
     kf_graph *g = parse(text);
     kf_synth *s = NULL;
     cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
-    kf_verify_opts vo;
-    kf_verify_opts_default(&vo);
-    vo.workdir = workdir;
-    vo.seed = 42;
-    vo.nsets = 2;
-    kf_verify_ctx *ctx = NULL;
-    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    kf_verify_ctx *ctx = test_ctx(g, 42, 2);
     for (int variant = 0; variant < 2; variant++) {
         kf_point p;
         if (!point_of(s, variant, &p)) break;
@@ -407,13 +401,7 @@ Test(gpu_verify, tf32_epilogue) {
         cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
         cr_expect(strstr(kf_synth_describe(s), "+ewise[") != NULL, "task:\n%s\nplan %s: no epilogue",
                   tf32_epi_tasks[t], kf_synth_describe(s));
-        kf_verify_opts vo;
-        kf_verify_opts_default(&vo);
-        vo.workdir = workdir;
-        vo.seed = 29;
-        vo.nsets = 2;
-        kf_verify_ctx *ctx = NULL;
-        cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+        kf_verify_ctx *ctx = test_ctx(g, 29, 2);
         for (int v = 0; v <= NTF32_POINTS; v++) {
             if (t > 0 && v > 1 && v < NTF32_POINTS) continue; /* every point on the first task */
             const int apart = v == NTF32_POINTS;
@@ -463,13 +451,7 @@ Test(gpu_verify, epilogue_faults_are_caught) {
         kf_graph *g = parse(text);
         kf_synth *s = NULL;
         cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
-        kf_verify_opts vo;
-        kf_verify_opts_default(&vo);
-        vo.workdir = workdir;
-        vo.seed = 29;
-        vo.nsets = 2;
-        kf_verify_ctx *ctx = NULL;
-        cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+        kf_verify_ctx *ctx = test_ctx(g, 29, 2);
         kf_point p;
         cr_assert(point_assign(s, tc ? "tc=1 epi=1" : "epi=1", &p), "%s", kf_synth_describe(s));
         expect_verifies(s, ctx, &p, text, "kf_epi");
@@ -592,13 +574,7 @@ static void check_epilogue(const char *text, const char *assign) {
         nepi += ln >= 4 && strcmp(sp->p[i].name + ln - 4, ".epi") == 0 && sp->p[i].nvalues == 2;
     }
     cr_assert_geq(nepi, 1, "task:\n%s\nplan %s: no epi parameter", text, d);
-    kf_verify_opts vo;
-    kf_verify_opts_default(&vo);
-    vo.workdir = workdir;
-    vo.seed = 29;
-    vo.nsets = 2;
-    kf_verify_ctx *ctx = NULL;
-    cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
+    kf_verify_ctx *ctx = test_ctx(g, 29, 2);
     kf_point p, apart;
     kf_synth_default_point(s, &p);
     kf_candidate c;
