@@ -53,6 +53,10 @@ typedef struct kf_backend_iface {
     /* Optional: evict the device's caches (e.g. write a buffer larger than them);
      * NULL = the runner flushes host caches. */
     kf_status (*flush)(void *ctx, size_t bytes);
+    /* Optional: page-lock the host range [host, host + bytes) that copy_in/copy_out move
+     * (the runner's region of a device candidate's buffers), so that the copies run at
+     * the bus's speed; not mapped into the device's address space. NULL = pageable. */
+    kf_status (*host_pin)(void *ctx, void *host, size_t bytes, kf_error *err);
 } kf_backend_iface;
 
 typedef struct kf_backend {

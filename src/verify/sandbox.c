@@ -452,6 +452,7 @@ typedef struct hs_run {
     int in_call, in_flush, finished, violation, rc, started;
     double t_go, t_first_go, t_timing, spent;
     double t_fork;          /* when the runner was forked (kf_sbx_run's t0) */
+    double parent_s;        /* a check run of several calls: the parent's time between them */
     /* checking the calls (lim->prepare/check): the set the current call got, the random
      * checks made, and the first failure */
     pid_t pid;
@@ -615,6 +616,7 @@ static void evict_buffers(const kf_sbx *sb, int inputs, int outputs) {
  * flush, what the parent wrote since (the flush ran before the writes, with the run going). */
 static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
     int after_flush = h->in_flush, before = h->set;
+    double t0 = kf_now();
     if (h->lim->prepare) h->set = h->lim->prepare(h->lim->cb_arg, final, !(after_flush && h->fresh));
     sb->hs_last_set = h->set;
     if (h->evict && h->t_timing > 0) {
@@ -623,12 +625,15 @@ static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
     } else if (after_flush) {
         evict_buffers(sb, h->set != before, !h->fresh);
     }
+    if (h->mode != KF_RUN_TIME) h->parent_s += kf_now() - t0;
 }
 
 /* Check the call that just returned (the run is stopped: hs_stop at its 'd'). */
 static void hs_check(hs_run *h, kf_sbx *sb) {
     h->checks++;
+    double t0 = kf_now();
     kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
+    if (h->mode != KF_RUN_TIME) h->parent_s += kf_now() - t0;
     if (vs != KF_V_OK) {
         h->check_vs = vs;
         sb->hs_fail_set = h->set;
@@ -757,6 +762,25 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         h->rc = rc;
         sb->hs_calls++;
         double dt = t - h->t_go;
+        if (h->mode != KF_RUN_TIME && rc == 0 && sb->hs_calls < h->lim->calls && h->lim->check) {
+            /* a check run of several calls (kf_sbx_limits.calls): this one is checked now,
+             * with the run stopped (on a device once its outputs are back), then the next
+             * is prepared on its own set */
+            if (h->device) {
+                if (hs_send(h, 'o') != 0) break;
+                h->out_for = OUT_CHECK;
+                return;
+            }
+            if (hs_stop(h) != 0) {
+                h->finished = 1;
+                return;
+            }
+            hs_check(h, sb);
+            if (h->finished) return;
+            hs_prepare(h, sb, 0);
+            if (hs_go(h, sb) != 0) break;
+            return;
+        }
         int last = h->mode != KF_RUN_TIME || rc != 0 || h->final;
         if (!last && h->t_timing <= 0) {
             /* warm-up, back to back: at least one call, then until warmup seconds passed */
@@ -1166,9 +1190,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
          * 50 ms there and walks the scratch directory once a second (a walk delays reading
          * the call's end, so it is kept rare inside calls; between calls and at the end of
          * the run it is done every time) */
-        if (hs.in_call && kf_now() - last_watch < 0.05 && kf_now() < deadline) {
+        if (hs.in_call && kf_now() - last_watch < 0.05 && kf_now() < deadline + hs.parent_s) {
             struct pollfd pf = {hs.done_fd, POLLIN, 0};
-            double left = deadline - kf_now();
+            double left = deadline + hs.parent_s - kf_now();
             int ms = left < 0.05 ? (int)(left * 1e3) + 1 : 50;
             if (poll(&pf, 1, ms) > 0) hs_read(&hs, sb);
             continue;
@@ -1198,7 +1222,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
             break;
         }
-        if (kf_now() >= deadline) {
+        if (kf_now() >= deadline + hs.parent_s) {
             timed_out = 1;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
@@ -1293,8 +1317,11 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
                  lim->wall_s, where, out[0] ? "; output tail: " : "", out);
     } else if (hs.finished && hs.check_vs != KF_V_OK) {
         *vs = hs.check_vs;
-        snprintf(detail, cap, "call %d of the timing run (checked at random): %s", sb->hs_fail_call,
-                 hs.check_detail);
+        if (hs.mode == KF_RUN_TIME)
+            snprintf(detail, cap, "call %d of the timing run (checked at random): %s", sb->hs_fail_call,
+                     hs.check_detail);
+        else
+            snprintf(detail, cap, "%s", hs.check_detail);
     } else if (hs.finished && hs.stuck) {
         *vs = KF_V_CRASH;
         snprintf(detail, cap, "a process of the run did not stop within a second of SIGSTOP %s "

@@ -405,6 +405,33 @@ static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresu
     return vs;
 }
 
+/* A device candidate's check sets in one runner process (kf_sbx_limits.calls): the sets in
+ * order, each loaded with poisoned outputs and fresh guards before its call, every call
+ * but the last checked in full as it returns (the last by the caller), the errors
+ * accumulated into r as the per-set runs do. */
+typedef struct check_sets {
+    kf_verify_ctx *c;
+    kf_sbx *sb;
+    kf_vresult *r;
+    int next;           /* the set the next call gets */
+} check_sets;
+
+static int check_sets_prepare(void *arg, int final, int poison) {
+    (void)final;
+    (void)poison;
+    check_sets *t = arg;
+    int s = t->next++;
+    kf_verify_load_set(t->c, t->sb, s);
+    return s;
+}
+
+static kf_vstatus check_sets_check(void *arg, int set, char *detail, size_t cap) {
+    check_sets *t = arg;
+    kf_vstatus vs = check_call(t->c, t->sb, set, t->r, detail, cap);
+    if (vs == KF_V_OK) t->r->sets_run = set + 1;
+    return vs;
+}
+
 static kf_vstatus timed_check(void *arg, int set, char *detail, size_t cap) {
     timed_calls *t = arg;
     char d[1100];
@@ -525,8 +552,24 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
      * the next run's entry, artifact or target) */
     char req_target[sizeof ctl->target];
     snprintf(req_target, sizeof req_target, "%s", ctl->target);
-    for (int s = 0; s < c->nsets; s++) {
-        kf_verify_load_set(c, &sb, s);
+    /* A device candidate's check sets run in one runner process, one call per set, each
+     * call on its own freshly loaded set with poisoned outputs and fresh guards, copied back
+     * and checked in full before the next (a CUDA context costs about 0.14 s to create,
+     * in a new process or in the same one: 43 % of a 12-candidate CUDA search on the H100
+     * went to starting seven runners per candidate; docs/design-notes.md, issue 30). The
+     * CPU keeps one process per set. */
+    int per_run = dev && c->nsets > 1 ? c->nsets : 1;
+    check_sets cs = {.c = c, .sb = &sb, .r = r, .next = 0};
+    if (per_run > 1) {
+        lim.calls = per_run;
+        lim.prepare = check_sets_prepare;
+        lim.check = check_sets_check;
+        lim.cb_arg = &cs;
+        if (lim.wall_s > 0) lim.wall_s *= per_run;
+        if (lim.cpu_s > 0) lim.cpu_s *= per_run;
+    }
+    for (int s = 0; s < c->nsets; s += per_run) {
+        if (per_run == 1) kf_verify_load_set(c, &sb, s);
         snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
         snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
         snprintf(ctl->target, sizeof ctl->target, "%s", req_target);
@@ -544,6 +587,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
             goto done;
         }
+        if (per_run > 1) {
+            /* the set of the call that failed, or of the last call (checked below) */
+            s = sb.hs_fail_call > 0 && vs != KF_V_OK ? sb.hs_fail_set : sb.hs_last_set;
+            if (vs != KF_V_OK && sb.hs_fail_call == 0 && sb.hs_calls == 0) s = 0;
+        }
         r->sets_run = s + 1;
         if (vs != KF_V_OK) {
             fail_set(c, r, vs, s, "set", detail);
@@ -557,6 +605,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     }
     r->status = KF_V_OK;
     r->check_s = kf_now() - t0 - r->start_s;
+    lim.calls = 0;
+    lim.prepare = NULL;
+    lim.check = NULL;
+    lim.wall_s = o->wall_limit_s;
+    lim.cpu_s = o->cpu_limit_s;
 
     if (o->time_it) {
         double tt = kf_now(), start0 = r->start_s;

@@ -600,6 +600,19 @@ static kf_status cu_copy_in(void *vctx, void *dev, const void *host, size_t byte
     return st;
 }
 
+/* Page-lock the runner's host range of the buffers (flags 0: not mapped for the device,
+ * whose kernels see only the device copies). The region is the verifier's memfd mapping,
+ * so the pages are the parent's too; the lock ends with the process. */
+static kf_status cu_host_pin(void *vctx, void *host, size_t bytes, kf_error *err) {
+    cu_ctx *ctx = vctx;
+    if (!ctx->api->MemHostRegister)
+        return kf_error_set(err, KF_ERR_UNSUPPORTED, NULL, 0, 0, "the driver lacks cuMemHostRegister");
+    kf_status st = bind(ctx, err);
+    if (st != KF_OK) return st;
+    CUresult rc = ctx->api->MemHostRegister(host, bytes, 0);
+    return rc == CUDA_SUCCESS ? KF_OK : cu_fail(ctx, rc, err, "cuMemHostRegister(%zu bytes)", bytes);
+}
+
 static kf_status cu_copy_out(void *vctx, void *host, const void *dev, size_t bytes) {
     cu_ctx *ctx = vctx;
     kf_error e = {0};
@@ -694,6 +707,7 @@ static const kf_backend_iface cu_iface = {
     .free = cu_free,
     .copy_in = cu_copy_in,
     .copy_out = cu_copy_out,
+    .host_pin = cu_host_pin,
     .sync = cu_sync,
     .destroy = cu_destroy,
     .view = cu_view,

@@ -95,6 +95,8 @@ typedef struct kf_cu_api {
     /* optional (driver 12.4+): kernel parameter sizes, to check a launch's argument count;
      * NULL when the driver lacks it */
     __typeof__(cuFuncGetParamInfo) *FuncGetParamInfo;
+    /* optional: page-locks a host range (cuMemHostRegister_v2); NULL when missing */
+    __typeof__(cuMemHostRegister) *MemHostRegister;
     int driver_version; /* cuDriverGetVersion, e.g. 13000 */
 } kf_cu_api;
 

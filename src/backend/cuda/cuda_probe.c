@@ -124,6 +124,8 @@ static void load_driver(void) {
     }
     void *p = dlsym(h, "cuFuncGetParamInfo");
     memcpy(&g_api.FuncGetParamInfo, &p, sizeof p);
+    p = dlsym(h, "cuMemHostRegister_v2");
+    memcpy(&g_api.MemHostRegister, &p, sizeof p);
     CUresult rc = g_api.Init(0);
     if (rc != CUDA_SUCCESS) {
         char text[300];
