@@ -340,8 +340,11 @@ static int run_device(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_li
     /* the buffers' host side page-locked where the backend can (CUDA): the handshake
      * copies every call's set in and the checked calls' outputs back, gigabytes a call at
      * official GPU shapes; pageable copies run at a fraction of the bus's speed. A refusal
-     * leaves them pageable (slower, the same results) and says so in the run's output. */
-    if (io->host_pin && cfg->nbufs > 0) {
+     * leaves them pageable (slower, the same results) and says so in the run's output.
+     * Handshake runs only: they end by SIGKILL, which releases the lock; a run under a
+     * memory checker (no handshake) exits by itself, and compute-sanitizer would report
+     * the registration as a leak of the candidate's. */
+    if (io->host_pin && cfg->handshake && cfg->nbufs > 0) {
         uint8_t *lo = host[0], *hi = host[cfg->nbufs - 1] + span[cfg->nbufs - 1];
         kf_error pe = {0};
         if (io->host_pin(b->ctx, lo, (size_t)(hi - lo), &pe) != KF_OK)
