@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -969,4 +970,172 @@ Test(interp, gather_along_each_axis_and_out_of_range) {
     const double w0[6] = {-7, xv[0 * 4 + 1], -7, xv[1 * 4 + 0], -7, -7};
     near("gather axis 0", o0, w0, 6, 0);
     kf_graph_free(g);
+}
+
+/* ---- the row-at-a-time gather (kf_imap_gather) against kf_imap_apply, element by element ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static int64_t rnd(int64_t n) { /* 0 .. n-1 */
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (int64_t)(rng_state % (uint64_t)n);
+}
+
+/* A random view of value x with random attributes; -1 when they do not fit x. */
+static int random_view(kf_graph *g, int x) {
+    static const kf_op ops[] = {KF_OP_TRANSPOSE, KF_OP_PERMUTE, KF_OP_SLICE,  KF_OP_FLIP,
+                                KF_OP_PAD,       KF_OP_EXPAND,  KF_OP_UNFOLD, KF_OP_RESHAPE,
+                                KF_OP_SELECT,    KF_OP_TRIU,    KF_OP_TRIL,   KF_OP_DIAG_EMBED,
+                                KF_OP_DIAGONAL,  KF_OP_PAD,     KF_OP_UNFOLD};
+    const kf_shape *s = &g->values[x].shape;
+    int r = s->rank;
+    kf_op op = ops[rnd(sizeof ops / sizeof ops[0])];
+    kf_attrs a = kf_attrs_default(op, r);
+    a.dim = rnd(2 * r + 1) - r, a.dim1 = rnd(2 * r + 1) - r;
+    switch (op) {
+    case KF_OP_PERMUTE:
+        a.ints.n = r;
+        for (int i = 0; i < r; i++) a.ints.v[i] = i;
+        for (int i = r - 1; i > 0; i--) {
+            int j = (int)rnd(i + 1);
+            int64_t t = a.ints.v[i];
+            a.ints.v[i] = a.ints.v[j], a.ints.v[j] = t;
+        }
+        break;
+    case KF_OP_SLICE:
+        a.start = rnd(7) - 3, a.end = rnd(3) ? rnd(9) - 3 : INT64_MAX, a.step = 1 + rnd(3);
+        break;
+    case KF_OP_FLIP:
+        a.ints.n = 1 + (int)rnd(r > 0 ? r : 1);
+        for (int i = 0; i < a.ints.n; i++) a.ints.v[i] = i - (int)rnd(2) * r; /* dims i or i - r */
+        break;
+    case KF_OP_PAD: /* ceil_mode's pools pad more on the right; a negative pad crops */
+        a.ints.n = 2 * (1 + (int)rnd(r > 0 ? r : 1));
+        for (int i = 0; i < a.ints.n; i++) a.ints.v[i] = rnd(5) - 1;
+        a.alpha = rnd(2) ? -INFINITY : -0.5;
+        break;
+    case KF_OP_EXPAND:
+        a.ints.n = r + (int)rnd(2);
+        for (int j = 0; j < a.ints.n; j++) {
+            int i = j - (a.ints.n - r);
+            a.ints.v[j] = i >= 0 && s->d[i] != 1 ? -1 : 1 + rnd(3);
+        }
+        break;
+    case KF_OP_UNFOLD:
+        a.size = 1 + rnd(3), a.step = 1 + rnd(3), a.dilation = 1 + rnd(2);
+        break;
+    case KF_OP_RESHAPE: { /* split the last dim or merge two (merging strided dims: a flat map) */
+        a.ints.n = 0;
+        int64_t last = r ? s->d[r - 1] : 1;
+        if (r >= 2 && rnd(2)) {
+            for (int i = 0; i < r - 2; i++) a.ints.v[a.ints.n++] = s->d[i];
+            a.ints.v[a.ints.n++] = s->d[r - 2] * last;
+        } else {
+            for (int i = 0; i < r - 1; i++) a.ints.v[a.ints.n++] = s->d[i];
+            int64_t f = last % 2 == 0 ? 2 : last % 3 == 0 ? 3 : 1;
+            a.ints.v[a.ints.n++] = f;
+            a.ints.v[a.ints.n++] = last / f;
+        }
+        break;
+    }
+    case KF_OP_SELECT:
+    case KF_OP_TRIU:
+    case KF_OP_TRIL:
+    case KF_OP_DIAG_EMBED:
+    case KF_OP_DIAGONAL:
+        a.start = rnd(5) - 2;
+        a.alpha = -0.5;
+        break;
+    default:
+        break;
+    }
+    kf_error e = {0};
+    return kf_graph_add_node(g, op, &x, 1, &a, NULL, 0, 0, &e);
+}
+
+/* x[f] = f: what the gather read names the element it read */
+static void check_gather(const kf_imap *m, const double *x, const char *what) {
+    int64_t cnt = 1, o[KF_MAX_DIMS] = {0}, i[KF_MAX_DIMS];
+    for (int j = 0; j < m->out_rank; j++) cnt *= m->out_dims[j];
+    const double pad = -1e300; /* no flat index */
+    double *want = malloc((size_t)cnt * sizeof *want), *got = malloc((size_t)cnt * sizeof *got);
+    for (int64_t e = 0; e < cnt; e++) {
+        if (kf_imap_apply(m, o, i)) {
+            int64_t f = 0;
+            for (int d = 0; d < m->in_rank; d++) {
+                cr_assert(i[d] >= 0 && i[d] < m->in_dims[d], "%s: the map reads outside its input", what);
+                f = f * m->in_dims[d] + i[d];
+            }
+            want[e] = x[f];
+        } else {
+            want[e] = pad;
+        }
+        for (int j = m->out_rank - 1; j >= 0; j--) {
+            if (++o[j] < m->out_dims[j]) break;
+            o[j] = 0;
+        }
+    }
+    /* the whole output, then random pieces (a piece starts and ends mid-row) */
+    for (int piece = 0; piece < 6; piece++) {
+        int64_t e0 = piece ? rnd(cnt) : 0, e1 = piece ? e0 + rnd(cnt - e0 + 1) : cnt;
+        for (int64_t e = 0; e < cnt; e++) got[e] = 7.5; /* not an index, not the pad */
+        kf_imap_gather(m, x, pad, e0, e1, got + e0);
+        for (int64_t e = 0; e < cnt; e++) {
+            double w = e >= e0 && e < e1 ? want[e] : 7.5;
+            cr_assert(got[e] == w, "%s, elements [%lld, %lld) of %lld: element %lld is %.17g, kf_imap_apply's %.17g",
+                      what, (long long)e0, (long long)e1, (long long)cnt, (long long)e, got[e], w);
+        }
+    }
+    free(want);
+    free(got);
+}
+
+/* Random chains of views over random shapes: every view's own map (the interpreter's
+ * gather) and the chain's composed map (several guards, flat maps), gathered both ways. */
+Test(interp, gather_rows_match_apply_on_random_views) {
+    int checked = 0, guarded = 0, flat = 0, composed = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        kf_graph *g = kf_graph_new("gather");
+        kf_shape s;
+        memset(&s, 0, sizeof s);
+        s.rank = 1 + (int)rnd(4);
+        for (int i = 0; i < s.rank; i++) s.d[i] = 1 + rnd(i == s.rank - 1 ? 9 : 5);
+        int x = input(g, "x", s);
+        int v = x;
+        for (int step = 0; step < 4; step++) {
+            int w = -1;
+            for (int attempt = 0; attempt < 20 && w < 0; attempt++) w = random_view(g, v);
+            if (w < 0 || numel_of(g, w) > 20000) break;
+            kf_imap m;
+            kf_error e = {0};
+            cr_assert_eq(kf_node_imap(g, &g->nodes[g->values[w].producer], &m, &e), KF_OK, "%s", e.msg);
+            int64_t nin = 1;
+            for (int d = 0; d < m.in_rank; d++) nin *= m.in_dims[d];
+            double *xv = malloc((size_t)nin * sizeof *xv);
+            for (int64_t f = 0; f < nin; f++) xv[f] = (double)f;
+            char what[160];
+            snprintf(what, sizeof what, "trial %d, %s (step %d)", trial,
+                     kf_op_get(g->nodes[g->values[w].producer].op)->name, step);
+            check_gather(&m, xv, what);
+            free(xv);
+            checked++, guarded += m.nguards > 0, flat += m.flat;
+            int src = kf_value_imap(g, w, &m);
+            if (src != v) { /* two views or more down to src, as one map */
+                nin = numel_of(g, src);
+                xv = malloc((size_t)nin * sizeof *xv);
+                for (int64_t f = 0; f < nin; f++) xv[f] = (double)f;
+                snprintf(what, sizeof what, "trial %d, the chain composed at step %d", trial, step);
+                check_gather(&m, xv, what);
+                free(xv);
+                composed++;
+            }
+            v = w;
+        }
+        kf_graph_free(g);
+    }
+    /* the random draw reached what it is for */
+    cr_assert_gt(checked, 600, "views checked: %d", checked);
+    cr_assert_gt(guarded, 100, "guarded maps: %d", guarded);
+    cr_assert_gt(flat, 10, "flat maps: %d", flat);
+    cr_assert_gt(composed, 100, "composed chains: %d", composed);
 }

@@ -214,6 +214,12 @@ int kf_imap_apply(const kf_imap *m, const int64_t *out_idx, int64_t *in_idx);
  * the element offset of output index 0 (negative where a pad comes first; read only where
  * the guards hold). */
 void kf_imap_strides(const kf_imap *m, int64_t *str, int64_t *base);
+/* Output elements [e0, e1) of m (counted row-major) gathered from x, m's input dense in
+ * row-major order: out[k] = x[the flat index of kf_imap_apply(element e0 + k)], or pad
+ * where a guard fails. The same reads as kf_imap_apply element by element, done a row of
+ * the output's last dim at a time: the flat offset and the guards' values carried from row
+ * to row, each guard's passing stretch of the row solved once (the map is affine). */
+void kf_imap_gather(const kf_imap *m, const double *x, double pad, int64_t e0, int64_t e1, double *out);
 /* 1 when m reads its input in its row-major order: output element e (counted row-major)
  * is input element e, and the counts agree (identity, reshape, unsqueeze: a relabelling). */
 int kf_imap_is_linear(const kf_imap *m);

@@ -1,5 +1,6 @@
 /*
- * Index maps (kforge/imap.h): identity, composition, application to one index, and the
+ * Index maps (kforge/imap.h): identity, composition, application to one index, a gather
+ * of a range of output elements a row at a time (the interpreter's views), and the
  * strided form a planner folds into its addressing. The maps themselves come from the VIEW
  * records (src/ops/view.c); this file knows no view by name.
  *
@@ -96,6 +97,99 @@ int kf_imap_apply(const kf_imap *m, const int64_t *out_idx, int64_t *in_idx) {
     }
     for (int d = 0; d < m->in_rank; d++) in_idx[d] = eval(&m->in[d], m->out_rank, out_idx);
     return 1;
+}
+
+/* floor(a / b) for b > 0 */
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* [*lo, *hi) narrowed to the u where 0 <= g0 + c * u < n (an interval: the expression is
+ * affine in u). Both ends passing, the whole stretch does (the common case: no division). */
+static void narrow(int64_t g0, int64_t c, int64_t n, int64_t *lo, int64_t *hi) {
+    if (*lo >= *hi) return;
+    int64_t a = g0 + c * *lo, b = g0 + c * (*hi - 1);
+    if (a >= 0 && a < n && b >= 0 && b < n) return;
+    int64_t from, to; /* the passing u: from <= u <= to */
+    if (c == 0) {
+        *hi = *lo; /* g0 fails, everywhere */
+        return;
+    }
+    if (c > 0) {
+        from = -floor_div(g0, c);                 /* ceil(-g0 / c) */
+        to = floor_div(n - 1 - g0, c);
+    } else {
+        from = -floor_div(n - 1 - g0, -c);        /* ceil((g0 - (n - 1)) / -c) */
+        to = floor_div(g0, -c);
+    }
+    if (from > *lo) *lo = from;
+    if (to + 1 < *hi) *hi = to + 1;
+    if (*hi < *lo) *hi = *lo;
+}
+
+void kf_imap_gather(const kf_imap *m, const double *x, double pad, int64_t e0, int64_t e1, double *out) {
+    if (e1 <= e0) return;
+    int R = m->out_rank, G = m->nguards;
+    int64_t str[KF_MAX_DIMS], f, o[KF_MAX_DIMS] = {0}, gv[KF_IMAP_MAX_GUARDS], gc[KF_IMAP_MAX_GUARDS];
+    kf_imap_strides(m, str, &f);
+    /* the last dim is the row (a rank-0 output: one row of one element) */
+    int64_t L = R ? m->out_dims[R - 1] : 1, s = R ? str[R - 1] : 0, rest = e0;
+    for (int j = R - 1; j >= 0; j--) {
+        o[j] = rest % m->out_dims[j];
+        rest /= m->out_dims[j];
+    }
+    /* f and gv: the flat offset and the guards' values at column 0 of the current row */
+    for (int j = 0; j < R - 1; j++) f += str[j] * o[j];
+    for (int k = 0; k < G; k++) {
+        gv[k] = m->guard[k].off;
+        for (int j = 0; j < R - 1; j++) gv[k] += m->guard[k].coef[j] * o[j];
+        gc[k] = R ? m->guard[k].coef[R - 1] : 0;
+    }
+    int64_t t = R ? o[R - 1] : 0, e = e0;
+    while (e < e1) {
+        int64_t n = L - t < e1 - e ? L - t : e1 - e, lo = t, hi = t + n, u = t;
+        for (int k = 0; k < G; k++) narrow(gv[k], gc[k], m->guard_n[k], &lo, &hi);
+        if (hi <= lo) lo = hi = t + n;
+#ifndef NDEBUG
+        if (lo < hi) { /* the stretch's two ends read inside x; affine, so all between do */
+            int64_t oi[KF_MAX_DIMS], ii[KF_MAX_DIMS];
+            memcpy(oi, o, sizeof oi);
+            for (int end = 0; end < 2; end++) {
+                if (R) oi[R - 1] = end ? hi - 1 : lo;
+                int ok = kf_imap_apply(m, oi, ii);
+                assert(ok);
+                int64_t ff = 0;
+                for (int d = 0; d < m->in_rank; d++) {
+                    assert(ii[d] >= 0 && ii[d] < m->in_dims[d]);
+                    ff = ff * m->in_dims[d] + ii[d];
+                }
+                assert(ff == f + (R ? oi[R - 1] : 0) * s);
+                (void)ok;
+            }
+        }
+#endif
+        for (; u < lo; u++) *out++ = pad;
+        if (lo < hi) { /* (f alone may lie before x: a pad's first row) */
+            const double *p = x + (f + lo * s);
+            if (s == 1) {
+                memcpy(out, p, (size_t)(hi - lo) * sizeof *out);
+                out += hi - lo;
+            } else {
+                for (int64_t q = lo; q < hi; q++, p += s) *out++ = *p;
+            }
+        }
+        for (u = hi; u < t + n; u++) *out++ = pad;
+        e += n;
+        t = 0;
+        for (int j = R - 2; j >= 0; j--) { /* the next row, row-major */
+            if (++o[j] < m->out_dims[j]) {
+                f += str[j];
+                for (int k = 0; k < G; k++) gv[k] += m->guard[k].coef[j];
+                break;
+            }
+            o[j] = 0;
+            f -= str[j] * (m->out_dims[j] - 1);
+            for (int k = 0; k < G; k++) gv[k] -= m->guard[k].coef[j] * (m->out_dims[j] - 1);
+        }
+    }
 }
 
 void kf_imap_strides(const kf_imap *m, int64_t *str, int64_t *base) {

@@ -895,32 +895,14 @@ static kf_status ip_gather(const kf_graph *g, const kf_node *n, const double *x,
     if (st != KF_OK) return st;
     int64_t cnt = ip_numel(&g->values[n->out].shape);
     /* in chunks of output elements on the threads (a pooling window's gather at official
-     * GPU shapes is gigabytes); each chunk starts from its first element's index */
+     * GPU shapes is gigabytes); each chunk a row of the last dim at a time (kf_imap_gather:
+     * the same reads as kf_imap_apply per element) */
     int64_t chunk = 1 << 16, nch = (cnt + chunk - 1) / chunk;
+    double fill = own_pad ? m.pad : pad;
 #pragma omp parallel for schedule(dynamic, 1) if (nch > 1)
     for (int64_t c = 0; c < nch; c++) {
-        int64_t o[KF_MAX_DIMS] = {0}, i[KF_MAX_DIMS], e0 = c * chunk, e1 = e0 + chunk < cnt ? e0 + chunk : cnt;
-        int64_t rest = e0;
-        for (int j = m.out_rank - 1; j >= 0; j--) {
-            o[j] = m.out_dims[j] > 0 ? rest % m.out_dims[j] : 0;
-            rest = m.out_dims[j] > 0 ? rest / m.out_dims[j] : 0;
-        }
-        for (int64_t e = e0; e < e1; e++) {
-            if (kf_imap_apply(&m, o, i)) {
-                int64_t f = 0;
-                for (int d = 0; d < m.in_rank; d++) {
-                    assert(i[d] >= 0 && i[d] < m.in_dims[d]);
-                    f = f * m.in_dims[d] + i[d];
-                }
-                out[e] = x[f];
-            } else {
-                out[e] = own_pad ? m.pad : pad;
-            }
-            for (int j = m.out_rank - 1; j >= 0; j--) { /* the next output index, row-major */
-                if (++o[j] < m.out_dims[j]) break;
-                o[j] = 0;
-            }
-        }
+        int64_t e0 = c * chunk, e1 = e0 + chunk < cnt ? e0 + chunk : cnt;
+        kf_imap_gather(&m, x, fill, e0, e1, out + e0);
     }
     return KF_OK;
 }
