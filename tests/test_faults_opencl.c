@@ -281,17 +281,12 @@ Test(faults_opencl, honest_device_time_lies_inside_the_parents_clock) {
     fx_close(&f);
 }
 
-/* A kernel that is correct on its first call in a process and does nothing afterwards,
- * remembering that in a scratch buffer (device memory the runner keeps for the module's
- * life, so across calls). A device candidate's check sets run in one process, one call
- * each (issue 30), so the second set's call already finds the poison unwritten; were each
- * set a process of its own, only a timing run whose calls are checked would catch it (it
- * does: the CPU's test_cheats). Before issue 24 reached devices, the timing run launched
- * the plan again and again on the same buffers and compared nothing. */
-Test(faults_opencl, correct_once_then_idle_via_scratch_is_caught) {
-    fixture f;
-    if (!fx_open(&f, 30)) return;
-    timed_opts(&f, 20);
+/* A swish that is correct until `idle` (an OpenCL condition on the scratch buffer memo)
+ * holds and does nothing afterwards; `mark` (the body of a second launch) keeps its count.
+ * memo is device memory the runner keeps for the module's life, so across calls, and
+ * uninitialised. Returns the verifier's result for it, the fixture timed. */
+static kf_vresult run_memo_swish(fixture *f, const char *idle, const char *mark) {
+    timed_opts(f, 20);
     char src[2048];
     snprintf(src, sizeof src,
              "// kforge:scratch memo 64\n"
@@ -299,15 +294,28 @@ Test(faults_opencl, correct_once_then_idle_via_scratch_is_caught) {
              "// kforge:launch mark global=1 local=1 args=memo\n"
              "__kernel void swish(__global const float *restrict x, __global float *restrict y,\n"
              "                    __global int *memo) {\n"
-             "    if (memo[0] == 0x5eed1234) return; /* computed once: idle from now on */\n"
+             "    if (%s) return;\n"
              "    int i = (int)get_global_id(0);\n"
              "    if (i < %d) y[i] = x[i] / (1.0f + exp(-x[i]));\n"
              "}\n"
-             "__kernel void mark(__global int *memo) { memo[0] = 0x5eed1234; }\n",
-             N);
-    kf_vresult r = run_src(&f, src);
+             "__kernel void mark(__global int *memo) { %s }\n",
+             idle, N, mark);
+    kf_vresult r = run_src(f, src);
     cr_assert(r.status == KF_V_UNWRITTEN || r.status == KF_V_MISMATCH, "status %s: %s",
               kf_vstatus_name(r.status), r.detail);
+    return r;
+}
+
+/* Correct on its first call in a process, idle afterwards. A device candidate's check sets
+ * run in one process, one call each (issue 30), so the second set's call already finds the
+ * poison unwritten; were each set a process of its own, only a timing run whose calls are
+ * checked would catch it (it does: the CPU's test_cheats). Before issue 24 reached devices,
+ * the timing run launched the plan again and again on the same buffers and compared
+ * nothing. */
+Test(faults_opencl, correct_once_then_idle_via_scratch_is_caught) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    kf_vresult r = run_memo_swish(&f, "memo[0] == 0x5eed1234", "memo[0] = 0x5eed1234;");
     cr_assert(r.bad_set >= 1, "caught on set %d (the first call is correct): %s", r.bad_set, r.detail);
     fx_close(&f);
 }
@@ -319,26 +327,9 @@ Test(faults_opencl, correct_once_then_idle_via_scratch_is_caught) {
 Test(faults_opencl, correct_for_the_check_calls_then_idle_is_caught_in_timing) {
     fixture f;
     if (!fx_open(&f, 30)) return;
-    timed_opts(&f, 20);
-    char src[2048];
-    snprintf(src, sizeof src,
-             "// kforge:scratch memo 64\n"
-             "// kforge:launch swish global=1000064 local=64 args=0,1,memo\n"
-             "// kforge:launch mark global=1 local=1 args=memo\n"
-             "__kernel void swish(__global const float *restrict x, __global float *restrict y,\n"
-             "                    __global int *memo) {\n"
-             "    if (memo[1] == 0x5eed1234 && memo[0] >= 4) return; /* four calls, then idle */\n"
-             "    int i = (int)get_global_id(0);\n"
-             "    if (i < %d) y[i] = x[i] / (1.0f + exp(-x[i]));\n"
-             "}\n"
-             "__kernel void mark(__global int *memo) {\n"
-             "    if (memo[1] != 0x5eed1234) { memo[1] = 0x5eed1234; memo[0] = 1; } /* uninitialised */\n"
-             "    else memo[0] = memo[0] + 1;\n"
-             "}\n",
-             N);
-    kf_vresult r = run_src(&f, src);
-    cr_assert(r.status == KF_V_UNWRITTEN || r.status == KF_V_MISMATCH, "status %s: %s",
-              kf_vstatus_name(r.status), r.detail);
+    kf_vresult r = run_memo_swish(&f, "memo[1] == 0x5eed1234 && memo[0] >= 4",
+                                  "if (memo[1] != 0x5eed1234) { memo[1] = 0x5eed1234; memo[0] = 1; }"
+                                  " else memo[0] = memo[0] + 1;");
     cr_assert(strstr(r.detail, "timing run"), "caught outside the timing run: %s", r.detail);
     fx_close(&f);
 }
