@@ -70,9 +70,10 @@ static kf_vresult run_src(fixture *f, const char *src) {
     cr_assert_eq(st, KF_OK, "the check could not be carried out: %s", err.msg);
     kf_candidate_clear(&c);
     if (getenv("KF_TEST_VERBOSE"))
-        fprintf(stderr, "[%s] %s (%.2f s)%s%.4g ms (host %.4g ms)\n", kf_vstatus_name(r.status),
-                r.detail, r.run_wall_s, r.timed ? "; median " : "", r.timed ? r.time_ms : 0.0,
-                r.time_host_ms);
+        fprintf(stderr, "[%s] %s (%.2f s)%s%.4g ms (host %.4g ms; gap %.4g ms, wait %.4g ms, "
+                "ping %.4g ms, allowed %.4g ms)\n", kf_vstatus_name(r.status), r.detail,
+                r.run_wall_s, r.timed ? "; median " : "", r.timed ? r.time_ms : 0.0,
+                r.time_host_ms, r.time_gap_ms, r.time_wait_ms, r.time_ping_ms, r.time_allow_ms);
     return r;
 }
 
@@ -394,6 +395,43 @@ Test(faults_opencl, device_time_far_under_the_parents_clock_is_impossible) {
     /* the control: the same runner, nothing forged, the same slow kernel verifies */
     r = forged(&f, "none", slow_kernel());
     EXPECT(r, KF_V_OK, NULL);
+    fx_close(&f);
+}
+
+/* Under-reporting by half: the old bound (the median device time at least half the
+ * shortest host time less 5 ms) let it pass whatever the kernel's length (half of the
+ * device time is at least half the host time less 5 ms while the overheads are under
+ * 10 ms); the gap between kforge's clock and the device's (half of a call of hundreds of
+ * ms here), less what the runner and kforge waited for a CPU, is far beyond what an empty
+ * round trip with the runner and a launch explain. */
+Test(faults_opencl, device_time_under_reported_by_half_is_impossible) {
+    fixture f;
+    if (!fx_open(&f, 60)) return;
+    kf_vresult r = forged(&f, "half", slow_kernel());
+    EXPECT(r, KF_V_IMPOSSIBLE, "beyond the time the runner and kforge waited for a CPU");
+    cr_expect_gt(r.time_ping_ms, 0);
+    cr_expect_geq(r.time_wait_ms, 0, "the waits were read (schedstat)");
+    fx_close(&f);
+}
+
+/* The honest controls of the bound, a short kernel and a long one, through the same
+ * runner with nothing forged: both verify, with the gap, the wait, the ping and the
+ * allowance recorded (the design notes' measurements; KF_TEST_VERBOSE=1 prints them). On
+ * a loaded machine an honest short kernel's calls take 10-14 ms more than its device time
+ * (measured on the 2-vCPU VM at load 13): the waits must explain it, or this fails. */
+Test(faults_opencl, honest_device_times_within_the_allowance) {
+    fixture f;
+    if (!fx_open(&f, 60)) return;
+    char *fast = kernel(NULL, NULL);
+    const char *srcs[2] = {fast, slow_kernel()};
+    for (int k = 0; k < 2; k++) {
+        kf_vresult r = forged(&f, "none", srcs[k]);
+        EXPECT(r, KF_V_OK, NULL);
+        cr_expect_gt(r.time_allow_ms, 0, "the allowance is recorded");
+        cr_expect_gt(r.time_ping_ms, 0, "the pings were timed");
+        cr_expect_geq(r.time_wait_ms, 0, "the waits were read (schedstat)");
+    }
+    free(fast);
     fx_close(&f);
 }
 

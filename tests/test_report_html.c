@@ -193,6 +193,29 @@ Test(report_html, unit_page_marks_and_escapes) {
     free(page);
 }
 
+/* The run's result record (issue 26): which agent wrote the result, or why there is none,
+ * escaped; a page without one (an older run) says nothing of it. */
+Test(report_html, unit_result_record_shown_escaped) {
+    kf_report_page pg;
+    kf_report_iter it[4];
+    hand_page(&pg, it);
+    char *page = page_text(&pg);
+    cr_expect(!strstr(page, "id=\"result\""), "no result record, no line");
+    free(page);
+    const char *from[3] = {"builtin", "llm", "none"};
+    for (int k = 0; k < 3; k++) {
+        pg.result_from = from[k];
+        pg.result_detail = "not covered: " HOSTILE " (node 1)";
+        page = page_text(&pg);
+        char want[80];
+        snprintf(want, sizeof want, "<p class=\"sub\" id=\"result\">result from <code>%s</code>: ", from[k]);
+        cr_expect(strstr(page, want), "%s missing", want);
+        cr_expect(strstr(page, "not covered: " HOSTILE_ESC " (node 1)"));
+        cr_expect(!strstr(page, "not covered: " HOSTILE));
+        free(page);
+    }
+}
+
 Test(report_html, unit_empty_run_is_a_whole_page) {
     kf_report_page pg;
     memset(&pg, 0, sizeof pg);

@@ -88,6 +88,7 @@ Test(store, migrates_a_version_1_file) {
     snprintf(id, sizeof id, "%s", r.id);
     kf_store_run_clear(&r);
     cr_assert_eq(sqlite3_exec(kf_store_db(s), "ALTER TABLE runs DROP COLUMN reference; ALTER TABLE runs DROP COLUMN phases; "
+                              "ALTER TABLE runs DROP COLUMN result_from; ALTER TABLE runs DROP COLUMN result_detail; "
                               "DROP TABLE refsets; PRAGMA user_version = 1",
                               NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(kf_store_db(s)));
     cr_assert_eq(scalar(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'reference'"), 0);
@@ -321,6 +322,82 @@ Test(store, run_loads_back_as_written) {
     /* errors name the store */
     cr_assert_eq(kf_run_load(s, "ffffffffffff", &r, NULL, &err), KF_ERR_ARG);
     cr_assert_str_eq(err.file, kf_store_path(s));
+    kf_store_close(s);
+}
+
+/* The run's result record (run.json's result, issue 26): each kind written at the run's end
+ * comes back from the store, as kf_store_run_get and as the loop's kf_run_result. */
+Test(store, result_record_round_trips_each_kind) {
+    kf_store *s = open_at("res.db");
+    const char *from[3] = {"builtin", "llm", "none"};
+    const char *detail[3] = {"the builtin generator's kernel of iteration 1, verified against the float64 interpreter",
+                             "the model's kernel of iteration 1, verified against the module (its float64 reference)",
+                             "no verified kernel: the builtin covers 2 of 3 nodes; not covered: conv2d (node 1)"};
+    kf_error err = {0};
+    for (int k = 0; k < 3; k++) {
+        char id[17], task[17];
+        write_run(s, id, task);
+        kf_store_run fin;
+        memset(&fin, 0, sizeof fin);
+        snprintf(fin.id, sizeof fin.id, "%s", id);
+        snprintf(fin.status, sizeof fin.status, "done");
+        fin.best_iter = k == 2 ? 0 : 1;
+        snprintf(fin.result_from, sizeof fin.result_from, "%s", from[k]);
+        snprintf(fin.result_detail, sizeof fin.result_detail, "%s", detail[k]);
+        cr_assert_eq(kf_store_run_finish(s, &fin, &err), KF_OK, "%s", err.msg);
+        kf_store_run got;
+        cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);
+        cr_expect_str_eq(got.result_from, from[k]);
+        cr_expect_str_eq(got.result_detail, detail[k]);
+        kf_store_run_clear(&got);
+        kf_run_result r;
+        cr_assert_eq(kf_run_load(s, id, &r, NULL, &err), KF_OK, "%s", err.msg);
+        cr_expect_str_eq(r.result_from, from[k]);
+        cr_expect_str_eq(r.outcome, detail[k]);
+        /* and in the run's JSON as run.json has it */
+        kf_store_run info;
+        cr_assert_eq(kf_store_run_get(s, id, &info, &err), KF_OK, "%s", err.msg);
+        char *js = kf_run_json_text(&r, &info);
+        char want[200];
+        snprintf(want, sizeof want, "\"from\": \"%s\"", from[k]);
+        cr_expect(strstr(js, "\"result\"") && strstr(js, want), "%s", js);
+        free(js);
+        kf_store_run_clear(&info);
+        kf_run_result_free(&r);
+    }
+    kf_store_close(s);
+}
+
+/* A version 3 store (before the result record) opens, migrates, reads its runs with an
+ * empty result, and records one from then on. */
+Test(store, migrates_a_version_3_file) {
+    kf_store *s = open_at("v3.db");
+    char id[17], task[17];
+    write_run(s, id, task);
+    kf_error err = {0};
+    cr_assert_eq(sqlite3_exec(kf_store_db(s), "ALTER TABLE runs DROP COLUMN result_from; "
+                              "ALTER TABLE runs DROP COLUMN result_detail; PRAGMA user_version = 3",
+                              NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(kf_store_db(s)));
+    kf_store_close(s);
+    s = open_at("v3.db");
+    cr_assert_eq(scalar(s, "PRAGMA user_version"), KF_STORE_SCHEMA_VERSION);
+    cr_assert_eq(scalar(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name LIKE 'result_%'"), 2);
+    kf_store_run got;
+    cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);
+    cr_expect_eq(got.iters_done, 3);
+    cr_expect_str_eq(got.result_from, "");
+    cr_expect_str_eq(got.result_detail, "");
+    kf_store_run_clear(&got);
+    kf_store_run fin;
+    memset(&fin, 0, sizeof fin);
+    snprintf(fin.id, sizeof fin.id, "%s", id);
+    snprintf(fin.status, sizeof fin.status, "done");
+    snprintf(fin.result_from, sizeof fin.result_from, "none");
+    snprintf(fin.result_detail, sizeof fin.result_detail, "no verified kernel");
+    cr_assert_eq(kf_store_run_finish(s, &fin, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);
+    cr_expect_str_eq(got.result_from, "none");
+    kf_store_run_clear(&got);
     kf_store_close(s);
 }
 

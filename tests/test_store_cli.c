@@ -127,6 +127,10 @@ Test(store_cli, runs_and_show_outputs) {
     cr_assert(json_is_integer(json_object_get(r, "best_iter")));
     cr_assert_gt(json_real_value(json_object_get(r, "best_ms")), 0);
     cr_assert(json_is_real(json_object_get(r, "ended")));
+    /* the run's result record, stored (issue 26) */
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "result"), "from")), "builtin");
+    cr_assert_not_null(strstr(json_string_value(json_object_get(json_object_get(r, "result"), "detail")),
+                              "the builtin generator's kernel of iteration"));
     json_decref(arr);
 
     const char *show[] = {"kforge", "show", id10, NULL};
@@ -137,7 +141,8 @@ Test(store_cli, runs_and_show_outputs) {
     cr_assert_not_null(strstr(t, want), "%s", t);
     const char *parts[] = {"task triple", "status done", "3/3 iterations", "seed 3", "iter  candidate", "status",
                            "time ms", "% floor", "\n   1  ", "\n   2  ", "\n   3  ", "best: iter ",
-                           "---- best kernel (kernel.c", "int kforge_kernel("};
+                           "---- best kernel (kernel.c", "int kforge_kernel(",
+                           "\nresult: from builtin: the builtin generator's kernel of iteration"};
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         cr_assert_not_null(strstr(t, parts[i]), "kforge show lacks '%s':\n%s", parts[i], t);
     free(t);
@@ -151,6 +156,7 @@ Test(store_cli, runs_and_show_outputs) {
         cr_assert_not_null(json_object_get(j, rf[i]), "kforge show --json lacks '%s'", rf[i]);
     cr_assert_str_eq(json_string_value(json_object_get(j, "run_id")), id);
     cr_assert_str_eq(json_string_value(json_object_get(j, "status")), "done");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "result"), "from")), "builtin");
     json_t *its = json_object_get(j, "iterations");
     cr_assert_eq(json_array_size(its), 3);
     for (size_t i = 0; i < 3; i++) {

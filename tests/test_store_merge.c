@@ -256,6 +256,40 @@ Test(store_merge, a_run_further_along_replaces_its_copy) {
     kf_store_close(o);
 }
 
+/* The run's result record (issue 26) travels with its run: merged in, and updated when a
+ * copy further along (finished, with its result) replaces an earlier one. */
+Test(store_merge, the_result_record_is_merged) {
+    kf_store *a = open_store("a.db");
+    char id[17];
+    write_run(a, T1, "a", 2, id, NULL);
+    kf_store_close(a);
+    kf_store *o = open_store("out.db");
+    kf_store_merge_counts c;
+    merge(o, "a.db", &c);
+    cr_expect_eq(c.runs_added, 1);
+    kf_error err = {0};
+    kf_store_run got;
+    cr_assert_eq(kf_store_run_get(o, id, &got, &err), KF_OK, "%s", err.msg);
+    cr_expect_str_eq(got.result_from, "", "still running: no result yet");
+    kf_store_run_clear(&got);
+    a = open_store("a.db");
+    kf_store_run fin;
+    memset(&fin, 0, sizeof fin);
+    snprintf(fin.id, sizeof fin.id, "%s", id);
+    snprintf(fin.status, sizeof fin.status, "done");
+    snprintf(fin.result_from, sizeof fin.result_from, "none");
+    snprintf(fin.result_detail, sizeof fin.result_detail, "no verified kernel; not covered: lstm_cell (node 2)");
+    cr_assert_eq(kf_store_run_finish(a, &fin, &err), KF_OK, "%s", err.msg);
+    kf_store_close(a);
+    merge(o, "a.db", &c);
+    cr_expect_eq(c.runs_updated, 1);
+    cr_assert_eq(kf_store_run_get(o, id, &got, &err), KF_OK, "%s", err.msg);
+    cr_expect_str_eq(got.result_from, "none");
+    cr_expect_str_eq(got.result_detail, "no verified kernel; not covered: lstm_cell (node 2)");
+    kf_store_run_clear(&got);
+    kf_store_close(o);
+}
+
 /* A run id that names another run (another start time): left out and said. */
 Test(store_merge, a_conflicting_run_id_is_left_out) {
     char a1[17], a2[17], b1[17];
@@ -284,6 +318,7 @@ Test(store_merge, older_schema_migrated_in_a_copy_newer_refused) {
     make_inputs(a1, a2, b1);
     kf_store *b = open_store("b.db");
     cr_assert_eq(sqlite3_exec(kf_store_db(b), "ALTER TABLE runs DROP COLUMN phases; DROP TABLE refsets; "
+                              "ALTER TABLE runs DROP COLUMN result_from; ALTER TABLE runs DROP COLUMN result_detail; "
                               "PRAGMA user_version = 2", NULL, NULL, NULL), SQLITE_OK);
     kf_store_close(b);
     kf_store *o = open_store("out.db");

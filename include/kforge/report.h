@@ -76,6 +76,9 @@ typedef struct kf_report_page {
     const char *best_flags;  /* its extra compile flags, may be NULL */
     const char *memcheck;    /* the final candidate's memory check, may be NULL */
     const char *stop_reason; /* why the loop ended early ("" or NULL: it did not) */
+    const char *result_from; /* which agent wrote the result: "builtin", "llm", "none" ("" or
+                                NULL: not recorded) */
+    const char *result_detail; /* ... the path that produced it, or why there is none */
     double wall_s;           /* the run's wall time (0: unknown) */
     const char *generated;   /* when the page was written (text), may be NULL */
 } kf_report_page;

@@ -43,7 +43,7 @@
 extern "C" {
 #endif
 
-#define KF_STORE_SCHEMA_VERSION 3
+#define KF_STORE_SCHEMA_VERSION 4
 #define KF_STORE_BUSY_MS 10000
 #define KF_STORE_HARNESS "v2" /* v2: offset and large-magnitude sets, contraction error bounds */
 
@@ -166,6 +166,10 @@ typedef struct kf_store_run {
                                 not a model run; schema version 2) */
     char phases[1024];       /* where the run's time went: kf_phase_times as JSON, as run.json's
                                 phases_s ("" = not recorded; schema version 3) */
+    char result_from[8];     /* which agent wrote the run's result: "builtin", "llm", "none", as
+                                run.json's result.from ("" = not recorded; schema version 4) */
+    char result_detail[2048]; /* ... and its detail: the path that produced it, or why there is
+                                none (a module task's uncovered nodes) */
 } kf_store_run;
 
 void kf_store_run_clear(kf_store_run *r);

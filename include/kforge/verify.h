@@ -74,6 +74,13 @@ typedef struct kf_vresult {
                                time itself on the CPU; on a device it also holds the launch,
                                the wait for completion and the runner's wake-up, and bounds
                                the device's own time_ms (docs/kernel-contract.md) */
+    double time_gap_ms, time_wait_ms, time_ping_ms, time_allow_ms; /* device targets: the
+                               median of each timed call's host time less its device time
+                               (the gap), the median time the runner's threads and kforge's
+                               waited for a CPU during a call (-1: unknown), the median of
+                               the parent's clock around an empty round trip with the runner
+                               after each call, and what the gap less the wait may be
+                               (0 elsewhere; docs/kernel-contract.md) */
     double timing_cpu_s, timing_run_s; /* the CPU-time witness: CPU seconds the timing
                                run's processes used, and the seconds they were running
                                (between its first and last stop; 0 without /proc) */

@@ -317,6 +317,8 @@ void kf_persist_finish(kf_persist *p, kf_run_result *r, int failed) {
                  r->store_error);
     }
     sr.wall_s = r->wall_s;
+    snprintf(sr.result_from, sizeof sr.result_from, "%s", r->result_from);
+    snprintf(sr.result_detail, sizeof sr.result_detail, "%s", r->outcome);
     if (r->phases.total > 0) {
         json_t *ph = kf_agent_phases_json(&r->phases);
         char *t = json_dumps(ph, JSON_COMPACT | JSON_SORT_KEYS);

@@ -117,6 +117,8 @@ kf_status kf_run_report_html(const kf_run_result *r, const char *task_name, FILE
         pg.memcheck = mc;
     }
     pg.stop_reason = r->stop_reason;
+    pg.result_from = r->result_from;
+    pg.result_detail = r->outcome;
     pg.wall_s = r->wall_s;
     char when[64];
     time_t now = time(NULL);

@@ -195,6 +195,8 @@ kf_status kf_run_load(kf_store *s, const char *run_ref, kf_run_result *r, kf_sto
     r->llm_prompt_tokens = sr.prompt_tokens;
     r->llm_completion_tokens = sr.completion_tokens;
     snprintf(r->stop_reason, sizeof r->stop_reason, "%s", sr.stop_reason);
+    snprintf(r->result_from, sizeof r->result_from, "%s", sr.result_from);
+    snprintf(r->outcome, sizeof r->outcome, "%s", sr.result_detail);
     snprintf(r->memcheck, sizeof r->memcheck, "%s", sr.memcheck);
     snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "%s", sr.memcheck_detail);
 done:

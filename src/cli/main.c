@@ -604,6 +604,12 @@ static json_t *vresult_json(const kf_vresult *r) {
         /* kforge's own clock around each call (on a device it bounds time_ms), and the
          * CPU-time witness (docs/kernel-contract.md, the threat model) */
         json_object_set_new(j, "time_host_ms", json_real(r->time_host_ms));
+        if (r->time_allow_ms > 0) {
+            json_object_set_new(j, "time_gap_ms", json_real(r->time_gap_ms));
+            json_object_set_new(j, "time_wait_ms", json_real(r->time_wait_ms));
+            json_object_set_new(j, "time_ping_ms", json_real(r->time_ping_ms));
+            json_object_set_new(j, "time_allow_ms", json_real(r->time_allow_ms));
+        }
         json_object_set_new(j, "timing_cpu_s", json_real(r->timing_cpu_s));
         json_object_set_new(j, "timing_run_s", json_real(r->timing_run_s));
     }

@@ -107,6 +107,13 @@ static json_t *run_row_json(const kf_store_run *r) {
     json_object_set_new(j, "best_pct_floor", r->best_iter ? json_real(r->best_pct) : json_null());
     if (r->stop_reason[0]) json_object_set_new(j, "stop_reason", json_string(r->stop_reason));
     if (r->reference[0]) json_object_set_new(j, "reference", json_string(r->reference));
+    if (r->result_from[0]) {
+        /* run.json's result record (issue 26) */
+        json_t *res = json_object();
+        json_object_set_new(res, "from", json_string(r->result_from));
+        json_object_set_new(res, "detail", json_string(r->result_detail));
+        json_object_set_new(j, "result", res);
+    }
     return j;
 }
 
@@ -213,6 +220,8 @@ static void print_table(const kf_run_result *r, const kf_store_run *info) {
     }
     if (info->stop_reason[0]) printf("stopped: %s\n", info->stop_reason);
     if (info->reference[0]) printf("reference: %s\n", info->reference);
+    if (info->result_from[0])
+        printf("result: from %s%s%s\n", info->result_from, info->result_detail[0] ? ": " : "", info->result_detail);
     if (r->memcheck[0]) printf("memcheck: %s%s%s\n", r->memcheck, r->memcheck_detail[0] ? ": " : "", r->memcheck_detail);
     if (r->best < 0) {
         printf("no verified kernel\n");

@@ -623,7 +623,19 @@ int kf_report_html(FILE *out, const kf_report_page *pg) {
         fputs(" &middot; stopped early: ", out);
         E(pg->stop_reason);
     }
-    fputs("</p>\n<div class=\"cards\">\n", out);
+    fputs("</p>\n", out);
+    if (pg->result_from && pg->result_from[0]) {
+        /* which agent wrote the result, or why there is none (a module task's uncovered nodes) */
+        fputs("<p class=\"sub\" id=\"result\">result from <code>", out);
+        E(pg->result_from);
+        fputs("</code>", out);
+        if (pg->result_detail && pg->result_detail[0]) {
+            fputs(": ", out);
+            E(pg->result_detail);
+        }
+        fputs("</p>\n", out);
+    }
+    fputs("<div class=\"cards\">\n", out);
     summary(out, pg);
     fputs("</div>\n<h2 id=\"time\">Time per iteration</h2>\n", out);
     time_chart(out, pg);

@@ -95,6 +95,9 @@ static const char *const migrations[KF_STORE_SCHEMA_VERSION] = {
     "CREATE INDEX IF NOT EXISTS refsets_by_task ON refsets (task, created);"
     /* ... and where a run's time went (kf_phase_times as JSON) */
     "ALTER TABLE runs ADD COLUMN phases TEXT NOT NULL DEFAULT '';",
+    /* 3 -> 4: the run's result record (run.json's result: which agent, and why) */
+    "ALTER TABLE runs ADD COLUMN result_from TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE runs ADD COLUMN result_detail TEXT NOT NULL DEFAULT '';",
 };
 
 static double wall_now(void) {
@@ -530,7 +533,7 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
                  "llm_calls = ?5, prompt_tokens = ?6, completion_tokens = ?7, memcheck = ?8, "
                  "memcheck_detail = ?9, best_iter = ?10, best_ms = ?11, best_pct = ?12, "
                  "best_candidate = (SELECT candidate FROM iterations WHERE run = ?13 AND iter = ?10), "
-                 "phases = ?14 WHERE id = ?13", &q, err);
+                 "phases = ?14, result_from = ?15, result_detail = ?16 WHERE id = ?13", &q, err);
     if (st == KF_OK) {
         bind_text(q, 1, r->status);
         sqlite3_bind_double(q, 2, wall_now());
@@ -546,6 +549,8 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
         sqlite3_bind_double(q, 12, r->best_pct);
         bind_text(q, 13, r->id);
         bind_text(q, 14, r->phases);
+        bind_text(q, 15, r->result_from);
+        bind_text(q, 16, r->result_detail);
         if (sqlite3_step(q) != SQLITE_DONE) st = db_fail(s, err, "cannot record the run's end");
     }
     sqlite3_finalize(q);
@@ -558,7 +563,7 @@ kf_status kf_store_run_finish(kf_store *s, const kf_store_run *r, kf_error *err)
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id), best_iter, best_ms, best_pct, "   \
     "(SELECT count(*) FROM iterations i WHERE i.run = runs.id AND i.cached), replayed, "           \
     "stop_reason, wall_s, llm_calls, prompt_tokens, completion_tokens, memcheck, memcheck_detail, "   \
-    "reference, phases"
+    "reference, phases, result_from, result_detail"
 
 static void run_row(const kf_store *s, sqlite3_stmt *q, kf_store_run *r) {
     memset(r, 0, sizeof *r);
@@ -597,6 +602,8 @@ static void run_row(const kf_store *s, sqlite3_stmt *q, kf_store_run *r) {
     scopy(r->memcheck_detail, sizeof r->memcheck_detail, sqlite3_column_text(q, c++));
     scopy(r->reference, sizeof r->reference, sqlite3_column_text(q, c++));
     scopy(r->phases, sizeof r->phases, sqlite3_column_text(q, c++));
+    scopy(r->result_from, sizeof r->result_from, sqlite3_column_text(q, c++));
+    scopy(r->result_detail, sizeof r->result_detail, sqlite3_column_text(q, c++));
     /* what kf_store_mark_interrupted would have written, where it cannot write */
     if (s->readonly && !strcmp(r->status, "running") && process_gone(s, r->host, r->pid))
         snprintf(r->status, sizeof r->status, "interrupted");

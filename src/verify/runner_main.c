@@ -209,13 +209,14 @@ static int device_fail(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, const ch
  * installed): it reports the device time a hostile process sharing the runner could
  * write (a host-form candidate's code, or a device kernel corrupting the runner's memory
  * under PoCL), as KF_TEST_FORGE_DEVICE_TIME says: "nan", "zero", "tiny" (a thousandth of
- * the measured time), "over" (the measured time plus a second). */
+ * the measured time), "half" (half of it), "over" (the measured time plus a second). */
 static double forge_device_time(double dt) {
     const char *how = getenv("KF_TEST_FORGE_DEVICE_TIME");
     if (!how) return dt;
     if (!strcmp(how, "nan")) return dt * NAN;
     if (!strcmp(how, "zero")) return 0.0;
     if (!strcmp(how, "tiny")) return dt * 1e-3;
+    if (!strcmp(how, "half")) return dt * 0.5;
     if (!strcmp(how, "over")) return dt + 1.0;
     return dt;
 }
@@ -223,7 +224,7 @@ static double forge_device_time(double dt) {
 
 /* The device side of the handshake (runproto.h): the buffers are on the device; 'i'
  * copies the region's buffers (the parent's inputs, poison and guards) in, 'o' copies
- * them back, 'f' flushes the device's caches, 'g' launches the plan once and answers 'd'
+ * them back, 'f' flushes the device's caches, 'p' only answers 'r', 'g' launches the plan once and answers 'd'
  * with the kernel's return value and the device's time of the call. A device call that
  * fails ends the runner (its message in the control page, the stage says where); the
  * parent kills it after the last call. */
@@ -258,6 +259,9 @@ static int device_calls(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_
             dt = forge_device_time(dt);
 #endif
             if (send_msg('d', krc, dt, 1) != 0) return -1;
+        } else if (cmd == 'p') {
+            live->stage = KF_STAGE_BETWEEN;
+            if (send_msg('r', 0, 0.0, 0) != 0) return -1;
         } else if (cmd == 'i' || cmd == 'o' || cmd == 'f') {
             live->stage = KF_STAGE_BETWEEN;
             for (int i = 0; i < cfg->nbufs && cmd != 'f'; i++) {

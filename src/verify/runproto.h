@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define KF_RUN_MAGIC 0x4b46524e52554e31ULL /* "KFRNRUN1" */
-#define KF_RUN_VERSION 4
+#define KF_RUN_VERSION 5
 
 /* The handshake (ctl.handshake = 1; every run of kf_verify_artifact): every call of
  * the kernel is started and ended through two pipes, so that the parent times it with its
@@ -45,6 +45,9 @@
  *                     'i'             (device targets) copy every buffer of the region,
  *                                     guards included, to the device, then 'r'
  *                     'o'             (device targets) copy every buffer back, then 'r'
+ *                     'p'             (device targets) nothing, then 'r': an empty round
+ *                                     trip after each timed call, timed by the parent
+ *                                     (the overhead a call's host time holds)
  * Device targets take the same handshake: the parent writes a call's inputs and poisoned
  * outputs into the region and says 'i' before the call, and 'o' after a call it checks, so
  * the copies lie outside the call; the device's time of the call comes with 'd' and is

@@ -445,6 +445,10 @@ typedef struct hs_run {
     int device;             /* a device target: 'i' before and 'o' after a checked call */
     int in_copy;            /* device: waiting for the 'r' that ends an 'i' */
     int out_for;            /* device: waiting for the 'r' that ends an 'o': OUT_CHECK/OUT_LAST */
+    int in_ping, ping_check; /* device: waiting for the 'r' that ends a 'p' (and whether the
+                               call before it is checked next); t_ping: when the 'p' went */
+    double t_ping;
+    double delay_go;        /* device: hs_run_delay when the call started */
     int stopped;            /* the run's processes are stopped (hs_stop) */
     double t_cont;          /* when they were last continued */
     double sb_cpu_first, sb_cpu_last, run_wall; /* the CPU-time witness (hs_stop) */
@@ -665,8 +669,38 @@ static int hs_stable(const hs_run *h, const kf_sbx *sb) {
     return ma > 0 && fabs(ma - mb) <= rel * ma && iqr <= 4 * rel * ma;
 }
 
+/* The seconds one thread waited for a CPU while runnable (/proc/.../schedstat, second
+ * field, ns); -1 without it. */
+static double thread_run_delay(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char b[128];
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    b[n] = 0;
+    unsigned long long run_ns, wait_ns;
+    if (sscanf(b, "%llu %llu", &run_ns, &wait_ns) != 2) return -1;
+    return (double)wait_ns * 1e-9;
+}
+
+/* How long the two threads a device call's overheads run on waited for a CPU, so far: the
+ * runner's main thread (it launches and waits for the completion) and this one (its
+ * wake-up at the 'd'). A loaded machine delays them by milliseconds that the call's host
+ * time holds and the device's time does not (dev_times_believable allows for it; the
+ * device's own worker threads are left out: their waits fall mostly inside the device's
+ * time, and counting them allowed as much as the call itself). -1 without schedstat.
+ * Read outside the call's clock. */
+static double hs_run_delay(const hs_run *h) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/schedstat", (long)h->pid, (long)h->pid);
+    double runner = thread_run_delay(path), self = thread_run_delay("/proc/thread-self/schedstat");
+    return runner < 0 || self < 0 ? -1 : runner + self;
+}
+
 /* Start one call: the clock starts just before the run is continued and the byte goes out. */
 static int hs_go(hs_run *h, kf_sbx *sb) {
+    if (h->device) h->delay_go = hs_run_delay(h);
     double t = kf_now();
     /* the run stopped since its last call goes on after the clock started: whatever the
      * kernel left running does its share inside the call's time */
@@ -699,6 +733,15 @@ static int hs_dev_next(hs_run *h, kf_sbx *sb) {
  * came out of turn. */
 static int hs_dev_ready(hs_run *h, kf_sbx *sb) {
     if (h->in_call) return -1;
+    if (h->in_ping) {
+        /* an empty round trip, by the same clock as the calls: what a call's host time
+         * holds beyond the device's work but the launch (dev_times_believable) */
+        h->in_ping = 0;
+        if (sb->hs_pings < KF_RUN_MAX_REPS) sb->hs_ping[sb->hs_pings++] = kf_now() - h->t_ping;
+        if (h->ping_check && hs_send(h, 'o') == 0) h->out_for = OUT_CHECK;
+        else if (!h->ping_check) hs_dev_next(h, sb);
+        return 0;
+    }
     if (h->in_copy) {
         h->in_copy = 0;
         if (h->t_timing > 0 && h->flush) {
@@ -781,7 +824,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             if (hs_go(h, sb) != 0) break;
             return;
         }
-        int last = h->mode != KF_RUN_TIME || rc != 0 || h->final;
+        int last = h->mode != KF_RUN_TIME || rc != 0 || h->final, timed = 0;
         if (!last && h->t_timing <= 0) {
             /* warm-up, back to back: at least one call, then until warmup seconds passed */
             sb->hs_warm++;
@@ -790,7 +833,10 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             /* on a device the device's own time is what counts, checked against dt by the
              * caller; until then the plan counts it only where it is believable */
             sb->hs_dev[sb->hs_reps] = dev;
+            double dl = h->device && h->delay_go >= 0 ? hs_run_delay(h) : -1;
+            sb->hs_delay[sb->hs_reps] = dl >= h->delay_go ? dl - h->delay_go : -1;
             sb->hs_times[sb->hs_reps++] = dt;
+            timed = 1;
             h->spent += h->device && dev > 0 && dev <= dt ? dev : dt;
             /* enough measured time (or, when every call flushes a cache of hundreds of MiB
              * first, four times that in wall time), at least min_reps; or the cap; or the
@@ -827,6 +873,14 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
          * outputs are written, so nothing the kernel left running sees them before the
          * call's clock starts (hs_go) */
         int check = h->lim->check && h->checks < 4 && kf_verify_rng_next(&h->rng) % 4 == 0;
+        if (h->device && timed) {
+            /* after each timed call an empty round trip ('p'), then as below */
+            h->ping_check = check;
+            h->t_ping = kf_now();
+            if (hs_send(h, 'p') != 0) break;
+            h->in_ping = 1;
+            return;
+        }
         if (h->device) {
             /* checked: the outputs come back first (hs_dev_ready checks them), else the
              * next call */
@@ -1068,7 +1122,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     sb->hs_pinned = pinned ? lim->threads : 0;
     int gp[2] = {-1, -1}, dp[2] = {-1, -1};
     int use_hs = lim->handshake && !lim->wrapper;
-    sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_evicted = 0;
+    sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_evicted = sb->hs_pings = 0;
     sb->hs_last_set = sb->hs_fail_set = sb->hs_fail_call = 0;
     if (use_hs) {
         /* the parent's copy of the timing plan: the control page is the runner's to write */

@@ -227,6 +227,12 @@ typedef struct kf_sbx {
     int hs_pinned;
     double hs_dev[KF_RUN_MAX_REPS]; /* device targets: the device's own time of each timed
                                call, as the runner reported it (checked against hs_times) */
+    double hs_ping[KF_RUN_MAX_REPS]; /* device targets: the parent's clock around an empty
+                               round trip ('p') after each timed call but the last */
+    int hs_pings;
+    double hs_delay[KF_RUN_MAX_REPS]; /* device targets: the seconds the runner's threads and
+                               the parent's waited for a CPU during each timed call
+                               (schedstat), -1 where unknown */
     double start_s;         /* the last run: fork to the runner's first message (the
                                artifact loaded), by the parent's clock; 0 without one */
 } kf_sbx;
