@@ -376,16 +376,17 @@ static int split_scratch(const kf_synth *s, const kf_stage *st) {
  * the points that hold it apart, epi=0). */
 static int is_epilogue(const kf_synth *s, int k) {
     const kf_stage *st = &s->st[k];
-    return st->fused && s->st[st->fused_into].epilogue == k + 1;
+    return st->fused && (s->st[st->fused_into].epilogue == k + 1 || s->st[st->fused_into].redepi == k + 1);
 }
 
 /* Scratch buffers of the plan; a fused epilogue's input counts, since a point may hold
- * the epilogue apart (epi=0) and store it. */
+ * the epilogue apart (epi=0) and store it; so does a fused reduction's (red=0), whose
+ * per-block partials take its place where it is fused (gpu_redepi.c). */
 static int base_scratch(const kf_synth *s) {
     int n = 0;
     for (int v = 0; v < s->g->nvalues; v++) {
         int k = s->val_stage[v];
-        int apart = k >= 0 && s->st[k].epilogue && s->g->nodes[s->st[k].nodes[0]].out == v;
+        int apart = k >= 0 && (s->st[k].epilogue || s->st[k].redepi) && s->g->nodes[s->st[k].nodes[0]].out == v;
         if ((s->materialize[v] || apart) && s->g->values[v].output_index < 0 && !(s->out_alias && s->out_alias[v] >= 0))
             n++;
     }
@@ -439,6 +440,7 @@ void kf_synth_gpu_params(kf_synth *s) {
             continue;
         }
         if (st->epilogue && st->gpu_budget > 1) st->gpu_budget--; /* the room of "<prefix>epi" */
+        if (st->redepi && st->gpu_budget > 1) st->gpu_budget--;   /* and of "<prefix>red" */
         /* a stage's templates agree on can_split (kf_tpl_select) */
         if (!st->tpl->can_split) {
             kf_tpl_stage_params(s, st, 0);
