@@ -204,3 +204,25 @@ Test(gpu_cuda, row_reductions_compile_with_nvcc, .timeout = 600) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
+
+/* Special values through the fused store stage: 1 / relu(b) is +inf where b <= 0 (exactly,
+ * in f32 and in the float64 reference alike), so with K = 2 the products hold +inf (or,
+ * negated, -inf), NaN (0 * inf) and numbers: max/min must propagate NaN, logsumexp
+ * follow the reference's rules for NaN, +inf and -inf, sum/mean carry them. Each is
+ * checked fused at a point with several blocks a row; with the NaN-ignoring fmax/fmin
+ * planted, max/min must fail. */
+#define SPECIAL_IN "input a: f32[37, 2]\ninput b: f32[2, 71]\n"
+static const char *const special_tasks[] = {
+    SPECIAL_IN "output y = max(matmul(relu(a), 1.0 / relu(b)), axes=[1])\n",
+    SPECIAL_IN "output y = min(matmul(relu(a), -1.0 / relu(b)), axes=[1])\n",
+    SPECIAL_IN "output y = logsumexp(matmul(relu(a), 1.0 / relu(b)), axes=[1])\n",
+    SPECIAL_IN "output y = logsumexp(matmul(relu(a), -1.0 / relu(b)), axes=[1], keepdim=true)\n",
+    SPECIAL_IN "output y = mean(matmul(relu(a), -1.0 / relu(b)), axes=[1])\n",
+};
+
+Test(gpu_verify, special_values_follow_the_reference) {
+    NEED_OCL();
+    for (int t = 0; t < 5; t++) check_point_sets(special_tasks[t], "tm=16 tn=16 rm=2 rn=2 red=1", "kf_rr", 6);
+    expect_fault_caught(special_tasks[0], "tm=16 tn=16 rm=2 rn=2 red=1", "kf_nmax(acc, v)", "   fmax(acc, v)");
+    expect_fault_caught(special_tasks[1], "tm=16 tn=16 rm=2 rn=2 red=1", "kf_nmin(acc, v)", "   fmin(acc, v)");
+}
