@@ -18,9 +18,11 @@ static const char *const red_tasks[] = {
     "input a: f32[29, 33]\ninput b: f32[33, 130]\noutput y = max(matmul(a, b), axes=[-1])\n",
     "input a: f32[50, 27]\ninput b: f32[27, 93]\noutput y = min(matmul(a, b), axes=[1], keepdim=true)\n",
     "input x: f32[67, 45]\ninput w: f32[83, 45]\noutput y = logsumexp(matmul(x, w, transpose_b=true), axes=[1], keepdim=true)\n",
+    /* the reduction's own epilogue, taken by the combine launch's stores */
+    "input x: f32[5, 33]\ninput w: f32[33, 150]\ninput c: f32[5]\noutput y = relu(mean(matmul(x, w), axes=[-1]) * 3.0 - c)\n",
 };
 #define NRED (int)(sizeof red_tasks / sizeof red_tasks[0])
-static const char *const red_names[] = {"sum", "mean", "max", "min", "logsumexp"};
+static const char *const red_names[] = {"sum", "mean", "max", "min", "logsumexp", "mean+ewise[3 ops]"};
 
 /* points that render different store stages: small tiles (several blocks a row), the
  * 4-wide register layout, double buffering with the prefetch, one column a work-item */
@@ -73,6 +75,7 @@ Test(gpu_text, row_reduction_is_fused_into_the_matmul) {
             cr_expect(strstr(fused, "kf_rr") != NULL && strstr(fused, "pass 2 of 2") != NULL);
             cr_expect(strstr(fused, "kforge:scratch t") == NULL, "the product is stored:\n%s", fused);
             cr_expect_eq(count_launches(fused), 2);
+            if (strstr(red_names[t], "ewise")) cr_expect(strstr(fused, "kf_epi") != NULL, "%s", fused);
             /* apart: the product stored, the reduction its own kernel(s), no partials */
             cr_expect(strstr(apart, "kforge:scratch t") != NULL, "%s", apart);
             cr_expect(strstr(apart, "pr0") == NULL && strstr(apart, "kf_rr") == NULL);

@@ -154,6 +154,7 @@ void kf_gpu_redepi_combine(kf_gplan *gp, const kf_stage *st, const kf_gpu_redtil
     const kf_op_def *d = kf_op_get(n->op);
     const rkind rk = kind_of(d);
     const char *ix = gp->ix;
+    if (rs->epilogue) kf_gpu_emit_epilogue(gp, rs); /* its stores of the result go to kf_epi<out> */
     kf_gdev dv;
     kf_gpu_dev(s, &dv);
     int64_t wg = dv.max_wg < 256 ? dv.max_wg : 256;

@@ -78,7 +78,9 @@ void kf_synth_fuse_reductions(kf_synth *s) {
             if (s->st[r].prologue != pro + 1) continue;
         }
         kf_stage *rs = &s->st[r];
-        if (rs->kind != KF_STAGE_REDUCE || rs->fused || rs->epilogue || rs->nalts != 1) continue;
+        /* (GPUs: the combine launch stores the result, so a fused epilogue of the
+         * reduction takes it there, gpu_redepi.c) */
+        if (rs->kind != KF_STAGE_REDUCE || rs->fused || (rs->epilogue && !gpu) || rs->nalts != 1) continue;
         const kf_node *rn = &g->nodes[rs->nodes[0]];
         if (!red_comb_ok(kf_op_get(rn->op)) || !reduces_last_axis(g, rn)) continue;
         int64_t N = h->mm.N, rows = h->mm.batch * h->mm.M;

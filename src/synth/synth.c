@@ -728,6 +728,9 @@ static void describe(kf_synth *s) {
             if (rs->prologue)
                 kf_buf_printf(&d, "(ewise[%d op%s])", s->st[rs->prologue - 1].nnodes,
                               s->st[rs->prologue - 1].nnodes == 1 ? "" : "s");
+            if (rs->epilogue) /* GPUs: the reduction's own epilogue, in the combine launch */
+                kf_buf_printf(&d, "+ewise[%d op%s]", s->st[rs->epilogue - 1].nnodes,
+                              s->st[rs->epilogue - 1].nnodes == 1 ? "" : "s");
         }
     }
     snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
