@@ -154,9 +154,11 @@ void kf_gplan_scratch(kf_gplan *gp, const char *name, int64_t bytes) {
 
 /* ---- fused prologues ---- */
 
-/* The value a fused elementwise stage computes for the stage it feeds (-1: none). */
+/* The value a fused elementwise stage computes for the stage it feeds (-1: none); not a
+ * reduction fused into a matmul's stores (gpu_redepi.c), whose combine launch writes it. */
 static int fused_value(const kf_synth *s, int v) {
     int e = v >= 0 && v < s->g->nvalues ? s->val_stage[v] : -1;
+    if (e >= 0 && s->st[e].fused && s->st[s->st[e].fused_into].redepi == e + 1) return -1;
     return e >= 0 && s->st[e].fused && !s->materialize[v] ? e : -1;
 }
 

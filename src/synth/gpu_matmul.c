@@ -40,6 +40,10 @@
  * when the kernel is launched (gpu_epi.c) and C itself is never written. The register
  * block is then stored by one scalar store statement in a loop over a private copy of it,
  * so that the chain's code is in the kernel once, not once per register.
+ *
+ * A row reduction fused into the store stage (kf_stage.redepi, s<k>.red=1; gpu_redepi.c)
+ * replaces the stores of C: the block's partial of each row goes to scratch and a second
+ * launch combines the partials; C is then not a parameter at all.
  */
 #include "gpu_tpl.h"
 
@@ -514,7 +518,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_printf(o, "        %sb%d[coff + (%s)r * %lld + c] = cv[e];\n", cond, C, ix, (long long)N);
         kf_buf_puts(o, "        (void)i; (void)j; (void)r; (void)c;\n    }\n");
     }
-    if (red) rl = 0, rm = 0; /* no stores of C */
+    if (red) rl = 0, rm = 0; /* no stores of C (the loops below store nothing) */
     if (rl && !epi) kf_buf_printf(o, "    const int M_ = %lld, N_ = %lld;\n    (void)M_; (void)N_;\n", (long long)M, (long long)N);
     for (int i = 0; i < rm && rl && !epi; i++) {
         /* row (i / 4) * 4TY + 4ty + i % 4; columns in fours at g * 4TX + 4tx */
