@@ -23,7 +23,7 @@ test: test-release test-python test-asan test-fuzz test-slurm-real test-llm-real
 # the edit-test cycle: the release build's tests but the slow ones (the search runs, the
 # template sweeps through the pipeline, the store and LLM end-to-end runs, the memory
 # checkers, the browser); the op registry's own checks run, its pipeline sweep does not
-CHECK_SLOW = test_analysis_loop|test_gpu_templates|test_gpu_tf32|test_templates|test_ops|test_llm_loop|test_store_cli|test_store_llm|test_resume|test_memcheck|test_memcheck_cuda|test_report_html|test_cheats|test_faults|test_faults_opencl
+CHECK_SLOW = test_analysis_loop|test_gpu_templates|test_gpu_tf32|test_gpu_redepi|test_templates|test_ops|test_llm_loop|test_store_cli|test_store_llm|test_resume|test_memcheck|test_memcheck_cuda|test_report_html|test_cheats|test_faults|test_faults_opencl
 check: all
 	cd $(BUILD) && ctest --output-on-failure -E '^($(CHECK_SLOW))$$'
 	cd $(BUILD) && KFORGE_RUNNER=$(CURDIR)/$(BUILD)/kforge-runner ./test_ops --filter 'ops_registry/*'

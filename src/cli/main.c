@@ -120,7 +120,7 @@ static void usage_synth(FILE *f) {
             "                     stage's parameter NAME, where there is one: --pin '*.NAME=V')\n"
             "  --no-fuse          compute every epilogue (an elementwise reader fused into a\n"
             "                     GEMM's, a norm's or, on GPUs, a reduction's store; a row\n"
-            "                     reduction in a CPU GEMM's) as its own stage:\n"
+            "                     reduction in a GEMM's, CPU or GPU) as its own stage:\n"
             "                     --pin '*.epi=0 *.red=0'\n"
             "  --json             print the run record as JSON on stdout (table goes to stderr)\n"
             "  -q, --quiet        no table\n"

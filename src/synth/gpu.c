@@ -154,9 +154,11 @@ void kf_gplan_scratch(kf_gplan *gp, const char *name, int64_t bytes) {
 
 /* ---- fused prologues ---- */
 
-/* The value a fused elementwise stage computes for the stage it feeds (-1: none). */
+/* The value a fused elementwise stage computes for the stage it feeds (-1: none); not a
+ * reduction fused into a matmul's stores (gpu_redepi.c), whose combine launch writes it. */
 static int fused_value(const kf_synth *s, int v) {
     int e = v >= 0 && v < s->g->nvalues ? s->val_stage[v] : -1;
+    if (e >= 0 && s->st[e].fused && s->st[s->st[e].fused_into].redepi == e + 1) return -1;
     return e >= 0 && s->st[e].fused && !s->materialize[v] ? e : -1;
 }
 
@@ -376,16 +378,17 @@ static int split_scratch(const kf_synth *s, const kf_stage *st) {
  * the points that hold it apart, epi=0). */
 static int is_epilogue(const kf_synth *s, int k) {
     const kf_stage *st = &s->st[k];
-    return st->fused && s->st[st->fused_into].epilogue == k + 1;
+    return st->fused && (s->st[st->fused_into].epilogue == k + 1 || s->st[st->fused_into].redepi == k + 1);
 }
 
 /* Scratch buffers of the plan; a fused epilogue's input counts, since a point may hold
- * the epilogue apart (epi=0) and store it. */
+ * the epilogue apart (epi=0) and store it; so does a fused reduction's (red=0), whose
+ * per-block partials take its place where it is fused (gpu_redepi.c). */
 static int base_scratch(const kf_synth *s) {
     int n = 0;
     for (int v = 0; v < s->g->nvalues; v++) {
         int k = s->val_stage[v];
-        int apart = k >= 0 && s->st[k].epilogue && s->g->nodes[s->st[k].nodes[0]].out == v;
+        int apart = k >= 0 && (s->st[k].epilogue || s->st[k].redepi) && s->g->nodes[s->st[k].nodes[0]].out == v;
         if ((s->materialize[v] || apart) && s->g->values[v].output_index < 0 && !(s->out_alias && s->out_alias[v] >= 0))
             n++;
     }
@@ -439,6 +442,7 @@ void kf_synth_gpu_params(kf_synth *s) {
             continue;
         }
         if (st->epilogue && st->gpu_budget > 1) st->gpu_budget--; /* the room of "<prefix>epi" */
+        if (st->redepi && st->gpu_budget > 1) st->gpu_budget--;   /* and of "<prefix>red" */
         /* a stage's templates agree on can_split (kf_tpl_select) */
         if (!st->tpl->can_split) {
             kf_tpl_stage_params(s, st, 0);

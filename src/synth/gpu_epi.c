@@ -217,15 +217,21 @@ void kf_gpu_substitute_epilogue(kf_gplan *gp, kf_gk *k) {
 
 void kf_gpu_epilogue_params(kf_synth *s, kf_stage *st) {
     const kf_stage *h = st->fused ? &s->st[st->fused_into] : NULL;
-    if (h && h->epilogue == st->index + 1 && h->epi_sel) {
-        /* the epilogue's own schedule, in use where its host computes it apart (epi=0) */
+    const int hsel = !h ? 0 : h->epilogue == st->index + 1 ? h->epi_sel : h->redepi == st->index + 1 ? h->red_sel : 0;
+    if (hsel) {
+        /* the epilogue's (or the fused reduction's) own schedule, in use where its host
+         * computes it apart (epi=0, red=0) */
         int first = s->space.nparams;
         kf_tpl_stage_params(s, st, 0);
         for (int i = first; i < s->space.nparams; i++)
             if (!s->space.p[i].gate) {
-                s->space.p[i].gate = h->epi_sel;
+                s->space.p[i].gate = hsel;
                 s->space.p[i].gate_value = 0;
             }
+        return;
+    }
+    if (st->redepi && s->space.nparams < KF_MAX_PARAMS) { /* fused (1) or apart (0) */
+        kf_gpu_redepi_param(s, st);
         return;
     }
     if (st->epilogue && s->space.nparams < KF_MAX_PARAMS) { /* fused (1) or apart (0) */

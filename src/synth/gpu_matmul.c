@@ -40,6 +40,10 @@
  * when the kernel is launched (gpu_epi.c) and C itself is never written. The register
  * block is then stored by one scalar store statement in a loop over a private copy of it,
  * so that the chain's code is in the kernel once, not once per register.
+ *
+ * A row reduction fused into the store stage (kf_stage.redepi, s<k>.red=1; gpu_redepi.c)
+ * replaces the stores of C: the block's partial of each row goes to scratch and a second
+ * launch combines the partials; C is then not a parameter at all.
  */
 #include "gpu_tpl.h"
 
@@ -339,6 +343,8 @@ void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const kf_synth *s = gp->s;
     if (kf_gpu_tf32_ok(s, st) && kf_gpu_get(s, st, p, "tc", 0) == 1) {
+        if (st->redepi && gp->st == KF_OK) /* kf_synth_redepi_at holds it apart at tc=1 */
+            gp->st = kf_error_set(gp->err, KF_ERR_INTERNAL, NULL, 0, 0, "the 3xTF32 matmul got a fused reduction");
         kf_gpu_tf32_emit(gp, st, p);
         return;
     }
@@ -357,6 +363,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const int64_t M = d->M, N = d->N, K = d->K;
     /* stores handed to a fused epilogue (gpu_epi.c) are scalar `b<C>[i] = v;` statements */
     const int epi = kf_gpu_stage_has_epilogue(s, st);
+    /* a row reduction fused into the store stage (gpu_redepi.c): C is never written */
+    const int red = st->redepi != 0;
 
     /* make the point valid for this matrix and device */
     int64_t mcap = kf_gpu_pow2_ceil(M) < 8 ? 8 : kf_gpu_pow2_ceil(M);
@@ -379,7 +387,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
      * four with rl=1 so that its rows stay 16-byte aligned for the vector reads */
     const int pad_a = d->ta ? 0 : rl ? 4 : 1, pad_b = d->tb ? (rl ? 4 : 1) : 0;
     const int nbuf = db ? 2 : 1;
-    while (tk > 1 && nbuf * (tk * (tm + pad_a) + tk * (tn + pad_b)) * 4 > dv.local_mem) tk /= 2;
+    const int64_t red_bytes = kf_gpu_redepi_local_bytes(s, st, (tm / rm) * (tn / rn));
+    while (tk > 1 && nbuf * (tk * (tm + pad_a) + tk * (tn + pad_b)) * 4 + red_bytes > dv.local_mem) tk /= 2;
     vec_a = vec_a && a_vec_ok(d, tm, tk);
     vec_b = vec_b && b_vec_ok(d, tn, tk);
     if (tk % 2 != 0) rp = 0; /* the prefetch walks the tile in pairs of steps */
@@ -394,8 +403,9 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int A = d->a_val, B = d->b_val, C = n->out; /* a folded transpose view: its source */
     kf_gk_value(gp, &k, A, KF_GP_IN);
     if (B != A) kf_gk_value(gp, &k, B, KF_GP_IN);
-    kf_gk_value(gp, &k, C, KF_GP_OUT);
+    if (!red) kf_gk_value(gp, &k, C, KF_GP_OUT);
     kf_buf *o = &k.body;
+    const kf_gpu_redtile rt = {M, N, d->batch * M, tm, tn, rm, rn, TX, TY, gx, rl};
     kf_buf_printf(o, "    /* matmul %lld x [%lld x %lld] x [%lld x %lld]%s%s: tile %lld x %lld x %lld, "
                      "register block %lld x %lld, %lld x %lld items%s%s%s */\n",
                   (long long)d->batch, (long long)M, (long long)K, (long long)K, (long long)N, d->ta ? " ta" : "",
@@ -406,6 +416,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const char *dims = db ? "[2]" : "";
     kf_buf_printf(o, "    $shared float As%s[%lld][%lld];\n", dims, (long long)tk, (long long)(tm + pad_a));
     kf_buf_printf(o, "    $shared float Bs%s[%lld][%lld];\n", dims, (long long)tk, (long long)(tn + pad_b));
+    if (red) kf_gpu_redepi_decl(gp, &k, st, &rt);
     kf_buf_printf(o, "    const int tx = $lid(0), ty = $lid(1), tid = ty * %lld + tx;\n", (long long)TX);
     kf_buf_printf(o, "    const int col0 = $grp(0) * %lld, row0 = $grp(1) * %lld;\n", (long long)tn, (long long)tm);
     kf_gpu_matmul_offsets(o, gp, d);
@@ -479,7 +490,8 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_puts(o, "        }\n");
     }
     kf_buf_puts(o, "        $barrier;\n    }\n");
-    if (epi) {
+    if (red) kf_gpu_redepi_store(gp, &k, st, &rt);
+    if (epi && !red) {
         /* one store statement in a loop over the register block, so that the epilogue's
          * code is there once (64 inlined copies of a sigmoid took PoCL 25 s to compile, on
          * the loaded VM, against 4 s for the product alone); a compiler still unrolls the
@@ -506,6 +518,7 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         kf_buf_printf(o, "        %sb%d[coff + (%s)r * %lld + c] = cv[e];\n", cond, C, ix, (long long)N);
         kf_buf_puts(o, "        (void)i; (void)j; (void)r; (void)c;\n    }\n");
     }
+    if (red) rl = 0, rm = 0; /* no stores of C (the loops below store nothing) */
     if (rl && !epi) kf_buf_printf(o, "    const int M_ = %lld, N_ = %lld;\n    (void)M_; (void)N_;\n", (long long)M, (long long)N);
     for (int i = 0; i < rm && rl && !epi; i++) {
         /* row (i / 4) * 4TY + 4ty + i % 4; columns in fours at g * 4TX + 4tx */
@@ -553,4 +566,5 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         int64_t G[2] = {gx * TX, gy * TY}, L[2] = {TX, TY};
         kf_gk_launch(gp, &k, 2, G, L);
     }
+    if (red) kf_gpu_redepi_combine(gp, st, &rt);
 }

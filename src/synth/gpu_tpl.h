@@ -151,6 +151,22 @@ void kf_gpu_substitute_epilogue(kf_gplan *gp, kf_gk *k);
  * epilogue stage's own parameters gated on its host's epi=0. */
 void kf_gpu_epilogue_params(kf_synth *s, kf_stage *st);
 
+/* Row reductions in the SIMT matmul's store stage (gpu_redepi.c; kf_stage.redepi). */
+/* The host's "<prefix>red" (1 fused, 0 apart), gated on tc=0 where tc exists. */
+void kf_gpu_redepi_param(kf_synth *s, kf_stage *st);
+/* The matmul kernel's tile as the store stage sees it: rows = batch * M, gx blocks a row. */
+typedef struct kf_gpu_redtile {
+    int64_t M, N, rows, tm, tn, rm, rn, TX, TY, gx;
+    int rl;
+} kf_gpu_redtile;
+/* Local-memory bytes the combine of nt items needs (0 without a fused reduction). */
+int64_t kf_gpu_redepi_local_bytes(const kf_synth *s, const kf_stage *st, int64_t nt);
+/* The partials' scratch parameter pr<stage> and the local arrays, then (after the K loop)
+ * the block's partials of every row, then the second launch that combines them. */
+void kf_gpu_redepi_decl(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redtile *t);
+void kf_gpu_redepi_store(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redtile *t);
+void kf_gpu_redepi_combine(kf_gplan *gp, const kf_stage *st, const kf_gpu_redtile *t);
+
 /* Tensor-core matmul for f16/bf16 operands (gpu_mma.c; CUDA, sm_80 and newer). */
 /* 1 when st is a matmul stage of 16-bit operands (it then takes the mma template). */
 int kf_gpu_mma_stage(const kf_synth *s, const kf_stage *st);

@@ -47,12 +47,14 @@ static int reduces_last_axis(const kf_graph *g, const kf_node *n) {
 
 void kf_synth_fuse_reductions(kf_synth *s) {
     const kf_graph *g = s->g;
-    if (kf_synth_is_gpu(s->platform)) return;
+    const int gpu = kf_synth_is_gpu(s->platform);
     for (int k = 0; k < s->nst; k++) {
         kf_stage *h = &s->st[k];
         if (h->kind != KF_STAGE_MATMUL || h->fused || h->chain_mm || h->epilogue || h->redepi || !h->tpl ||
-            !h->tpl->cpu_emit_fn || !h->tpl->epilogue || h->nalts != 1 || h->mm.gb.on)
+            !h->tpl->epilogue || h->nalts != 1 || h->mm.gb.on)
             continue;
+        /* GPUs: the SIMT matmul's store stage (gpu_redepi.c); CPUs: the GEMM's hook */
+        if (gpu ? strcmp(h->tpl->name, "gpu.simt_matmul") != 0 : !h->tpl->cpu_emit_fn) continue;
         /* (an empty product hands its zeros to the hook in runs that cross rows) */
         if (h->mm.M == 0 || h->mm.N == 0 || h->mm.K == 0) continue;
         int y = g->nodes[h->nodes[0]].out;
@@ -76,7 +78,9 @@ void kf_synth_fuse_reductions(kf_synth *s) {
             if (s->st[r].prologue != pro + 1) continue;
         }
         kf_stage *rs = &s->st[r];
-        if (rs->kind != KF_STAGE_REDUCE || rs->fused || rs->epilogue || rs->nalts != 1) continue;
+        /* (GPUs: the combine launch stores the result, so a fused epilogue of the
+         * reduction takes it there, gpu_redepi.c) */
+        if (rs->kind != KF_STAGE_REDUCE || rs->fused || (rs->epilogue && !gpu) || rs->nalts != 1) continue;
         const kf_node *rn = &g->nodes[rs->nodes[0]];
         if (!red_comb_ok(kf_op_get(rn->op)) || !reduces_last_axis(g, rn)) continue;
         int64_t N = h->mm.N, rows = h->mm.batch * h->mm.M;
@@ -85,6 +89,8 @@ void kf_synth_fuse_reductions(kf_synth *s) {
             continue;
         if (pro < 0) {
             if (rn->in[0] != y) continue;
+        } else if (gpu) {
+            continue; /* GPUs: a chain between the product and the reduction is not fused yet */
         } else {
             const kf_stage *ps = &s->st[pro];
             if (!kf_synth_epilogue_ok(s, ps, y) || kf_shape_numel(&ps->dom) != rows * N) continue;
@@ -96,10 +102,18 @@ void kf_synth_fuse_reductions(kf_synth *s) {
             if (!ok) continue;
         }
         h->redepi = r + 1;
-        h->mm.epi = 1;
+        if (gpu) s->materialize[y] = 0; /* per-block partials instead (red=0 stores it again) */
+        else h->mm.epi = 1;
         rs->fused = 1;
         rs->fused_into = k;
     }
+}
+
+int kf_synth_redepi_at(const kf_synth *s, const kf_stage *st, const kf_point *p) {
+    if (!kf_synth_is_gpu(s->platform)) return 1;
+    char full[80];
+    snprintf(full, sizeof full, "%stc", st->prefix);
+    return kf_point_get(&s->space, p, full, 0) == 0;
 }
 
 /* The reduction's operands other than y: its prologue's reads (or none). */

@@ -728,6 +728,9 @@ static void describe(kf_synth *s) {
             if (rs->prologue)
                 kf_buf_printf(&d, "(ewise[%d op%s])", s->st[rs->prologue - 1].nnodes,
                               s->st[rs->prologue - 1].nnodes == 1 ? "" : "s");
+            if (rs->epilogue) /* GPUs: the reduction's own epilogue, in the combine launch */
+                kf_buf_printf(&d, "+ewise[%d op%s]", s->st[rs->epilogue - 1].nnodes,
+                              s->st[rs->epilogue - 1].nnodes == 1 ? "" : "s");
         }
     }
     snprintf(s->desc, sizeof s->desc, "%s", d.data ? d.data : "");
@@ -1035,7 +1038,8 @@ static const kf_synth *partition_at(const kf_synth *s, const kf_point *p, kf_syn
     for (int k = 0; k < s->nst; k++) {
         const kf_stage *st = &s->st[k];
         int epi_off = st->epilogue && st->epi_sel && !s->space.p[st->epi_sel - 1].values[p->idx[st->epi_sel - 1]];
-        int red_off = st->redepi && st->red_sel && !s->space.p[st->red_sel - 1].values[p->idx[st->red_sel - 1]];
+        int red_off = st->redepi && ((st->red_sel && !s->space.p[st->red_sel - 1].values[p->idx[st->red_sel - 1]]) ||
+                                     !kf_synth_redepi_at(s, st, p));
         if (!epi_off && !red_off) continue;
         if (!*st_copy) {
             *tmp = *s;

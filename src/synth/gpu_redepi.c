@@ -1,0 +1,193 @@
+/*
+ * Row reductions in the GPU matmul's store stage (issue 29, GPU slice): a sum, mean, max,
+ * min or logsumexp over the last axis (N) of a product that nothing else reads is computed
+ * by the SIMT matmul template (gpu_matmul.c) from its register block instead of from a
+ * stored [.., M, N] product. The planner's decision is the CPU one (redepi.c
+ * kf_synth_fuse_reductions, kf_stage.redepi); this file holds the GPU half.
+ *
+ *   - Store stage: after the K loop each work-item folds the rn columns of each of its rm
+ *     rows (columns past N left out), the TX items that share a row combine their values
+ *     in local memory with a tree (kf_rr, and kf_rs for logsumexp's sums), and item tx = 0
+ *     writes the block's partial of that row to scratch pr<stage>[row * gx + block column]
+ *     (a pair for logsumexp). Blocks split N (gx of them over a row), so a row's partials
+ *     come from several blocks: no atomics, no ordering between blocks.
+ *   - Combine: a second small launch, named as the reduction's own kernel (kf_s<r>), one
+ *     work-item per row, merges the row's gx partials in block order and writes the
+ *     result (a mean divided by N).
+ *
+ * Semantics as the reduction template's (gpu_reduce.c) and the reference's: max/min
+ * propagate NaN (kf_nmax/kf_nmin); logsumexp keeps a pair (max m, sum s of exp(x - m))
+ * merged online, m starting at -FLT_MAX so that a -inf element adds exp(-inf) = 0; a NaN
+ * makes s NaN, +inf gives +inf, a row of -inf gives log(0) + m = -inf; sums in float.
+ *
+ * The parameter "<prefix>red" (1 fused, the default; 0 apart) on the host, gated on tc=0
+ * where the 3xTF32 path exists (that path leaves the reduction a kernel of its own:
+ * kf_synth_redepi_at); the reduction's own parameters are gated on red=0.
+ */
+#include "gpu_tpl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void kf_gpu_redepi_param(kf_synth *s, kf_stage *st) {
+    long v[] = {1, 0};
+    int sel = s->space.nparams;
+    kf_tpl_add_param(&s->space, st->prefix, "red", KF_ROLE_NONE, v, 2, 0);
+    if (s->space.nparams == sel) return;
+    st->red_sel = sel + 1;
+    char full[80];
+    snprintf(full, sizeof full, "%stc", st->prefix);
+    for (int i = 0; i < sel; i++)
+        if (strcmp(s->space.p[i].name, full) == 0) { /* only the SIMT kernel takes it */
+            s->space.p[sel].gate = i + 1;
+            s->space.p[sel].gate_value = 0;
+        }
+}
+
+typedef enum rkind { R_SUM, R_MAX, R_MIN, R_LSE } rkind;
+
+static rkind kind_of(const kf_op_def *d) {
+    switch (d->combiner) {
+    case KF_COMB_MAX: return R_MAX;
+    case KF_COMB_MIN: return R_MIN;
+    case KF_COMB_LOGSUMEXP: return R_LSE;
+    default: return R_SUM;
+    }
+}
+
+static const kf_node *red_node(const kf_gplan *gp, const kf_stage *st) {
+    return &gp->s->g->nodes[gp->s->st[st->redepi - 1].nodes[0]];
+}
+
+/* acc = merge(acc, v) for one element or one partial (not logsumexp) */
+static void merge(kf_buf *o, rkind k, const char *acc, const char *v) {
+    if (k == R_SUM) kf_buf_printf(o, "%s += %s;", acc, v);
+    else kf_buf_printf(o, "%s = %s(%s, %s);", acc, k == R_MAX ? "kf_nmax" : "kf_nmin", acc, v);
+}
+
+/* (mx, sm) = merge((mx, sm), (cm, cs)): logsumexp's online pair merge */
+static void lse_merge(kf_buf *o, const char *mx, const char *sm, const char *cm, const char *cs) {
+    kf_buf_printf(o, "if (%s > %s) { %s = %s * kf_expf(%s - %s) + %s; %s = %s; } else %s += %s == %s ? %s : %s * kf_expf(%s - %s);",
+                  cm, mx, sm, sm, mx, cm, cs, mx, cm, sm, cm, mx, cs, cs, cm, mx);
+}
+
+static const char *init_of(rkind k) { return k == R_MAX ? "(-KF_INF)" : k == R_MIN ? "KF_INF" : "0.0f"; }
+
+void kf_gpu_redepi_decl(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redtile *t) {
+    const rkind rk = kind_of(kf_op_get(red_node(gp, st)->op));
+    const int w = rk == R_LSE ? 2 : 1;
+    char name[16];
+    snprintf(name, sizeof name, "pr%d", st->index);
+    kf_gplan_scratch(gp, name, t->rows * t->gx * w * 4);
+    kf_gk_scratch(k, name, "float");
+    kf_buf_printf(&k->body, "    $shared float kf_rr[%lld];\n", (long long)(t->TX * t->TY));
+    if (rk == R_LSE) kf_buf_printf(&k->body, "    $shared float kf_rs[%lld];\n", (long long)(t->TX * t->TY));
+}
+
+int64_t kf_gpu_redepi_local_bytes(const kf_synth *s, const kf_stage *st, int64_t nt) {
+    if (!st->redepi) return 0;
+    const kf_op_def *d = kf_op_get(s->g->nodes[s->st[st->redepi - 1].nodes[0]].op);
+    return nt * 4 * (d->combiner == KF_COMB_LOGSUMEXP ? 2 : 1);
+}
+
+void kf_gpu_redepi_store(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redtile *t) {
+    const kf_op_def *d = kf_op_get(red_node(gp, st)->op);
+    const rkind rk = kind_of(d);
+    const int64_t rm = t->rm, rn = t->rn, TX = t->TX, TY = t->TY, M = t->M, N = t->N;
+    kf_buf *o = &k->body;
+    kf_buf_printf(o, "    /* %s over each row of the tile: every item folds its %lld columns of each of its %lld rows, "
+                     "the %lld items of a row combine in local memory, item tx = 0 writes the block's partial */\n",
+                  d->name, (long long)rn, (long long)rm, (long long)TX);
+    kf_buf_printf(o, "    float cv[%lld];\n", (long long)(rm * rn));
+    for (int i = 0; i < rm; i++) {
+        kf_buf_puts(o, "   ");
+        for (int j = 0; j < rn; j++) kf_buf_printf(o, " cv[%lld] = c%d_%d;", (long long)(i * rn + j), i, j);
+        kf_buf_puts(o, "\n");
+    }
+    kf_buf_printf(o, "    for (int i = 0; i < %lld; i++) {\n", (long long)rm);
+    if (t->rl)
+        kf_buf_printf(o, "        const int r = row0 + ty * 4 + (i / 4) * %lld + i %% 4;\n", (long long)(4 * TY));
+    else
+        kf_buf_printf(o, "        const int r = row0 + ty + i * %lld;\n", (long long)TY);
+    if (rk == R_LSE) kf_buf_puts(o, "        float mx = -3.402823466e+38f, sm = 0.0f;\n");
+    else kf_buf_printf(o, "        float acc = %s;\n", init_of(rk));
+    kf_buf_printf(o, "        for (int j = 0; j < %lld; j++) {\n", (long long)rn);
+    if (t->rl) kf_buf_printf(o, "            const int c = col0 + tx * 4 + (j / 4) * %lld + j %% 4;\n", (long long)(4 * TX));
+    else kf_buf_printf(o, "            const int c = col0 + tx + j * %lld;\n", (long long)TX);
+    /* columns past N hold zeros (the tiles are zero-filled): left out */
+    char cc[48] = "";
+    if (N % t->tn != 0) snprintf(cc, sizeof cc, "if (c < %lld) ", (long long)N);
+    kf_buf_printf(o, "            %s{ const float v = cv[i * %lld + j]; ", cc, (long long)rn);
+    if (rk == R_LSE)
+        kf_buf_puts(o, "if (v > mx) { sm = sm * kf_expf(mx - v) + 1.0f; mx = v; } else sm += v == mx ? 1.0f : kf_expf(v - mx);");
+    else merge(o, rk, "acc", "v");
+    kf_buf_puts(o, " }\n            (void)c;\n        }\n");
+    if (rk == R_LSE) kf_buf_puts(o, "        kf_rr[tid] = mx;\n        kf_rs[tid] = sm;\n");
+    else kf_buf_puts(o, "        kf_rr[tid] = acc;\n");
+    kf_buf_puts(o, "        $barrier;\n");
+    if (TX > 1) {
+        kf_buf_printf(o, "        for (int h = %lld; h > 0; h >>= 1) {\n            if (tx < h) { ", (long long)(TX / 2));
+        if (rk == R_LSE) {
+            kf_buf_puts(o, "float m2 = kf_rr[tid], s2 = kf_rs[tid]; const float cm = kf_rr[tid + h], cs = kf_rs[tid + h]; ");
+            lse_merge(o, "m2", "s2", "cm", "cs");
+            kf_buf_puts(o, " kf_rr[tid] = m2; kf_rs[tid] = s2;");
+        } else {
+            merge(o, rk, "kf_rr[tid]", "kf_rr[tid + h]");
+        }
+        kf_buf_puts(o, " }\n            $barrier;\n        }\n");
+    }
+    char at[96];
+    snprintf(at, sizeof at, "(coff / %lld + r) * %lld + $grp(0)", (long long)N, (long long)t->gx);
+    if (M % t->tm != 0) kf_buf_printf(o, "        if (tx == 0 && r < %lld) { ", (long long)M);
+    else kf_buf_puts(o, "        if (tx == 0) { ");
+    if (rk == R_LSE)
+        kf_buf_printf(o, "pr%d[(%s) * 2] = kf_rr[tid]; pr%d[(%s) * 2 + 1] = kf_rs[tid];", st->index, at, st->index, at);
+    else
+        kf_buf_printf(o, "pr%d[%s] = kf_rr[tid];", st->index, at);
+    kf_buf_puts(o, " }\n        $barrier;\n        (void)r;\n    }\n");
+}
+
+void kf_gpu_redepi_combine(kf_gplan *gp, const kf_stage *st, const kf_gpu_redtile *t) {
+    const kf_synth *s = gp->s;
+    const kf_stage *rs = &s->st[st->redepi - 1];
+    const kf_node *n = red_node(gp, st);
+    const kf_op_def *d = kf_op_get(n->op);
+    const rkind rk = kind_of(d);
+    const char *ix = gp->ix;
+    if (rs->epilogue) kf_gpu_emit_epilogue(gp, rs); /* its stores of the result go to kf_epi<out> */
+    kf_gdev dv;
+    kf_gpu_dev(s, &dv);
+    int64_t wg = dv.max_wg < 256 ? dv.max_wg : 256;
+    kf_gk k;
+    char name[32], pname[16];
+    snprintf(name, sizeof name, "kf_s%d", rs->index);
+    snprintf(pname, sizeof pname, "pr%d", st->index);
+    kf_gk_begin(&k, name);
+    kf_gk_scratch(&k, pname, "float");
+    kf_gk_value(gp, &k, n->out, KF_GP_OUT);
+    kf_buf *o = &k.body;
+    kf_buf_printf(o, "    /* %s of the matmul's rows, pass 2 of 2: merge each row's %lld block partials in order, "
+                     "one work-item a row */\n",
+                  d->name, (long long)t->gx);
+    kf_buf_printf(o, "    const %s oi = (%s)$grp(0) * %lld + $lid(0);\n", ix, ix, (long long)wg);
+    kf_buf_printf(o, "    if (oi < %lld) {\n", (long long)t->rows);
+    if (rk == R_LSE) {
+        kf_buf_puts(o, "        float mx = -3.402823466e+38f, sm = 0.0f;\n");
+        kf_buf_printf(o, "        for (int c = 0; c < %lld; c++) {\n", (long long)t->gx);
+        kf_buf_printf(o, "            const float cm = %s[(oi * %lld + c) * 2], cs = %s[(oi * %lld + c) * 2 + 1];\n            ",
+                      pname, (long long)t->gx, pname, (long long)t->gx);
+        lse_merge(o, "mx", "sm", "cm", "cs");
+        kf_buf_printf(o, "\n        }\n        b%d[oi] = sm != sm ? sm : mx == KF_INF ? mx : kf_logf(sm) + mx;\n", n->out);
+    } else {
+        kf_buf_printf(o, "        float acc = %s;\n", init_of(rk));
+        kf_buf_printf(o, "        for (int c = 0; c < %lld; c++) { const float v = %s[oi * %lld + c]; ", (long long)t->gx,
+                      pname, (long long)t->gx);
+        merge(o, rk, "acc", "v");
+        kf_buf_puts(o, " }\n");
+        if (d->mean) kf_buf_printf(o, "        b%d[oi] = acc / %lld.0f;\n", n->out, (long long)t->N);
+        else kf_buf_printf(o, "        b%d[oi] = acc;\n", n->out);
+    }
+    kf_buf_puts(o, "    }\n");
+    int64_t G[1] = {(t->rows + wg - 1) / wg * wg}, L[1] = {wg};
+    kf_gk_launch(gp, &k, 1, G, L);
+}

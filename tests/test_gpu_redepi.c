@@ -1,0 +1,233 @@
+/*
+ * Row reductions in the GPU matmul's store stage (issue 29, GPU slice; src/synth/
+ * gpu_redepi.c): sum, mean, max, min and logsumexp over the product's last axis computed
+ * from the SIMT matmul's register block (per-block partials in scratch, a second launch
+ * that combines them), the parameter s<k>.red (1 fused, 0 apart), gated on tc=0 where the
+ * 3xTF32 path exists.
+ *   - gpu_text: the plans and texts (OpenCL and CUDA from the same generator);
+ *   - gpu_verify: every kind against the float64 reference on the device under test
+ *     (PoCL here), fused at several points and apart, and planted faults that must fail;
+ *   - gpu_cuda: the same tasks compiled with nvcc for sm_90 (skips without nvcc).
+ */
+#include "gpu_common.h"
+
+/* N not a multiple of the tiles, M neither; keepdim; a batched and a transposed product */
+static const char *const red_tasks[] = {
+    "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(matmul(a, b), axes=[1])\n",
+    "input a: f32[3, 19, 40]\ninput b: f32[3, 57, 40]\noutput y = mean(matmul(a, b, transpose_b=true), axes=[2], keepdim=true)\n",
+    "input a: f32[29, 33]\ninput b: f32[33, 130]\noutput y = max(matmul(a, b), axes=[-1])\n",
+    "input a: f32[50, 27]\ninput b: f32[27, 93]\noutput y = min(matmul(a, b), axes=[1], keepdim=true)\n",
+    "input x: f32[67, 45]\ninput w: f32[83, 45]\noutput y = logsumexp(matmul(x, w, transpose_b=true), axes=[1], keepdim=true)\n",
+    /* the reduction's own epilogue, taken by the combine launch's stores */
+    "input x: f32[5, 33]\ninput w: f32[33, 150]\ninput c: f32[5]\noutput y = relu(mean(matmul(x, w), axes=[-1]) * 3.0 - c)\n",
+};
+#define NRED (int)(sizeof red_tasks / sizeof red_tasks[0])
+static const char *const red_names[] = {"sum", "mean", "max", "min", "logsumexp", "mean+ewise[3 ops]"};
+
+/* points that render different store stages: small tiles (several blocks a row), the
+ * 4-wide register layout, double buffering with the prefetch, one column a work-item */
+static const char *const red_points[] = {"", "tm=16 tn=16 rm=1 rn=1", "tm=32 tn=32 rm=4 rn=4 rl=1 db=1 rp=1",
+                                         "tm=16 tn=32 rm=2 rn=1 tk=8", "tm=64 tn=64 rm=4 rn=8 rl=1"};
+#define NPOINTS (int)(sizeof red_points / sizeof red_points[0])
+
+static kf_synth *plan_on(const char *text, const char *platform, const char *arch, kf_graph **g) {
+    kf_device_info dev;
+    gpu_like(&dev, platform);
+    if (arch) snprintf(dev.arch, sizeof dev.arch, "%s", arch);
+    kf_error err = {0};
+    *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(*g, platform, &dev, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
+    return s;
+}
+
+static int count_launches(const char *src) {
+    int n = 0;
+    for (const char *q = strstr(src, "// kforge:launch "); q; q = strstr(q + 1, "// kforge:launch ")) n++;
+    return n;
+}
+
+static char *render_at(const kf_synth *s, const char *assign) {
+    kf_point p;
+    cr_assert(point_assign(s, assign, &p), "no parameter for '%s' in %s", assign, kf_synth_describe(s));
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+    char *src = strdup(c.source);
+    kf_candidate_clear(&c);
+    return src;
+}
+
+/* ---- the plans ---- */
+
+Test(gpu_text, row_reduction_is_fused_into_the_matmul) {
+    static const char *const platforms[] = {"opencl", "cuda"};
+    for (int pl = 0; pl < 2; pl++)
+        for (int t = 0; t < NRED; t++) {
+            kf_graph *g;
+            kf_synth *s = plan_on(red_tasks[t], platforms[pl], pl ? "sm_75" : NULL, &g);
+            char want[64];
+            snprintf(want, sizeof want, "matmul+%s", red_names[t]);
+            cr_expect_str_eq(kf_synth_describe(s), want, "%s", red_tasks[t]);
+            char *fused = render_at(s, "red=1"), *apart = render_at(s, "red=0");
+            /* fused: the matmul writes partials, the combine the result; y never stored */
+            cr_expect(strstr(fused, "kforge:scratch pr0") != NULL, "%s", fused);
+            cr_expect(strstr(fused, "kf_rr") != NULL && strstr(fused, "pass 2 of 2") != NULL);
+            cr_expect(strstr(fused, "kforge:scratch t") == NULL, "the product is stored:\n%s", fused);
+            cr_expect_eq(count_launches(fused), 2);
+            if (strstr(red_names[t], "ewise")) cr_expect(strstr(fused, "kf_epi") != NULL, "%s", fused);
+            /* apart: the product stored, the reduction its own kernel(s), no partials */
+            cr_expect(strstr(apart, "kforge:scratch t") != NULL, "%s", apart);
+            cr_expect(strstr(apart, "pr0") == NULL && strstr(apart, "kf_rr") == NULL);
+            free(fused);
+            free(apart);
+            kf_synth_free(s);
+            kf_graph_free(g);
+        }
+}
+
+/* A product another stage reads, a chain between the product and the reduction, and a
+ * reduction over M are not fused on GPUs (yet). */
+Test(gpu_text, what_is_not_fused) {
+    static const char *const tasks[] = {
+        "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput c = matmul(a, b)\noutput y = sum(c, axes=[1])\n",
+        "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(relu(matmul(a, b)), axes=[1])\n",
+        "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(matmul(a, b), axes=[0])\n",
+    };
+    for (int t = 0; t < 3; t++) {
+        kf_graph *g;
+        kf_synth *s = plan_on(tasks[t], "opencl", NULL, &g);
+        cr_expect(strstr(kf_synth_describe(s), "+sum") == NULL, "%s: %s", tasks[t], kf_synth_describe(s));
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+}
+
+/* On cuda sm_80+ "red" is gated on tc=0: at tc=1 the 3xTF32 kernel stores the product and
+ * the reduction is its own kernel; at tc=0 the SIMT kernel takes it. */
+Test(gpu_text, tf32_path_keeps_the_reduction_apart) {
+    const char *text = "input a: f32[512, 256]\ninput b: f32[256, 1024]\noutput y = sum(matmul(a, b), axes=[1])\n";
+    kf_graph *g;
+    kf_synth *s = plan_on(text, "cuda", "sm_90", &g);
+    const kf_space *sp = kf_synth_space(s);
+    int red = -1, tc = -1;
+    for (int i = 0; i < sp->nparams; i++) {
+        if (strcmp(sp->p[i].name, "s0.red") == 0) red = i;
+        if (strcmp(sp->p[i].name, "s0.tc") == 0) tc = i;
+    }
+    cr_assert(red >= 0 && tc >= 0);
+    cr_expect_eq(sp->p[red].gate, tc + 1);
+    cr_expect_eq(sp->p[red].gate_value, 0);
+    char *t1 = render_at(s, "tc=1"), *t0 = render_at(s, "tc=0 red=1");
+    cr_expect(strstr(t1, "mma.sync") != NULL && strstr(t1, "kf_rr") == NULL && strstr(t1, "kforge:scratch t2") != NULL);
+    cr_expect(strstr(t0, "mma.sync") == NULL && strstr(t0, "kf_rr") != NULL && strstr(t0, "kforge:scratch t2") == NULL);
+    free(t1);
+    free(t0);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+/* ---- verified on the device under test (PoCL here) ---- */
+
+TestSuite(gpu_verify, .init = ocl_setup, .fini = ocl_teardown, .timeout = 900);
+
+Test(gpu_verify, row_reductions_fused_and_apart) {
+    NEED_OCL();
+    for (int t = 0; t < NRED; t++) {
+        for (int v = 0; v < NPOINTS; v++) {
+            char assign[128];
+            snprintf(assign, sizeof assign, "%s%sred=1", red_points[v], red_points[v][0] ? " " : "");
+            check_point_sets(red_tasks[t], assign, "kf_rr", 6);
+        }
+        check_point(red_tasks[t], "red=0", NULL);
+    }
+}
+
+/* Planted faults that the verification must catch: a tile column left out of each
+ * work-item's fold, the first block's partial left out of the combine, and the tree's
+ * last step skipped (half of every block's columns dropped). Each mutation keeps the
+ * text's length, and each is checked to have applied. */
+static void expect_fault_caught(const char *text, const char *assign, const char *from, const char *to) {
+    kf_error err = {0};
+    kf_graph *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    kf_point p;
+    cr_assert(point_assign(s, assign, &p));
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+    char *at = strstr(c.source, from);
+    cr_assert(at != NULL, "no '%s' in\n%s", from, c.source);
+    cr_assert_eq(strlen(from), strlen(to));
+    memcpy(at, to, strlen(to));
+    kf_verify_ctx *ctx = test_ctx(g, 7, 2);
+    kf_vresult r;
+    cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
+    /* a mismatch, not a build failure: the fault is caught by the check of the results */
+    cr_expect_eq(r.status, KF_V_MISMATCH, "the fault '%s' -> '%s' in\n%s\nwas not caught as a mismatch: %s: %s", from,
+                 to, text, kf_vstatus_name(r.status), r.detail);
+    kf_verify_ctx_free(ctx);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
+Test(gpu_verify, dropped_columns_and_partials_are_caught) {
+    NEED_OCL();
+    for (int t = 0; t < NRED; t++) {
+        expect_fault_caught(red_tasks[t], "tm=16 tn=16 rm=2 rn=2 red=1", "for (int j = 0; j < 2; j++) {",
+                            "for (int j = 1; j < 2; j++) {");
+        expect_fault_caught(red_tasks[t], "tm=16 tn=16 rm=2 rn=2 red=1", "for (int c = 0; c <", "for (int c = 1; c <");
+        expect_fault_caught(red_tasks[t], "tm=16 tn=16 rm=2 rn=2 red=1", "h > 0; h >>= 1", "h > 1; h >>= 1");
+    }
+}
+
+/* ---- cuda: compiled with nvcc ---- */
+
+Test(gpu_cuda, row_reductions_compile_with_nvcc, .timeout = 600) {
+    if (!nvcc_or_skip()) return;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/test-work/gpu-redepi-%ld", KF_BUILD_DIR, (long)getpid());
+    kf_error err = {0};
+    cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
+    for (int t = 0; t < NRED; t++) {
+        kf_graph *g;
+        kf_synth *s = plan_on(red_tasks[t], "cuda", "sm_90", &g);
+        for (int v = 0; v < NPOINTS; v++) {
+            char assign[128], path[600];
+            snprintf(assign, sizeof assign, "%s%stc=0 red=1", red_points[v], red_points[v][0] ? " " : "");
+            char *src = render_at(s, assign);
+            cr_expect(strstr(src, "kf_rr") != NULL);
+            snprintf(path, sizeof path, "%s/t%d_p%d.cu", dir, t, v);
+            expect_nvcc_builds(path, src, strlen(src), "-Werror all-warnings", red_tasks[t], assign);
+            free(src);
+        }
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Special values through the fused store stage: 1 / relu(b) is +inf where b <= 0 (exactly,
+ * in f32 and in the float64 reference alike), so with K = 2 the products hold +inf (or,
+ * negated, -inf), NaN (0 * inf) and numbers: max/min must propagate NaN, logsumexp
+ * follow the reference's rules for NaN, +inf and -inf, sum/mean carry them. Each is
+ * checked fused at a point with several blocks a row; with the NaN-ignoring fmax/fmin
+ * planted, max/min must fail. */
+#define SPECIAL_IN "input a: f32[37, 2]\ninput b: f32[2, 71]\n"
+static const char *const special_tasks[] = {
+    SPECIAL_IN "output y = max(matmul(relu(a), 1.0 / relu(b)), axes=[1])\n",
+    SPECIAL_IN "output y = min(matmul(relu(a), -1.0 / relu(b)), axes=[1])\n",
+    SPECIAL_IN "output y = logsumexp(matmul(relu(a), 1.0 / relu(b)), axes=[1])\n",
+    SPECIAL_IN "output y = logsumexp(matmul(relu(a), -1.0 / relu(b)), axes=[1], keepdim=true)\n",
+    SPECIAL_IN "output y = mean(matmul(relu(a), -1.0 / relu(b)), axes=[1])\n",
+};
+
+Test(gpu_verify, special_values_follow_the_reference) {
+    NEED_OCL();
+    for (int t = 0; t < 5; t++) check_point_sets(special_tasks[t], "tm=16 tn=16 rm=2 rn=2 red=1", "kf_rr", 6);
+    expect_fault_caught(special_tasks[0], "tm=16 tn=16 rm=2 rn=2 red=1", "kf_nmax(acc, v)", "   fmax(acc, v)");
+    expect_fault_caught(special_tasks[1], "tm=16 tn=16 rm=2 rn=2 red=1", "kf_nmin(acc, v)", "   fmin(acc, v)");
+}
