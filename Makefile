@@ -10,6 +10,12 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 3600
 JOBS ?= $(shell nproc)
+# tests run two at a time (ctest -j, pytest-xdist -n), the clock-reading ones alone (RUN_SERIAL
+# in CMakeLists.txt); CTEST_JOBS=1 PYTEST_JOBS=0 runs everything one at a time
+CTEST_JOBS ?= 2
+PYTEST_JOBS ?= 2
+# pytest-xdist (scripts/setup.sh installs it); without it the suite runs in one process
+PYTEST_N = $(shell [ "$(PYTEST_JOBS)" -gt 0 ] 2>/dev/null && python3 -c "import xdist" 2>/dev/null && echo "-n $(PYTEST_JOBS)")
 
 .PHONY: all test check test-release test-python test-asan test-fuzz test-slurm-real test-llm-real fuzz fuzz-build bench clean
 all:
@@ -25,19 +31,19 @@ test: test-release test-python test-asan test-fuzz test-slurm-real test-llm-real
 # checkers, the browser); the op registry's own checks run, its pipeline sweep does not
 CHECK_SLOW = test_analysis_loop|test_gpu_templates|test_gpu_tf32|test_gpu_redepi|test_templates|test_ops|test_llm_loop|test_store_cli|test_store_llm|test_resume|test_memcheck|test_memcheck_cuda|test_report_html|test_cheats|test_faults|test_faults_opencl
 check: all
-	cd $(BUILD) && ctest --output-on-failure -E '^($(CHECK_SLOW))$$'
+	cd $(BUILD) && ctest -j $(CTEST_JOBS) --output-on-failure -E '^($(CHECK_SLOW))$$'
 	cd $(BUILD) && KFORGE_RUNNER=$(CURDIR)/$(BUILD)/kforge-runner ./test_ops --filter 'ops_registry/*'
 
 test-release: all
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest -j $(CTEST_JOBS) --output-on-failure
 
 test-python: all
-	cd python && KFORGE=$(CURDIR)/$(BUILD)/kforge python3 -m pytest -q tests
+	cd python && KFORGE=$(CURDIR)/$(BUILD)/kforge python3 -m pytest -q $(PYTEST_N) tests
 
 test-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DKF_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest -j $(CTEST_JOBS) --output-on-failure
 
 fuzz-build:
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DKF_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

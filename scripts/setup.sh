@@ -21,8 +21,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # the PyTorch front end (python/, used by kforge import/bench/export): torch from PyPI (the
-# standard wheel runs on the CPU), safetensors for the tensor files, pytest for its tests
-if ! python3 -c "import torch, safetensors, pytest, kforge_torch" 2>/dev/null; then
+# standard wheel runs on the CPU), safetensors for the tensor files, pytest for its tests and
+# pytest-xdist to run them two at a time (make test-python)
+if ! python3 -c "import torch, safetensors, pytest, xdist, kforge_torch" 2>/dev/null; then
   if ! python3 -m pip --version >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -30,8 +31,8 @@ if ! python3 -c "import torch, safetensors, pytest, kforge_torch" 2>/dev/null; t
   fi
   # a Debian-managed python3 refuses plain pip installs (PEP 668); then install beside it
   pip_install() { python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"; }
-  echo "setup: installing torch, safetensors, pytest and the kforge_torch front end (pip)"
-  pip_install torch numpy safetensors pytest
+  echo "setup: installing torch, safetensors, pytest, pytest-xdist and the kforge_torch front end (pip)"
+  pip_install torch numpy safetensors pytest pytest-xdist
   pip_install -e python/
 fi
 make -s all
