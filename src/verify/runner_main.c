@@ -224,8 +224,9 @@ static double forge_device_time(double dt) {
 
 /* The device side of the handshake (runproto.h): the buffers are on the device; 'i'
  * copies the region's buffers (the parent's inputs, poison and guards) in, 'o' copies
- * them back, 'f' flushes the device's caches, 'p' only answers 'r', 'g' launches the plan once and answers 'd'
- * with the kernel's return value and the device's time of the call. A device call that
+ * them back, 'f' flushes the device's caches, 'p' only answers 'r' (the parent times that
+ * round trip), 'g' launches the plan once and answers 'd' with the kernel's return value
+ * and the device's time of the call. A device call that
  * fails ends the runner (its message in the control page, the stage says where); the
  * parent kills it after the last call. */
 static int device_calls(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_live *live,

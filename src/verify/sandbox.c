@@ -629,7 +629,7 @@ static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
     } else if (after_flush) {
         evict_buffers(sb, h->set != before, !h->fresh);
     }
-    if (h->mode != KF_RUN_TIME) h->parent_s += kf_now() - t0;
+    if (h->lim->calls > 1) h->parent_s += kf_now() - t0;
 }
 
 /* Check the call that just returned (the run is stopped: hs_stop at its 'd'). */
@@ -637,7 +637,7 @@ static void hs_check(hs_run *h, kf_sbx *sb) {
     h->checks++;
     double t0 = kf_now();
     kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
-    if (h->mode != KF_RUN_TIME) h->parent_s += kf_now() - t0;
+    if (h->lim->calls > 1) h->parent_s += kf_now() - t0;
     if (vs != KF_V_OK) {
         h->check_vs = vs;
         sb->hs_fail_set = h->set;
@@ -805,23 +805,13 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         h->rc = rc;
         sb->hs_calls++;
         double dt = t - h->t_go;
-        if (h->mode != KF_RUN_TIME && rc == 0 && sb->hs_calls < h->lim->calls && h->lim->check) {
-            /* a check run of several calls (kf_sbx_limits.calls): this one is checked now,
-             * with the run stopped (on a device once its outputs are back), then the next
-             * is prepared on its own set */
-            if (h->device) {
-                if (hs_send(h, 'o') != 0) break;
-                h->out_for = OUT_CHECK;
-                return;
-            }
-            if (hs_stop(h) != 0) {
-                h->finished = 1;
-                return;
-            }
-            hs_check(h, sb);
-            if (h->finished) return;
-            hs_prepare(h, sb, 0);
-            if (hs_go(h, sb) != 0) break;
+        if (h->device && h->mode != KF_RUN_TIME && rc == 0 && sb->hs_calls < h->lim->calls &&
+            h->lim->check) {
+            /* a device check run of several calls (kf_sbx_limits.calls): this one's outputs
+             * come back and are checked with the run stopped (hs_dev_ready), then the next
+             * call is prepared on its own set (hs_dev_next) */
+            if (hs_send(h, 'o') != 0) break;
+            h->out_for = OUT_CHECK;
             return;
         }
         int last = h->mode != KF_RUN_TIME || rc != 0 || h->final, timed = 0;

@@ -427,9 +427,7 @@ static int check_sets_prepare(void *arg, int final, int poison) {
 
 static kf_vstatus check_sets_check(void *arg, int set, char *detail, size_t cap) {
     check_sets *t = arg;
-    kf_vstatus vs = check_call(t->c, t->sb, set, t->r, detail, cap);
-    if (vs == KF_V_OK) t->r->sets_run = set + 1;
-    return vs;
+    return check_call(t->c, t->sb, set, t->r, detail, cap);
 }
 
 static kf_vstatus timed_check(void *arg, int set, char *detail, size_t cap) {
@@ -641,7 +639,6 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         if (per_run > 1) {
             /* the set of the call that failed, or of the last call (checked below) */
             s = sb.hs_fail_call > 0 && vs != KF_V_OK ? sb.hs_fail_set : sb.hs_last_set;
-            if (vs != KF_V_OK && sb.hs_fail_call == 0 && sb.hs_calls == 0) s = 0;
         }
         r->sets_run = s + 1;
         if (vs != KF_V_OK) {

@@ -284,7 +284,7 @@ typedef struct kf_sbx_limits {
      * run stopped, instead of the runner writing a buffer of twice the last-level cache
      * (docs/design-notes.md, issue 30). Only where kf_sbx_can_evict(). */
     int evict;
-    /* Handshake check runs (mode KF_RUN_CHECK), optional: > 1 makes the run that many calls,
+    /* Device handshake check runs (mode KF_RUN_CHECK), optional: > 1 makes the run that many calls,
      * each on the set prepare returns (called before every call, the first included), every
      * call but the last checked through check before the next is prepared, the last left
      * to the caller (device targets: one context for all of a candidate's check sets,
