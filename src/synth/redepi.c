@@ -54,7 +54,7 @@ void kf_synth_fuse_reductions(kf_synth *s) {
             !h->tpl->epilogue || h->nalts != 1 || h->mm.gb.on)
             continue;
         /* GPUs: the SIMT matmul's store stage (gpu_redepi.c); CPUs: the GEMM's hook */
-        if (gpu ? strcmp(h->tpl->name, "gpu.simt_matmul") != 0 : !h->tpl->cpu_emit_fn) continue;
+        if (gpu ? !h->tpl->row_reduce : !h->tpl->cpu_emit_fn) continue;
         /* (an empty product hands its zeros to the hook in runs that cross rows) */
         if (h->mm.M == 0 || h->mm.N == 0 || h->mm.K == 0) continue;
         int y = g->nodes[h->nodes[0]].out;

@@ -42,6 +42,9 @@ typedef struct kf_tpl_def {
     /* 1 when the stage can take an elementwise prologue for its input (NULL: never) */
     int (*prologue_ok)(const struct kf_synth *s, const struct kf_stage *st);
     int can_split;     /* GPU: may add a second pass (a launch and partials in scratch) */
+    int row_reduce;    /* GPU: may fold a reduction of its result's rows into its store stage
+                          (per-block partials and a combine launch, gpu_redepi.c); the CPU
+                          GEMM's is its cpu_emit_fn hook */
     int epilogue;      /* may compute an elementwise reader of its result (kf_stage.epilogue):
                           CPU norms a chunk of a row at a time, the CPU GEMM in its store
                           stage (kf_matmul_desc.epi); the GPU matmul and axis reductions at

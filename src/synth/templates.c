@@ -282,7 +282,7 @@ static const kf_tpl_def templates[] = {
      .supports = sup_contract_mma, .gpu_params = gpu_mma_params, .gpu_emit = gpu_mma_emit},
     {.name = "gpu.simt_matmul", .gpu = 1, .kind = KF_STAGE_MATMUL, .doc = "tiled SIMT matmul (f32)",
      .supports = sup_contract_f32, .gpu_params = gpu_simt_params, .gpu_emit = gpu_simt_emit, .epilogue = 1,
-     .prologue_ok = kf_gpu_matmul_prologue_ok},
+     .prologue_ok = kf_gpu_matmul_prologue_ok, .row_reduce = 1},
     {.name = "gpu.softmax_rows", .gpu = 1, .kind = KF_STAGE_SOFTMAX, .doc = "softmax family, one team a row",
      .supports = sup_softmax_rows, .gpu_params = kf_gpu_reduce_params, .gpu_emit = kf_gpu_reduce_emit,
      .prologue_ok = kf_gpu_reduce_prologue_ok, .can_split = 1},
