@@ -325,6 +325,19 @@ Test(store, run_loads_back_as_written) {
     kf_store_close(s);
 }
 
+/* End run id as done with a result record (issue 26), as the loop does at a run's end. */
+static void finish_with_result(kf_store *s, const char *id, int best_iter, const char *from, const char *detail) {
+    kf_error err = {0};
+    kf_store_run fin;
+    memset(&fin, 0, sizeof fin);
+    snprintf(fin.id, sizeof fin.id, "%s", id);
+    snprintf(fin.status, sizeof fin.status, "done");
+    fin.best_iter = best_iter;
+    snprintf(fin.result_from, sizeof fin.result_from, "%s", from);
+    snprintf(fin.result_detail, sizeof fin.result_detail, "%s", detail);
+    cr_assert_eq(kf_store_run_finish(s, &fin, &err), KF_OK, "%s", err.msg);
+}
+
 /* The run's result record (run.json's result, issue 26): each kind written at the run's end
  * comes back from the store, as kf_store_run_get and as the loop's kf_run_result. */
 Test(store, result_record_round_trips_each_kind) {
@@ -337,14 +350,7 @@ Test(store, result_record_round_trips_each_kind) {
     for (int k = 0; k < 3; k++) {
         char id[17], task[17];
         write_run(s, id, task);
-        kf_store_run fin;
-        memset(&fin, 0, sizeof fin);
-        snprintf(fin.id, sizeof fin.id, "%s", id);
-        snprintf(fin.status, sizeof fin.status, "done");
-        fin.best_iter = k == 2 ? 0 : 1;
-        snprintf(fin.result_from, sizeof fin.result_from, "%s", from[k]);
-        snprintf(fin.result_detail, sizeof fin.result_detail, "%s", detail[k]);
-        cr_assert_eq(kf_store_run_finish(s, &fin, &err), KF_OK, "%s", err.msg);
+        finish_with_result(s, id, k == 2 ? 0 : 1, from[k], detail[k]);
         kf_store_run got;
         cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);
         cr_expect_str_eq(got.result_from, from[k]);
@@ -388,13 +394,7 @@ Test(store, migrates_a_version_3_file) {
     cr_expect_str_eq(got.result_from, "");
     cr_expect_str_eq(got.result_detail, "");
     kf_store_run_clear(&got);
-    kf_store_run fin;
-    memset(&fin, 0, sizeof fin);
-    snprintf(fin.id, sizeof fin.id, "%s", id);
-    snprintf(fin.status, sizeof fin.status, "done");
-    snprintf(fin.result_from, sizeof fin.result_from, "none");
-    snprintf(fin.result_detail, sizeof fin.result_detail, "no verified kernel");
-    cr_assert_eq(kf_store_run_finish(s, &fin, &err), KF_OK, "%s", err.msg);
+    finish_with_result(s, id, 0, "none", "no verified kernel");
     cr_assert_eq(kf_store_run_get(s, id, &got, &err), KF_OK, "%s", err.msg);
     cr_expect_str_eq(got.result_from, "none");
     kf_store_run_clear(&got);
