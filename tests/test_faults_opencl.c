@@ -335,6 +335,20 @@ Test(faults_opencl, correct_for_the_check_calls_then_idle_is_caught_in_timing) {
     fx_close(&f);
 }
 
+/* With one input set every timed call is on the same set, so the runner is told to keep
+ * the inputs on the device and only to refresh the outputs' guards and poison them there
+ * ('j', issue 30). A kernel correct on its first call and idle afterwards must still find
+ * its outputs poisoned: left as the last call wrote them they would be correct. */
+Test(faults_opencl, idle_on_repeats_of_one_set_finds_its_outputs_poisoned) {
+    fixture f;
+    if (!fx_open(&f, 30)) return;
+    f.o.nsets = 1;
+    kf_vresult r = run_memo_swish(&f, "memo[0] == 0x5eed1234", "memo[0] = 0x5eed1234;");
+    cr_assert_eq(r.status, KF_V_UNWRITTEN, "status %s: %s", kf_vstatus_name(r.status), r.detail);
+    cr_assert(strstr(r.detail, "timing run"), "caught outside the timing run: %s", r.detail);
+    fx_close(&f);
+}
+
 /* The same kernel under a slow plan: ~64 passes over each element, tens of ms a call, so
  * that a forged device time well under the real one is outside the overheads' allowance. */
 static const char *slow_kernel(void) {

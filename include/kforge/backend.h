@@ -57,6 +57,14 @@ typedef struct kf_backend_iface {
      * (the runner's region of a device candidate's buffers), so that the copies run at
      * the bus's speed; not mapped into the device's address space. NULL = pageable. */
     kf_status (*host_pin)(void *ctx, void *host, size_t bytes, kf_error *err);
+    /* Optional: bytes [offset, offset + bytes) of dev (from alloc) filled with the psize-byte
+     * pattern repeated (bytes a multiple of psize; psize 1, 2, 4 or 8), or copied from
+     * host. The runner poisons a device candidate's outputs on the device with these
+     * instead of copying the poison in; NULL = it writes the poison into the host region
+     * and copies the whole buffer with copy_in. */
+    kf_status (*fill)(void *ctx, void *dev, size_t offset, const void *pattern, size_t psize,
+                      size_t bytes);
+    kf_status (*copy_in_at)(void *ctx, void *dev, size_t offset, const void *host, size_t bytes);
 } kf_backend_iface;
 
 typedef struct kf_backend {

@@ -185,6 +185,9 @@ typedef struct run_cfg {
     double min_time, warmup, budget;
     uint64_t flush_bytes;
     int handshake;
+    uint64_t size[KF_RUN_MAX_BUFS];    /* bytes of each buffer's data */
+    int is_output[KF_RUN_MAX_BUFS];
+    int poison_size[KF_RUN_MAX_BUFS];  /* an output's poison pattern ('i', 'j'); 0 = none */
     char entry[64], target[32], artifact[4096];
 } run_cfg;
 
@@ -221,6 +224,40 @@ static double forge_device_time(double dt) {
     return dt;
 }
 #endif
+
+/* A call's buffers onto the device ('i': inputs too; 'j': outputs only): an input's whole
+ * span (guards, data) copied in; an output's guards copied in and its data filled with its
+ * poison pattern, which the parent wrote at the start of the output's data in the region
+ * (on the device where the backend can fill; else written across the region's data here
+ * and the whole span copied). An output without a pattern (poison_size 0) is copied
+ * whole, as the parent wrote it. */
+static kf_status device_copy_in(const kf_backend_iface *io, kf_backend *b, const run_cfg *cfg,
+                                void **whole, uint8_t **host, const size_t *span, int inputs,
+                                int *which) {
+    for (int i = 0; i < cfg->nbufs; i++) {
+        *which = i;
+        kf_status st = KF_OK;
+        size_t ps = (size_t)cfg->poison_size[i], size = (size_t)cfg->size[i];
+        if (!cfg->is_output[i]) {
+            if (inputs) st = io->copy_in(b->ctx, whole[i], host[i], span[i]);
+        } else if (!ps) {
+            st = io->copy_in(b->ctx, whole[i], host[i], span[i]);
+        } else if (io->fill && io->copy_in_at) {
+            uint8_t *data = host[i] + KF_RUN_GUARD;
+            st = io->copy_in_at(b->ctx, whole[i], 0, host[i], KF_RUN_GUARD);
+            if (st == KF_OK) st = io->fill(b->ctx, whole[i], KF_RUN_GUARD, data, ps, size);
+            if (st == KF_OK)
+                st = io->copy_in_at(b->ctx, whole[i], KF_RUN_GUARD + size, data + size,
+                                    span[i] - KF_RUN_GUARD - size);
+        } else {
+            uint8_t *data = host[i] + KF_RUN_GUARD;
+            for (size_t k = ps; k < size; k += ps) memcpy(data + k, data, ps);
+            st = io->copy_in(b->ctx, whole[i], host[i], span[i]);
+        }
+        if (st != KF_OK) return st;
+    }
+    return KF_OK;
+}
 
 /* The device side of the handshake (runproto.h): the buffers are on the device; 'i'
  * copies the region's buffers (the parent's inputs, poison and guards) in, 'o' copies
@@ -263,17 +300,19 @@ static int device_calls(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_
         } else if (cmd == 'p') {
             live->stage = KF_STAGE_BETWEEN;
             if (send_msg('r', 0, 0.0, 0) != 0) return -1;
-        } else if (cmd == 'i' || cmd == 'o' || cmd == 'f') {
+        } else if (cmd == 'i' || cmd == 'j' || cmd == 'o' || cmd == 'f') {
             live->stage = KF_STAGE_BETWEEN;
-            for (int i = 0; i < cfg->nbufs && cmd != 'f'; i++) {
-                kf_status st = cmd == 'i' ? io->copy_in(b->ctx, whole[i], host[i], span[i])
-                                          : io->copy_out(b->ctx, host[i], whole[i], span[i]);
-                if (st != KF_OK) {
-                    mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
-                    snprintf(ctl->message, sizeof ctl->message, "copy %s the device failed (buffer %d)",
-                             cmd == 'i' ? "to" : "from", i);
-                    _exit(KF_RUN_EXIT_DEVICE);
-                }
+            int i = 0;
+            kf_status st = KF_OK;
+            if (cmd == 'i' || cmd == 'j')
+                st = device_copy_in(io, b, cfg, whole, host, span, cmd == 'i', &i);
+            for (; cmd == 'o' && i < cfg->nbufs && st == KF_OK; i++)
+                st = io->copy_out(b->ctx, host[i], whole[i], span[i]);
+            if (st != KF_OK) {
+                mprotect(base, ctl_size, PROT_READ | PROT_WRITE);
+                snprintf(ctl->message, sizeof ctl->message, "copy %s the device failed (buffer %d)",
+                         cmd == 'o' ? "from" : "to", cmd == 'o' ? i - 1 : i);
+                _exit(KF_RUN_EXIT_DEVICE);
             }
             if (cmd == 'f' && cfg->flush_bytes && io->flush &&
                 io->flush(b->ctx, (size_t)cfg->flush_bytes) != KF_OK) {
@@ -503,6 +542,12 @@ int main(int argc, char **argv) {
         run_cfg cfg = {.mode = mode, .nbufs = nbufs, .min_reps = min_reps, .max_reps = max_reps,
                        .min_time = min_time, .warmup = warmup, .budget = budget,
                        .flush_bytes = flush_bytes, .handshake = hs};
+        for (int i = 0; i < nbufs; i++) {
+            cfg.size[i] = ctl->bufs[i].size;
+            cfg.is_output[i] = ctl->bufs[i].is_output != 0;
+            int ps = ctl->bufs[i].poison_size;
+            cfg.poison_size[i] = cfg.is_output[i] && ps > 0 && ps <= 8 && cfg.size[i] % (uint64_t)ps == 0 ? ps : 0;
+        }
         memcpy(cfg.entry, entry, sizeof cfg.entry);
         memcpy(cfg.target, target, sizeof cfg.target);
         memcpy(cfg.artifact, artifact, sizeof cfg.artifact);

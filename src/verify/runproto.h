@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define KF_RUN_MAGIC 0x4b46524e52554e31ULL /* "KFRNRUN1" */
-#define KF_RUN_VERSION 5
+#define KF_RUN_VERSION 6
 
 /* The handshake (ctl.handshake = 1; every run of kf_verify_artifact): every call of
  * the kernel is started and ended through two pipes, so that the parent times it with its
@@ -42,15 +42,23 @@
  *                                     just before this byte to just after the 'd')
  *                     'f'             free the outputs' pages (fresh_outputs) and flush
  *                                     the caches, then 'r'
- *                     'i'             (device targets) copy every buffer of the region,
- *                                     guards included, to the device, then 'r'
+ *                     'i'             (device targets) copy every input buffer of the
+ *                                     region, guards included, to the device, and make
+ *                                     every output's device copy: its guards copied,
+ *                                     its data filled with its poison (the pattern of
+ *                                     bufs[i].poison_size bytes at the start of the
+ *                                     output's data in the region), then 'r'
+ *                     'j'             (device targets) as 'i' for the outputs only: the
+ *                                     inputs on the device are the same set's (the parent
+ *                                     did not change it since the last 'i' or 'o')
  *                     'o'             (device targets) copy every buffer back, then 'r'
  *                     'p'             (device targets) nothing, then 'r': an empty round
  *                                     trip after each timed call, timed by the parent
  *                                     (the overhead a call's host time holds)
- * Device targets take the same handshake: the parent writes a call's inputs and poisoned
- * outputs into the region and says 'i' before the call, and 'o' after a call it checks, so
- * the copies lie outside the call; the device's time of the call comes with 'd' and is
+ * Device targets take the same handshake: the parent writes a call's inputs and its
+ * outputs' poison pattern into the region and says 'i' (or 'j' where the set is the last
+ * one's) before the call, and 'o' after a call it checks, so the copies lie outside the
+ * call; the device's time of the call comes with 'd' and is
  * checked against the parent's clock (verify.c), never believed on its own.
  * The parent kills the runner after the 'd' of the last call; the runner never exits by
  * itself in this mode (but for its own failure between calls: a message and
@@ -93,7 +101,7 @@ typedef struct kf_run_buf {
     uint64_t offset;  /* of the data, from the start of the memfd */
     uint64_t size;    /* bytes of data */
     int32_t is_output;
-    int32_t pad;
+    int32_t poison_size;  /* outputs of a device target: bytes of the poison pattern ('i') */
 } kf_run_buf;
 
 typedef struct kf_run_ctl {

@@ -443,7 +443,8 @@ typedef struct hs_run {
     int fresh;              /* ... which also frees the outputs' pages (fresh_outputs) */
     int evict;              /* timed calls start on buffers the parent evicted (lim->evict) */
     int device;             /* a device target: 'i' before and 'o' after a checked call */
-    int in_copy;            /* device: waiting for the 'r' that ends an 'i' */
+    int in_copy;            /* device: waiting for the 'r' that ends an 'i' or a 'j' */
+    int dev_set;            /* device: the set whose inputs are on the device; -1 = none */
     int out_for;            /* device: waiting for the 'r' that ends an 'o': OUT_CHECK/OUT_LAST */
     int in_ping, ping_check; /* device: waiting for the 'r' that ends a 'p' (and whether the
                                call before it is checked next); t_ping: when the 'p' went */
@@ -724,7 +725,13 @@ static int hs_dev_next(hs_run *h, kf_sbx *sb) {
     }
     hs_prepare(h, sb, h->final);
     hs_cont(h);
-    if (hs_send(h, 'i') != 0) return -1;
+    /* the inputs too where the set changed ('i'); else the outputs' guards and poison
+     * only ('j'): the inputs on the device are the set's, as the parent wrote them, or
+     * as the last call left them (a kernel that changed them fails the next checked call,
+     * which compares them, as before) */
+    char cmd = h->dev_set == h->set ? 'j' : 'i';
+    if (hs_send(h, cmd) != 0) return -1;
+    h->dev_set = h->set;
     h->in_copy = 1;
     return 0;
 }
@@ -967,7 +974,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         ctl->bufs[i].offset = sb->off[i];
         ctl->bufs[i].size = sb->size[i];
         ctl->bufs[i].is_output = sb->is_output[i];
-        ctl->bufs[i].pad = 0;
+        ctl->bufs[i].poison_size = sb->is_output[i] ? sb->poison_size[i] : 0;
     }
     ctl->done = 0;
     ctl->kernel_rc = 0;
@@ -1107,6 +1114,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     hs_run hs;
     memset(&hs, 0, sizeof hs);
     hs.go_fd = hs.done_fd = -1;
+    hs.dev_set = -1;
     hs.sb_cpu_first = -1;
     sb->hs_cpu_s = sb->hs_run_s = 0;
     sb->hs_pinned = pinned ? lim->threads : 0;

@@ -266,11 +266,18 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
     return KF_V_OK;
 }
 
-void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
+/* The outputs poisoned: the whole of each, or, where the runner spreads an output's poison
+ * on the device (sb->poison_size: a device target's handshake runs), its first element. */
+static void poison_outputs(const kf_verify_ctx *c, kf_sbx *sb, int par) {
     const kf_graph *g = c->g;
-    kf_verify_put_inputs(c, sb, s, 1);
     for (int j = 0; j < c->nout; j++)
-        kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j), c->out_numel[j], 1);
+        kf_verify_poison(g->values[g->outputs[j]].dtype, kf_sbx_data(sb, c->nin + j),
+                         sb->poison_size[c->nin + j] > 0 && c->out_numel[j] > 0 ? 1 : c->out_numel[j], par);
+}
+
+void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
+    kf_verify_put_inputs(c, sb, s, 1);
+    poison_outputs(c, sb, 1);
     kf_sbx_fill_guards(sb);
 }
 
@@ -363,9 +370,7 @@ static int timed_prepare(void *arg, int final, int poison) {
     if (t->first < 0) t->first = s;
     if (s != t->cur) kf_verify_put_inputs(c, t->sb, s, t->par);
     t->cur = s;
-    for (int j = 0; j < c->nout && poison; j++)
-        kf_verify_poison(c->g->values[c->g->outputs[j]].dtype, kf_sbx_data(t->sb, c->nin + j),
-                         c->out_numel[j], t->par);
+    if (poison) poison_outputs(c, t->sb, t->par);
     return s;
 }
 
@@ -582,6 +587,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         .handshake = 1,
     };
     int dev = b && kf_verify_is_device(b);
+    /* a device target's outputs are poisoned on the device: the parent writes one element
+     * of the pattern, the runner spreads it (runproto.h 'i'), instead of writing and
+     * copying in the whole output before every call (issue 30) */
+    for (int j = 0; j < c->nout && dev; j++)
+        sb.poison_size[c->nin + j] = kf_dtype_size(c->g->values[c->g->outputs[j]].dtype);
     char detail[1500];
     kf_vstatus vs = KF_V_OK;
     double slowest = 0;

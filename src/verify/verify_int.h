@@ -211,6 +211,10 @@ typedef struct kf_sbx {
      * back for the layout. */
     uint64_t off[KF_RUN_MAX_BUFS], size[KF_RUN_MAX_BUFS];
     int is_output[KF_RUN_MAX_BUFS];
+    /* A device target's handshake runs: an output's poison pattern (bytes of one element),
+     * written by the parent at the start of its data and spread on the device by the
+     * runner ('i', 'j' in runproto.h); 0 = the parent poisons the whole output */
+    int poison_size[KF_RUN_MAX_BUFS];
     /* What the parent saw of the last handshake run (lim->handshake), by its own clock:
      * the timed calls' durations (time mode), the warm-up calls before them, all calls,
      * and the cache flushes between timed calls. */

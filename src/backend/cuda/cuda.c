@@ -613,6 +613,47 @@ static kf_status cu_host_pin(void *vctx, void *host, size_t bytes, kf_error *err
     return rc == CUDA_SUCCESS ? KF_OK : cu_fail(ctx, rc, err, "cuMemHostRegister(%zu bytes)", bytes);
 }
 
+static kf_status cu_copy_in_at(void *vctx, void *dev, size_t offset, const void *host, size_t bytes) {
+    return cu_copy_in(vctx, (char *)dev + offset, host, bytes);
+}
+
+/* bytes of dev + offset filled with the psize-byte pattern: one memset for a pattern of 1,
+ * 2 or 4 bytes; an 8-byte one as two strided 32-bit memsets (its low and its high half,
+ * every 8 bytes: cuMemsetD2D32 with a pitch of 8 and a width of one word). */
+static kf_status cu_fill(void *vctx, void *dev, size_t offset, const void *pattern, size_t psize,
+                         size_t bytes) {
+    cu_ctx *ctx = vctx;
+    kf_error e = {0};
+    if (!bytes) return KF_OK;
+    if (!psize || bytes % psize || (psize != 1 && psize != 2 && psize != 4 && psize != 8) ||
+        offset % psize)
+        return KF_ERR_ARG;
+    kf_status st = bind(ctx, &e);
+    if (st != KF_OK) return st;
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)dev + offset;
+    CUresult rc;
+    if (psize == 1) {
+        rc = ctx->api->MemsetD8(d, *(const uint8_t *)pattern, bytes);
+    } else if (psize == 2) {
+        uint16_t v;
+        memcpy(&v, pattern, 2);
+        rc = ctx->api->MemsetD16(d, v, bytes / 2);
+    } else if (psize == 4) {
+        uint32_t v;
+        memcpy(&v, pattern, 4);
+        rc = ctx->api->MemsetD32(d, v, bytes / 4);
+    } else {
+        uint32_t v[2];
+        memcpy(v, pattern, 8);
+        rc = ctx->api->MemsetD2D32(d, 8, v[0], 1, bytes / 8);
+        if (rc == CUDA_SUCCESS) rc = ctx->api->MemsetD2D32(d + 4, 8, v[1], 1, bytes / 8);
+    }
+    if (rc == CUDA_SUCCESS) rc = ctx->api->CtxSynchronize();
+    if (rc != CUDA_SUCCESS) st = cu_fail(ctx, rc, &e, "fill: cuMemset (%zu bytes, pattern of %zu)", bytes, psize);
+    if (st != KF_OK) kf_log(1, "cuda: %s\n", e.msg);
+    return st;
+}
+
 static kf_status cu_copy_out(void *vctx, void *host, const void *dev, size_t bytes) {
     cu_ctx *ctx = vctx;
     kf_error e = {0};
@@ -708,6 +749,8 @@ static const kf_backend_iface cu_iface = {
     .copy_in = cu_copy_in,
     .copy_out = cu_copy_out,
     .host_pin = cu_host_pin,
+    .fill = cu_fill,
+    .copy_in_at = cu_copy_in_at,
     .sync = cu_sync,
     .destroy = cu_destroy,
     .view = cu_view,

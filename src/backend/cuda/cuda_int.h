@@ -82,6 +82,9 @@ kf_status kf_cuda_nvcc_compile(const char *source, const char *arch, const char 
     X(MemcpyHtoD, cuMemcpyHtoD)                                                                \
     X(MemcpyDtoH, cuMemcpyDtoH)                                                                \
     X(MemsetD8, cuMemsetD8)                                                                    \
+    X(MemsetD16, cuMemsetD16)                                                                  \
+    X(MemsetD32, cuMemsetD32)                                                                  \
+    X(MemsetD2D32, cuMemsetD2D32)                                                              \
     X(EventCreate, cuEventCreate)                                                              \
     X(EventDestroy, cuEventDestroy)                                                            \
     X(EventRecord, cuEventRecord)                                                              \

@@ -494,6 +494,31 @@ static kf_status ocl_copy_in(void *vctx, void *dev, const void *host, size_t byt
     return KF_ERR_RUNTIME;
 }
 
+static kf_status ocl_copy_in_at(void *vctx, void *dev, size_t offset, const void *host, size_t bytes) {
+    ocl_ctx *ctx = vctx;
+    if (!bytes) return KF_OK;
+    cl_int rc = clEnqueueWriteBuffer(ctx->queue, (cl_mem)dev, CL_TRUE, offset, bytes, host, 0,
+                                     NULL, NULL);
+    if (rc == CL_SUCCESS) return KF_OK;
+    kf_log(1, "opencl: clEnqueueWriteBuffer(%zu bytes at %zu): %s\n", bytes, offset,
+           kf_ocl_error_name(rc));
+    return KF_ERR_RUNTIME;
+}
+
+static kf_status ocl_fill(void *vctx, void *dev, size_t offset, const void *pattern, size_t psize,
+                          size_t bytes) {
+    ocl_ctx *ctx = vctx;
+    if (!bytes) return KF_OK;
+    if (!psize || bytes % psize || offset % psize) return KF_ERR_ARG;
+    cl_int rc = clEnqueueFillBuffer(ctx->queue, (cl_mem)dev, pattern, psize, offset, bytes, 0,
+                                    NULL, NULL);
+    if (rc == CL_SUCCESS) rc = clFinish(ctx->queue);
+    if (rc == CL_SUCCESS) return KF_OK;
+    kf_log(1, "opencl: clEnqueueFillBuffer(%zu bytes, pattern of %zu): %s\n", bytes, psize,
+           kf_ocl_error_name(rc));
+    return KF_ERR_RUNTIME;
+}
+
 static kf_status ocl_copy_out(void *vctx, void *host, const void *dev, size_t bytes) {
     ocl_ctx *ctx = vctx;
     if (!bytes) return KF_OK;
@@ -586,6 +611,8 @@ static const kf_backend_iface ocl_iface = {
     .free = ocl_free,
     .copy_in = ocl_copy_in,
     .copy_out = ocl_copy_out,
+    .fill = ocl_fill,
+    .copy_in_at = ocl_copy_in_at,
     .sync = ocl_sync,
     .destroy = ocl_destroy,
     .view = ocl_view,
