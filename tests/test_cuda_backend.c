@@ -28,6 +28,7 @@
 #include "kforge/candidate.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
+#include "fill_check.h"
 
 #ifdef KF_HAVE_CUDA
 #include "backend/cuda/cuda_int.h"
@@ -355,6 +356,13 @@ Test(cuda, open_out_of_range_names_the_count) {
     cr_assert_eq(kf_backend_open("cuda:99", &x, &err), KF_ERR_UNSUPPORTED);
     cr_assert(strstr(err.msg, "cuda:99") && strstr(err.msg, "CUDA device"), "message: %s",
               err.msg);
+}
+
+/* The runner poisons a device candidate's outputs on the device (fill_check.h). */
+Test(cuda, fill_and_copy_in_at_touch_only_their_bytes) {
+    kf_backend *b = open_cuda();
+    check_fill_and_copy_in_at(b);
+    kf_backend_close(b);
 }
 
 Test(cuda, vadd_with_guards) {

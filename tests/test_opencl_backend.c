@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kforge/backend.h"
+#include "fill_check.h"
 
 #define GUARD 4096
 #define GUARD_BYTE 0xA5
@@ -184,6 +185,13 @@ Test(opencl, probe_matches_list) {
     cr_assert_eq(b->info.max_wg, d[i].max_wg);
     cr_assert_str_eq(b->info.flags, d[i].flags);
     free(d);
+    kf_backend_close(b);
+}
+
+/* The runner poisons a device candidate's outputs on the device (fill_check.h). */
+Test(opencl, fill_and_copy_in_at_touch_only_their_bytes) {
+    kf_backend *b = open_ocl();
+    check_fill_and_copy_in_at(b);
     kf_backend_close(b);
 }
 
