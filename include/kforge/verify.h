@@ -68,6 +68,9 @@ typedef struct kf_vresult {
     /* timing (only when timed and correct) */
     int timed;
     int reps;
+    char time_stop[12];     /* why the timed calls ended: "time" (min_time measured),
+                               "wall" (4 x min_time of wall time), "stable" (the median
+                               settled), "reps" (max_reps), "budget" (the run's budget) */
     double time_ms;         /* median */
     double time_min_ms, time_mean_ms;
     double time_host_ms;    /* the median of kforge's own clock around each timed call: the

@@ -137,6 +137,7 @@ static json_t *iter_json(const kf_iter_record *it) {
         json_object_set_new(j, "time_min_ms", json_real(it->res.time_min_ms));
         json_object_set_new(j, "time_mean_ms", json_real(it->res.time_mean_ms));
         json_object_set_new(j, "reps", json_integer(it->res.reps));
+        if (it->res.time_stop[0]) json_object_set_new(j, "time_stop", json_string(it->res.time_stop));
         json_object_set_new(j, "gbs", json_real(it->perf.gbs));
         json_object_set_new(j, "gflops", json_real(it->perf.gflops));
         json_object_set_new(j, "pct_floor", json_real(it->perf.pct_floor));

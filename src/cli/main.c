@@ -601,6 +601,7 @@ static json_t *vresult_json(const kf_vresult *r) {
         json_object_set_new(j, "time_ms", json_real(r->time_ms));
         json_object_set_new(j, "time_min_ms", json_real(r->time_min_ms));
         json_object_set_new(j, "reps", json_integer(r->reps));
+        json_object_set_new(j, "time_stop", json_string(r->time_stop));
         /* kforge's own clock around each call (on a device it bounds time_ms), and the
          * CPU-time witness (docs/kernel-contract.md, the threat model) */
         json_object_set_new(j, "time_host_ms", json_real(r->time_host_ms));
@@ -945,6 +946,10 @@ int main(int argc, char **argv) {
      * (/proc/PID/environ holds the API key) */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     kf_set_oom_hook(oom_exit);
+    /* KFORGE_LOG=2: the library's diagnostic lines (the sandbox's per-run breakdown, the
+     * device-time checks) on stderr; 1 (default) warnings only, 0 none */
+    const char *lv = getenv("KFORGE_LOG");
+    if (lv && lv[0] >= '0' && lv[0] <= '9' && !lv[1]) kf_log_set_level(lv[0] - '0');
     int rc = dispatch(argc, argv);
     /* what was printed must have arrived: `kforge runs --json > full-disk` is no success */
     if (fflush(stdout) != 0 || ferror(stdout)) {

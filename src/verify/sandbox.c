@@ -449,6 +449,9 @@ typedef struct hs_run {
     int in_ping, ping_check; /* device: waiting for the 'r' that ends a 'p' (and whether the
                                call before it is checked next); t_ping: when the 'p' went */
     double t_ping;
+    double t_copy, t_out;   /* device: when the 'i'/'j' and the 'o' went */
+    /* where the parent's time between calls went (kf_log level 2 at the end of the run) */
+    double acc_stop, acc_prep, acc_copy, acc_out, acc_check, acc_call;
     double delay_go;        /* device: hs_run_delay when the call started */
     int stopped;            /* the run's processes are stopped (hs_stop) */
     double t_cont;          /* when they were last continued */
@@ -533,8 +536,17 @@ static int group_wait_stopped(pid_t pgid, double *cpu) {
  * kernel's runs while the parent reads the outputs or writes the next call's inputs.
  * 0, or -1 when the run is over (the runner died: its exit is the verdict) or a process
  * of it would not stop (h->stuck). */
+static int hs_stop_group(hs_run *h);
+
 static int hs_stop(hs_run *h) {
     if (h->stopped) return 0;
+    double t0 = kf_now();
+    int rc = hs_stop_group(h);
+    h->acc_stop += kf_now() - t0;
+    return rc;
+}
+
+static int hs_stop_group(hs_run *h) {
     if (kill(-h->pid, SIGSTOP) != 0) kill(h->pid, SIGSTOP);
     siginfo_t si;
     memset(&si, 0, sizeof si);
@@ -619,9 +631,17 @@ static void evict_buffers(const kf_sbx *sb, int inputs, int outputs) {
  * the kernel cannot tell from it): with h->evict every buffer evicted by the parent (the
  * freed output pages excepted: touching them would bring them back); after the runner's
  * flush, what the parent wrote since (the flush ran before the writes, with the run going). */
+static void hs_prepare_calls(hs_run *h, kf_sbx *sb, int final, int after_flush, int before);
+
 static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
     int after_flush = h->in_flush, before = h->set;
     double t0 = kf_now();
+    hs_prepare_calls(h, sb, final, after_flush, before);
+    h->acc_prep += kf_now() - t0;
+    if (h->lim->calls > 0) h->parent_s += kf_now() - t0;
+}
+
+static void hs_prepare_calls(hs_run *h, kf_sbx *sb, int final, int after_flush, int before) {
     if (h->lim->prepare) h->set = h->lim->prepare(h->lim->cb_arg, final, !(after_flush && h->fresh));
     sb->hs_last_set = h->set;
     if (h->evict && h->t_timing > 0) {
@@ -630,7 +650,6 @@ static void hs_prepare(hs_run *h, kf_sbx *sb, int final) {
     } else if (after_flush) {
         evict_buffers(sb, h->set != before, !h->fresh);
     }
-    if (h->lim->calls > 1) h->parent_s += kf_now() - t0;
 }
 
 /* Check the call that just returned (the run is stopped: hs_stop at its 'd'). */
@@ -638,7 +657,8 @@ static void hs_check(hs_run *h, kf_sbx *sb) {
     h->checks++;
     double t0 = kf_now();
     kf_vstatus vs = h->lim->check(h->lim->cb_arg, h->set, h->check_detail, sizeof h->check_detail);
-    if (h->lim->calls > 1) h->parent_s += kf_now() - t0;
+    h->acc_check += kf_now() - t0;
+    if (h->lim->calls > 0) h->parent_s += kf_now() - t0;
     if (vs != KF_V_OK) {
         h->check_vs = vs;
         sb->hs_fail_set = h->set;
@@ -708,7 +728,8 @@ static int hs_go(hs_run *h, kf_sbx *sb) {
     hs_cont(h);
     if (hs_send(h, 'g') != 0) return -1;
     h->t_go = t;
-    if (!h->started) h->t_first_go = t;
+    /* the warm-up counts from the first call after the check calls (kf_sbx_limits.calls) */
+    if (!h->started || sb->hs_calls == h->lim->calls) h->t_first_go = t;
     h->started = 1;
     h->in_call = 1;
     return 0;
@@ -732,6 +753,7 @@ static int hs_dev_next(hs_run *h, kf_sbx *sb) {
     char cmd = h->dev_set == h->set ? 'j' : 'i';
     if (hs_send(h, cmd) != 0) return -1;
     h->dev_set = h->set;
+    h->t_copy = kf_now();
     h->in_copy = 1;
     return 0;
 }
@@ -745,12 +767,13 @@ static int hs_dev_ready(hs_run *h, kf_sbx *sb) {
          * holds beyond the device's work but the launch (dev_times_believable) */
         h->in_ping = 0;
         if (sb->hs_pings < KF_RUN_MAX_REPS) sb->hs_ping[sb->hs_pings++] = kf_now() - h->t_ping;
-        if (h->ping_check && hs_send(h, 'o') == 0) h->out_for = OUT_CHECK;
+        if (h->ping_check && hs_send(h, 'o') == 0) h->out_for = OUT_CHECK, h->t_out = kf_now();
         else if (!h->ping_check) hs_dev_next(h, sb);
         return 0;
     }
     if (h->in_copy) {
         h->in_copy = 0;
+        h->acc_copy += kf_now() - h->t_copy;
         if (h->t_timing > 0 && h->flush) {
             if (hs_send(h, 'f') == 0) h->in_flush = 1;
             return 0;
@@ -766,12 +789,20 @@ static int hs_dev_ready(hs_run *h, kf_sbx *sb) {
     if (h->out_for) {
         /* the outputs are back in the region: read them with the run stopped */
         int what = h->out_for;
+        h->acc_out += kf_now() - h->t_out;
         h->out_for = 0;
         if (hs_stop(h) != 0 || what == OUT_LAST) {
             h->finished = 1;
             return 0;
         }
         hs_check(h, sb);
+        if (!h->finished && sb->hs_calls == h->lim->calls) {
+            /* the check calls passed: a check run is over; a time run's timing plan starts,
+             * its random checks counted afresh */
+            sb->hs_checks_end_s = kf_now() - h->t_fork;
+            h->checks = 0;
+            if (h->mode != KF_RUN_TIME) h->finished = 1;
+        }
         if (!h->finished) hs_dev_next(h, sb);
         return 0;
     }
@@ -812,13 +843,13 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         h->rc = rc;
         sb->hs_calls++;
         double dt = t - h->t_go;
-        if (h->device && h->mode != KF_RUN_TIME && rc == 0 && sb->hs_calls < h->lim->calls &&
-            h->lim->check) {
-            /* a device check run of several calls (kf_sbx_limits.calls): this one's outputs
-             * come back and are checked with the run stopped (hs_dev_ready), then the next
-             * call is prepared on its own set (hs_dev_next) */
+        h->acc_call += dt;
+        if (h->device && rc == 0 && sb->hs_calls <= h->lim->calls && h->lim->check) {
+            /* a check call (kf_sbx_limits.calls): its outputs come back and are checked with
+             * the run stopped (hs_dev_ready), then the next call is prepared on its own set
+             * (hs_dev_next) */
             if (hs_send(h, 'o') != 0) break;
-            h->out_for = OUT_CHECK;
+            h->out_for = OUT_CHECK, h->t_out = kf_now();
             return;
         }
         int last = h->mode != KF_RUN_TIME || rc != 0 || h->final, timed = 0;
@@ -838,12 +869,14 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             /* enough measured time (or, when every call flushes a cache of hundreds of MiB
              * first, four times that in wall time), at least min_reps; or the cap; or the
              * budget */
-            if (sb->hs_reps >= h->min_reps && (h->spent >= h->min_time || t - h->t_timing >= 4 * h->min_time))
+            if (sb->hs_reps >= h->min_reps && (h->spent >= h->min_time || t - h->t_timing >= 4 * h->min_time)) {
                 last = 1;
+                sb->hs_stop = h->spent >= h->min_time ? "time" : "wall";
+            }
             /* or the median has settled (kf_sbx_limits.stable_rel) */
-            if (hs_stable(h, sb)) last = 1;
-            if (sb->hs_reps >= h->max_reps || sb->hs_reps >= KF_RUN_MAX_REPS) last = 1;
-            if (h->budget > 0 && t - h->t_timing > h->budget) last = 1;
+            if (!last && hs_stable(h, sb)) last = 1, sb->hs_stop = "stable";
+            if (!last && (sb->hs_reps >= h->max_reps || sb->hs_reps >= KF_RUN_MAX_REPS)) last = 1, sb->hs_stop = "reps";
+            if (!last && h->budget > 0 && t - h->t_timing > h->budget) last = 1, sb->hs_stop = "budget";
         }
         if (last && h->lim->prepare && !h->final && rc == 0 && h->mode == KF_RUN_TIME) {
             /* one more call, untimed, which the kernel cannot tell from a timed one: on a set
@@ -855,7 +888,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         } else if (last && h->device) {
             /* the outputs back from the device first */
             if (hs_send(h, 'o') != 0) break;
-            h->out_for = OUT_LAST;
+            h->out_for = OUT_LAST, h->t_out = kf_now();
             return;
         } else if (last) {
             /* the caller reads the outputs: nothing of the kernel's runs any more (the
@@ -881,7 +914,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         if (h->device) {
             /* checked: the outputs come back first (hs_dev_ready checks them), else the
              * next call */
-            if (check && hs_send(h, 'o') == 0) h->out_for = OUT_CHECK;
+            if (check && hs_send(h, 'o') == 0) h->out_for = OUT_CHECK, h->t_out = kf_now();
             else if (!check) hs_dev_next(h, sb);
             return;
         }
@@ -1121,7 +1154,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     int gp[2] = {-1, -1}, dp[2] = {-1, -1};
     int use_hs = lim->handshake && !lim->wrapper;
     sb->hs_reps = sb->hs_warm = sb->hs_calls = sb->hs_evicted = sb->hs_pings = 0;
-    sb->hs_last_set = sb->hs_fail_set = sb->hs_fail_call = 0;
+    sb->hs_last_set = sb->hs_fail_set = sb->hs_fail_call = sb->hs_call_timeout = 0;
+    sb->hs_checks_end_s = 0;
+    sb->hs_stop = "";
     if (use_hs) {
         /* the parent's copy of the timing plan: the control page is the runner's to write */
         hs.mode = mode;
@@ -1274,8 +1309,10 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
             while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
             break;
         }
-        if (kf_now() >= deadline + hs.parent_s) {
+        if (kf_now() >= deadline + hs.parent_s ||
+            (hs.in_call && lim->call_wall_s > 0 && kf_now() - hs.t_go > lim->call_wall_s)) {
             timed_out = 1;
+            sb->hs_call_timeout = kf_now() < deadline + hs.parent_s;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             memset(&si, 0, sizeof si);
@@ -1298,6 +1335,11 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     }
     if (hs.go_fd >= 0) close(hs.go_fd);
     if (hs.done_fd >= 0) close(hs.done_fd);
+    if (use_hs && sb->hs_calls > 0)
+        kf_log(2, "sandbox: %d calls (%d timed, stop: %s) in %.3f s: calls %.3f s, stopping the run "
+               "%.3f s, preparing %.3f s, copies in %.3f s, out %.3f s, checks %.3f s",
+               sb->hs_calls, sb->hs_reps, sb->hs_stop[0] ? sb->hs_stop : "-", kf_now() - t0,
+               hs.acc_call, hs.acc_stop, hs.acc_prep, hs.acc_copy, hs.acc_out, hs.acc_check);
     if (hs.sb_cpu_first >= 0 && hs.sb_cpu_last >= hs.sb_cpu_first) {
         sb->hs_cpu_s = hs.sb_cpu_last - hs.sb_cpu_first;
         sb->hs_run_s = hs.run_wall;
@@ -1365,13 +1407,17 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     } else if (timed_out) {
         *vs = KF_V_TIMEOUT;
         output_excerpt(outfd, 1, out, 200);
-        snprintf(detail, cap, "ran past the wall-clock limit of %.3g s %s and was killed%s%s",
-                 lim->wall_s, where, out[0] ? "; output tail: " : "", out);
+        if (sb->hs_call_timeout)
+            snprintf(detail, cap, "call %d ran past the per-call wall-clock limit of %.3g s %s and "
+                     "was killed%s%s", sb->hs_calls + 1, lim->call_wall_s, where, out[0] ? "; output tail: " : "", out);
+        else
+            snprintf(detail, cap, "ran past the wall-clock limit of %.3g s %s and was killed%s%s",
+                     lim->wall_s, where, out[0] ? "; output tail: " : "", out);
     } else if (hs.finished && hs.check_vs != KF_V_OK) {
         *vs = hs.check_vs;
-        if (hs.mode == KF_RUN_TIME)
-            snprintf(detail, cap, "call %d of the timing run (checked at random): %s", sb->hs_fail_call,
-                     hs.check_detail);
+        if (hs.mode == KF_RUN_TIME && sb->hs_fail_call > lim->calls)
+            snprintf(detail, cap, "call %d of the timing run (checked at random): %s",
+                     sb->hs_fail_call - lim->calls, hs.check_detail);
         else
             snprintf(detail, cap, "%s", hs.check_detail);
     } else if (hs.finished && hs.stuck) {

@@ -443,6 +443,40 @@ static kf_vstatus timed_check(void *arg, int set, char *detail, size_t cap) {
     return vs;
 }
 
+/* A run's calls (kf_sbx_limits.prepare/check): the first ncheck are check calls, one per
+ * set in order (check_sets), the rest the timing plan's (timed_calls). */
+typedef struct calls_cb {
+    check_sets cs;
+    timed_calls tc;
+    int ncheck, prepared;
+    int cur_check;      /* the call now prepared is a check call */
+} calls_cb;
+
+static int calls_prepare(void *arg, int final, int poison) {
+    calls_cb *u = arg;
+    u->cur_check = u->prepared < u->ncheck;
+    if (u->cur_check) {
+        u->prepared++;
+        return check_sets_prepare(&u->cs, final, poison);
+    }
+    return timed_prepare(&u->tc, final, poison);
+}
+
+static kf_vstatus calls_check(void *arg, int set, char *detail, size_t cap) {
+    calls_cb *u = arg;
+    return u->cur_check ? check_sets_check(&u->cs, set, detail, cap) : timed_check(&u->tc, set, detail, cap);
+}
+
+/* The run's request in the control page, written again before every run: the page is the
+ * kernel's to write during a run (a check run must not pick the next run's entry,
+ * artifact or target). */
+static void request(kf_run_ctl *ctl, const kf_candidate *cand, const char *artifact,
+                    const char *target) {
+    snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
+    snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
+    snprintf(ctl->target, sizeof ctl->target, "%s", target);
+}
+
 /* The median of n values (copied: v is left as it is). */
 static double median_of(const double *v, int n) {
     if (n < 1) return 0;
@@ -611,27 +645,16 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
      * the next run's entry, artifact or target) */
     char req_target[sizeof ctl->target];
     snprintf(req_target, sizeof req_target, "%s", ctl->target);
-    /* A device candidate's check sets run in one runner process, one call per set, each
-     * call on its own freshly loaded set with poisoned outputs and fresh guards, copied back
-     * and checked in full before the next (a CUDA context costs about 0.14 s to create,
-     * in a new process or in the same one: 43 % of a 12-candidate CUDA search on the H100
-     * went to starting seven runners per candidate; docs/design-notes.md, issue 30). The
-     * CPU keeps one process per set. */
-    int per_run = dev && c->nsets > 1 ? c->nsets : 1;
-    check_sets cs = {.c = c, .sb = &sb, .r = r, .next = 0};
-    if (per_run > 1) {
-        lim.calls = per_run;
-        lim.prepare = check_sets_prepare;
-        lim.check = check_sets_check;
-        lim.cb_arg = &cs;
-        if (lim.wall_s > 0) lim.wall_s *= per_run;
-        if (lim.cpu_s > 0) lim.cpu_s *= per_run;
-    }
-    for (int s = 0; s < c->nsets; s += per_run) {
-        if (per_run == 1) kf_verify_load_set(c, &sb, s);
-        snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
-        snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
-        snprintf(ctl->target, sizeof ctl->target, "%s", req_target);
+    /* A device candidate runs in ONE runner process (one context: about 0.14 s to create,
+     * in a new process or in the same one; docs/design-notes.md, issue 30): a check call
+     * per set, each on its freshly loaded set with poisoned outputs and fresh guards,
+     * copied back and checked in full before the next; then, with --time, the timing plan
+     * in the same process. The CPU keeps one process per set and one for the timing. */
+    int merged = dev;
+    calls_cb cb = {.cs = {.c = c, .sb = &sb, .r = r, .next = 0}, .ncheck = c->nsets};
+    for (int s = 0; s < c->nsets && !merged; s++) {
+        kf_verify_load_set(c, &sb, s);
+        request(ctl, cand, artifact, req_target);
         if (o->time_it) {
             ctl->flush_bytes = flush_bytes;
             ctl->fresh_outputs = o->fresh_outputs;
@@ -646,36 +669,23 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
             goto done;
         }
-        if (per_run > 1) {
-            /* the set of the call that failed, or of the last call (checked below) */
-            s = sb.hs_fail_call > 0 && vs != KF_V_OK ? sb.hs_fail_set : sb.hs_last_set;
-        }
         r->sets_run = s + 1;
-        if (vs != KF_V_OK) {
-            fail_set(c, r, vs, s, "set", detail);
-            goto done;
-        }
-        vs = check_call(c, &sb, s, r, detail, sizeof detail);
+        if (vs == KF_V_OK) vs = check_call(c, &sb, s, r, detail, sizeof detail);
         if (vs != KF_V_OK) {
             fail_set(c, r, vs, s, "set", detail);
             goto done;
         }
     }
-    r->status = KF_V_OK;
-    r->check_s = kf_now() - t0 - r->start_s;
-    lim.calls = 0;
-    lim.prepare = NULL;
-    lim.check = NULL;
-    lim.wall_s = o->wall_limit_s;
-    lim.cpu_s = o->cpu_limit_s;
+    if (!merged) {
+        r->status = KF_V_OK;
+        r->check_s = kf_now() - t0 - r->start_s;
+    }
 
-    if (o->time_it) {
+    if (o->time_it || merged) {
         double tt = kf_now(), start0 = r->start_s;
-        kf_verify_load_set(c, &sb, 0);
-        snprintf(ctl->entry, sizeof ctl->entry, "%s", cand->entry[0] ? cand->entry : "kforge_kernel");
-        snprintf(ctl->artifact, sizeof ctl->artifact, "%s", artifact);
-        snprintf(ctl->target, sizeof ctl->target, "%s", req_target);
-        ctl->mode = KF_RUN_TIME;
+        if (!merged) kf_verify_load_set(c, &sb, 0); /* (merged: the first check call's) */
+        request(ctl, cand, artifact, req_target);
+        ctl->mode = o->time_it ? KF_RUN_TIME : KF_RUN_CHECK;
         ctl->min_reps = o->min_reps > 0 ? o->min_reps : 1;
         ctl->max_reps = o->max_reps > 0 ? o->max_reps : 1;
         if (ctl->max_reps > KF_RUN_MAX_REPS) ctl->max_reps = KF_RUN_MAX_REPS;
@@ -685,34 +695,72 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         ctl->budget_s = o->wall_limit_s > 0 ? 0.5 * o->wall_limit_s : 10.0;
         ctl->flush_bytes = flush_bytes;
         ctl->fresh_outputs = o->fresh_outputs;
-        /* A kernel that passed the check within the wall limit is not hanging; the timing
-         * run needs at least a warm-up and a rep, so it gets room for a few more runs. */
-        double need = ctl->budget_s + 3.0 * slowest + 1.0;
-        if (lim.wall_s > 0 && lim.wall_s < need) lim.wall_s = need;
+        if (merged) {
+            /* the check calls' limits times the sets, and (timed) the timing's room; one call
+             * past the wall limit is a hang however many are left */
+            double per = o->wall_limit_s > 0 ? o->wall_limit_s : 0;
+            double room = per > 0 ? per * c->nsets + (o->time_it ? ctl->budget_s + 3.0 * per + 1.0 : 0) : 0;
+            if (lim.cpu_s > 0 && per > 0) lim.cpu_s *= room / per;
+            lim.wall_s = room;
+            lim.call_wall_s = per;
+            lim.calls = c->nsets;
+        } else {
+            /* A kernel that passed the check within the wall limit is not hanging; the
+             * timing run needs at least a warm-up and a rep, so it gets room for a few more. */
+            double need = ctl->budget_s + 3.0 * slowest + 1.0;
+            if (lim.wall_s > 0 && lim.wall_s < need) lim.wall_s = need;
+        }
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
         /* between a device candidate's calls the host's cores are free: the inputs, the
          * poison and the checks use every thread (at official GPU shapes a call's set is
          * gigabytes: one thread took seconds per call); a CPU candidate's stay on one */
-        timed_calls tc = {.c = c, .sb = &sb, .par = dev, .cur = 0, .first = -1};
+        cb.tc = (timed_calls){.c = c, .sb = &sb, .par = dev, .cur = merged ? -1 : 0, .first = -1};
         /* an order of sets only this process knows: seeded from the clock, not the task's seed */
         double now = kf_now();
-        kf_verify_rng_seed(&tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&tc));
+        kf_verify_rng_seed(&cb.tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&cb));
+        if (!merged) cb.ncheck = 0;
         if (lim.handshake) {
             lim.stable_rel = o->stable_rel;
-            lim.prepare = timed_prepare;
-            lim.check = timed_check;
-            lim.cb_arg = &tc;
+            lim.prepare = calls_prepare;
+            lim.check = calls_check;
+            lim.cb_arg = &cb;
         }
-        c->host_timing = lim.handshake && !dev;
+        c->host_timing = lim.handshake && !dev && o->time_it;
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
         c->host_timing = 0;
         r->start_s += sb.start_s;
-        r->timing_s = kf_now() - tt - (r->start_s - start0);
+        if (merged) {
+            /* the check calls' share of the run and the timing's */
+            double run = kf_now() - tt - (r->start_s - start0);
+            double chk = sb.hs_checks_end_s > 0 ? sb.hs_checks_end_s - sb.start_s : run;
+            r->check_s = chk < run ? chk : run;
+            r->timing_s = o->time_it ? run - r->check_s : 0;
+        } else {
+            r->timing_s = kf_now() - tt - (r->start_s - start0);
+        }
         r->evicted = lim.handshake ? sb.hs_evicted : 0;
         if (st != KF_OK) {
             r->status = KF_V_INTERNAL;
             snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the runner could not be started");
             goto done;
+        }
+        if (merged) {
+            /* the check calls: each was checked in the run; a failure there is its set's */
+            int in_checks = sb.hs_checks_end_s <= 0;
+            r->sets_run = in_checks ? (vs != KF_V_OK && sb.hs_fail_call > 0 ? sb.hs_fail_call : sb.hs_calls) : c->nsets;
+            if (r->sets_run < 1) r->sets_run = 1;
+            if (r->sets_run > c->nsets) r->sets_run = c->nsets;
+            if (vs != KF_V_OK && in_checks) {
+                fail_set(c, r, vs, sb.hs_fail_call > 0 ? sb.hs_fail_set : sb.hs_last_set, "set", detail);
+                goto done;
+            }
+            if (vs == KF_V_OK && in_checks) {
+                r->status = KF_V_INTERNAL;
+                snprintf(r->detail, sizeof r->detail, "the check calls ended before the last was checked");
+                goto done;
+            }
+            r->status = KF_V_OK;
+            if (!o->time_it) goto done;
         }
         /* the last call, as it left the region: checked in full */
         int tset = lim.handshake ? sb.hs_last_set : 0;
@@ -777,6 +825,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
         r->timed = 1;
         r->reps = reps;
+        snprintf(r->time_stop, sizeof r->time_stop, "%s", lim.handshake ? sb.hs_stop : "");
         r->time_ms = med * 1e3;
         r->time_min_ms = t[0] * 1e3;
         r->time_mean_ms = sum / reps * 1e3;

@@ -239,6 +239,10 @@ typedef struct kf_sbx {
                                (schedstat), -1 where unknown */
     double start_s;         /* the last run: fork to the runner's first message (the
                                artifact loaded), by the parent's clock; 0 without one */
+    double hs_checks_end_s; /* a run with check calls (kf_sbx_limits.calls): fork to the end
+                               of the last one's check; 0 when they did not all pass */
+    int hs_call_timeout;    /* the last run ended because one call passed call_wall_s */
+    const char *hs_stop;    /* why the timed calls ended (kf_vresult.time_stop), or "" */
 } kf_sbx;
 
 typedef struct kf_sbx_limits {
@@ -288,13 +292,18 @@ typedef struct kf_sbx_limits {
      * run stopped, instead of the runner writing a buffer of twice the last-level cache
      * (docs/design-notes.md, issue 30). Only where kf_sbx_can_evict(). */
     int evict;
-    /* Device handshake check runs (mode KF_RUN_CHECK), optional: > 1 makes the run that many calls,
-     * each on the set prepare returns (called before every call, the first included), every
-     * call but the last checked through check before the next is prepared, the last left
-     * to the caller (device targets: one context for all of a candidate's check sets,
-     * issue 30). wall_s then covers all the calls; the time the parent spends preparing
-     * and checking between them, with the run stopped, is added to it. */
+    /* Device handshake runs, optional: > 0 makes the run's first `calls` calls check calls,
+     * each on the set prepare returns (called before every call, the first included) and
+     * checked in full through check, with the run stopped, before the next is prepared. A
+     * check run (KF_RUN_CHECK) ends after them; a time run goes on in the same process with
+     * its timing plan (warm-up, timed calls, the final call), prepare and check serving
+     * both (device targets: one context per candidate, issue 30). wall_s covers the whole
+     * run; the time the parent spends preparing and checking between calls, with the run
+     * stopped, is added to it. */
     int calls;
+    /* Handshake runs, optional: > 0 ends the run as a timeout when one call runs longer
+     * (a hang costs one call's limit, not the run's) */
+    double call_wall_s;
 } kf_sbx_limits;
 
 /* 1 where the parent can evict the region's lines from the caches (x86-64, arm64). */
