@@ -65,6 +65,10 @@ typedef struct kf_backend_iface {
     kf_status (*fill)(void *ctx, void *dev, size_t offset, const void *pattern, size_t psize,
                       size_t bytes);
     kf_status (*copy_in_at)(void *ctx, void *dev, size_t offset, const void *host, size_t bytes);
+    /* Optional: bytes bytes of src (from alloc) copied to dst (from alloc) on the device,
+     * both from their start. The runner keeps a device copy of each input set with it and
+     * restores a call's inputs from there; NULL = every set is copied in from the host. */
+    kf_status (*copy_dd)(void *ctx, void *dst, const void *src, size_t bytes);
 } kf_backend_iface;
 
 typedef struct kf_backend {

@@ -231,6 +231,38 @@ static double forge_device_time(double dt) {
  * (on the device where the backend can fill; else written across the region's data here
  * and the whole span copied). An output without a pattern (poison_size 0) is copied
  * whole, as the parent wrote it. */
+/* The inputs' device copies of each input set the parent asked to keep (0x80 | s): slot s
+ * holds one allocation per input buffer, whole spans; made at the slot's first use. */
+static void *stash[KF_RUN_STASH_SLOTS][KF_RUN_MAX_BUFS];
+
+/* Keep the inputs now on the device in slot s (stash_in) or put slot s's back (!stash_in).
+ * Keeping: 1 when kept, 0 when the slot could not be made (nothing kept, nothing lost). */
+static int device_stash(const kf_backend_iface *io, kf_backend *b, const run_cfg *cfg,
+                        void **whole, const size_t *span, int s, int stash_in, kf_status *st) {
+    *st = KF_OK;
+    for (int i = 0; i < cfg->nbufs && stash_in; i++) {
+        if (cfg->is_output[i] || stash[s][i]) continue;
+        stash[s][i] = io->alloc(b->ctx, span[i]);
+        if (!stash[s][i]) {
+            for (int k = 0; k < cfg->nbufs; k++) {
+                if (stash[s][k]) io->free(b->ctx, stash[s][k]);
+                stash[s][k] = NULL;
+            }
+            return 0;
+        }
+    }
+    for (int i = 0; i < cfg->nbufs && *st == KF_OK; i++) {
+        if (cfg->is_output[i]) continue;
+        if (!stash[s][i]) {
+            *st = KF_ERR_ARG; /* a slot never kept: the parent's mistake, or a forged one */
+            break;
+        }
+        *st = stash_in ? io->copy_dd(b->ctx, stash[s][i], whole[i], span[i])
+                       : io->copy_dd(b->ctx, whole[i], stash[s][i], span[i]);
+    }
+    return 1;
+}
+
 static kf_status device_copy_in(const kf_backend_iface *io, kf_backend *b, const run_cfg *cfg,
                                 void **whole, uint8_t **host, const size_t *span, int inputs,
                                 int *which) {
@@ -300,12 +332,21 @@ static int device_calls(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_
         } else if (cmd == 'p') {
             live->stage = KF_STAGE_BETWEEN;
             if (send_msg('r', 0, 0.0, 0) != 0) return -1;
-        } else if (cmd == 'i' || cmd == 'j' || cmd == 'o' || cmd == 'f') {
+        } else if (cmd == 'i' || cmd == 'j' || cmd == 'o' || cmd == 'f' ||
+                   ((unsigned char)cmd & 0x80 && io->copy_dd)) {
             live->stage = KF_STAGE_BETWEEN;
-            int i = 0;
+            int i = 0, kept = 1;
             kf_status st = KF_OK;
-            if (cmd == 'i' || cmd == 'j')
-                st = device_copy_in(io, b, cfg, whole, host, span, cmd == 'i', &i);
+            unsigned char u = (unsigned char)cmd;
+            int slot = u & (KF_RUN_STASH_SLOTS - 1);
+            if (cmd == 'i' || cmd == 'j' || (u & 0xC0) == KF_RUN_CMD_STASH_IN)
+                st = device_copy_in(io, b, cfg, whole, host, span, cmd != 'j', &i);
+            if (st == KF_OK && (u & 0xC0) == KF_RUN_CMD_STASH_IN)
+                kept = device_stash(io, b, cfg, whole, span, slot, 1, &st);
+            if ((u & 0xC0) == KF_RUN_CMD_FROM_STASH) {
+                st = device_copy_in(io, b, cfg, whole, host, span, 0, &i);
+                if (st == KF_OK) device_stash(io, b, cfg, whole, span, slot, 0, &st);
+            }
             for (; cmd == 'o' && i < cfg->nbufs && st == KF_OK; i++)
                 st = io->copy_out(b->ctx, host[i], whole[i], span[i]);
             if (st != KF_OK) {
@@ -320,7 +361,7 @@ static int device_calls(kf_run_ctl *ctl, size_t ctl_size, uint8_t *base, kf_run_
                 snprintf(ctl->message, sizeof ctl->message, "the device's cache flush failed");
                 _exit(KF_RUN_EXIT_DEVICE);
             }
-            if (send_msg('r', 0, 0.0, 0) != 0) return -1;
+            if (send_msg(kept ? 'r' : 'R', 0, 0.0, 0) != 0) return -1;
         } else {
             return -1;
         }

@@ -48,6 +48,13 @@
  *                                     its data filled with its poison (the pattern of
  *                                     bufs[i].poison_size bytes at the start of the
  *                                     output's data in the region), then 'r'
+ *                     0x80 | s        (device targets, s < 64) as 'i', and the inputs'
+ *                                     device copies (guards, data) also kept in the
+ *                                     runner's slot s on the device; 'R' instead of 'r'
+ *                                     when the slot could not be made (nothing kept)
+ *                     0xC0 | s        (device targets) as 'i', but the inputs restored
+ *                                     on the device from slot s, not copied in (the
+ *                                     parent writes no inputs for such a call)
  *                     'j'             (device targets) as 'i' for the outputs only: the
  *                                     inputs on the device are the same set's (the parent
  *                                     did not change it since the last 'i' or 'o')
@@ -67,6 +74,9 @@
  * parent's (and, on a device, checked against them), the kernel's return value comes with 'd' (a kernel that forges messages only
  * ends its own run early; see docs/kernel-contract.md). */
 #define KF_RUN_MSG_D 13 /* bytes of a 'd' message */
+#define KF_RUN_STASH_SLOTS 64
+#define KF_RUN_CMD_STASH_IN 0x80   /* | slot */
+#define KF_RUN_CMD_FROM_STASH 0xC0 /* | slot */
 #define KF_RUN_GO_FD 4
 #define KF_RUN_DONE_FD 5
 #define KF_RUN_PAGE 4096

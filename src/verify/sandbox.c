@@ -445,6 +445,8 @@ typedef struct hs_run {
     int device;             /* a device target: 'i' before and 'o' after a checked call */
     int in_copy;            /* device: waiting for the 'r' that ends an 'i' or a 'j' */
     int dev_set;            /* device: the set whose inputs are on the device; -1 = none */
+    int keeping;            /* device: the set the runner was told to keep (0x80 | s); -1 */
+    int keep_failed;        /* device: the runner could not keep a set ('R'): no more asked */
     int out_for;            /* device: waiting for the 'r' that ends an 'o': OUT_CHECK/OUT_LAST */
     int in_ping, ping_check; /* device: waiting for the 'r' that ends a 'p' (and whether the
                                call before it is checked next); t_ping: when the 'p' went */
@@ -751,6 +753,16 @@ static int hs_dev_next(hs_run *h, kf_sbx *sb) {
      * as the last call left them (a kernel that changed them fails the next checked call,
      * which compares them, as before) */
     char cmd = h->dev_set == h->set ? 'j' : 'i';
+    h->keeping = -1;
+    if (h->lim->keep_sets && h->set >= 0 && h->set < KF_RUN_STASH_SLOTS) {
+        /* a set the runner keeps is restored on the device; a new one is kept there */
+        if (kf_sbx_set_kept(sb, h->set)) {
+            cmd = (char)(KF_RUN_CMD_FROM_STASH | h->set);
+        } else if (!h->keep_failed) {
+            cmd = (char)(KF_RUN_CMD_STASH_IN | h->set);
+            h->keeping = h->set;
+        }
+    }
     if (hs_send(h, cmd) != 0) return -1;
     h->dev_set = h->set;
     h->t_copy = kf_now();
@@ -773,6 +785,8 @@ static int hs_dev_ready(hs_run *h, kf_sbx *sb) {
     }
     if (h->in_copy) {
         h->in_copy = 0;
+        if (h->keeping >= 0) sb->dev_kept |= 1ull << h->keeping;
+        h->keeping = -1;
         h->acc_copy += kf_now() - h->t_copy;
         if (h->t_timing > 0 && h->flush) {
             if (hs_send(h, 'f') == 0) h->in_flush = 1;
@@ -815,6 +829,12 @@ static int hs_dev_ready(hs_run *h, kf_sbx *sb) {
  * parent (the last call returned, or a message came out of turn: h->violation). */
 static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
     switch (m[0]) {
+    case 'R':
+        /* (device) ready, but the set was not kept on the device: none asked again */
+        if (!h->device || !h->in_copy || h->keeping < 0) break;
+        h->keeping = -1;
+        h->keep_failed = 1;
+        /* fall through */
     case 'r':
         if (!h->started && sb->start_s == 0) sb->start_s = kf_now() - h->t_fork;
         if (h->device) {
@@ -1147,7 +1167,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     hs_run hs;
     memset(&hs, 0, sizeof hs);
     hs.go_fd = hs.done_fd = -1;
-    hs.dev_set = -1;
+    hs.dev_set = hs.keeping = -1;
     hs.sb_cpu_first = -1;
     sb->hs_cpu_s = sb->hs_run_s = 0;
     sb->hs_pinned = pinned ? lim->threads : 0;
@@ -1157,6 +1177,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     sb->hs_last_set = sb->hs_fail_set = sb->hs_fail_call = sb->hs_call_timeout = 0;
     sb->hs_checks_end_s = 0;
     sb->hs_stop = "";
+    sb->dev_kept = 0;
     if (use_hs) {
         /* the parent's copy of the timing plan: the control page is the runner's to write */
         hs.mode = mode;

@@ -243,6 +243,9 @@ typedef struct kf_sbx {
                                of the last one's check; 0 when they did not all pass */
     int hs_call_timeout;    /* the last run ended because one call passed call_wall_s */
     const char *hs_stop;    /* why the timed calls ended (kf_vresult.time_stop), or "" */
+    uint64_t dev_kept;      /* a device run with kf_sbx_limits.keep_sets: bit s set once the
+                               runner keeps set s's inputs on the device (the parent then
+                               writes no inputs for a call on set s: kf_sbx_set_kept) */
 } kf_sbx;
 
 typedef struct kf_sbx_limits {
@@ -301,10 +304,21 @@ typedef struct kf_sbx_limits {
      * run; the time the parent spends preparing and checking between calls, with the run
      * stopped, is added to it. */
     int calls;
+    /* Device handshake runs, optional: the runner keeps each input set's inputs on the
+     * device after the set's first call (sets 0-63; runproto.h 0x80 | s) and restores
+     * them from there for the set's later calls instead of the parent writing them and the
+     * runner copying them in (issue 30). The caller checks the device has room. */
+    int keep_sets;
     /* Handshake runs, optional: > 0 ends the run as a timeout when one call runs longer
      * (a hang costs one call's limit, not the run's) */
     double call_wall_s;
 } kf_sbx_limits;
+
+/* 1 when the runner of the current run keeps set s's inputs on the device
+ * (kf_sbx_limits.keep_sets): a call on set s needs no inputs written into the region. */
+static inline int kf_sbx_set_kept(const kf_sbx *sb, int s) {
+    return s >= 0 && s < 64 && (sb->dev_kept >> s & 1);
+}
 
 /* 1 where the parent can evict the region's lines from the caches (x86-64, arm64). */
 int kf_sbx_can_evict(void);

@@ -617,6 +617,19 @@ static kf_status cu_copy_in_at(void *vctx, void *dev, size_t offset, const void 
     return cu_copy_in(vctx, (char *)dev + offset, host, bytes);
 }
 
+static kf_status cu_copy_dd(void *vctx, void *dst, const void *src, size_t bytes) {
+    cu_ctx *ctx = vctx;
+    kf_error e = {0};
+    if (!bytes) return KF_OK;
+    kf_status st = bind(ctx, &e);
+    if (st != KF_OK) return st;
+    CUresult rc = ctx->api->MemcpyDtoD((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes);
+    if (rc == CUDA_SUCCESS) rc = ctx->api->CtxSynchronize();
+    if (rc != CUDA_SUCCESS) st = cu_fail(ctx, rc, &e, "cuMemcpyDtoD(%zu bytes)", bytes);
+    if (st != KF_OK) kf_log(1, "cuda: %s\n", e.msg);
+    return st;
+}
+
 /* bytes of dev + offset filled with the psize-byte pattern: one memset for a pattern of 1,
  * 2 or 4 bytes; an 8-byte one as two strided 32-bit memsets (its low and its high half,
  * every 8 bytes: cuMemsetD2D32 with a pitch of 8 and a width of one word). */
@@ -751,6 +764,7 @@ static const kf_backend_iface cu_iface = {
     .host_pin = cu_host_pin,
     .fill = cu_fill,
     .copy_in_at = cu_copy_in_at,
+    .copy_dd = cu_copy_dd,
     .sync = cu_sync,
     .destroy = cu_destroy,
     .view = cu_view,

@@ -81,6 +81,7 @@ kf_status kf_cuda_nvcc_compile(const char *source, const char *arch, const char 
     X(MemFree, cuMemFree)                                                                      \
     X(MemcpyHtoD, cuMemcpyHtoD)                                                                \
     X(MemcpyDtoH, cuMemcpyDtoH)                                                                \
+    X(MemcpyDtoD, cuMemcpyDtoD)                                                                \
     X(MemsetD8, cuMemsetD8)                                                                    \
     X(MemsetD16, cuMemsetD16)                                                                  \
     X(MemsetD32, cuMemsetD32)                                                                  \

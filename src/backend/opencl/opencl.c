@@ -519,6 +519,16 @@ static kf_status ocl_fill(void *vctx, void *dev, size_t offset, const void *patt
     return KF_ERR_RUNTIME;
 }
 
+static kf_status ocl_copy_dd(void *vctx, void *dst, const void *src, size_t bytes) {
+    ocl_ctx *ctx = vctx;
+    if (!bytes) return KF_OK;
+    cl_int rc = clEnqueueCopyBuffer(ctx->queue, (cl_mem)src, (cl_mem)dst, 0, 0, bytes, 0, NULL, NULL);
+    if (rc == CL_SUCCESS) rc = clFinish(ctx->queue);
+    if (rc == CL_SUCCESS) return KF_OK;
+    kf_log(1, "opencl: clEnqueueCopyBuffer(%zu bytes): %s\n", bytes, kf_ocl_error_name(rc));
+    return KF_ERR_RUNTIME;
+}
+
 static kf_status ocl_copy_out(void *vctx, void *host, const void *dev, size_t bytes) {
     ocl_ctx *ctx = vctx;
     if (!bytes) return KF_OK;
@@ -613,6 +623,7 @@ static const kf_backend_iface ocl_iface = {
     .copy_out = ocl_copy_out,
     .fill = ocl_fill,
     .copy_in_at = ocl_copy_in_at,
+    .copy_dd = ocl_copy_dd,
     .sync = ocl_sync,
     .destroy = ocl_destroy,
     .view = ocl_view,
