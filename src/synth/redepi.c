@@ -109,13 +109,6 @@ void kf_synth_fuse_reductions(kf_synth *s) {
     }
 }
 
-int kf_synth_redepi_at(const kf_synth *s, const kf_stage *st, const kf_point *p) {
-    if (!kf_synth_is_gpu(s->platform)) return 1;
-    char full[80];
-    snprintf(full, sizeof full, "%stc", st->prefix);
-    return kf_point_get(&s->space, p, full, 0) == 0;
-}
-
 /* The reduction's operands other than y: its prologue's reads (or none). */
 static int red_reads(const kf_synth *s, const kf_stage *rs, int y, int *v) {
     int n = 0;

@@ -307,9 +307,6 @@ void kf_synth_fuse_reductions(kf_synth *s);
 void kf_synth_redepi_glue(const kf_synth *s, int k, const char *fname, kf_buf *o);
 void kf_synth_redepi_pass(const kf_synth *s, int k, const kf_point *p, const char *fname, kf_buf *o);
 void kf_synth_redepi_call(const kf_synth *s, int k, kf_buf *o);
-/* 1 when host stage st computes its fused reduction at point p: always on CPUs; on GPUs
- * only in the SIMT kernel (tc=0 or no tc), the 3xTF32 path leaving it a kernel of its own. */
-int kf_synth_redepi_at(const kf_synth *s, const kf_stage *st, const kf_point *p);
 /* The CPU keeps a float32 log-sum-exp over innermost dims unlowered (kf_graph_lower_keeping)
  * where its input is a product's result, directly or through pointwise nodes, so that the
  * product's store stage can compute it (redepi.c); the template cpu.logsumexp_rows
