@@ -5,6 +5,9 @@
  * warps along N through shared memory, per-block partials in scratch pr<k>) and the combine
  * launch the SIMT path uses; s<k>.red (1 fused, 0 apart) holds at tc=1 as at tc=0, and
  * kforge synth --no-fuse (a pin of every "red" to 0) keeps two kernels on both paths.
+ * And a pointwise chain between the product and the reduction (product -> ewise ->
+ * reduce: the reduction's prologue) computed in the same store stage through the helper
+ * kf_rp<x>(flat index, product value, operands...), on the SIMT and the 3xTF32 kernel.
  *   - gpu_text: the plans and texts for cuda sm_90 (no device needed);
  *   - gpu_cuda: every task at every tf32 point compiled with nvcc for sm_90 (skips
  *     without nvcc);
@@ -222,6 +225,31 @@ static void expect_fault_caught(const char *text, const char *assign, const char
     kf_graph_free(g);
 }
 
+/* The chain's planted faults (chain_tasks[t] at assign): the helper kf_rp<x> returns the
+ * product's value (the chain skipped); for the tasks whose operand varies along N (the
+ * bias, the residual) the element's column is read as 0. */
+static void chain_faults(const char *text, const char *assign, int t) {
+    kf_error err = {0};
+    kf_graph *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    kf_point p;
+    cr_assert(point_assign(s, assign, &p));
+    char *src = render_point(s, &p);
+    const char *h = strstr(src, "float kf_rp"), *ret = h ? strstr(h, "    return r") : NULL;
+    cr_assert(ret != NULL, "no kf_rp helper in\n%s", src);
+    char from[32], to[32];
+    int x = -1;
+    cr_assert_eq(sscanf(ret, "    return r%d;", &x), 1);
+    snprintf(from, sizeof from, "return r%d;", x);
+    snprintf(to, sizeof to, "return v;%*s", (int)strlen(from) - 9, "");
+    free(src);
+    kf_synth_free(s);
+    kf_graph_free(g);
+    expect_fault_caught(text, assign, from, to);
+    if (t == 1 || t == 4) expect_fault_caught(text, assign, " + (c), ", " + (0), ");
+}
+
 /* Planted faults in the 3xTF32 store stage: the second column of each lane's pairs left
  * out of its fold, the quad's first shuffle step skipped (two lanes' columns dropped), the
  * second warp along N left out of the block's partial, and the first block's partial left
@@ -257,4 +285,120 @@ Test(gpu_verify, combine_through_the_simt_kernel) {
     }
     fprintf(stderr, "gpu_verify/combine_through_the_simt_kernel: ran on %s %s: %d tasks\n", ocl->info.platform,
             ocl->info.arch, NRED);
+}
+
+/* ---- a pointwise chain between the product and the reduction ---- */
+
+/* an activation alone; a bias over N and an activation on a batched product; a scale and a
+ * per-row operand; a chain under logsumexp; a residual of the product's own shape */
+static const char *const chain_tasks[] = {
+    "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(relu(matmul(a, b)), axes=[1])\n",
+    "input x: f32[3, 19, 40]\ninput w: f32[40, 90]\ninput c: f32[90]\noutput y = mean(gelu(matmul(x, w) + c), axes=[2])\n",
+    "input a: f32[29, 33]\ninput b: f32[33, 130]\ninput r: f32[29, 1]\noutput y = max(matmul(a, b) * 0.5 - r, axes=[-1])\n",
+    "input x: f32[67, 48]\ninput w: f32[140, 48]\n"
+    "output y = logsumexp(tanh(matmul(x, w, transpose_b=true)) * 2.0, axes=[1], keepdim=true)\n",
+    "input a: f32[50, 28]\ninput b: f32[28, 93]\ninput s: f32[50, 93]\noutput y = min(matmul(a, b) + s, axes=[1])\n",
+};
+#define NCHAIN (int)(sizeof chain_tasks / sizeof chain_tasks[0])
+static const char *const chain_names[] = {"matmul+sum(ewise[1 op])", "matmul+mean(ewise[2 ops])",
+                                          "matmul+max(ewise[2 ops])", "matmul+logsumexp(ewise[2 ops])",
+                                          "matmul+min(ewise[1 op])"};
+
+/* Fused (red=1): the product kernel folds kf_rp<x>(...) of each element, nothing stored
+ * but the partials, two launches; apart (red=0): the product stored and the reduction
+ * reading it through its prologue (kf_pro); on opencl (SIMT) and on cuda at tc=0 and tc=1. */
+Test(gpu_text, chain_is_fused_on_both_paths) {
+    for (int t = 0; t < NCHAIN; t++)
+        for (int pl = 0; pl < 2; pl++) {
+            kf_device_info dev;
+            gpu_like(&dev, pl ? "cuda" : "opencl");
+            kf_error err = {0};
+            kf_graph *g = parse(chain_tasks[t]);
+            kf_synth *s = NULL;
+            cr_assert_eq(kf_synth_plan(g, dev.platform, &dev, &s, &err), KF_OK, "plan: %s", err.msg);
+            cr_expect_str_eq(kf_synth_describe(s), chain_names[t], "%s on %s", chain_tasks[t], dev.platform);
+            for (int tc = 0; tc < 1 + pl; tc++) {
+                char fa[32], aa[32];
+                snprintf(fa, sizeof fa, "%sred=1", pl ? (tc ? "tc=1 " : "tc=0 ") : "");
+                snprintf(aa, sizeof aa, "%sred=0", pl ? (tc ? "tc=1 " : "tc=0 ") : "");
+                char *fused = render_at(s, fa), *apart = render_at(s, aa);
+                cr_expect(strstr(fused, "kf_rp") != NULL && strstr(fused, "kforge:scratch pr0") != NULL,
+                          "task %d %s [%s]:\n%s", t, dev.platform, fa, fused);
+                cr_expect(strstr(fused, "kforge:scratch t") == NULL && strstr(fused, "kf_pro") == NULL);
+                cr_expect_eq(count_launches(fused), 2, "task %d %s [%s]", t, dev.platform, fa);
+                cr_expect_eq(strstr(fused, mma) != NULL, tc);
+                cr_expect(strstr(apart, "kf_rp") == NULL && strstr(apart, "kf_pro") != NULL &&
+                              strstr(apart, "kforge:scratch t") != NULL,
+                          "task %d %s [%s]:\n%s", t, dev.platform, aa, apart);
+                free(fused);
+                free(apart);
+            }
+            kf_synth_free(s);
+            kf_graph_free(g);
+        }
+}
+
+/* Each chain task through nvcc (sm_90) at one point, tc=1 points and tc=0 in turn. */
+Test(gpu_cuda, chains_compile_with_nvcc, .timeout = 600) {
+    if (!nvcc_or_skip()) return;
+    static const char *const pts[] = {"tc=1 red=1", "tc=0 red=1 tm=16 tn=16 rm=2 rn=2", tf32_points[1],
+                                      "tc=0 red=1 rl=1", tf32_points[2]};
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/test-work/gpu-tf32red-chain-%ld", KF_BUILD_DIR, (long)getpid());
+    kf_error err = {0};
+    cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
+    for (int t = 0; t < NCHAIN; t++) {
+        kf_graph *g;
+        kf_synth *s = plan_cuda(chain_tasks[t], &g);
+        char *src = render_at(s, pts[t]);
+        cr_expect(strstr(src, "kf_rp") != NULL);
+        char path[600];
+        snprintf(path, sizeof path, "%s/chain%d.cu", dir, t);
+        expect_nvcc_builds(path, src, strlen(src), "-Werror all-warnings", chain_tasks[t], pts[t]);
+        free(src);
+        kf_synth_free(s);
+        kf_graph_free(g);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    fprintf(stderr, "gpu_cuda/chains_compile_with_nvcc: nvcc (sm_90) built %d chain tasks, one point each\n", NCHAIN);
+}
+
+/* The chain fused in the SIMT kernel (tc=0 where tc exists) at a point of several blocks a
+ * row and at the default, and apart, against the float64 reference on any device under
+ * test (PoCL here); planted: the helper returning the product instead of the chain's
+ * value, and (where an operand varies along N) the operands read at column 0. */
+Test(gpu_verify, chain_through_the_simt_kernel) {
+    NEED_OCL();
+    for (int t = 0; t < NCHAIN; t++) {
+        kf_graph *g = parse(chain_tasks[t]);
+        kf_synth *s = NULL;
+        kf_error err = {0};
+        cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
+        const int has_tc = param_index(s, "s0.tc") >= 0;
+        kf_synth_free(s);
+        kf_graph_free(g);
+        const char *pt = has_tc ? "tc=0 tm=16 tn=16 rm=2 rn=2 red=1" : "tm=16 tn=16 rm=2 rn=2 red=1";
+        check_point_sets(chain_tasks[t], pt, "kf_rp", t == 1 ? 6 : 2);
+        check_point(chain_tasks[t], has_tc ? "tc=0 red=1" : "red=1", "kf_rp");
+        check_point(chain_tasks[t], "red=0", "kf_pro");
+        chain_faults(chain_tasks[t], pt, t);
+    }
+    fprintf(stderr, "gpu_verify/chain_through_the_simt_kernel: ran on %s %s: %d chain tasks\n", ocl->info.platform,
+            ocl->info.arch, NCHAIN);
+}
+
+/* The same chains fused in the 3xTF32 kernel at every tf32 point, apart at tc=1, and the
+ * planted faults; only on cuda sm_80+. */
+Test(gpu_verify, chain_through_the_tf32_kernel) {
+    NEED_OCL();
+    if (!tc_device_or_skip("the 3xTF32 chains")) return;
+    for (int t = 0; t < NCHAIN; t++) {
+        for (int v = 0; v < NPOINTS; v++) check_point_sets(chain_tasks[t], tf32_points[v], "kf_rp", v == 0 ? 6 : 2);
+        check_point(chain_tasks[t], "tc=1 red=0", mma);
+        chain_faults(chain_tasks[t], tf32_points[1], t);
+    }
+    fprintf(stderr, "gpu_verify/chain_through_the_tf32_kernel: ran on %s %s: %d chain tasks x %d tf32 points\n",
+            ocl->info.platform, ocl->info.arch, NCHAIN, NPOINTS);
 }

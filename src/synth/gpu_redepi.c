@@ -76,12 +76,61 @@ static void lse_merge(kf_buf *o, const char *mx, const char *sm, const char *cm,
 
 static const char *init_of(rkind k) { return k == R_MAX ? "(-KF_INF)" : k == R_MIN ? "KF_INF" : "0.0f"; }
 
+/* The elementwise stage between the product y and the reduction (the reduction's
+ * prologue, computing its input x from y's elements), or NULL. */
+static const kf_stage *chain_of(const kf_synth *s, const kf_stage *st, int *x, int *y) {
+    const kf_stage *rs = &s->st[st->redepi - 1];
+    if (!rs->prologue) return NULL;
+    *x = s->g->nodes[rs->nodes[0]].in[0];
+    *y = s->g->nodes[st->nodes[0]].out;
+    return &s->st[rs->prologue - 1];
+}
+
 void kf_gpu_redepi_scratch(kf_gplan *gp, kf_gk *k, const kf_stage *st, int64_t rows, int64_t gx) {
     const int w = kind_of(kf_op_get(red_node(gp, st)->op)) == R_LSE ? 2 : 1;
     char name[16];
     snprintf(name, sizeof name, "pr%d", st->index);
     kf_gplan_scratch(gp, name, rows * gx * w * 4);
     kf_gk_scratch(k, name, "float");
+    int x, y;
+    const kf_stage *e = chain_of(gp->s, st, &x, &y);
+    if (!e) return;
+    /* the chain's helper kf_rp<x>, rendered before this kernel, and its operands */
+    kf_gpu_emit_pointwise_at(gp, e, y, x);
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(gp->s, e, &lay);
+    for (int b = 0; b < lay.nbufs; b++) {
+        if (lay.bufs[b] == y) continue;
+        char pn[16];
+        snprintf(pn, sizeof pn, "b%d", lay.bufs[b]);
+        int have = 0;
+        for (int i = 0; i < k->k.nparams; i++) have |= strcmp(k->k.p[i].name, pn) == 0;
+        if (!have) kf_gk_value(gp, k, lay.bufs[b], KF_GP_IN);
+    }
+}
+
+int kf_gpu_redepi_chained(const kf_synth *s, const kf_stage *st) {
+    int x, y;
+    return st->redepi && chain_of(s, st, &x, &y) != NULL;
+}
+
+/* "const float v = <the element folded>;": the product's value raw at row r, column c
+ * (expressions of the kernel), or the chain's value there, kf_rp<x>(flat index, raw,
+ * operands...) */
+static void fold_value(const kf_gplan *gp, const kf_stage *st, const char *raw, const char *r, const char *c,
+                       int64_t N, kf_buf *o) {
+    int x, y;
+    const kf_stage *e = chain_of(gp->s, st, &x, &y);
+    if (!e) {
+        kf_buf_printf(o, "const float v = %s;", raw);
+        return;
+    }
+    kf_buf_printf(o, "const float v = kf_rp%d(coff + (%s)(%s) * %lld + (%s), %s", x, gp->ix, r, (long long)N, c, raw);
+    kf_ew_layout lay;
+    kf_synth_ewise_layout(gp->s, e, &lay);
+    for (int b = 0; b < lay.nbufs; b++)
+        if (lay.bufs[b] != y) kf_buf_printf(o, ", b%d", lay.bufs[b]);
+    kf_buf_puts(o, ");");
 }
 
 void kf_gpu_redepi_decl(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redtile *t) {
@@ -121,10 +170,17 @@ void kf_gpu_redepi_store(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gp
     kf_buf_printf(o, "        for (int j = 0; j < %lld; j++) {\n", (long long)rn);
     if (t->rl) kf_buf_printf(o, "            const int c = col0 + tx * 4 + (j / 4) * %lld + j %% 4;\n", (long long)(4 * TX));
     else kf_buf_printf(o, "            const int c = col0 + tx + j * %lld;\n", (long long)TX);
-    /* columns past N hold zeros (the tiles are zero-filled): left out */
-    char cc[48] = "";
-    if (N % t->tn != 0) snprintf(cc, sizeof cc, "if (c < %lld) ", (long long)N);
-    kf_buf_printf(o, "            %s{ const float v = cv[i * %lld + j]; ", cc, (long long)rn);
+    /* columns past N hold zeros (the tiles are zero-filled): left out; so are rows past M
+     * where a chain reads operands at the element's index */
+    char cc[96] = "", raw[48];
+    const int cr = M % t->tm != 0 && kf_gpu_redepi_chained(gp->s, st), ccn = N % t->tn != 0;
+    if (cr && ccn) snprintf(cc, sizeof cc, "if (r < %lld && c < %lld) ", (long long)M, (long long)N);
+    else if (cr) snprintf(cc, sizeof cc, "if (r < %lld) ", (long long)M);
+    else if (ccn) snprintf(cc, sizeof cc, "if (c < %lld) ", (long long)N);
+    snprintf(raw, sizeof raw, "cv[i * %lld + j]", (long long)rn);
+    kf_buf_printf(o, "            %s{ ", cc);
+    fold_value(gp, st, raw, "r", "c", N, o);
+    kf_buf_puts(o, " ");
     if (rk == R_LSE)
         kf_buf_puts(o, "if (v > mx) { sm = sm * kf_expf(mx - v) + 1.0f; mx = v; } else sm += v == mx ? 1.0f : kf_expf(v - mx);");
     else merge(o, rk, "acc", "v");
@@ -191,13 +247,19 @@ void kf_gpu_redepi_mma_store(kf_gplan *gp, kf_gk *k, const kf_stage *st, const k
     kf_buf_printf(o, "          #pragma unroll\n          for (int ni = 0; ni < %lld; ni++)\n            #pragma unroll\n"
                      "            for (int x = 0; x < 2; x++) {\n",
                   (long long)t->NI);
-    kf_buf_puts(o, "              const int c = col0 + wn0 + ni * 8 + t * 2 + x;\n");
-    /* columns past N hold zeros (the tiles are zero-filled): left out */
-    char cc[48] = "";
-    if (t->N % t->bn != 0) snprintf(cc, sizeof cc, "if (c < %lld) ", (long long)t->N);
-    kf_buf_printf(o, "              %s{ const float v = acc[mi][ni][2 * h + x]; ", cc);
+    kf_buf_puts(o, "              const int r = row0 + wm0 + mi * 16 + g + h * 8, c = col0 + wn0 + ni * 8 + t * 2 + x;\n");
+    /* columns past N hold zeros (the tiles are zero-filled): left out; so are rows past M
+     * where a chain reads operands at the element's index */
+    char cc[96] = "";
+    const int cr = t->M % t->bm != 0 && kf_gpu_redepi_chained(gp->s, st), ccn = t->N % t->bn != 0;
+    if (cr && ccn) snprintf(cc, sizeof cc, "if (r < %lld && c < %lld) ", (long long)t->M, (long long)t->N);
+    else if (cr) snprintf(cc, sizeof cc, "if (r < %lld) ", (long long)t->M);
+    else if (ccn) snprintf(cc, sizeof cc, "if (c < %lld) ", (long long)t->N);
+    kf_buf_printf(o, "              %s{ ", cc);
+    fold_value(gp, st, "acc[mi][ni][2 * h + x]", "r", "c", t->N, o);
+    kf_buf_puts(o, " ");
     fold(o, rk, "a", "v");
-    kf_buf_puts(o, " }\n              (void)c;\n            }\n");
+    kf_buf_puts(o, " }\n              (void)r; (void)c;\n            }\n");
     /* lanes 4g .. 4g + 3 hold the same two rows */
     kf_buf_puts(o, "          #pragma unroll\n          for (int q = 1; q < 4; q <<= 1) {\n");
     if (rk == R_LSE) {

@@ -143,6 +143,11 @@ int kf_gpu_epilogue_fits(const kf_synth *s, const kf_stage *h, const kf_stage *e
 int kf_gpu_stage_has_epilogue(const kf_synth *s, const kf_stage *st);
 /* Append the helper kf_epi<y>(f, v, operands..., results...) of host h's epilogue. */
 void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h);
+/* The same helper for elementwise stage e reading y (kf_synth_epilogue_ok); with x >= 0
+ * (a value of e) it is `float kf_rp<x>(f, v, operands..., results...)` and returns x's
+ * element at f (a chain between a product and the reduction fused into its store stage,
+ * gpu_redepi.c). */
+void kf_gpu_emit_pointwise_at(kf_gplan *gp, const kf_stage *e, int y, int x);
 /* In kernel k, stores `b<y>[i] = v;` of a value whose epilogue is fused become calls of
  * kf_epi<y>, and the parameter b<y> gives way to the epilogue's operands and results
  * (kf_gk_launch); any other use of b<y> is an internal error. */
