@@ -86,13 +86,15 @@ Test(gpu_text, row_reduction_is_fused_into_the_matmul) {
         }
 }
 
-/* A product another stage reads, a chain between the product and the reduction, and a
- * reduction over M are not fused on GPUs (yet). */
+/* A product another stage reads, a reduction over M, and a chain between the product and
+ * the reduction that reads a padded view (not a prologue form) are not fused on GPUs (a
+ * pointwise chain is: test_gpu_tf32red.c). */
 Test(gpu_text, what_is_not_fused) {
     static const char *const tasks[] = {
         "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput c = matmul(a, b)\noutput y = sum(c, axes=[1])\n",
-        "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(relu(matmul(a, b)), axes=[1])\n",
         "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(matmul(a, b), axes=[0])\n",
+        "input a: f32[37, 45]\ninput b: f32[45, 71]\ninput p: f32[37, 69]\n"
+        "output y = sum(matmul(a, b) + pad(p, pads=[1, 1], value=0.5), axes=[1])\n",
     };
     for (int t = 0; t < 3; t++) {
         kf_graph *g;
