@@ -37,6 +37,11 @@
  * `b<C>[i] = v;` in an unrolled loop, which the launch turns into a call of the chain's
  * helper kf_epi<C> (gpu_epi.c, as for the SIMT template), so C is never written.
  *
+ * A row reduction fused into the store stage (kf_stage.redepi, s<k>.red=1) replaces the
+ * stores of C: the lanes fold their accumulators row by row, and the block's partial of
+ * each row goes to scratch for the combine launch (gpu_redepi.c kf_gpu_redepi_mma_store; a
+ * pointwise chain before the reduction is applied to each element as it is folded).
+ *
  * A fused elementwise prologue (kf_stage.prologue: an implicit GEMM's columns, a padded or
  * strided view of an operand, a pointwise op of one) computes A or B: that operand takes
  * the element-wise copy (each element `b<x>[i]` read under the edge checks, zero past

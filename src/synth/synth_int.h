@@ -297,9 +297,11 @@ int kf_synth_epilogue_ok(const kf_synth *s, const kf_stage *e, int y);
 void kf_synth_epilogue_emit(const kf_synth *s, const kf_stage *e, int y, const char *fname, kf_buf *o);
 /* 1 when stage j reads value y (directly or through a view of it). */
 int kf_synth_stage_reads(const kf_synth *s, int j, int y);
-/* Reduction epilogues (redepi.c): mark each CPU GEMM whose product only a reduction over
- * its last axis reads (sum, mean, max, min; with that reduction's elementwise prologue, if
- * any) to compute it in its store stage (kf_stage.redepi). Runs after fuse_epilogues. */
+/* Reduction epilogues (redepi.c): mark each CPU GEMM, and each f32 GPU matmul (the SIMT
+ * and 3xTF32 kernels, gpu_redepi.c), whose product only a reduction over its last axis
+ * reads (sum, mean, max, min, logsumexp; with that reduction's elementwise prologue, if any:
+ * a pointwise chain between the two) to compute it in its store stage (kf_stage.redepi).
+ * Runs after fuse_epilogues. */
 void kf_synth_fuse_reductions(kf_synth *s);
 /* For GEMM stage k with a reduction epilogue: the glue before the GEMM function fname
  * (the prologue, fname_ex and fname_epi); the second pass after it (fname_red: partials,
