@@ -2,8 +2,8 @@
  * Row reductions in the GPU matmul's store stage (issue 29, GPU slice; src/synth/
  * gpu_redepi.c): sum, mean, max, min and logsumexp over the product's last axis computed
  * from the SIMT matmul's register block (per-block partials in scratch, a second launch
- * that combines them), the parameter s<k>.red (1 fused, 0 apart), gated on tc=0 where the
- * 3xTF32 path exists.
+ * that combines them), the parameter s<k>.red (1 fused, 0 apart), at tc=0 and tc=1 alike
+ * where the 3xTF32 path exists (whose store stage test_gpu_tf32red.c checks).
  *   - gpu_text: the plans and texts (OpenCL and CUDA from the same generator);
  *   - gpu_verify: every kind against the float64 reference on the device under test
  *     (PoCL here), fused at several points and apart, and planted faults that must fail;
@@ -86,13 +86,15 @@ Test(gpu_text, row_reduction_is_fused_into_the_matmul) {
         }
 }
 
-/* A product another stage reads, a chain between the product and the reduction, and a
- * reduction over M are not fused on GPUs (yet). */
+/* A product another stage reads, a reduction over M, and a chain between the product and
+ * the reduction that reads a padded view (not a prologue form) are not fused on GPUs (a
+ * pointwise chain is: test_gpu_tf32red.c). */
 Test(gpu_text, what_is_not_fused) {
     static const char *const tasks[] = {
         "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput c = matmul(a, b)\noutput y = sum(c, axes=[1])\n",
-        "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(relu(matmul(a, b)), axes=[1])\n",
         "input a: f32[37, 45]\ninput b: f32[45, 71]\noutput y = sum(matmul(a, b), axes=[0])\n",
+        "input a: f32[37, 45]\ninput b: f32[45, 71]\ninput p: f32[37, 69]\n"
+        "output y = sum(matmul(a, b) + pad(p, pads=[1, 1], value=0.5), axes=[1])\n",
     };
     for (int t = 0; t < 3; t++) {
         kf_graph *g;
@@ -103,9 +105,10 @@ Test(gpu_text, what_is_not_fused) {
     }
 }
 
-/* On cuda sm_80+ "red" is gated on tc=0: at tc=1 the 3xTF32 kernel stores the product and
- * the reduction is its own kernel; at tc=0 the SIMT kernel takes it. */
-Test(gpu_text, tf32_path_keeps_the_reduction_apart) {
+/* On cuda sm_80+ "red" is one parameter for both kernels (not gated on tc): at tc=1 the
+ * 3xTF32 kernel takes the reduction in its store stage (test_gpu_tf32red.c), at tc=0 the
+ * SIMT kernel; neither stores the product. */
+Test(gpu_text, both_paths_take_the_reduction) {
     const char *text = "input a: f32[512, 256]\ninput b: f32[256, 1024]\noutput y = sum(matmul(a, b), axes=[1])\n";
     kf_graph *g;
     kf_synth *s = plan_on(text, "cuda", "sm_90", &g);
@@ -116,10 +119,9 @@ Test(gpu_text, tf32_path_keeps_the_reduction_apart) {
         if (strcmp(sp->p[i].name, "s0.tc") == 0) tc = i;
     }
     cr_assert(red >= 0 && tc >= 0);
-    cr_expect_eq(sp->p[red].gate, tc + 1);
-    cr_expect_eq(sp->p[red].gate_value, 0);
-    char *t1 = render_at(s, "tc=1"), *t0 = render_at(s, "tc=0 red=1");
-    cr_expect(strstr(t1, "mma.sync") != NULL && strstr(t1, "kf_rr") == NULL && strstr(t1, "kforge:scratch t2") != NULL);
+    cr_expect_eq(sp->p[red].gate, 0);
+    char *t1 = render_at(s, "tc=1 red=1"), *t0 = render_at(s, "tc=0 red=1");
+    cr_expect(strstr(t1, "mma.sync") != NULL && strstr(t1, "kforge:scratch pr0") != NULL && strstr(t1, "kforge:scratch t2") == NULL);
     cr_expect(strstr(t0, "mma.sync") == NULL && strstr(t0, "kf_rr") != NULL && strstr(t0, "kforge:scratch t2") == NULL);
     free(t1);
     free(t0);

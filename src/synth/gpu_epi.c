@@ -64,9 +64,12 @@ int kf_gpu_stage_has_epilogue(const kf_synth *s, const kf_stage *st) {
 
 void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h) {
     const kf_synth *s = gp->s;
+    kf_gpu_emit_pointwise_at(gp, &s->st[h->epilogue - 1], s->g->nodes[h->nodes[0]].out, -1);
+}
+
+void kf_gpu_emit_pointwise_at(kf_gplan *gp, const kf_stage *e, int y, int x) {
+    const kf_synth *s = gp->s;
     const kf_graph *g = s->g;
-    const int y = g->nodes[h->nodes[0]].out;
-    const kf_stage *e = &s->st[h->epilogue - 1];
     kf_ew_layout lay;
     kf_synth_ewise_layout(s, e, &lay);
     const int q = lay.q;
@@ -74,9 +77,10 @@ void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h) {
     const char *ix = gp->ix;
     char lit[32];
     kf_buf f = {0};
-    kf_buf_printf(&f, "/* the fused elementwise stage at flat index f of %s, whose value there is v */\n",
-                  g->values[y].name);
-    kf_buf_printf(&f, "$fn void kf_epi%d(%s f, float v", y, ix);
+    kf_buf_printf(&f, "/* the fused elementwise stage at flat index f of %s, whose value there is v%s */\n",
+                  g->values[y].name, x >= 0 ? ": its value x there" : "");
+    if (x >= 0) kf_buf_printf(&f, "$fn float kf_rp%d(%s f, float v", x, ix);
+    else kf_buf_printf(&f, "$fn void kf_epi%d(%s f, float v", y, ix);
     for (int b = 0; b < lay.nbufs; b++)
         if (lay.bufs[b] != y)
             kf_buf_printf(&f, ", $global const %s *$restrict b%d", kf_gpu_ctype(g, lay.bufs[b]), lay.bufs[b]);
@@ -96,9 +100,15 @@ void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h) {
         else if (!base) kf_buf_puts(&f, "0");
         kf_buf_puts(&f, ";\n");
     }
-    if (q > 1) {
+    /* the outer dims down to the outermost that an operand walks (none: no walk, which
+     * nvcc would warn of as a variable set and never used) */
+    int dmin = q - 1;
+    for (int d = 0; d < q - 1 && dmin == q - 1; d++)
+        for (int r = 0; r < lay.nops; r++)
+            if (lay.str[r][d] && !(r < lay.nreads && lay.buf[r] == y)) dmin = d;
+    if (dmin < q - 1) {
         kf_buf_printf(&f, "    { %s idx;\n", ix);
-        for (int d = q - 2; d >= 0; d--) {
+        for (int d = q - 2; d >= dmin; d--) {
             char dl[32];
             kf_gpu_lit(gp, lay.dim[d], dl, sizeof dl);
             kf_buf_printf(&f, "      idx = o %% %s; o = o / %s;\n", dl, dl);
@@ -122,6 +132,7 @@ void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h) {
         kf_buf_puts(&f, ";\n");
     }
     for (int r = lay.nreads; r < lay.nops; r++) kf_buf_printf(&f, "    b%d[off%d] = r%d;\n", lay.v[r], r, lay.v[r]);
+    if (x >= 0) kf_buf_printf(&f, "    return r%d;\n", x);
     kf_buf_puts(&f, "}\n\n");
     kf_gplan_text(gp, f.data);
     kf_buf_free(&f);

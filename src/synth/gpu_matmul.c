@@ -43,7 +43,8 @@
  *
  * A row reduction fused into the store stage (kf_stage.redepi, s<k>.red=1; gpu_redepi.c)
  * replaces the stores of C: the block's partial of each row goes to scratch and a second
- * launch combines the partials; C is then not a parameter at all.
+ * launch combines the partials; C is then not a parameter at all. The 3xTF32 kernel
+ * (tc=1) takes it the same way, from its accumulator fragments.
  */
 #include "gpu_tpl.h"
 
@@ -343,9 +344,7 @@ void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *
 void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const kf_synth *s = gp->s;
     if (kf_gpu_tf32_ok(s, st) && kf_gpu_get(s, st, p, "tc", 0) == 1) {
-        if (st->redepi && gp->st == KF_OK) /* kf_synth_redepi_at holds it apart at tc=1 */
-            gp->st = kf_error_set(gp->err, KF_ERR_INTERNAL, NULL, 0, 0, "the 3xTF32 matmul got a fused reduction");
-        kf_gpu_tf32_emit(gp, st, p);
+        kf_gpu_tf32_emit(gp, st, p); /* a fused row reduction included (gpu_redepi.c) */
         return;
     }
     const kf_matmul_desc *d = &st->mm;

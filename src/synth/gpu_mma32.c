@@ -37,6 +37,11 @@
  * `b<C>[i] = v;` in an unrolled loop, which the launch turns into a call of the chain's
  * helper kf_epi<C> (gpu_epi.c, as for the SIMT template), so C is never written.
  *
+ * A row reduction fused into the store stage (kf_stage.redepi, s<k>.red=1) replaces the
+ * stores of C: the lanes fold their accumulators row by row, and the block's partial of
+ * each row goes to scratch for the combine launch (gpu_redepi.c kf_gpu_redepi_mma_store; a
+ * pointwise chain before the reduction is applied to each element as it is folded).
+ *
  * A fused elementwise prologue (kf_stage.prologue: an implicit GEMM's columns, a padded or
  * strided view of an operand, a pointwise op of one) computes A or B: that operand takes
  * the element-wise copy (each element `b<x>[i]` read under the edge checks, zero past
@@ -324,8 +329,12 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_gk_begin(&k, name);
     kf_gk_value(gp, &k, A, KF_GP_IN);
     if (B != A) kf_gk_value(gp, &k, B, KF_GP_IN);
-    kf_gk_value(gp, &k, C, KF_GP_OUT);
-    k.smem = smem;
+    /* a row reduction fused into the store stage (gpu_redepi.c): C is never written */
+    const int red = st->redepi != 0;
+    if (red) kf_gpu_redepi_scratch(gp, &k, st, d->batch * M, gx);
+    else kf_gk_value(gp, &k, C, KF_GP_OUT);
+    const int64_t red_smem = kf_gpu_redepi_mma_smem(s, st, bm, warps_n);
+    k.smem = smem > red_smem ? smem : red_smem;
     kf_buf *o = &k.body;
     kf_buf_printf(o, "    /* f32 matmul on tensor cores, 3xTF32 (big/small split, three m16n8k8 mma a product): "
                      "%lld x [%lld x %lld] x [%lld x %lld]%s%s; block tile %lld x %lld x %lld of %lld warps (warp "
@@ -423,40 +432,45 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     }
     kf_buf_puts(o, "    }\n    asm volatile(\"cp.async.wait_group 0;\");\n");
 
-    /* epilogue: each lane's two adjacent columns of rows g and g + 8 of each 16 x 8 tile */
-    const int cm = M % bm != 0, cn = N % bn != 0;
-    const int epi = kf_gpu_stage_has_epilogue(s, st); /* stores handed to kf_epi<C> */
-    kf_buf_printf(o, "    #pragma unroll\n    for (int mi = 0; mi < %lld; mi++)\n      #pragma unroll\n"
-                     "      for (int ni = 0; ni < %lld; ni++)\n        #pragma unroll\n"
-                     "        for (int h = 0; h < 2; h++) {\n",
-                  (long long)MI, (long long)NI);
-    kf_buf_puts(o, "          const int r = row0 + wm0 + mi * 16 + g + h * 8, c = col0 + wn0 + ni * 8 + t * 2;\n");
-    kf_buf_printf(o, "          const %s at = coff + (%s)r * %lld + c;\n", ix, ix, (long long)N);
-    if (epi) {
-        /* one scalar store statement (gpu_epi.c substitutes it): the pair's columns c, c + 1;
-         * where N % BN == 0 every column of the tile is in the matrix */
-        char cond[96] = "";
-        if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c + x < %lld) ", (long long)M, (long long)N);
-        else if (cm) snprintf(cond, sizeof cond, "if (r < %lld) ", (long long)M);
-        else if (cn) snprintf(cond, sizeof cond, "if (c + x < %lld) ", (long long)N);
-        kf_buf_puts(o, "          #pragma unroll\n          for (int x = 0; x < 2; x++) {\n");
-        kf_buf_printf(o, "            %sb%d[at + x] = acc[mi][ni][2 * h + x];\n", cond, C);
-        kf_buf_puts(o, "          }\n");
-    } else if (N % 2 == 0) {
-        /* c and N even: the pair is wholly in or out of the row, and 8-byte aligned */
-        char cond[96] = "";
-        if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c < %lld) ", (long long)M, (long long)N);
-        else if (cm) snprintf(cond, sizeof cond, "if (r < %lld) ", (long long)M);
-        else if (cn) snprintf(cond, sizeof cond, "if (c < %lld) ", (long long)N);
-        kf_buf_printf(o, "          %s*(float2 *)(b%d + at) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);\n",
-                      cond, C);
+    if (red) {
+        const kf_gpu_redmma rt = {M, N, bm, bn, MI, NI, warps_n, NT, gx};
+        kf_gpu_redepi_mma_store(gp, &k, st, &rt);
     } else {
-        char rowc[48] = "";
-        if (cm) snprintf(rowc, sizeof rowc, "r < %lld && ", (long long)M);
-        kf_buf_printf(o, "          if (%sc < %lld) b%d[at] = acc[mi][ni][2 * h];\n", rowc, (long long)N, C);
-        kf_buf_printf(o, "          if (%sc + 1 < %lld) b%d[at + 1] = acc[mi][ni][2 * h + 1];\n", rowc, (long long)N, C);
+        /* epilogue: each lane's two adjacent columns of rows g and g + 8 of each 16 x 8 tile */
+        const int cm = M % bm != 0, cn = N % bn != 0;
+        const int epi = kf_gpu_stage_has_epilogue(s, st); /* stores handed to kf_epi<C> */
+        kf_buf_printf(o, "    #pragma unroll\n    for (int mi = 0; mi < %lld; mi++)\n      #pragma unroll\n"
+                         "      for (int ni = 0; ni < %lld; ni++)\n        #pragma unroll\n"
+                         "        for (int h = 0; h < 2; h++) {\n",
+                      (long long)MI, (long long)NI);
+        kf_buf_puts(o, "          const int r = row0 + wm0 + mi * 16 + g + h * 8, c = col0 + wn0 + ni * 8 + t * 2;\n");
+        kf_buf_printf(o, "          const %s at = coff + (%s)r * %lld + c;\n", ix, ix, (long long)N);
+        if (epi) {
+            /* one scalar store statement (gpu_epi.c substitutes it): the pair's columns c, c + 1;
+             * where N % BN == 0 every column of the tile is in the matrix */
+            char cond[96] = "";
+            if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c + x < %lld) ", (long long)M, (long long)N);
+            else if (cm) snprintf(cond, sizeof cond, "if (r < %lld) ", (long long)M);
+            else if (cn) snprintf(cond, sizeof cond, "if (c + x < %lld) ", (long long)N);
+            kf_buf_puts(o, "          #pragma unroll\n          for (int x = 0; x < 2; x++) {\n");
+            kf_buf_printf(o, "            %sb%d[at + x] = acc[mi][ni][2 * h + x];\n", cond, C);
+            kf_buf_puts(o, "          }\n");
+        } else if (N % 2 == 0) {
+            /* c and N even: the pair is wholly in or out of the row, and 8-byte aligned */
+            char cond[96] = "";
+            if (cm && cn) snprintf(cond, sizeof cond, "if (r < %lld && c < %lld) ", (long long)M, (long long)N);
+            else if (cm) snprintf(cond, sizeof cond, "if (r < %lld) ", (long long)M);
+            else if (cn) snprintf(cond, sizeof cond, "if (c < %lld) ", (long long)N);
+            kf_buf_printf(o, "          %s*(float2 *)(b%d + at) = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);\n",
+                          cond, C);
+        } else {
+            char rowc[48] = "";
+            if (cm) snprintf(rowc, sizeof rowc, "r < %lld && ", (long long)M);
+            kf_buf_printf(o, "          if (%sc < %lld) b%d[at] = acc[mi][ni][2 * h];\n", rowc, (long long)N, C);
+            kf_buf_printf(o, "          if (%sc + 1 < %lld) b%d[at + 1] = acc[mi][ni][2 * h + 1];\n", rowc, (long long)N, C);
+        }
+        kf_buf_puts(o, "        }\n");
     }
-    kf_buf_puts(o, "        }\n");
 
     if (mb > 1) k.k.min_groups = mb; /* __launch_bounds__(NT, mb) */
     if (d->batch > 1) {
@@ -465,5 +479,9 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     } else {
         int64_t G[2] = {gx * NT, gy}, L[2] = {NT, 1};
         kf_gk_launch(gp, &k, 2, G, L);
+    }
+    if (red) {
+        const kf_gpu_redtile ct = {M, N, d->batch * M, bm, bn, 0, 0, 0, 0, gx, 0};
+        kf_gpu_redepi_combine(gp, st, &ct);
     }
 }

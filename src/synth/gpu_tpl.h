@@ -143,6 +143,11 @@ int kf_gpu_epilogue_fits(const kf_synth *s, const kf_stage *h, const kf_stage *e
 int kf_gpu_stage_has_epilogue(const kf_synth *s, const kf_stage *st);
 /* Append the helper kf_epi<y>(f, v, operands..., results...) of host h's epilogue. */
 void kf_gpu_emit_epilogue(kf_gplan *gp, const kf_stage *h);
+/* The same helper for elementwise stage e reading y (kf_synth_epilogue_ok); with x >= 0
+ * (a value of e) it is `float kf_rp<x>(f, v, operands..., results...)` and returns x's
+ * element at f (a chain between a product and the reduction fused into its store stage,
+ * gpu_redepi.c). */
+void kf_gpu_emit_pointwise_at(kf_gplan *gp, const kf_stage *e, int y, int x);
 /* In kernel k, stores `b<y>[i] = v;` of a value whose epilogue is fused become calls of
  * kf_epi<y>, and the parameter b<y> gives way to the epilogue's operands and results
  * (kf_gk_launch); any other use of b<y> is an internal error. */
@@ -151,21 +156,37 @@ void kf_gpu_substitute_epilogue(kf_gplan *gp, kf_gk *k);
  * epilogue stage's own parameters gated on its host's epi=0. */
 void kf_gpu_epilogue_params(kf_synth *s, kf_stage *st);
 
-/* Row reductions in the SIMT matmul's store stage (gpu_redepi.c; kf_stage.redepi). */
-/* The host's "<prefix>red" (1 fused, 0 apart), gated on tc=0 where tc exists. */
+/* Row reductions in the f32 matmul's store stage (gpu_redepi.c; kf_stage.redepi): the SIMT
+ * kernel's and the 3xTF32 kernel's. */
+/* The host's "<prefix>red" (1 fused, 0 apart), on both paths (not gated on tc). */
 void kf_gpu_redepi_param(kf_synth *s, kf_stage *st);
-/* The matmul kernel's tile as the store stage sees it: rows = batch * M, gx blocks a row. */
+/* The SIMT matmul kernel's tile as the store stage sees it: rows = batch * M, gx blocks a row. */
 typedef struct kf_gpu_redtile {
     int64_t M, N, rows, tm, tn, rm, rn, TX, TY, gx;
     int rl;
 } kf_gpu_redtile;
 /* Local-memory bytes the combine of nt items needs (0 without a fused reduction). */
 int64_t kf_gpu_redepi_local_bytes(const kf_synth *s, const kf_stage *st, int64_t nt);
-/* The partials' scratch parameter pr<stage> and the local arrays, then (after the K loop)
- * the block's partials of every row, then the second launch that combines them. */
+/* The partials' scratch pr<stage> (rows x gx partials, pairs for logsumexp) and kernel
+ * k's parameter for it. */
+void kf_gpu_redepi_scratch(kf_gplan *gp, kf_gk *k, const kf_stage *st, int64_t rows, int64_t gx);
+/* SIMT: the partials' scratch parameter and the local arrays, then (after the K loop)
+ * the block's partials of every row; both paths: the second launch that combines them
+ * (only t's M, N, rows and gx are read). */
 void kf_gpu_redepi_decl(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redtile *t);
 void kf_gpu_redepi_store(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redtile *t);
 void kf_gpu_redepi_combine(kf_gplan *gp, const kf_stage *st, const kf_gpu_redtile *t);
+/* The 3xTF32 kernel's block as its store stage sees it: a bm x bn block tile of warps_n
+ * warps along N (each MI x NI m16n8 tiles of acc[][][4]), NT threads, gx blocks a row;
+ * the kernel names row0, col0, tn_ (the block's tile column), coff, wm0, wn0, warp, g, t,
+ * tid and the dynamic shared array kf_smf. */
+typedef struct kf_gpu_redmma {
+    int64_t M, N, bm, bn, MI, NI, warps_n, NT, gx;
+} kf_gpu_redmma;
+/* Shared-memory bytes its store stage needs (0 without a fused reduction). */
+int64_t kf_gpu_redepi_mma_smem(const kf_synth *s, const kf_stage *st, int64_t bm, int64_t warps_n);
+/* After the K loop (and the ring's last wait): the block's partial of every row. */
+void kf_gpu_redepi_mma_store(kf_gplan *gp, kf_gk *k, const kf_stage *st, const kf_gpu_redmma *t);
 
 /* Tensor-core matmul for f16/bf16 operands (gpu_mma.c; CUDA, sm_80 and newer). */
 /* 1 when st is a matmul stage of 16-bit operands (it then takes the mma template). */

@@ -20,6 +20,7 @@
  * The op's identity comes from its record only: its class, combiner and mean flag.
  */
 #include "synth_int.h"
+#include "render/render.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -89,8 +90,6 @@ void kf_synth_fuse_reductions(kf_synth *s) {
             continue;
         if (pro < 0) {
             if (rn->in[0] != y) continue;
-        } else if (gpu) {
-            continue; /* GPUs: a chain between the product and the reduction is not fused yet */
         } else {
             const kf_stage *ps = &s->st[pro];
             if (!kf_synth_epilogue_ok(s, ps, y) || kf_shape_numel(&ps->dom) != rows * N) continue;
@@ -99,6 +98,18 @@ void kf_synth_fuse_reductions(kf_synth *s) {
             if (lay.nbufs != lay.nreads) continue; /* a view read: not a prologue form */
             for (int b = 0; b < lay.nbufs; b++)
                 if (lay.bufs[b] != y && s->val_stage[lay.bufs[b]] > k) ok = 0; /* not ready yet */
+            /* GPUs: the chain computes its value x only (gpu_redepi.c kf_rp<x>), and the
+             * product kernel takes its operands besides A and B (or a fused prologue's
+             * operands) and the partials, within the kernel form's parameter limit */
+            if (gpu) {
+                int np = 2 + 1 + (lay.nbufs - 1);
+                if (h->prologue) {
+                    kf_ew_layout pl;
+                    kf_synth_ewise_layout(s, &s->st[h->prologue - 1], &pl);
+                    np += pl.nbufs;
+                }
+                if (lay.nops != lay.nreads || np > KF_GK_MAX_PARAMS) ok = 0;
+            }
             if (!ok) continue;
         }
         h->redepi = r + 1;
@@ -107,13 +118,6 @@ void kf_synth_fuse_reductions(kf_synth *s) {
         rs->fused = 1;
         rs->fused_into = k;
     }
-}
-
-int kf_synth_redepi_at(const kf_synth *s, const kf_stage *st, const kf_point *p) {
-    if (!kf_synth_is_gpu(s->platform)) return 1;
-    char full[80];
-    snprintf(full, sizeof full, "%stc", st->prefix);
-    return kf_point_get(&s->space, p, full, 0) == 0;
 }
 
 /* The reduction's operands other than y: its prologue's reads (or none). */

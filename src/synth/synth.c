@@ -1038,8 +1038,7 @@ static const kf_synth *partition_at(const kf_synth *s, const kf_point *p, kf_syn
     for (int k = 0; k < s->nst; k++) {
         const kf_stage *st = &s->st[k];
         int epi_off = st->epilogue && st->epi_sel && !s->space.p[st->epi_sel - 1].values[p->idx[st->epi_sel - 1]];
-        int red_off = st->redepi && ((st->red_sel && !s->space.p[st->red_sel - 1].values[p->idx[st->red_sel - 1]]) ||
-                                     !kf_synth_redepi_at(s, st, p));
+        int red_off = st->redepi && st->red_sel && !s->space.p[st->red_sel - 1].values[p->idx[st->red_sel - 1]];
         if (!epi_off && !red_off) continue;
         if (!*st_copy) {
             *tmp = *s;

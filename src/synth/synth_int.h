@@ -297,9 +297,11 @@ int kf_synth_epilogue_ok(const kf_synth *s, const kf_stage *e, int y);
 void kf_synth_epilogue_emit(const kf_synth *s, const kf_stage *e, int y, const char *fname, kf_buf *o);
 /* 1 when stage j reads value y (directly or through a view of it). */
 int kf_synth_stage_reads(const kf_synth *s, int j, int y);
-/* Reduction epilogues (redepi.c): mark each CPU GEMM whose product only a reduction over
- * its last axis reads (sum, mean, max, min; with that reduction's elementwise prologue, if
- * any) to compute it in its store stage (kf_stage.redepi). Runs after fuse_epilogues. */
+/* Reduction epilogues (redepi.c): mark each CPU GEMM, and each f32 GPU matmul (the SIMT
+ * and 3xTF32 kernels, gpu_redepi.c), whose product only a reduction over its last axis
+ * reads (sum, mean, max, min, logsumexp; with that reduction's elementwise prologue, if any:
+ * a pointwise chain between the two) to compute it in its store stage (kf_stage.redepi).
+ * Runs after fuse_epilogues. */
 void kf_synth_fuse_reductions(kf_synth *s);
 /* For GEMM stage k with a reduction epilogue: the glue before the GEMM function fname
  * (the prologue, fname_ex and fname_epi); the second pass after it (fname_red: partials,
@@ -307,9 +309,6 @@ void kf_synth_fuse_reductions(kf_synth *s);
 void kf_synth_redepi_glue(const kf_synth *s, int k, const char *fname, kf_buf *o);
 void kf_synth_redepi_pass(const kf_synth *s, int k, const kf_point *p, const char *fname, kf_buf *o);
 void kf_synth_redepi_call(const kf_synth *s, int k, kf_buf *o);
-/* 1 when host stage st computes its fused reduction at point p: always on CPUs; on GPUs
- * only in the SIMT kernel (tc=0 or no tc), the 3xTF32 path leaving it a kernel of its own. */
-int kf_synth_redepi_at(const kf_synth *s, const kf_stage *st, const kf_point *p);
 /* The CPU keeps a float32 log-sum-exp over innermost dims unlowered (kf_graph_lower_keeping)
  * where its input is a product's result, directly or through pointwise nodes, so that the
  * product's store stage can compute it (redepi.c); the template cpu.logsumexp_rows
