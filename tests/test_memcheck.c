@@ -206,6 +206,68 @@ Test(memcheck, leaked_scratch_is_a_definite_leak) {
     fx_close(&f);
 }
 
+/* Reads one element past its scratch block: valgrind's invalid read. */
+Test(memcheck, scratch_overread_is_an_invalid_read) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    float *s = malloc(N * sizeof *s);\n"
+        "    if (!s) return 1;\n"
+        "    for (long i = 0; i < N; i++) s[i] = x[i];\n"
+        "    volatile float past = ((volatile float *)s)[N];\n"
+        "    (void)past;\n"
+        "    for (long i = 0; i < N; i++) y[i] = s[i] * 2.0f;\n"
+        "    free(s);\n"));
+    expect(&r, KF_V_MEMCHECK, "Invalid read");
+    cr_assert(strstr(r.detail, "0 bytes after a block of size 4,012"), "%s", r.detail);
+    fx_close(&f);
+}
+
+/* Reads one element past the input buffer, into its trailing guard zone: the guard check
+ * sees only writes, the runner marks the guards unaddressable under valgrind. */
+Test(memcheck, input_overread_into_the_guard_is_an_invalid_read) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    volatile float past = ((const volatile float *)x)[N];\n"
+        "    (void)past;\n"
+        "    for (long i = 0; i < N; i++) y[i] = x[i] * 2.0f;\n"));
+    expect(&r, KF_V_MEMCHECK, "Invalid read");
+    cr_assert(strstr(r.detail, "kforge_kernel"), "the report names the kernel: %s", r.detail);
+    fx_close(&f);
+}
+
+/* The same one element before the output (its leading guard), read by a parallel loop. */
+Test(memcheck, output_underread_into_the_guard_is_an_invalid_read) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    #pragma omp parallel for schedule(static)\n"
+        "    for (long i = 0; i < N; i++) {\n"
+        "        float prev = i == 0 ? ((volatile float *)y)[-1] : 0.0f;\n"
+        "        y[i] = x[i] * 2.0f + prev * 0.0f;\n"
+        "    }\n"));
+    expect(&r, KF_V_MEMCHECK, "Invalid read");
+    fx_close(&f);
+}
+
+/* A contraction (a * b + c) on uninitialised scratch feeding a branch: the checker's build
+ * (kf_verify_memcheck_flags) computes it another way, and the branch is still reported. */
+Test(memcheck, uninitialised_through_a_contraction_is_reported) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    float *s = malloc(N * sizeof *s);\n"
+        "    if (!s) return 1;\n"
+        "    float acc = 0.0f;\n"
+        "    for (long i = 0; i < N; i++) acc = s[i] * x[i] + acc;\n"
+        "    if (acc > 1e30f) printf(\"huge\\n\");\n"
+        "    for (long i = 0; i < N; i++) y[i] = x[i] * 2.0f;\n"
+        "    free(s);\n"));
+    expect(&r, KF_V_MEMCHECK, "uninitialised");
+    fx_close(&f);
+}
+
 /* Reads scratch after freeing it (glibc does not notice; a double free it would abort on,
  * which the native run reports as a crash). */
 Test(memcheck, use_after_free_is_an_invalid_read) {

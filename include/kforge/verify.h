@@ -93,6 +93,8 @@ typedef struct kf_vresult {
      * kernel loaded), the check runs' calls and the timing run's calls (each after its
      * start); seconds, 0 where the phase did not happen */
     double compile_s, start_s, check_s, timing_s;
+    char checked_flags[64]; /* KF_VERIFY_MEMCHECK: the flags the checked build added to the
+                               candidate's (kf_verify_memcheck_flags or _plain); "" elsewhere */
     char resources[512];    /* the compiler's resource report where the platform gives one
                                (CUDA: "KERNEL regs=R smem=S local=L max_threads=T", one per
                                kernel, "; "-separated; local = spills + local arrays, bytes
@@ -227,10 +229,18 @@ kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, 
 
 /* Extra compile flags for an artifact meant for kf_verify_memcheck on backend b: valgrind
  * cannot decode AVX-512 (and mis-reports some of it), so on a CPU with avx512f the checked
- * build uses -mno-avx512f; on cuda, -lineinfo puts source lines into compute-sanitizer's
- * reports. The same source is checked; only the instruction set or the debug information
- * differs. Static storage; "" when nothing is needed. */
+ * build uses -mno-avx512f; on x86-64 it also uses -mno-fma, because valgrind emulates FMA
+ * instructions lane by lane through helper calls (a compute-bound kernel ran ~12x longer
+ * under valgrind with them; docs/design-notes.md, "The memory check without FMA"); on cuda,
+ * -lineinfo puts source lines into compute-sanitizer's reports. The same source is checked;
+ * only the instruction set (and with it __FMA__, __AVX512F__ for the preprocessor) or the
+ * debug information differs. Static storage; "" when nothing is needed. */
 const char *kf_verify_memcheck_flags(const kf_backend *b);
+
+/* The flags of kf_verify_memcheck_flags that the checker needs (without the ones that only
+ * make it faster: -mno-fma): KF_VERIFY_MEMCHECK builds with these when the source does not
+ * build with the full set (FMA intrinsics). Static storage; "" when nothing is needed. */
+const char *kf_verify_memcheck_flags_plain(const kf_backend *b);
 /* What the memory checker's run on b loses of the sandbox, as a phrase ("" when nothing):
  * compute-sanitizer's run has no Landlock and may connect() local sockets, because its
  * target fails otherwise (docs/design-notes.md). */

@@ -476,6 +476,8 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
     const char *name = checker_name(tool);
     const kf_platform *pf = kf_platform_find(r->dev.platform);
     int sanitizer = pf && pf->memchecker == KF_MEMCHECKER_COMPUTE_SANITIZER;
+    char built[64]; /* the flags the checked build added (said in the clean verdict) */
+    snprintf(built, sizeof built, "%s", kf_verify_memcheck_flags(be));
     for (int attempt = 0; attempt < 3 && r->best >= 0; attempt++) {
         kf_iter_record *it = &r->iters[r->best];
         if (strcmp(it->memcheck, "ok") == 0) {
@@ -505,6 +507,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         kf_error err = {0};
         kf_status st = memcheck_iter(r, vctx, be, it, &mr, &err);
         int rejected = note_memcheck(it, st, &mr);
+        if (mr.checked_flags[0] || st == KF_OK) snprintf(built, sizeof built, "%s", mr.checked_flags);
         if (st == KF_ERR_UNSUPPORTED) {
             snprintf(r->memcheck, sizeof r->memcheck, "skipped");
             snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "memcheck skipped: %s", err.msg);
@@ -523,9 +526,9 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
     }
     if (strcmp(r->memcheck, "ok") == 0) {
         const char *lost = kf_verify_memcheck_confinement(be);
-        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "clean (%s memcheck, input set 0%s%s%s)",
+        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "clean (%s memcheck, input set 0%s%s%s%s%s)",
                  name, o->memcheck == KF_MEMCHECK_EVERY ? ", every verified candidate" : "",
-                 lost[0] ? "; " : "", lost);
+                 built[0] ? ", built with " : "", built, lost[0] ? "; " : "", lost);
     }
     if (o->table && r->memcheck_detail[0] && strcmp(r->memcheck, "ok") != 0)
         fprintf(o->table, "%s\n", r->memcheck_detail);

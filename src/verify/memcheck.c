@@ -615,7 +615,8 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     vlim.checker_exit = MC_EXIT;
     vlim.output = &out;
     vlim.output_keep = MC_OUTPUT_KEEP;
-    vlim.cpu_used = NULL;
+    double vcpu = 0;
+    vlim.cpu_used = &vcpu;
     kf_verify_load_set(c, &sb, 0);
     vlim.tag = MC_TAG_BASE + __atomic_add_fetch(&mc_counter, 1, __ATOMIC_RELAXED);
     double vwall = 0;
@@ -624,8 +625,8 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the checker could not be started");
         goto done;
     }
-    kf_log(2, "memcheck: native run %.3f s (%.3f s CPU), %s run %.2f s (limit %.0f s): %s",
-           native_wall, native_cpu, checker, vwall, vlim.wall_s, kf_vstatus_name(vs));
+    kf_log(2, "memcheck: native run %.3f s (%.3f s CPU), %s run %.2f s (%.2f s CPU, limit %.0f s): %s",
+           native_wall, native_cpu, checker, vwall, vcpu, vlim.wall_s, kf_vstatus_name(vs));
     if (sanitizer)
         st = cs_verdict(c, &sb, vs, detail, &out, vlim.wall_s, native_wall, r, err);
     else
@@ -646,6 +647,19 @@ const char *kf_verify_memcheck_confinement(const kf_backend *b) {
 
 /* See verify.h. */
 const char *kf_verify_memcheck_flags(const kf_backend *b) {
+#if defined(__x86_64__)
+    /* valgrind 3.19 runs each FMA lane through a helper call: a 2048^3 f32 matmul spent
+     * ~90% of its valgrind time there, and --tool=none was as slow as memcheck (measured,
+     * docs/benchmarks/loop.md); mul + add instead, the accesses unchanged */
+    if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND && strstr(b->info.arch, "avx512f"))
+        return "-mno-avx512f -mno-fma";
+    if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND) return "-mno-fma";
+#endif
+    return kf_verify_memcheck_flags_plain(b);
+}
+
+/* See verify.h. */
+const char *kf_verify_memcheck_flags_plain(const kf_backend *b) {
     if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND && strstr(b->info.arch, "avx512f"))
         return "-mno-avx512f";
     /* NVRTC and nvcc alike: line numbers in compute-sanitizer's device frames */
