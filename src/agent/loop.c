@@ -453,13 +453,32 @@ static void memcheck_every(const kf_loop_opts *o, const kf_run_result *r, kf_ver
         fprintf(o->table, "memcheck %s for iter %d: %s\n", it->memcheck, it->iter, err.msg);
 }
 
+/* Seconds the memory checker should take on a candidate with result res. compute-sanitizer:
+ * an assumed 100x the kernel's time (memcheck.c). valgrind runs one thread at a time, so
+ * its time follows the kernel's CPU time per call (its time times the CPUs it kept busy
+ * in the timing run: CPU seconds over running seconds, else --threads), measured at
+ * 21-29x for the build without FMA plus about a second to start (docs/benchmarks/loop.md,
+ * 2026-12-06); MC_EST_FACTOR and MC_EST_BASE leave room for a loaded machine. The
+ * estimate used to be the kernel's wall time times 50 (600 when compute-bound): a 2-thread
+ * kernel's CPU time was left out, and FMA code ran ~10x slower than that under valgrind,
+ * so matmul ran 371 s where it was estimated under 60. */
+#define MC_EST_FACTOR 40.0
+#define MC_EST_BASE 2.0
+static double memcheck_estimate(const kf_vresult *res, int sanitizer, int threads) {
+    double t = res->time_ms * 1e-3;
+    if (sanitizer) return 100.0 * t;
+    double par = res->timing_cpu_s > 0 && res->timing_run_s > 0 ? res->timing_cpu_s / res->timing_run_s
+                                                                 : (double)threads;
+    if (!(par >= 1.0)) par = 1.0;
+    return MC_EST_BASE + MC_EST_FACTOR * t * par;
+}
+
 /* The last rule of the harness: the candidate handed back has run under the platform's
  * memory checker (valgrind on cpu, compute-sanitizer on cuda). A candidate it rejects
  * loses its place to the next fastest (at most three tries). In auto mode a kernel whose
- * estimated time under the checker exceeds a minute is not checked, and the record says
- * so: under valgrind about 50x native for memory-bound kernels, 600x for compute-bound
- * ones; under compute-sanitizer an assumed 100x (GPU kernels take milliseconds, so on cuda
- * auto checks nearly always). With --memcheck every the best was checked when it verified
+ * estimated time under the checker (memcheck_estimate) exceeds a minute is not checked,
+ * and the record says so (GPU kernels take milliseconds, so on cuda auto checks nearly
+ * always). With --memcheck every the best was checked when it verified
  * and is not run again. A platform without a checker, or a checker not installed, is
  * "skipped" with the reason (what was looked for), never a silent pass. */
 static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ctx *vctx,
@@ -485,9 +504,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
             snprintf(r->memcheck, sizeof r->memcheck, "ok");
             break;
         }
-        double slow = sanitizer ? 100.0
-                      : (r->roof.bound && strcmp(r->roof.bound, "compute") == 0) ? 600.0 : 50.0;
-        double est = it->res.time_ms * 1e-3 * slow;
+        double est = memcheck_estimate(&it->res, sanitizer, o->threads);
         if (o->memcheck == KF_MEMCHECK_AUTO && est > 60.0) {
             snprintf(r->memcheck, sizeof r->memcheck, "skipped");
             snprintf(r->memcheck_detail, sizeof r->memcheck_detail,
