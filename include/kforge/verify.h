@@ -189,8 +189,9 @@ kf_status kf_verify_candidate(kf_verify_ctx *ctx, kf_backend *b, const kf_candid
 
 /* Run the artifact once, on input set 0, under the platform's memory checker in the
  * sandbox: valgrind memcheck on cpu (invalid reads/writes, uses of uninitialised values,
- * invalid frees and definite leaks of the kernel's own heap allocations; the shared
- * buffers are not heap memory: their guards cover them), compute-sanitizer memcheck on
+ * invalid frees and definite leaks of the kernel's own heap allocations, and reads or
+ * writes into the shared buffers' guard zones, which the runner marks unaddressable for
+ * it; an access past a guard zone, into the next buffer, is not seen), compute-sanitizer memcheck on
  * cuda (device accesses outside every live allocation, e.g. a write far enough past a
  * buffer to skip its guard zone; shared/local overruns, misaligned accesses, device-heap
  * misuse, device allocations never freed). Meant for the final candidate: it is slow.
