@@ -289,8 +289,10 @@ const char *kf_verify_profile_confinement(void);
 typedef enum kf_verify_mode {
     KF_VERIFY_CHECK = 0, /* the check (and timing when opts.time_it): kf_verify_candidate */
     KF_VERIFY_MEMCHECK,  /* one run under the platform's memory checker: built with
-                            kf_verify_memcheck_flags appended to the candidate's flags, then
-                            kf_verify_memcheck (its verdicts and errors) */
+                            kf_verify_memcheck_flags appended to the candidate's flags (when
+                            that build fails to compile, with kf_verify_memcheck_flags_plain;
+                            r->checked_flags says which), then kf_verify_memcheck (its
+                            verdicts and errors) */
     KF_VERIFY_PROFILE    /* one run under the profiler for its counters (--counters ncu):
                             built as is, then kf_verify_profile (its table and errors) */
 } kf_verify_mode;
