@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kforge/agent.h"
 #include "kforge/backend.h"
 #include "kforge/candidate.h"
 #include "kforge/ir.h"
@@ -206,6 +207,68 @@ Test(memcheck, leaked_scratch_is_a_definite_leak) {
     fx_close(&f);
 }
 
+/* Reads one element past its scratch block: valgrind's invalid read. */
+Test(memcheck, scratch_overread_is_an_invalid_read) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    float *s = malloc(N * sizeof *s);\n"
+        "    if (!s) return 1;\n"
+        "    for (long i = 0; i < N; i++) s[i] = x[i];\n"
+        "    volatile float past = ((volatile float *)s)[N];\n"
+        "    (void)past;\n"
+        "    for (long i = 0; i < N; i++) y[i] = s[i] * 2.0f;\n"
+        "    free(s);\n"));
+    expect(&r, KF_V_MEMCHECK, "Invalid read");
+    cr_assert(strstr(r.detail, "0 bytes after a block of size 4,012"), "%s", r.detail);
+    fx_close(&f);
+}
+
+/* Reads one element past the input buffer, into its trailing guard zone: the guard check
+ * sees only writes, the runner marks the guards unaddressable under valgrind. */
+Test(memcheck, input_overread_into_the_guard_is_an_invalid_read) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    volatile float past = ((const volatile float *)x)[N];\n"
+        "    (void)past;\n"
+        "    for (long i = 0; i < N; i++) y[i] = x[i] * 2.0f;\n"));
+    expect(&r, KF_V_MEMCHECK, "Invalid read");
+    cr_assert(strstr(r.detail, "kforge_kernel"), "the report names the kernel: %s", r.detail);
+    fx_close(&f);
+}
+
+/* The same one element before the output (its leading guard), read by a parallel loop. */
+Test(memcheck, output_underread_into_the_guard_is_an_invalid_read) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    #pragma omp parallel for schedule(static)\n"
+        "    for (long i = 0; i < N; i++) {\n"
+        "        float prev = i == 0 ? ((volatile float *)y)[-1] : 0.0f;\n"
+        "        y[i] = x[i] * 2.0f + prev * 0.0f;\n"
+        "    }\n"));
+    expect(&r, KF_V_MEMCHECK, "Invalid read");
+    fx_close(&f);
+}
+
+/* A contraction (a * b + c) on uninitialised scratch feeding a branch: the checker's build
+ * (kf_verify_memcheck_flags) computes it another way, and the branch is still reported. */
+Test(memcheck, uninitialised_through_a_contraction_is_reported) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r = memcheck_src(&f, kernel(
+        "    float *s = malloc(N * sizeof *s);\n"
+        "    if (!s) return 1;\n"
+        "    float acc = 0.0f;\n"
+        "    for (long i = 0; i < N; i++) acc = s[i] * x[i] + acc;\n"
+        "    if (acc > 1e30f) printf(\"huge\\n\");\n"
+        "    for (long i = 0; i < N; i++) y[i] = x[i] * 2.0f;\n"
+        "    free(s);\n"));
+    expect(&r, KF_V_MEMCHECK, "uninitialised");
+    fx_close(&f);
+}
+
 /* Reads scratch after freeing it (glibc does not notice; a double free it would abort on,
  * which the native run reports as a crash). */
 Test(memcheck, use_after_free_is_an_invalid_read) {
@@ -345,4 +408,74 @@ Test(memcheck, verify_run_build_failure_is_a_compile_error) {
     kf_buf_free(&csv);
     kf_candidate_clear(&c);
     fx_close(&f);
+}
+
+/* The checker's build: on x86-64 without FMA (valgrind emulates it lane by lane), and a
+ * source that needs FMA (intrinsics) is built with the needed flags alone and still
+ * checked, its faults found. */
+Test(memcheck, fma_intrinsics_fall_back_to_the_needed_flags) {
+    fixture f;
+    fx_open(&f);
+#if !defined(__x86_64__)
+    cr_skip_test("x86-64 only");
+#else
+    if (!strstr(f.b->info.arch, "fma")) cr_skip_test("this CPU has no FMA");
+    kf_candidate c;
+    kf_error err = {0};
+    kf_verify_run_args a = {.mode = KF_VERIFY_MEMCHECK};
+    kf_vresult r;
+    cr_assert_eq(kf_candidate_init(&c, "cpu", kernel(clean_body), NULL, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_OK, "%s (%s)", err.msg, r.detail);
+    expect(&r, KF_V_OK, NULL);
+    cr_assert(strstr(r.checked_flags, "-mno-fma"), "plain C is checked without FMA: '%s'", r.checked_flags);
+    kf_candidate_clear(&c);
+    static char src[4096];
+    snprintf(src, sizeof src,
+             "#include <immintrin.h>\n%s",
+             kernel("    float *s = malloc(N * sizeof *s);\n"
+                    "    if (!s) return 1;\n"
+                    "    for (long i = 0; i + 4 <= N; i += 4)\n"
+                    "        _mm_storeu_ps(s + i, _mm_fmadd_ps(_mm_loadu_ps(x + i), _mm_set1_ps(2.0f),\n"
+                    "                                          _mm_setzero_ps()));\n"
+                    "    for (long i = N / 4 * 4; i < N; i++) s[i] = x[i] * 2.0f;\n"
+                    "    ((volatile float *)s)[N] = 1.0f;\n"
+                    "    for (long i = 0; i < N; i++) y[i] = s[i];\n"
+                    "    free(s);\n"));
+    cr_assert_eq(kf_candidate_init(&c, "cpu", src, NULL, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_verify_run(f.ctx, f.b, &c, &a, &r, &err), KF_OK, "%s (%s)", err.msg, r.detail);
+    expect(&r, KF_V_MEMCHECK, "Invalid write");
+    cr_assert_str_eq(r.checked_flags, kf_verify_memcheck_flags_plain(f.b));
+    kf_candidate_clear(&c);
+#endif
+    fx_close(&f);
+}
+
+/* The loop's final check in auto mode: a kernel of milliseconds is estimated well under a
+ * minute, checked, and the verdict says which build was checked. */
+Test(memcheck, loop_auto_checks_the_final_kernel) {
+    if (!have_valgrind()) cr_skip_test("valgrind is not installed");
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    char out[512];
+    snprintf(out, sizeof out, "%s/test-work/memcheck-loop", KF_BUILD_DIR);
+    kf_loop_opts o;
+    kf_loop_opts_default(&o);
+    o.iters = 1;
+    o.seed = 5;
+    o.threads = 2;
+    o.out_dir = out;
+    cr_assert_eq(o.memcheck, KF_MEMCHECK_AUTO, "auto is the default");
+    kf_run_result r;
+    cr_assert_eq(kf_loop_run(g, &o, &r, &err), KF_OK, "%s", err.msg);
+    cr_assert_geq(r.best, 0, "nothing verified: %s", r.niters ? r.iters[0].res.detail : "");
+    cr_assert_str_eq(r.memcheck, "ok", "%s", r.memcheck_detail);
+    cr_assert(strstr(r.memcheck_detail, "clean (valgrind memcheck, input set 0"), "%s", r.memcheck_detail);
+    kf_backend *b = NULL;
+    cr_assert_eq(kf_backend_open("cpu", &b, &err), KF_OK, "%s", err.msg);
+    const char *fl = kf_verify_memcheck_flags(b);
+    if (fl[0]) cr_assert(strstr(r.memcheck_detail, fl), "names the build '%s': %s", fl, r.memcheck_detail);
+    kf_backend_close(b);
+    kf_run_result_free(&r);
+    kf_graph_free(g);
 }

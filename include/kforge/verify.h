@@ -96,6 +96,8 @@ typedef struct kf_vresult {
      * kernel loaded), the check runs' calls and the timing run's calls (each after its
      * start); seconds, 0 where the phase did not happen */
     double compile_s, start_s, check_s, timing_s;
+    char checked_flags[64]; /* KF_VERIFY_MEMCHECK: the flags the checked build added to the
+                               candidate's (kf_verify_memcheck_flags or _plain); "" elsewhere */
     char resources[512];    /* the compiler's resource report where the platform gives one
                                (CUDA: "KERNEL regs=R smem=S local=L max_threads=T", one per
                                kernel, "; "-separated; local = spills + local arrays, bytes
@@ -190,8 +192,9 @@ kf_status kf_verify_candidate(kf_verify_ctx *ctx, kf_backend *b, const kf_candid
 
 /* Run the artifact once, on input set 0, under the platform's memory checker in the
  * sandbox: valgrind memcheck on cpu (invalid reads/writes, uses of uninitialised values,
- * invalid frees and definite leaks of the kernel's own heap allocations; the shared
- * buffers are not heap memory: their guards cover them), compute-sanitizer memcheck on
+ * invalid frees and definite leaks of the kernel's own heap allocations, and reads or
+ * writes into the shared buffers' guard zones, which the runner marks unaddressable for
+ * it; an access past a guard zone, into the next buffer, is not seen), compute-sanitizer memcheck on
  * cuda (device accesses outside every live allocation, e.g. a write far enough past a
  * buffer to skip its guard zone; shared/local overruns, misaligned accesses, device-heap
  * misuse, device allocations never freed). Meant for the final candidate: it is slow.
@@ -230,10 +233,18 @@ kf_status kf_verify_memcheck_tool(const char *platform, char *path, size_t cap, 
 
 /* Extra compile flags for an artifact meant for kf_verify_memcheck on backend b: valgrind
  * cannot decode AVX-512 (and mis-reports some of it), so on a CPU with avx512f the checked
- * build uses -mno-avx512f; on cuda, -lineinfo puts source lines into compute-sanitizer's
- * reports. The same source is checked; only the instruction set or the debug information
- * differs. Static storage; "" when nothing is needed. */
+ * build uses -mno-avx512f; on x86-64 it also uses -mno-fma, because valgrind emulates FMA
+ * instructions lane by lane through helper calls (a compute-bound kernel ran ~12x longer
+ * under valgrind with them; docs/design-notes.md, "The memory check without FMA"); on cuda,
+ * -lineinfo puts source lines into compute-sanitizer's reports. The same source is checked;
+ * only the instruction set (and with it __FMA__, __AVX512F__ for the preprocessor) or the
+ * debug information differs. Static storage; "" when nothing is needed. */
 const char *kf_verify_memcheck_flags(const kf_backend *b);
+
+/* The flags of kf_verify_memcheck_flags that the checker needs (without the ones that only
+ * make it faster: -mno-fma): KF_VERIFY_MEMCHECK builds with these when the source does not
+ * build with the full set (FMA intrinsics). Static storage; "" when nothing is needed. */
+const char *kf_verify_memcheck_flags_plain(const kf_backend *b);
 /* What the memory checker's run on b loses of the sandbox, as a phrase ("" when nothing):
  * compute-sanitizer's run has no Landlock and may connect() local sockets, because its
  * target fails otherwise (docs/design-notes.md). */
@@ -281,8 +292,10 @@ const char *kf_verify_profile_confinement(void);
 typedef enum kf_verify_mode {
     KF_VERIFY_CHECK = 0, /* the check (and timing when opts.time_it): kf_verify_candidate */
     KF_VERIFY_MEMCHECK,  /* one run under the platform's memory checker: built with
-                            kf_verify_memcheck_flags appended to the candidate's flags, then
-                            kf_verify_memcheck (its verdicts and errors) */
+                            kf_verify_memcheck_flags appended to the candidate's flags (when
+                            that build fails to compile, with kf_verify_memcheck_flags_plain;
+                            r->checked_flags says which), then kf_verify_memcheck (its
+                            verdicts and errors) */
     KF_VERIFY_PROFILE    /* one run under the profiler for its counters (--counters ncu):
                             built as is, then kf_verify_profile (its table and errors) */
 } kf_verify_mode;

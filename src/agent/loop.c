@@ -454,13 +454,32 @@ static void memcheck_every(const kf_loop_opts *o, const kf_run_result *r, kf_ver
         fprintf(o->table, "memcheck %s for iter %d: %s\n", it->memcheck, it->iter, err.msg);
 }
 
+/* Seconds the memory checker should take on a candidate with result res. compute-sanitizer:
+ * an assumed 100x the kernel's time (memcheck.c). valgrind runs one thread at a time, so
+ * its time follows the kernel's CPU time per call (its time times the CPUs it kept busy
+ * in the timing run: CPU seconds over running seconds, else --threads), measured at
+ * 21-29x for the build without FMA plus about a second to start (docs/benchmarks/loop.md,
+ * 2026-12-06); MC_EST_FACTOR and MC_EST_BASE leave room for a loaded machine. The
+ * estimate used to be the kernel's wall time times 50 (600 when compute-bound): a 2-thread
+ * kernel's CPU time was left out, and FMA code ran ~10x slower than that under valgrind,
+ * so matmul ran 371 s where it was estimated under 60. */
+#define MC_EST_FACTOR 40.0
+#define MC_EST_BASE 2.0
+static double memcheck_estimate(const kf_vresult *res, int sanitizer, int threads) {
+    double t = res->time_ms * 1e-3;
+    if (sanitizer) return 100.0 * t;
+    double par = res->timing_cpu_s > 0 && res->timing_run_s > 0 ? res->timing_cpu_s / res->timing_run_s
+                                                                 : (double)threads;
+    if (!(par >= 1.0)) par = 1.0;
+    return MC_EST_BASE + MC_EST_FACTOR * t * par;
+}
+
 /* The last rule of the harness: the candidate handed back has run under the platform's
  * memory checker (valgrind on cpu, compute-sanitizer on cuda). A candidate it rejects
  * loses its place to the next fastest (at most three tries). In auto mode a kernel whose
- * estimated time under the checker exceeds a minute is not checked, and the record says
- * so: under valgrind about 50x native for memory-bound kernels, 600x for compute-bound
- * ones; under compute-sanitizer an assumed 100x (GPU kernels take milliseconds, so on cuda
- * auto checks nearly always). With --memcheck every the best was checked when it verified
+ * estimated time under the checker (memcheck_estimate) exceeds a minute is not checked,
+ * and the record says so (GPU kernels take milliseconds, so on cuda auto checks nearly
+ * always). With --memcheck every the best was checked when it verified
  * and is not run again. A platform without a checker, or a checker not installed, is
  * "skipped" with the reason (what was looked for), never a silent pass. */
 static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ctx *vctx,
@@ -477,6 +496,8 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
     const char *name = checker_name(tool);
     const kf_platform *pf = kf_platform_find(r->dev.platform);
     int sanitizer = pf && pf->memchecker == KF_MEMCHECKER_COMPUTE_SANITIZER;
+    char built[64]; /* the flags the checked build added (said in the clean verdict) */
+    snprintf(built, sizeof built, "%s", kf_verify_memcheck_flags(be));
     for (int attempt = 0; attempt < 3 && r->best >= 0; attempt++) {
         kf_iter_record *it = &r->iters[r->best];
         if (strcmp(it->memcheck, "ok") == 0) {
@@ -484,9 +505,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
             snprintf(r->memcheck, sizeof r->memcheck, "ok");
             break;
         }
-        double slow = sanitizer ? 100.0
-                      : (r->roof.bound && strcmp(r->roof.bound, "compute") == 0) ? 600.0 : 50.0;
-        double est = it->res.time_ms * 1e-3 * slow;
+        double est = memcheck_estimate(&it->res, sanitizer, o->threads);
         if (o->memcheck == KF_MEMCHECK_AUTO && est > 60.0) {
             snprintf(r->memcheck, sizeof r->memcheck, "skipped");
             snprintf(r->memcheck_detail, sizeof r->memcheck_detail,
@@ -506,6 +525,7 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
         kf_error err = {0};
         kf_status st = memcheck_iter(r, vctx, be, it, &mr, &err);
         int rejected = note_memcheck(it, st, &mr);
+        if (mr.checked_flags[0] || st == KF_OK) snprintf(built, sizeof built, "%s", mr.checked_flags);
         if (st == KF_ERR_UNSUPPORTED) {
             snprintf(r->memcheck, sizeof r->memcheck, "skipped");
             snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "memcheck skipped: %s", err.msg);
@@ -524,9 +544,9 @@ static void final_memcheck(const kf_loop_opts *o, kf_run_result *r, kf_verify_ct
     }
     if (strcmp(r->memcheck, "ok") == 0) {
         const char *lost = kf_verify_memcheck_confinement(be);
-        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "clean (%s memcheck, input set 0%s%s%s)",
+        snprintf(r->memcheck_detail, sizeof r->memcheck_detail, "clean (%s memcheck, input set 0%s%s%s%s%s)",
                  name, o->memcheck == KF_MEMCHECK_EVERY ? ", every verified candidate" : "",
-                 lost[0] ? "; " : "", lost);
+                 built[0] ? ", built with " : "", built, lost[0] ? "; " : "", lost);
     }
     if (o->table && r->memcheck_detail[0] && strcmp(r->memcheck, "ok") != 0)
         fprintf(o->table, "%s\n", r->memcheck_detail);

@@ -2,9 +2,10 @@
  * The memory-checker run (DESIGN.md section 5, last rule): the final candidate runs once
  * more, on input set 0, inside the sandbox with a memory checker wrapped around
  * kforge-runner: valgrind memcheck on the CPU, compute-sanitizer memcheck on CUDA. Guard
- * zones only see the shared buffers; valgrind sees what the kernel does with its own heap
- * (scratch overruns, uses after free, bad frees, leaks) and its branches on uninitialised
- * memory; compute-sanitizer sees every device access outside a live allocation (a write
+ * zones only see writes to the shared buffers; valgrind sees what the kernel does with its
+ * own heap (scratch overruns, uses after free, bad frees, leaks), its branches on
+ * uninitialised memory, and reads or writes into the shared buffers' guard zones (the
+ * runner marks them unaddressable for valgrind while the kernel runs, runner_main.c); compute-sanitizer sees every device access outside a live allocation (a write
  * far past a buffer that skips its guard zone, shared and local memory overruns,
  * misaligned accesses) and device allocations left unfreed.
  *
@@ -30,12 +31,17 @@
  * OMP_WAIT_POLICY=passive is set for the checker run: valgrind runs one thread at a time,
  * so a worker spinning at a barrier would only burn the time slice the others need.
  *
+ * The build checked here is the candidate's source with kf_verify_memcheck_flags: on
+ * x86-64 -mno-fma, because valgrind 3.19 emulates every FMA lane through a helper call
+ * (--tool=none was as slow as memcheck on a matmul; without FMA the valgrind run of a
+ * 2048^3 matmul went from ~370 s to 14 s, of a 16M swish from 24 s to 2 s).
+ *
  * The address-space limit is lifted for the checker run (valgrind reserves a lot); wall
  * and CPU limits are kept, scaled up, and the output cap is raised for the report. The
- * scale is measured, not guessed: memcheck runs memory-bound kernels ~40x slower, but
- * compute-bound AVX2/FMA loops ~600x (a 768^3 f32 matmul: 0.04 s natively, 25 s under
- * valgrind 3.19), so the limit is 60 s + 1000x the native run's CPU time, capped at
- * 10 minutes; valgrind runs one thread at a time, so its CPU time is about its wall time.
+ * limit is 60 s + 1000x the native run's CPU time, capped at 10 minutes: with FMA code
+ * valgrind ran ~600-2700x the native CPU time (a source that needs FMA intrinsics is still
+ * built with them), without it 21-29x; valgrind runs one thread at a time, so its CPU
+ * time is about its wall time on an idle machine.
  * A checker run that hits those limits without a report is no verdict on the kernel (it
  * finished natively): it comes back as KF_ERR_UNSUPPORTED, "too slow under valgrind".
  *
@@ -615,7 +621,8 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     vlim.checker_exit = MC_EXIT;
     vlim.output = &out;
     vlim.output_keep = MC_OUTPUT_KEEP;
-    vlim.cpu_used = NULL;
+    double vcpu = 0;
+    vlim.cpu_used = &vcpu;
     kf_verify_load_set(c, &sb, 0);
     vlim.tag = MC_TAG_BASE + __atomic_add_fetch(&mc_counter, 1, __ATOMIC_RELAXED);
     double vwall = 0;
@@ -624,8 +631,8 @@ kf_status kf_verify_memcheck(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "the checker could not be started");
         goto done;
     }
-    kf_log(2, "memcheck: native run %.3f s (%.3f s CPU), %s run %.2f s (limit %.0f s): %s",
-           native_wall, native_cpu, checker, vwall, vlim.wall_s, kf_vstatus_name(vs));
+    kf_log(2, "memcheck: native run %.3f s (%.3f s CPU), %s run %.2f s (%.2f s CPU, limit %.0f s): %s",
+           native_wall, native_cpu, checker, vwall, vcpu, vlim.wall_s, kf_vstatus_name(vs));
     if (sanitizer)
         st = cs_verdict(c, &sb, vs, detail, &out, vlim.wall_s, native_wall, r, err);
     else
@@ -646,6 +653,19 @@ const char *kf_verify_memcheck_confinement(const kf_backend *b) {
 
 /* See verify.h. */
 const char *kf_verify_memcheck_flags(const kf_backend *b) {
+#if defined(__x86_64__)
+    /* valgrind 3.19 runs each FMA lane through a helper call: a 2048^3 f32 matmul spent
+     * ~90% of its valgrind time there, and --tool=none was as slow as memcheck (measured,
+     * docs/benchmarks/loop.md); mul + add instead, the accesses unchanged */
+    if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND && strstr(b->info.arch, "avx512f"))
+        return "-mno-avx512f -mno-fma";
+    if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND) return "-mno-fma";
+#endif
+    return kf_verify_memcheck_flags_plain(b);
+}
+
+/* See verify.h. */
+const char *kf_verify_memcheck_flags_plain(const kf_backend *b) {
     if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND && strstr(b->info.arch, "avx512f"))
         return "-mno-avx512f";
     /* NVRTC and nvcc alike: line numbers in compute-sanitizer's device frames */

@@ -44,12 +44,25 @@ kf_status kf_verify_run(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c
     case KF_VERIFY_CHECK:
         return kf_verify_candidate(ctx, b, cand, r, err);
     case KF_VERIFY_MEMCHECK: {
-        /* the same source, built with what the checker needs (see kf_verify_memcheck_flags) */
+        /* the same source, built with what the checker needs (see kf_verify_memcheck_flags);
+         * a source that needs what the faster build leaves out (FMA intrinsics under
+         * -mno-fma) is built with the needed flags alone */
         kf_candidate c;
         kf_candidate_copy(&c, cand);
-        snprintf(c.flags, sizeof c.flags, "%s %s", cand->flags, kf_verify_memcheck_flags(b));
+        const char *extra = kf_verify_memcheck_flags(b), *plain = kf_verify_memcheck_flags_plain(b);
+        snprintf(c.flags, sizeof c.flags, "%s %s", cand->flags, extra);
         kf_status st = build(ctx, b, &c, art, sizeof art, r, err);
+        if (st == KF_ERR_COMPILE && strcmp(extra, plain) != 0) {
+            kf_log(2, "memcheck: the build with '%s' failed, building with '%s'", extra, plain);
+            extra = plain;
+            snprintf(c.flags, sizeof c.flags, "%s %s", cand->flags, extra);
+            memset(r, 0, sizeof *r);
+            r->status = KF_V_INTERNAL;
+            if (err) memset(err, 0, sizeof *err);
+            st = build(ctx, b, &c, art, sizeof art, r, err);
+        }
         if (st == KF_OK) st = kf_verify_memcheck(ctx, b, &c, art, r, err);
+        snprintf(r->checked_flags, sizeof r->checked_flags, "%s", extra);
         kf_candidate_clear(&c);
         return st;
     }
