@@ -454,3 +454,43 @@ def test_bench_hands_the_kernel_a_lifted_constant(kforge, tmp_path):
     assert row["status"] == "ok" and row["correct"], row
     text = open(tmp_path / "w" / "01_min_const" / "bundle" / "task.kf").read()
     assert "constant lifted_tensor_0 (0-d in PyTorch, read as [1])" in text, text
+
+LIVE_DROPOUT = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.lin = nn.Linear(12, 10)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        y = self.drop(self.lin(x))
+        y.relu_()  # an in-place op: the functional graph spells the dropout native_dropout
+        return torch.softmax(y, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(6, 12)]
+
+
+def get_init_inputs():
+    return [0.5]
+'''
+
+
+def test_a_live_dropout_is_refused_by_name_and_eval_mode_imports(kforge, tmp_path):
+    """KernelBench runs a module in training mode: a live dropout (here as aten.native_dropout,
+    the spelling of a functionalized graph) is named as such and the import refused (its
+    output is random: no reference can be fixed); with --eval the same module is a graph task."""
+    model = write(tmp_path / "live_dropout.py", LIVE_DROPOUT)
+    p = run([kforge, "import", model, "--out", str(tmp_path / "train")])
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "aten.native_dropout.default): dropout in training mode" in p.stderr, p.stderr
+    assert "no reference can be fixed" in p.stderr, p.stderr
+    p = run([kforge, "import", model, "--out", str(tmp_path / "eval"), "--eval"])
+    assert p.returncode == 0, p.stderr
+    text = open(tmp_path / "eval" / "task.kf").read()
+    assert not text.startswith("# module task") and "softmax" in text, text
