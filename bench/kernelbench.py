@@ -12,7 +12,10 @@ official shapes) each problem is copied into the work folder (default
 kforge-out/kernelbench/levelL) with its module-level integer constants (batch_size, dim, N,
 in_channels, ...) halved, the largest ones first (equal ones together), until its inputs hold at most N elements
 (counted on the meta device, nothing allocated); constants up to 16 (kernel sizes, strides,
-padding, dilation, groups) are never changed. Each copy's header says what was shrunk. The
+padding, dilation, groups) are never changed. A halving that breaks the problem (its forward,
+run on the meta device, raises: a LayerNorm over a width whose size another constant sets) is
+not taken: the largest constants are halved together, else with the next size down, else one
+or two at a time; if none fits, the problem stays above the cap. Each copy's header says what was shrunk. The
 copies are the user's problems at smaller shapes, not kforge's own suite.
 
 Without --bench: `kforge import` on every copy; prints one row per problem (imported, or the
@@ -37,22 +40,33 @@ KEEP_BELOW = 17  # constants up to 16 are kernel sizes, strides, paddings, group
 
 def module_ints(tree):
     """The module-level `NAME = <int expression>` assignments (4096, 256 * 8, 2 ** 10, a
-    previous name times a number), evaluated: {name: value}; and tuples of ints as NAME__i."""
+    previous name times a number), unpackings (`depth, height, width = 16, 32, 32`) and
+    chains (`height = width = 128`),
+    evaluated: {name: value}; and tuples of ints as NAME__i."""
     out, env = {}, {}
-    for st in tree.body:
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
-            continue
-        try:
-            val = eval(compile(ast.Expression(st.value), "<const>", "eval"), {"__builtins__": {}}, dict(env))
-        except Exception:
-            continue
-        name = st.targets[0].id
+
+    def let(name, val):
         if type(val) is int:
             out[name] = env[name] = val
         elif isinstance(val, tuple) and val and all(type(x) is int for x in val):
             env[name] = val
             for i, x in enumerate(val):
                 out[f"{name}__{i}"] = x
+
+    for st in tree.body:
+        if not isinstance(st, ast.Assign):
+            continue
+        try:
+            val = eval(compile(ast.Expression(st.value), "<const>", "eval"), {"__builtins__": {}}, dict(env))
+        except Exception:
+            continue
+        for target in st.targets:  # `height = width = 128` has two
+            if isinstance(target, ast.Name):
+                let(target.id, val)
+            elif (isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(t, ast.Name) for t in target.elts)
+                  and isinstance(val, (tuple, list)) and len(val) == len(target.elts)):
+                for t, v in zip(target.elts, val):
+                    let(t.id, v)
     return out
 
 
@@ -70,22 +84,52 @@ def assignments(consts):
     return lines
 
 
-def input_numel(src, consts):
+def input_numel(src, consts, run_forward=False):
     """Elements in get_inputs() and in the module's parameters with these constants, on the
-    meta device."""
+    meta device; with run_forward, the forward runs there too (its shape checks: a LayerNorm
+    over a dim that another constant sets) and whatever it raises propagates."""
     import torch
     ns = {}
     code = src + "\n" + "\n".join(assignments(consts)) + "\n"
     with torch.device("meta"):
         exec(compile(code, "<kernelbench>", "exec"), ns)
         ins = ns["get_inputs"]()
+        model = None
         try:
             model = ns["Model"](*ns["get_init_inputs"]())
             params = sum(p.numel() for p in model.parameters())
         except Exception:
+            if run_forward:
+                raise
             params = 0
+        if run_forward:
+            with torch.no_grad():
+                model(*ins)
     n = sum(x.numel() for x in ins if hasattr(x, "numel"))
     return n + params
+
+
+def halvings(cur):
+    """The sets of constants to try halving next, in order: the largest ones together (equal
+    sizes may have to match), then with the next size down as well (a channel count that
+    must follow a spatial size: LayerNorm(out_channels) over the width), then each one
+    alone, then each pair, largest first."""
+    big = sorted((k for k, v in cur.items() if v >= KEEP_BELOW), key=lambda k: -cur[k])
+    sizes = sorted({cur[k] for k in big}, reverse=True)
+    groups = [[k for k in big if cur[k] == v] for v in sizes]
+    out = []
+    if groups:
+        out.append(groups[0])
+        out += [groups[0] + g for g in groups[1:]]
+    out += [[k] for k in big]
+    out += [[a, b] for i, a in enumerate(big) for b in big[i + 1:]]
+    seen, uniq = set(), []
+    for c in out:
+        key = frozenset(c)
+        if key not in seen:
+            seen.add(key)
+            uniq.append(c)
+    return uniq
 
 
 def shrink(path, dst, cap):
@@ -99,15 +143,24 @@ def shrink(path, dst, cap):
     cur = dict(consts)
     try:
         n = input_numel(src, cur)
+        try:  # a forward that runs on the meta device must still run after each halving
+            input_numel(src, cur, run_forward=True)
+            check = True
+        except Exception:
+            check = False
         while n > cap:
-            big = [k for k, v in cur.items() if v >= KEEP_BELOW]
-            if not big:
+            for keys in halvings(cur):
+                trial = dict(cur)
+                for k in keys:
+                    trial[k] = max(KEEP_BELOW - 1, trial[k] // 2)
+                try:
+                    m = input_numel(src, trial, run_forward=check)
+                except Exception:
+                    continue  # these shapes break the problem: another set
+                cur, n = trial, m
                 break
-            top = max(cur[k] for k in big)  # equal sizes shrink together (they may have to match)
-            for k in big:
-                if cur[k] == top:
-                    cur[k] = max(KEEP_BELOW - 1, cur[k] // 2)
-            n = input_numel(src, cur)
+            else:
+                break  # no halving keeps the problem running: left above the cap
     except Exception as e:  # the problem itself fails at these shapes: leave it as it is
         open(dst, "w").write(src)
         return f"not shrunk ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"

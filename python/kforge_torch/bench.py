@@ -145,6 +145,21 @@ def as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+def float64_outputs(model, inputs):
+    """The module's outputs in float64 (a copy of it and of its floating inputs), or None
+    where it is not a module or does not run in float64."""
+    if not isinstance(model, torch.nn.Module):
+        return None
+    try:
+        import copy
+        m64 = copy.deepcopy(model).double()
+        x64 = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
+        with torch.no_grad():
+            return as_tuple(m64(*x64))
+    except Exception:  # the module's own code: a dtype it fixes, an op without float64
+        return None
+
+
 def peers_for_module(path, bundle, seed, device="cpu"):
     """(model callable, kernel inputs, sample inputs) for a KernelBench module, built as
     `kforge import` built it: same seed, parameters from the module itself; then the model
@@ -342,6 +357,19 @@ def bench_task(path, a, i, n):
             got = as_tuple(kern(*kin))
         errs = [max_err(g, w) for g, w in zip(got, want)]
         correct = len(got) == len(want) and all(ok for _, ok in errs)
+        if not correct and len(got) == len(want) and not getattr(model, "kforge_replays", False):
+            # eager is float32 as well, and on an ill-conditioned output (a group norm of one
+            # element per group: rstd = 1/sqrt(eps) amplifies x's rounding) it is the one far
+            # from the exact result: the module run in float64 (the ground truth kforge synth
+            # verified against) decides, with the same tolerance; eager's distance is recorded
+            ref = float64_outputs(model, inputs)
+            if ref is not None and len(ref) == len(got):
+                errs64 = [max_err(g, r) for g, r in zip(got, ref)]
+                row["checked_against"] = "float64"
+                row["max_abs_err_vs_eager"] = max(e for e, _ in errs)
+                row["eager_max_abs_err_f64"] = max(max_err(w, r)[0] for w, r in zip(want, ref))
+                errs, correct = errs64, all(ok for _, ok in errs64)
+            del ref
         del got  # the timing allocates outputs of its own; at official shapes memory counts
         row["max_abs_err"] = max(e for e, _ in errs) if errs else None
         row["correct"] = correct

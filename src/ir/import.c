@@ -504,6 +504,16 @@ static int lower_node(lower *L, lval *v) {
         BAD("dropout in training mode (a random mask: no kernel can match it; import with --eval for "
             "inference semantics)");
     }
+    /* native_dropout(input, p, train) -> (output, mask), as a functionalized graph spells
+     * dropout: the output is the input where nothing is dropped (train false, or p = 0) */
+    if (strcmp(t, "aten.native_dropout.default") == 0) {
+        if (json_is_false(arg(n, 2, "train")) || (num(arg(n, 1, "p"), &d1) && d1 == 0)) {
+            v->is_tuple = 1; /* its getitems lower it */
+            return 1;
+        }
+        BAD("dropout in training mode (a random mask: no kernel can match it; import with --eval for "
+            "inference semantics)");
+    }
     if (target_is(t, "aten.gelu")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
         json_t *ap = arg(n, 1, "approximate");
@@ -711,6 +721,13 @@ static int lower_node(lower *L, lval *v) {
         if (st && (strcmp(st, "aten.native_layer_norm.default") == 0 || strstr(st, "aten._native_batch_norm_legit") == st ||
                    strcmp(st, "aten.native_group_norm.default") == 0) && k == 0) {
             snprintf(v->kf, sizeof v->kf, "%s", s->kf); /* the tuple node wrote the result */
+            return 1;
+        }
+        if (st && strcmp(st, "aten.native_dropout.default") == 0) {
+            if (k != 0) BAD("the mask of a dropout (only its output is lowered)");
+            lval *x = operand(L, arg(s->node, 0, "input"), &why);
+            NEED(x);
+            snprintf(v->kf, sizeof v->kf, "%s", x->kf);
             return 1;
         }
         int nn = kf_imp_getitem_nn(L, v, s, k);
