@@ -65,6 +65,42 @@ static inline int point_assign(const kf_synth *s, const char *assign, kf_point *
     return 1;
 }
 
+/* The plan of text on a GPU-like device of the platform (arch: NULL = gpu_like's). */
+static inline kf_synth *plan_gpu(const char *text, const char *platform, const char *arch, kf_graph **g) {
+    kf_device_info dev;
+    gpu_like(&dev, platform);
+    if (arch) snprintf(dev.arch, sizeof dev.arch, "%s", arch);
+    kf_error err = {0};
+    *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(*g, platform, &dev, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
+    return s;
+}
+
+/* Launch lines of a candidate. */
+static inline int count_launches(const char *src) {
+    int n = 0;
+    for (const char *q = strstr(src, "// kforge:launch "); q; q = strstr(q + 1, "// kforge:launch ")) n++;
+    return n;
+}
+
+/* The source a point renders (free it). */
+static inline char *render_point(const kf_synth *s, const kf_point *p) {
+    kf_candidate c;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_render(s, p, &c, &err), KF_OK, "render: %s", err.msg);
+    char *src = strdup(c.source);
+    kf_candidate_clear(&c);
+    return src;
+}
+
+/* The source the point `assign` ("name=value ...") renders (free it). */
+static inline char *render_at(const kf_synth *s, const char *assign) {
+    kf_point p;
+    cr_assert(point_assign(s, assign, &p), "no parameter for '%s' in %s", assign, kf_synth_describe(s));
+    return render_point(s, &p);
+}
+
 static kf_backend *ocl;
 static char ocl_why[512];
 static char workdir[512];
@@ -143,6 +179,33 @@ static inline kf_verify_ctx *test_ctx(const kf_graph *g, uint64_t seed, int nset
     kf_verify_ctx *ctx = NULL;
     cr_assert_eq(kf_verify_ctx_new(g, &vo, &ctx, &err), KF_OK, "ctx: %s", err.msg);
     return ctx;
+}
+
+/* A planted fault in the candidate at point `assign` of text's plan (the first `from`
+ * replaced by `to`, of the same length: checked to have applied) must be caught as a
+ * mismatch on the device under test (the check of the results, not a build failure). */
+static inline void expect_fault_caught(const char *text, const char *assign, const char *from, const char *to) {
+    kf_error err = {0};
+    kf_graph *g = parse(text);
+    kf_synth *s = NULL;
+    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
+    kf_point p;
+    cr_assert(point_assign(s, assign, &p), "no parameter for '%s'", assign);
+    kf_candidate c;
+    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
+    char *at = strstr(c.source, from);
+    cr_assert(at != NULL, "no '%s' in\n%s", from, c.source);
+    cr_assert_eq(strlen(from), strlen(to));
+    memcpy(at, to, strlen(to));
+    kf_verify_ctx *ctx = test_ctx(g, 7, 2);
+    kf_vresult r;
+    cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
+    cr_expect_eq(r.status, KF_V_MISMATCH, "the fault '%s' -> '%s' at [%s] in\n%s\nwas not caught as a mismatch: %s: %s",
+                 from, to, assign, text, kf_vstatus_name(r.status), r.detail);
+    kf_verify_ctx_free(ctx);
+    kf_candidate_clear(&c);
+    kf_synth_free(s);
+    kf_graph_free(g);
 }
 
 static inline void check_point_sets(const char *text, const char *assign, const char *want, int nsets);

@@ -30,34 +30,6 @@ static const char *const red_points[] = {"", "tm=16 tn=16 rm=1 rn=1", "tm=32 tn=
                                          "tm=16 tn=32 rm=2 rn=1 tk=8", "tm=64 tn=64 rm=4 rn=8 rl=1"};
 #define NPOINTS (int)(sizeof red_points / sizeof red_points[0])
 
-static kf_synth *plan_on(const char *text, const char *platform, const char *arch, kf_graph **g) {
-    kf_device_info dev;
-    gpu_like(&dev, platform);
-    if (arch) snprintf(dev.arch, sizeof dev.arch, "%s", arch);
-    kf_error err = {0};
-    *g = parse(text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(*g, platform, &dev, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
-    return s;
-}
-
-static int count_launches(const char *src) {
-    int n = 0;
-    for (const char *q = strstr(src, "// kforge:launch "); q; q = strstr(q + 1, "// kforge:launch ")) n++;
-    return n;
-}
-
-static char *render_at(const kf_synth *s, const char *assign) {
-    kf_point p;
-    cr_assert(point_assign(s, assign, &p), "no parameter for '%s' in %s", assign, kf_synth_describe(s));
-    kf_candidate c;
-    kf_error err = {0};
-    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-    char *src = strdup(c.source);
-    kf_candidate_clear(&c);
-    return src;
-}
-
 /* ---- the plans ---- */
 
 Test(gpu_text, row_reduction_is_fused_into_the_matmul) {
@@ -65,7 +37,7 @@ Test(gpu_text, row_reduction_is_fused_into_the_matmul) {
     for (int pl = 0; pl < 2; pl++)
         for (int t = 0; t < NRED; t++) {
             kf_graph *g;
-            kf_synth *s = plan_on(red_tasks[t], platforms[pl], pl ? "sm_75" : NULL, &g);
+            kf_synth *s = plan_gpu(red_tasks[t], platforms[pl], pl ? "sm_75" : NULL, &g);
             char want[64];
             snprintf(want, sizeof want, "matmul+%s", red_names[t]);
             cr_expect_str_eq(kf_synth_describe(s), want, "%s", red_tasks[t]);
@@ -98,7 +70,7 @@ Test(gpu_text, what_is_not_fused) {
     };
     for (int t = 0; t < 3; t++) {
         kf_graph *g;
-        kf_synth *s = plan_on(tasks[t], "opencl", NULL, &g);
+        kf_synth *s = plan_gpu(tasks[t], "opencl", NULL, &g);
         cr_expect(strstr(kf_synth_describe(s), "+sum") == NULL, "%s: %s", tasks[t], kf_synth_describe(s));
         kf_synth_free(s);
         kf_graph_free(g);
@@ -111,7 +83,7 @@ Test(gpu_text, what_is_not_fused) {
 Test(gpu_text, both_paths_take_the_reduction) {
     const char *text = "input a: f32[512, 256]\ninput b: f32[256, 1024]\noutput y = sum(matmul(a, b), axes=[1])\n";
     kf_graph *g;
-    kf_synth *s = plan_on(text, "cuda", "sm_90", &g);
+    kf_synth *s = plan_gpu(text, "cuda", "sm_90", &g);
     const kf_space *sp = kf_synth_space(s);
     int red = -1, tc = -1;
     for (int i = 0; i < sp->nparams; i++) {
@@ -154,31 +126,6 @@ Test(gpu_verify, row_reductions_fused_and_apart) {
  * work-item's fold, the first block's partial left out of the combine, and the tree's
  * last step skipped (half of every block's columns dropped). Each mutation keeps the
  * text's length, and each is checked to have applied. */
-static void expect_fault_caught(const char *text, const char *assign, const char *from, const char *to) {
-    kf_error err = {0};
-    kf_graph *g = parse(text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
-    kf_point p;
-    cr_assert(point_assign(s, assign, &p));
-    kf_candidate c;
-    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-    char *at = strstr(c.source, from);
-    cr_assert(at != NULL, "no '%s' in\n%s", from, c.source);
-    cr_assert_eq(strlen(from), strlen(to));
-    memcpy(at, to, strlen(to));
-    kf_verify_ctx *ctx = test_ctx(g, 7, 2);
-    kf_vresult r;
-    cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
-    /* a mismatch, not a build failure: the fault is caught by the check of the results */
-    cr_expect_eq(r.status, KF_V_MISMATCH, "the fault '%s' -> '%s' in\n%s\nwas not caught as a mismatch: %s: %s", from,
-                 to, text, kf_vstatus_name(r.status), r.detail);
-    kf_verify_ctx_free(ctx);
-    kf_candidate_clear(&c);
-    kf_synth_free(s);
-    kf_graph_free(g);
-}
-
 Test(gpu_verify, dropped_columns_and_partials_are_caught) {
     NEED_OCL();
     for (int t = 0; t < NRED; t++) {
@@ -199,7 +146,7 @@ Test(gpu_cuda, row_reductions_compile_with_nvcc, .timeout = 600) {
     cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
     for (int t = 0; t < NRED; t++) {
         kf_graph *g;
-        kf_synth *s = plan_on(red_tasks[t], "cuda", "sm_90", &g);
+        kf_synth *s = plan_gpu(red_tasks[t], "cuda", "sm_90", &g);
         /* one point per task, in turn: every point and every task through nvcc once (nvcc
          * takes seconds per source; the text at each point is checked above) */
         {

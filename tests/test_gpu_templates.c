@@ -557,13 +557,6 @@ Test(gpu_verify, prologue_fusion) {
     check_fusion("input x: f32[5, 33]\nt = x * x\noutput u = t + 1.0\noutput s = sum(t, axes=[1])\n", 0);
 }
 
-/* Launch lines of a candidate. */
-static int count_launches(const char *src) {
-    int n = 0;
-    for (const char *l = strstr(src, "kforge:launch "); l; l = strstr(l + 1, "kforge:launch ")) n++;
-    return n;
-}
-
 /* The plan computes an elementwise reader in its matmul's or reduction's stores
  * ("+ewise[..]") with the parameter "<stage>epi"; the candidates verify on the device at
  * the default point (fused: the stores call kf_epi<y>, one kernel fewer than apart), at the

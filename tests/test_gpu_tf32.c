@@ -38,24 +38,6 @@ static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16 mb=2", "tc=1 
 
 static const char mma[] = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
 
-/* The plan of text on a GPU-like cuda device of arch `arch`. */
-static kf_synth *plan_cuda(const char *text, const char *arch, kf_graph **g) {
-    kf_device_info dev;
-    gpu_like(&dev, "cuda");
-    snprintf(dev.arch, sizeof dev.arch, "%s", arch);
-    kf_error err = {0};
-    *g = parse(text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(*g, "cuda", &dev, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
-    return s;
-}
-
-static int count_launches(const char *src) {
-    int n = 0;
-    for (const char *q = strstr(src, "// kforge:launch "); q; q = strstr(q + 1, "// kforge:launch ")) n++;
-    return n;
-}
-
 /* ---- cuda: rendered and compiled with nvcc ---- */
 
 Test(gpu_cuda, tf32_prologue_compiles_with_nvcc, .timeout = 600) {
@@ -80,7 +62,7 @@ Test(gpu_cuda, simt_prologue_compiles_with_nvcc, .timeout = 600) {
 Test(gpu_text, matmul_takes_the_prologue_on_sm80) {
     for (int t = 0; t < NPRO; t++) {
         kf_graph *g = NULL;
-        kf_synth *s = plan_cuda(pro_tasks[t], "sm_90", &g);
+        kf_synth *s = plan_gpu(pro_tasks[t], "cuda", "sm_90", &g);
         cr_expect(strncmp(kf_synth_describe(s), "matmul(ewise[", 13) == 0, "task %d: %s", t, kf_synth_describe(s));
         for (int tc = 0; tc < 2; tc++) {
             kf_point p;
@@ -113,7 +95,7 @@ Test(gpu_text, large_conv_defaults_to_tf32_with_the_prologue) {
     static const char task[] = "input x: f32[16, 64, 56, 56]\ninput w: f32[128, 64, 3, 3]\n"
                                "output y = conv(x, w, padding=[1, 1])\n";
     kf_graph *g = NULL;
-    kf_synth *s = plan_cuda(task, "sm_90", &g);
+    kf_synth *s = plan_gpu(task, "cuda", "sm_90", &g);
     cr_expect_str_eq(kf_synth_describe(s), "matmul(ewise[1 op])");
     const kf_space *sp = kf_synth_space(s);
     int tci = -1;
@@ -137,7 +119,7 @@ Test(gpu_text, large_conv_defaults_to_tf32_with_the_prologue) {
     kf_graph_free(g);
 
     /* no tensor-core path: the columns copied as before */
-    s = plan_cuda(task, "sm_75", &g);
+    s = plan_gpu(task, "cuda", "sm_75", &g);
     cr_expect_str_eq(kf_synth_describe(s), "ewise[1 op] -> matmul");
     kf_synth_free(s);
     kf_graph_free(g);
@@ -159,7 +141,7 @@ Test(gpu_text, a_pointwise_operand_without_views_stays_apart) {
     };
     for (int t = 0; t < 2; t++) {
         kf_graph *g = NULL;
-        kf_synth *s = plan_cuda(tasks[t], "sm_90", &g);
+        kf_synth *s = plan_gpu(tasks[t], "cuda", "sm_90", &g);
         const char *d = kf_synth_describe(s);
         cr_expect(strncmp(d, "ewise[", 6) == 0 && strstr(d, "] -> matmul") != NULL, "task %d: %s", t, d);
         kf_synth_free(s);

@@ -43,37 +43,6 @@ static const char *const tf32_points[] = {"tc=1 red=1", "tc=1 red=1 bm=64 bn=64 
 
 static const char mma[] = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
 
-static kf_synth *plan_cuda(const char *text, kf_graph **g) {
-    kf_device_info dev;
-    gpu_like(&dev, "cuda"); /* sm_90 */
-    kf_error err = {0};
-    *g = parse(text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(*g, "cuda", &dev, &s, &err), KF_OK, "plan: %s\n%s", err.msg, text);
-    return s;
-}
-
-static int count_launches(const char *src) {
-    int n = 0;
-    for (const char *q = strstr(src, "// kforge:launch "); q; q = strstr(q + 1, "// kforge:launch ")) n++;
-    return n;
-}
-
-static char *render_point(const kf_synth *s, const kf_point *p) {
-    kf_candidate c;
-    kf_error err = {0};
-    cr_assert_eq(kf_synth_render(s, p, &c, &err), KF_OK, "render: %s", err.msg);
-    char *src = strdup(c.source);
-    kf_candidate_clear(&c);
-    return src;
-}
-
-static char *render_at(const kf_synth *s, const char *assign) {
-    kf_point p;
-    cr_assert(point_assign(s, assign, &p), "no parameter for '%s' in %s", assign, kf_synth_describe(s));
-    return render_point(s, &p);
-}
-
 static int param_index(const kf_synth *s, const char *name) {
     const kf_space *sp = kf_synth_space(s);
     for (int i = 0; i < sp->nparams; i++)
@@ -89,7 +58,7 @@ static int param_index(const kf_synth *s, const char *name) {
 Test(gpu_text, tf32_takes_the_row_reduction) {
     for (int t = 0; t < NRED; t++) {
         kf_graph *g;
-        kf_synth *s = plan_cuda(red_tasks[t], &g);
+        kf_synth *s = plan_gpu(red_tasks[t], "cuda", NULL, &g);
         char want[64];
         snprintf(want, sizeof want, "matmul+%s", red_names[t]);
         cr_expect_str_eq(kf_synth_describe(s), want, "%s", red_tasks[t]);
@@ -120,7 +89,7 @@ Test(gpu_text, tf32_takes_the_row_reduction) {
 Test(gpu_text, large_product_defaults_to_fused_tf32_and_no_fuse_splits_it) {
     static const char text[] = "input a: f32[2048, 512]\ninput b: f32[512, 2048]\noutput y = sum(matmul(a, b), axes=[1])\n";
     kf_graph *g;
-    kf_synth *s = plan_cuda(text, &g);
+    kf_synth *s = plan_gpu(text, "cuda", NULL, &g);
     cr_expect_str_eq(kf_synth_describe(s), "matmul+sum");
     int red = param_index(s, "s0.red"), tc = param_index(s, "s0.tc");
     cr_assert(red >= 0 && tc >= 0, "red %d tc %d in %s", red, tc, kf_synth_describe(s));
@@ -166,7 +135,7 @@ Test(gpu_cuda, tf32_row_reductions_compile_with_nvcc, .timeout = 600) {
     kf_error err = {0};
     cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
     kf_graph *g;
-    kf_synth *s = plan_cuda(red_tasks[NRED - 1], &g);
+    kf_synth *s = plan_gpu(red_tasks[NRED - 1], "cuda", NULL, &g);
     char *src = render_at(s, tf32_points[1]);
     cr_expect(strstr(src, "kf_epi") != NULL && strstr(src, mma) != NULL);
     char path[600];
@@ -199,32 +168,6 @@ Test(gpu_verify, tf32_row_reductions) {
     }
     fprintf(stderr, "gpu_verify/tf32_row_reductions: ran on %s %s: %d tasks x %d fused tf32 points + apart\n",
             ocl->info.platform, ocl->info.arch, NRED, NPOINTS);
-}
-
-/* Render text at assign on the device under test, apply the mutation from -> to (same
- * length, checked to apply) and expect a mismatch (not a build failure). */
-static void expect_fault_caught(const char *text, const char *assign, const char *from, const char *to) {
-    kf_error err = {0};
-    kf_graph *g = parse(text);
-    kf_synth *s = NULL;
-    cr_assert_eq(kf_synth_plan(g, ocl->info.platform, &ocl->info, &s, &err), KF_OK, "plan: %s", err.msg);
-    kf_point p;
-    cr_assert(point_assign(s, assign, &p), "no parameter for '%s'", assign);
-    kf_candidate c;
-    cr_assert_eq(kf_synth_render(s, &p, &c, &err), KF_OK, "render: %s", err.msg);
-    char *at = strstr(c.source, from);
-    cr_assert(at != NULL, "no '%s' in\n%s", from, c.source);
-    cr_assert_eq(strlen(from), strlen(to));
-    memcpy(at, to, strlen(to));
-    kf_verify_ctx *ctx = test_ctx(g, 7, 2);
-    kf_vresult r;
-    cr_assert_eq(kf_verify_candidate(ctx, ocl, &c, &r, &err), KF_OK, "verify: %s", err.msg);
-    cr_expect_eq(r.status, KF_V_MISMATCH, "the fault '%s' -> '%s' at [%s] in\n%s\nwas not caught as a mismatch: %s: %s",
-                 from, to, assign, text, kf_vstatus_name(r.status), r.detail);
-    kf_verify_ctx_free(ctx);
-    kf_candidate_clear(&c);
-    kf_synth_free(s);
-    kf_graph_free(g);
 }
 
 /* The chain's planted faults (chain_tasks[t] at assign): the helper kf_rp<x> returns the
@@ -332,7 +275,7 @@ Test(gpu_cuda, chains_compile_with_nvcc, .timeout = 600) {
     cr_assert_eq(kf_mkdirs(dir, &err), KF_OK, "%s", err.msg);
     for (int t = 0; t < NCHAIN; t++) {
         kf_graph *g;
-        kf_synth *s = plan_cuda(chain_tasks[t], &g);
+        kf_synth *s = plan_gpu(chain_tasks[t], "cuda", NULL, &g);
         char *src = render_at(s, pts[t]);
         cr_expect(strstr(src, "kf_rp") != NULL);
         char path[600];
