@@ -131,12 +131,17 @@ static inline void ocl_setup(void) {
     cr_assert_eq(kf_mkdirs(workdir, &err), KF_OK, "%s", err.msg);
 }
 
+/* Remove a test's scratch folder (a warning, not a failure, when it cannot). */
+static inline void remove_dir(const char *dir) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 static inline void ocl_teardown(void) {
     if (ocl) {
         kf_backend_close(ocl);
-        char cmd[640];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", workdir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", workdir);
+        remove_dir(workdir);
     }
     ocl = NULL;
 }
@@ -327,9 +332,7 @@ static inline int nvcc_every_point(const char *tag, const char *const *tasks, in
         kf_synth_free(s);
         kf_graph_free(g);
     }
-    char rm[600];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    remove_dir(dir);
     return compiled;
 }
 

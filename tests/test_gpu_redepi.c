@@ -162,9 +162,7 @@ Test(gpu_cuda, row_reductions_compile_with_nvcc, .timeout = 600) {
         kf_synth_free(s);
         kf_graph_free(g);
     }
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    remove_dir(dir);
 }
 
 /* Special values through the fused store stage: 1 / relu(b) is +inf where b <= 0 (exactly,

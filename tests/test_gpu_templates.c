@@ -670,9 +670,7 @@ Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
         kf_graph_free(g);
     }
     cr_expect_geq(compiled, NFAMILY);
-    char rm[600];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    remove_dir(dir);
 }
 
 /* The tensor-core template on every layout and at points that render different code. */

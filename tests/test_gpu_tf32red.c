@@ -144,9 +144,7 @@ Test(gpu_cuda, tf32_row_reductions_compile_with_nvcc, .timeout = 600) {
     free(src);
     kf_synth_free(s);
     kf_graph_free(g);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    remove_dir(dir);
     fprintf(stderr, "gpu_cuda/tf32_row_reductions_compile_with_nvcc: nvcc (sm_90) built %d tasks x 2 tf32 points, "
                     "2 of them x %d more, the epilogue task at 1\n", NRED - 1, NPOINTS - 2);
 }
@@ -285,9 +283,7 @@ Test(gpu_cuda, chains_compile_with_nvcc, .timeout = 600) {
         kf_synth_free(s);
         kf_graph_free(g);
     }
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    remove_dir(dir);
     fprintf(stderr, "gpu_cuda/chains_compile_with_nvcc: nvcc (sm_90) built %d chain tasks, one point each\n", NCHAIN);
 }
 
