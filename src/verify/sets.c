@@ -479,8 +479,8 @@ int kf_verify_input_changed(const kf_verify_ctx *c, const kf_sbx *sb, int s, int
         void *drawn = NULL;
         const void *want = v->in[i];
         if (c->keep_in) {
-            /* in chunks on every thread (one memcmp of a set's 64 MiB took milliseconds of
-             * each checked device call) */
+            /* in chunks on every thread where the caller's cores are free (a device
+             * candidate's checked calls compare a whole set's inputs each time) */
             int64_t nb = (int64_t)c->in_bytes[i], ch = (int64_t)1 << 20, nck = (nb + ch - 1) / ch, diff = 0;
             int par = !c->host_timing;
 #pragma omp parallel for schedule(static) reduction(+ : diff) if (par && nck > 1)
