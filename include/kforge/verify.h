@@ -54,6 +54,12 @@ typedef enum kf_vstatus {
 } kf_vstatus;
 
 const char *kf_vstatus_name(kf_vstatus s); /* "ok", "compile-error", "crash", ... */
+/* the name of input distribution d (0 .. KF_VERIFY_NDIST - 1): "uniform", "normal",
+ * "wide-magnitude", "heavy-tailed", "offset", "large-magnitude" */
+const char *kf_verify_dist_name(int dist);
+
+/* the input distributions (kf_verify_opts.nsets) */
+#define KF_VERIFY_NDIST 6
 
 typedef struct kf_vresult {
     kf_vstatus status;
@@ -65,6 +71,9 @@ typedef struct kf_vresult {
     int64_t first_bad;      /* flat index of the first bad element, -1 if none */
     double got, want;       /* values at first_bad */
     double max_abs_err, max_rel_err, nmse; /* worst over all sets and outputs */
+    double dist_nmse[KF_VERIFY_NDIST], dist_max_rel[KF_VERIFY_NDIST]; /* the same, worst over
+                               the sets of each distribution (kf_verify_dist_name(d)) */
+    unsigned dist_seen;     /* bit d: a set of distribution d was compared */
     /* timing (only when timed and correct) */
     int timed;
     int reps;

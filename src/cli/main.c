@@ -596,6 +596,17 @@ static json_t *vresult_json(const kf_vresult *r) {
     json_object_set_new(j, "max_abs_err", json_real(r->max_abs_err));
     json_object_set_new(j, "max_rel_err", json_real(r->max_rel_err));
     json_object_set_new(j, "nmse", json_real(r->nmse));
+    /* the worst errors of each input distribution's sets (an accuracy that depends on the
+     * inputs' magnitude shows here, not in the overall worst) */
+    json_t *bd = json_object();
+    for (int d = 0; d < KF_VERIFY_NDIST; d++) {
+        if (!(r->dist_seen & (1u << d))) continue;
+        json_t *e = json_object();
+        json_object_set_new(e, "nmse", json_real(r->dist_nmse[d]));
+        json_object_set_new(e, "max_rel_err", json_real(r->dist_max_rel[d]));
+        json_object_set_new(bd, kf_verify_dist_name(d), e);
+    }
+    json_object_set_new(j, "by_dist", bd);
     if (r->resources[0]) json_object_set_new(j, "resources", json_string(r->resources));
     if (r->timed) {
         json_object_set_new(j, "time_ms", json_real(r->time_ms));
@@ -742,6 +753,12 @@ static int cmd_verify(int argc, char **argv) {
         if (r.status != KF_V_OK && r.detail[0]) printf("  %s\n", r.detail);
         if (r.status == KF_V_OK)
             printf("  max abs err %.3g, max rel err %.3g, nmse %.3g\n", r.max_abs_err, r.max_rel_err, r.nmse);
+        if (r.status == KF_V_OK && kf_log_level() >= 1) {
+            printf("  nmse by input distribution:");
+            for (int d = 0; d < KF_VERIFY_NDIST; d++)
+                if (r.dist_seen & (1u << d)) printf(" %s %.3g", kf_verify_dist_name(d), r.dist_nmse[d]);
+            printf("\n");
+        }
         if (r.timed) printf("  time %.4f ms (median of %d, min %.4f ms)\n", r.time_ms, r.reps, r.time_min_ms);
         if (r.timed && vo.floor_s > 0)
             printf("  roofline floor %.4f ms (%.1f%% of floor)\n", vo.floor_s * 1e3, 100 * vo.floor_s * 1e3 / r.time_ms);

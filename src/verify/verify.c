@@ -396,6 +396,13 @@ static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresu
             r->max_abs_err = fmax(r->max_abs_err, cmp.max_abs);
             r->max_rel_err = fmax(r->max_rel_err, cmp.max_rel);
             r->nmse = fmax(r->nmse, cmp.nmse);
+            const int d = c->sets[s].dist;
+            if (d >= 0 && d < KF_VERIFY_NDIST) {
+                const unsigned bit = 1u << d;
+                r->dist_nmse[d] = r->dist_seen & bit ? fmax(r->dist_nmse[d], cmp.nmse) : cmp.nmse;
+                r->dist_max_rel[d] = r->dist_seen & bit ? fmax(r->dist_max_rel[d], cmp.max_rel) : cmp.max_rel;
+                r->dist_seen |= bit;
+            }
         }
         if (cmp.status != KF_V_OK) {
             snprintf(detail, cap, "%s", cmp.detail);

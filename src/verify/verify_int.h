@@ -47,7 +47,7 @@ uint64_t kf_verify_rng_next(kf_rng *r);
 #define KF_OFFSET_CENTRE 256.0
 enum { KF_DIST_UNIFORM, KF_DIST_NORMAL, KF_DIST_WIDE, KF_DIST_HEAVY, KF_DIST_OFFSET,
        KF_DIST_LARGE, KF_DIST_COUNT };
-const char *kf_verify_dist_name(int dist);
+_Static_assert(KF_DIST_COUNT == KF_VERIFY_NDIST, "verify.h's KF_VERIFY_NDIST");
 
 /* ---- draw.c ---- */
 
