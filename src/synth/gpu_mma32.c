@@ -410,6 +410,13 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_buf_printf(o, "        const int wa = (kt0 %% %lld) * %lld, wb = %lld + (kt0 %% %lld) * %lld;\n", (long long)ns,
                   (long long)a_words, (long long)(ns * a_words), (long long)ns, (long long)b_words);
     kf_buf_puts(o, "        (void)t;\n");
+    /* the step's products go to a zeroed fragment, added to the accumulators once a step
+     * (below): the tensor cores add an mma's products into C rounding toward zero, so a
+     * chain through the accumulators over all of K biases them by up to an ulp an mma */
+    kf_buf_printf(o, "        float tq[%lld][%lld][4];\n", (long long)MI, (long long)NI);
+    kf_buf_printf(o, "        #pragma unroll\n        for (int i = 0; i < %lld; i++)\n            #pragma unroll\n"
+                     "            for (int j = 0; j < %lld; j++) { tq[i][j][0] = tq[i][j][1] = tq[i][j][2] = tq[i][j][3] = 0.0f; }\n",
+                  (long long)MI, (long long)NI);
     for (int64_t ks = 0; ks < NKS; ks++) {
         kf_buf_puts(o, "        {\n");
         kf_buf_printf(o, "            unsigned ra[%lld][4], rb[%lld][2];\n", (long long)MI, (long long)NI);
@@ -426,10 +433,14 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         for (int pr = 0; pr < 3; pr++)
             kf_buf_printf(o, "            #pragma unroll\n            for (int mi = 0; mi < %lld; mi++)\n"
                              "                #pragma unroll\n                for (int ni = 0; ni < %lld; ni++) "
-                             "kf_mma_tf32(acc[mi][ni], %s[mi], %s[ni]);\n",
+                             "kf_mma_tf32(tq[mi][ni], %s[mi], %s[ni]);\n",
                           (long long)MI, (long long)NI, prods[pr][0], prods[pr][1]);
         kf_buf_puts(o, "        }\n");
     }
+    kf_buf_printf(o, "        #pragma unroll\n        for (int i = 0; i < %lld; i++)\n            #pragma unroll\n"
+                     "            for (int j = 0; j < %lld; j++)\n                #pragma unroll\n"
+                     "                for (int q = 0; q < 4; q++) acc[i][j][q] += tq[i][j][q];\n",
+                  (long long)MI, (long long)NI);
     kf_buf_puts(o, "    }\n    asm volatile(\"cp.async.wait_group 0;\");\n");
 
     if (red) {
