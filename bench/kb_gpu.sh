@@ -5,11 +5,12 @@
 # under a time limit, with the JSON rewritten after every problem so a run cut short keeps its
 # rows.
 #
-# usage: bench/kb_gpu.sh KERNELBENCH_DIR [--build DIR] [--only LIST] [--limit S] [--out DIR]
-#                        [-- kforge bench options]
+# usage: bench/kb_gpu.sh KERNELBENCH_DIR [--build DIR] [--level L] [--only LIST] [--limit S]
+#                        [--out DIR] [-- kforge bench options]
 #
 # --build DIR   a kforge build made elsewhere and carried (default build-h200; see
 #               bench/pack_gpu_build.sh)
+# --level L     the KernelBench level (default 1; its folder levelL under KERNELBENCH_DIR)
 # --only LIST   problem numbers or name parts, comma-separated, one `kforge bench` each,
 #               the problems run in the order given
 # --limit S     seconds for the whole run (default 480); the problem running then is cut off
@@ -26,16 +27,18 @@ cd "$(dirname "$0")/.."
 KB=${1:?usage: bench/kb_gpu.sh KERNELBENCH_DIR [--only LIST] ...}; shift
 BUILD=build-h200
 ONLY=""
+LEVEL=1
 LIMIT=480
 OUTDIR=${OUT:-kforge-out/kb-gpu}
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
+    --level) LEVEL=$2; shift 2 ;;
     --limit) LIMIT=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --host-mem) export KFORGE_HOST_MEM=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) echo "kb_gpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -62,7 +65,7 @@ for k in "${KEYS[@]}"; do
   echo "== $k ($left s left; host memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $3 " used"}'))"
   # what the problem cost the host (kforge's verifier and PyTorch's processes together)
   TIMEFORMAT="   host: %R s wall, %U s user, %S s system"
-  time timeout -k 10 $left python3 bench/kernelbench.py "$KB" --cap 0 --only "$k" --work "$WORK/copies/$k" \
+  time timeout -k 10 $left python3 bench/kernelbench.py "$KB" --level "$LEVEL" --cap 0 --only "$k" --work "$WORK/copies/$k" \
     --kforge "$KFORGE" --bench --target cuda --out "$WORK/bench/$k" --json "$OUTDIR/kb_$k.json" \
     "${BENCH_ARGS[@]}" 2>&1 | tee -a "$OUTDIR/kb_gpu.log" | grep -v '^  ' | tail -40
   rc=${PIPESTATUS[0]}
