@@ -132,6 +132,30 @@ Test(numerics, careful_softmax_verifies) {
     fx_close(&f);
 }
 
+/* the per-distribution figures: one for each distribution checked, the worst of them the
+ * overall worst */
+Test(numerics, errors_are_reported_per_input_distribution) {
+    fixture f;
+    fx_open(&f, softmax_task);
+    kf_vresult r = run_src(&f, rowwise("float m = r[0]; for (int j = 1; j < n; j++) m = fmaxf(m, r[j]);\n"
+                                       "float s = 0.0f;\n"
+                                       "for (int j = 0; j < n; j++) { o[j] = expf(r[j] - m); s += o[j]; }\n"
+                                       "for (int j = 0; j < n; j++) o[j] /= s;"));
+    expect_ok(&r);
+    cr_assert_eq(r.dist_seen, (1u << KF_VERIFY_NDIST) - 1, "distributions seen: %#x", r.dist_seen);
+    double worst = 0, worst_rel = 0;
+    for (int d = 0; d < KF_VERIFY_NDIST; d++) {
+        cr_assert(r.dist_nmse[d] >= 0 && r.dist_nmse[d] <= r.nmse, "%s: nmse %g of %g", kf_verify_dist_name(d),
+                  r.dist_nmse[d], r.nmse);
+        worst = fmax(worst, r.dist_nmse[d]);
+        worst_rel = fmax(worst_rel, r.dist_max_rel[d]);
+    }
+    cr_assert(r.nmse > 0 && worst == r.nmse, "worst per distribution %g, overall %g", worst, r.nmse);
+    cr_assert(worst_rel == r.max_rel_err, "worst rel per distribution %g, overall %g", worst_rel, r.max_rel_err);
+    cr_assert_str_eq(kf_verify_dist_name(4), "offset");
+    fx_close(&f);
+}
+
 static const char *norm_task = "task ln\ninput x: f32[64, 1024]\noutput y = layer_norm(x, axes=-1)\n";
 
 Test(numerics, one_pass_variance_is_caught) {
