@@ -42,7 +42,7 @@ static void fx_open(fixture *f, const char *task) {
     cr_assert_eq(kf_mkdirs(f->wd, &err), KF_OK, "%s", err.msg);
     kf_verify_opts_default(&f->o);
     f->o.workdir = f->wd;
-    f->o.seed = 84;
+    f->o.seed = 1;
     f->o.threads = 2;
     cr_assert_eq(kf_verify_ctx_new(f->g, &f->o, &f->ctx, &err), KF_OK, "ctx: %s", err.msg);
 }

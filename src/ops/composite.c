@@ -113,7 +113,7 @@ static void row_softmax_bound(const double *x, const double *e, double *yb, int6
     row_softmax(x, yb, n, w, b, A);
     double E2 = 2.0 * row_emax(e, n), m = -INFINITY, s = 0;
     for (int64_t r = 0; r < n; r++) m = nanmax(m, x[r]);
-    if (m != m || isinf(m) || !(E2 > 0)) { /* NaN/inf rows: the product as it is (no NaN from 0 * a finite f) */
+    if (m != m || isinf(m) || !(E2 > 0)) { /* NaN/inf rows: the product, fmin dropping 0 * inf's NaN */
         double f = E2 > 0 ? expm1(E2) : 0.0;
         for (int64_t r = 0; r < n; r++) yb[r] = fmin(yb[r] * f, fmax(yb[r], 1.0 - yb[r]));
         return;
