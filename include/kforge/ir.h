@@ -258,7 +258,11 @@ kf_status kf_interp_run(const kf_graph *g, const double *const *inputs, double *
  *              the running sum of the terms' bounds;
  *   COMPOSITE  the record's f64_row_bound / f64_rows_bound of each row (softmax, log_softmax,
  *              layer_norm, rms_norm, logsumexp: first-order worst cases; weight and bias
- *              taken as exact);
+ *              taken as exact); a softmax's never above max(p, 1 - p) (p stays in [0, 1])
+ *              and never NaN, and no less than sqrt(K) times its bound for the operand's
+ *              bound over sqrt(K) (K: the graph's longest sum; the verifier's NMSE allowance
+ *              reads bound / sqrt(K) as the typical error, which a saturating bound would
+ *              understate);
  *   other      (prod, arg ops, composites without a bound function): no bound carried (0),
  *              the default tolerance alone applies.
  * Costs one more dgemm per matmul (on |a|, |b|) plus one per bounded operand, and keeps
