@@ -173,6 +173,7 @@ typedef struct mm_plan {
     int64_t rpm, tm, tn; /* tasks per matrix = tm (over M) x tn (over N) */
     int64_t apf, bpf;    /* floats of one thread's A block and B panel buffers */
     int epi;             /* the store stage hands complete sums to @_epi (kf_matmul_desc.epi) */
+    int64_t colmin, colmax; /* a gathered B's least and greatest column offsets */
 } mm_plan;
 
 /* printf into out, with every '@' replaced by the stage's function name. */
@@ -381,60 +382,70 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
         nr, nr);
     if (d->gb.on) {
         /* B gathered: the panel's column offsets once, then row k of the panel is the
-         * source at row k's offset plus those */
-        /* a strip whose columns are consecutive in the source (a stride-1 row of a
-         * convolution's output) is one contiguous load per row; any other strip is copied
-         * as its runs of consecutive columns (seg[j]: the run from column j to its break
-         * or the strip's end), as a convolution's output rows shorter than a strip are,
-         * where its runs average sixteen columns or more (suite 52's rows of 32); shorter
-         * runs element by element, which the compiler turns into gathers: copying runs of
-         * one (suite 51, a strided conv1d) was 3.5x slower, runs of ten (KernelBench 85, a
-         * depthwise conv, tiny GEMMs) 20 % slower in the kernel and about 2x in all */
+         * source at row k's offset plus those. The panel is copied a vector (VL columns)
+         * at a time, each vector of one of three kinds, decided once per call from the
+         * offsets: 0, its columns consecutive in the source (one load); 1, two runs of
+         * consecutive columns (a convolution's output row ends inside it): two loads, each
+         * as if its run went on through the whole vector, and a select; 2, anything else
+         * (a strided convolution's runs of one), element by element. A kind-1 load reads
+         * up to VL-1 elements beyond its run, but only where those lie between the
+         * matrix's least and greatest column offsets (COLMIN, COLMAX: both are columns of
+         * every row k, so a read in between stays inside the source); else kind 2.
+         * Before, strips of two or more runs were copied element by element (the compiler
+         * made gathers) or run by run: with small output channel counts (M 16, one M
+         * block) the packing of every B element once outweighed the micro-kernel, e.g.
+         * KernelBench 77's conv_transpose3d, runs of 20 on 24-wide strips
+         * (docs/design-notes.md, "gathered B packed by vectors"). */
         put(out, pl,
+            "    typedef int32_t @_vi __attribute__((vector_size(%d)));\n"
             "    int64_t off[%lldLL];\n"
-            "    unsigned short seg[%lldLL];\n"
-            "    unsigned char run[%lldLL];\n"
+            "    int64_t oa[%lldLL], ob[%lldLL];\n"
+            "    unsigned char kind[%lldLL], cut[%lldLL];\n"
+            "    const @_vi iota = {",
+            pl->vl * 4, LL(pl->nc), LL(pl->nc / pl->vl + 1), LL(pl->nc / pl->vl + 1), LL(pl->nc / pl->vl + 1),
+            LL(pl->nc / pl->vl + 1));
+        for (int l = 0; l < pl->vl; l++) put(out, pl, "%s%d", l ? ", " : "", l);
+        put(out, pl,
+            "};\n"
             "    for (int64_t j = 0; j < nc; j++) off[j] = @_bcol(jc + j);\n"
-            "    for (int64_t j = nc - 1; j >= 0; j--)\n"
-            "        seg[j] = (unsigned short)(j + 1 < nc && (j + 1) %% %d && off[j + 1] == off[j] + 1 ? seg[j + 1] + 1 : 1);\n"
-            "    for (int64_t jr = 0; jr < full; jr += %d) {\n"
-            "        int nseg = 0;\n"
-            "        for (int64_t j = 0; j < %d; j += seg[jr + j]) nseg++;\n"
-            "        run[jr / %d] = (unsigned char)(nseg == 1 ? 1 : nseg * 16 <= %d ? 2 : 0);\n"
+            "    for (int64_t q = 0; q < full / %d; q++) {\n"
+            "        const int64_t *o = off + q * %d;\n"
+            "        int c = 1;\n"
+            "        while (c < %d && o[c] == o[0] + c) c++;\n"
+            "        const int64_t o2 = c < %d ? o[c] - c : o[0];\n"
+            "        int two = o[0] + %d <= %lldLL && o2 >= %lldLL;\n"
+            "        for (int l = c; l < %d; l++) two &= o[l] == o2 + l;\n"
+            "        kind[q] = (unsigned char)(c == %d ? 0 : two ? 1 : 2);\n"
+            "        oa[q] = o[0];\n"
+            "        ob[q] = o2;\n"
+            "        cut[q] = (unsigned char)c;\n"
             "    }\n"
             "    for (int64_t k = 0; k < kc; k++) {\n"
             "        const float *restrict s = b + @_brow(pc + k);\n"
-            "        for (int64_t jr = 0; jr < full; jr += %d) {\n"
-            "            float *restrict d = bp + jr * kc + k * %d;\n"
-            "            if (run[jr / %d] == 1) {\n"
-            "                const float *restrict r = s + off[jr];\n"
-            "                for (int64_t j = 0; j < %d; j++) d[j] = r[j];\n"
-            "            } else if (run[jr / %d] == 2) {\n"
-            "                for (int64_t j = 0; j < %d;) {\n"
-            "                    const int64_t l = seg[jr + j];\n"
-            "                    const float *restrict r = s + off[jr + j];\n"
-            "                    for (int64_t t = 0; t < l; t++) d[j + t] = r[t];\n"
-            "                    j += l;\n"
-            "                }\n"
+            "        for (int64_t q = 0; q < full / %d; q++) {\n"
+            "            float *restrict d = bp + (q / %d) * %dLL * kc + k * %d + (q %% %d) * %d;\n"
+            "            if (kind[q] == 0) {\n"
+            "                *(@_vfu *)d = *(const @_vfu *)(s + oa[q]);\n"
+            "            } else if (kind[q] == 1) {\n"
+            "                const @_vi m = iota < ((@_vi){0} + cut[q]);\n"
+            "                const @_vi x = (@_vi)*(const @_vfu *)(s + oa[q]);\n"
+            "                const @_vi y = (@_vi)*(const @_vfu *)(s + ob[q]);\n"
+            "                *(@_vfu *)d = (@_vf)((m & x) | (~m & y));\n"
             "            } else {\n"
-            "                for (int64_t j = 0; j < %d; j++) d[j] = s[off[jr + j]];\n"
+            "                const int64_t *o = off + q * %d;\n"
+            "                for (int l = 0; l < %d; l++) d[l] = s[o[l]];\n"
             "            }\n"
             "        }\n"
             "        if (full < nc) {\n"
             "            float *restrict d = bp + full * kc + k * %d;\n"
             "            int64_t j = 0;\n"
-            "            while (j < nc - full) {\n"
-            "                const int64_t l = seg[full + j];\n"
-            "                const float *restrict r = s + off[full + j];\n"
-            "                for (int64_t t = 0; t < l; t++) d[j + t] = r[t];\n"
-            "                j += l;\n"
-            "            }\n"
+            "            for (; j < nc - full; j++) d[j] = s[off[full + j]];\n"
             "            for (; j < %d; j++) d[j] = 0.0f;\n"
             "        }\n"
             "    }\n"
             "}\n\n",
-            LL(pl->nc), LL(pl->nc), LL(pl->nc / nr + 1), nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr, nr,
-            nr, nr);
+            pl->vl, pl->vl, pl->vl, pl->vl, pl->vl - 1, LL(pl->colmax), LL(pl->colmin), pl->vl, pl->vl,
+            pl->vl, nr / pl->vl, nr, nr, nr / pl->vl, pl->vl, pl->vl, pl->vl, nr, nr);
     } else if (!d->tb) {
         /* B is [K, N]: row k of the source is the panel's row k, contiguous in j */
         put(out, pl,
@@ -620,6 +631,11 @@ static void make_plan(mm_plan *pl, const kf_matmul_desc *d, const kf_space *sp,
     int64_t K = d->K > 0 ? d->K : 1, M = d->M > 0 ? d->M : 1, N = d->N > 0 ? d->N : 1;
     pl->strips = ceil_div(M, pl->mr);
     pl->nstrips = ceil_div(N, pl->nr);
+    for (int i = 0; d->gb.on && i < d->gb.ncol; i++) {
+        int64_t span = (d->gb.cdim[i] - 1) * d->gb.cstr[i];
+        if (span > 0) pl->colmax += span;
+        else pl->colmin += span;
+    }
 
     int64_t KC = kf_tpl_get(sp, p, prefix, "kc"), MC = kf_tpl_get(sp, p, prefix, "mc"),
             NC = kf_tpl_get(sp, p, prefix, "nc");

@@ -1,0 +1,272 @@
+/*
+ * Tests of the CPU GEMM's packing of a gathered B (src/synth/tpl_matmul.c, emit_pack_b):
+ * an implicit GEMM's columns copied a vector at a time, a vector of consecutive source
+ * columns as one load, a vector holding the end of one run and the start of the next as
+ * two loads and a select, anything else element by element.
+ *
+ * Each case emits the GEMM for a desc whose B is gathered (the column layouts of
+ * convolutions whose output rows are shorter than a strip, as KernelBench level 2's are at
+ * CPU sizes), compiles it with the CPU backend's flags, and runs it on a source that sits
+ * flush against an inaccessible page, at its end or at its start: a two-load vector reads
+ * past its runs, and this checks that it never leaves the source. Results are compared with
+ * a double-precision loop written here; C is NaN-poisoned and fenced by sentinels.
+ */
+#include <criterion/criterion.h>
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "synth/tpl.h"
+
+#define CFLAGS "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared"
+#define GUARD 64
+#define SENTINEL 1234.5f
+
+typedef struct gp_case {
+    int64_t M;
+    kf_mm_gather gb; /* N and K: the products of its column and row atoms */
+    const char *params; /* "mk=424 threads=2 ..." */
+    int at_start;       /* the source starts at the inaccessible page (else ends at it) */
+} gp_case;
+
+static void make_desc(const gp_case *c, kf_matmul_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->batch = 1;
+    d->M = c->M;
+    d->N = d->K = 1;
+    for (int i = 0; i < c->gb.ncol; i++) d->N *= c->gb.cdim[i];
+    for (int i = 0; i < c->gb.nrow; i++) d->K *= c->gb.rdim[i];
+    d->gb = c->gb;
+}
+
+/* The source offset of B's element (k, j), decoded independently of the template. */
+static int64_t gather_at(const kf_mm_gather *g, int64_t k, int64_t j) {
+    int64_t o = g->base;
+    for (int i = g->nrow - 1; i >= 0; i--) {
+        o += (k % g->rdim[i]) * g->rstr[i];
+        k /= g->rdim[i];
+    }
+    for (int i = g->ncol - 1; i >= 0; i--) {
+        o += (j % g->cdim[i]) * g->cstr[i];
+        j /= g->cdim[i];
+    }
+    return o;
+}
+
+/* The source's size: one past its greatest offset (every offset is at least 0 here). */
+static int64_t source_len(const kf_matmul_desc *d) {
+    int64_t hi = 0;
+    for (int64_t k = 0; k < d->K; k++)
+        for (int64_t j = 0; j < d->N; j++) {
+            int64_t o = gather_at(&d->gb, k, j);
+            cr_assert(o >= 0);
+            if (o + 1 > hi) hi = o + 1;
+        }
+    return hi;
+}
+
+static void make_dev(kf_device_info *dev) {
+    memset(dev, 0, sizeof *dev);
+    snprintf(dev->platform, sizeof dev->platform, "cpu");
+    snprintf(dev->arch, sizeof dev->arch, "x86_64 avx2 fma");
+    dev->cores = dev->threads = 2;
+    dev->simd_bits = 256;
+    dev->l1d_bytes = 32 * 1024;
+    dev->l2_bytes = 512 * 1024;
+    dev->l3_bytes = 32 * 1024 * 1024;
+}
+
+static void make_point(kf_space *sp, kf_point *pt, const char *params) {
+    for (int i = 0; i < sp->nparams; i++) pt->idx[i] = sp->p[i].dflt;
+    if (!params) return;
+    char *dup = strdup(params), *save = NULL;
+    for (char *tok = strtok_r(dup, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char name[32];
+        long v;
+        cr_assert(sscanf(tok, "%31[^=]=%ld", name, &v) == 2, "bad override %s", tok);
+        int found = 0;
+        for (int i = 0; i < sp->nparams && !found; i++) {
+            const char *nm = strchr(sp->p[i].name, '.');
+            if (strcmp(nm ? nm + 1 : sp->p[i].name, name) != 0) continue;
+            found = 1;
+            int j = 0;
+            while (j < sp->p[i].nvalues && sp->p[i].values[j] != v) j++;
+            cr_assert(j < sp->p[i].nvalues, "%s=%ld is not in the space", name, v);
+            pt->idx[i] = j;
+        }
+        cr_assert(found, "no parameter %s in the space", name);
+    }
+    free(dup);
+}
+
+static unsigned rng_state = 7u;
+static float frand(void) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+/* n floats flush against an inaccessible page on one side, read-only once filled */
+typedef struct fenced {
+    void *base;
+    size_t len;
+    float *p;
+} fenced;
+
+static fenced fenced_alloc(int64_t n, int at_start) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t bytes = (size_t)n * sizeof(float), data = (bytes + pg - 1) / pg * pg;
+    fenced f;
+    f.len = data + 2 * pg;
+    f.base = mmap(NULL, f.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(f.base != MAP_FAILED);
+    cr_assert(mprotect(f.base, pg, PROT_NONE) == 0);
+    cr_assert(mprotect((char *)f.base + pg + data, pg, PROT_NONE) == 0);
+    f.p = (float *)((char *)f.base + pg + (at_start ? 0 : data - bytes));
+    return f;
+}
+
+static void *compile_and_load(const char *src, char *dir, size_t cap) {
+    snprintf(dir, cap, "/tmp/kf_gpack_XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    char path[512], so[512], log[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/k.c", dir);
+    snprintf(so, sizeof so, "%s/k.so", dir);
+    snprintf(log, sizeof log, "%s/cc.log", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL);
+    fputs(src, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cc " CFLAGS " -Wall -Wextra -Werror %s -o %s > %s 2>&1", path, so, log);
+    cr_assert(system(cmd) == 0, "generated code did not compile (source and log in %s)", dir);
+    /* NODELETE: libgomp's idle worker threads must outlive dlclose */
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    cr_assert(h != NULL, "dlopen: %s", dlerror());
+    return h;
+}
+
+static void remove_dir(const char *dir) {
+    const char *files[] = {"k.c", "k.so", "cc.log"};
+    char p[512];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* Emit, compile and check one case; returns the emitted source (the caller frees it). */
+static char *run_case(const gp_case *c) {
+    kf_matmul_desc d;
+    make_desc(c, &d);
+    kf_device_info dev;
+    make_dev(&dev);
+    kf_space sp;
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matmul_params(&d, &dev, &sp, "s0.");
+    kf_point pt;
+    make_point(&sp, &pt, c->params);
+    kf_buf src = {0};
+    kf_tpl_matmul_emit(&src, "kf_mm", &d, &sp, &pt, "s0.");
+    kf_buf_printf(&src, "int kforge_kernel(void *const *args) {\n    kf_mm(args[0], args[1], args[2]);\n"
+                        "    return 0;\n}\n");
+    char dir[64];
+    void *h = compile_and_load(src.data, dir, sizeof dir);
+    int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, "kforge_kernel");
+    cr_assert(fn != NULL);
+
+    const int64_t N = d.N, K = d.K;
+    int64_t na = c->M * K, nb = source_len(&d), nc = c->M * N;
+    float *A = malloc(sizeof(float) * (size_t)na), *Cg = malloc(sizeof(float) * (size_t)(nc + 2 * GUARD));
+    cr_assert(A && Cg);
+    fenced fb = fenced_alloc(nb, c->at_start);
+    float *B = fb.p;
+    for (int64_t i = 0; i < na; i++) A[i] = frand();
+    for (int64_t i = 0; i < nb; i++) B[i] = frand();
+    for (int64_t i = 0; i < nc + 2 * GUARD; i++) Cg[i] = SENTINEL;
+    float *C = Cg + GUARD;
+    for (int64_t i = 0; i < nc; i++) C[i] = NAN;
+    void *args[3] = {A, B, C};
+    cr_assert(fn(args) == 0);
+
+    for (int i = 0; i < GUARD; i++)
+        cr_assert(Cg[i] == SENTINEL && Cg[GUARD + nc + i] == SENTINEL, "%s: a write outside C", c->params);
+    double tol = 2e-5 * sqrt((double)K);
+    for (int64_t i = 0; i < c->M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0, sa = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double x = A[i * K + k], y = B[gather_at(&c->gb, k, j)];
+                s += x * y;
+                sa += fabs(x * y);
+            }
+            double got = C[i * N + j];
+            cr_assert(isfinite(got) && fabs(got - s) <= tol * sa + 1e-30,
+                      "%s (M=%lld N=%lld K=%lld): C[%lld][%lld] = %.9g, want %.9g", c->params,
+                      (long long)c->M, (long long)N, (long long)K, (long long)i, (long long)j, got, s);
+        }
+    munmap(fb.base, fb.len);
+    free(A);
+    free(Cg);
+    dlclose(h);
+    remove_dir(dir);
+    return src.data;
+}
+
+/* A stride-1 convolution's columns over a source of rows w wide (an input plane, padded or
+ * not): j = (oy oh, ox ow), k = (c, ky kh, kx kw); ow < w, so runs of ow columns. */
+static kf_mm_gather conv2d_cols(int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sx) {
+    kf_mm_gather g = {.on = 1, .nrow = 3, .ncol = 2};
+    int64_t oh = h - kh + 1, ow = (w - kw) / sx + 1;
+    g.rdim[0] = c, g.rstr[0] = h * w;
+    g.rdim[1] = kh, g.rstr[1] = w;
+    g.rdim[2] = kw, g.rstr[2] = 1;
+    g.cdim[0] = oh, g.cstr[0] = w;
+    g.cdim[1] = ow, g.cstr[1] = sx;
+    return g;
+}
+
+/* Output rows of 20 (a 5x5 conv_transpose's over a 16-wide input, padded to 24) on 24-wide
+ * strips, rows of 13 (a 4x4 conv over 16) on 16-wide strips, of 30 (3x3 over 32) on 8-wide
+ * ones: every vector is one run or the end of one and the start of the next. The source ends
+ * (or starts) at an inaccessible page, so a two-load vector that read beyond the matrix's
+ * last (first) column would crash. */
+Test(gather_pack, two_runs_per_vector) {
+    kf_mm_gather up = conv2d_cols(2, 24, 24, 5, 5, 1);
+    up.base = 19 * 24; /* rows taken bottom to top: the next run starts below this one */
+    up.cstr[0] = -24;
+    const gp_case cs[] = {
+        {.M = 16, .gb = conv2d_cols(2, 24, 24, 5, 5, 1), .params = "mk=424 threads=2"},
+        {.M = 16, .gb = conv2d_cols(2, 24, 24, 5, 5, 1), .params = "mk=424", .at_start = 1},
+        {.M = 16, .gb = up, .params = "mk=424", .at_start = 1},
+        {.M = 16, .gb = up, .params = "mk=616 threads=2"},
+        {.M = 16, .gb = conv2d_cols(3, 16, 16, 4, 4, 1), .params = "mk=616 threads=2"},
+        {.M = 32, .gb = conv2d_cols(8, 32, 32, 3, 3, 1), .params = "mk=808 kc=64 nc=256"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        char *src = run_case(&cs[i]);
+        /* the two-load, one-select copy is in the emitted packing */
+        cr_expect(strstr(src, "kind[q] == 1") && strstr(src, "(m & x) | (~m & y)"), "case %zu", i);
+        free(src);
+    }
+}
+
+/* Runs shorter than half a vector (three runs in one: element by element), runs of one (a
+ * stride-2 conv: every column its own run) and a flipped column atom (runs descending):
+ * the vectors that are not one or two ascending runs are still copied right. */
+Test(gather_pack, other_vectors) {
+    kf_mm_gather flipped = conv2d_cols(2, 12, 24, 3, 3, 1);
+    flipped.base = 23 - 2; /* ox runs 21 .. 0 over the row: stride -1 from the row's end */
+    flipped.cstr[1] = -1;
+    const gp_case cs[] = {
+        {.M = 8, .gb = conv2d_cols(2, 12, 5, 3, 3, 1), .params = "mk=424"},
+        {.M = 16, .gb = conv2d_cols(2, 10, 5, 3, 3, 1), .params = "mk=616", .at_start = 1},
+        {.M = 16, .gb = conv2d_cols(3, 16, 17, 3, 3, 2), .params = "mk=424 threads=2"},
+        {.M = 12, .gb = flipped, .params = "mk=424"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) free(run_case(&cs[i]));
+}
