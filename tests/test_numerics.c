@@ -121,13 +121,18 @@ Test(numerics, softmax_without_max_subtraction_is_caught) {
     fx_close(&f);
 }
 
+/* softmax from the row's max: what a careful float32 kernel does */
+static const char *careful_softmax(void) {
+    return rowwise("float m = r[0]; for (int j = 1; j < n; j++) m = fmaxf(m, r[j]);\n"
+                   "float s = 0.0f;\n"
+                   "for (int j = 0; j < n; j++) { o[j] = expf(r[j] - m); s += o[j]; }\n"
+                   "for (int j = 0; j < n; j++) o[j] /= s;");
+}
+
 Test(numerics, careful_softmax_verifies) {
     fixture f;
     fx_open(&f, softmax_task);
-    kf_vresult r = run_src(&f, rowwise("float m = r[0]; for (int j = 1; j < n; j++) m = fmaxf(m, r[j]);\n"
-                                       "float s = 0.0f;\n"
-                                       "for (int j = 0; j < n; j++) { o[j] = expf(r[j] - m); s += o[j]; }\n"
-                                       "for (int j = 0; j < n; j++) o[j] /= s;"));
+    kf_vresult r = run_src(&f, careful_softmax());
     expect_ok(&r);
     fx_close(&f);
 }
@@ -137,10 +142,7 @@ Test(numerics, careful_softmax_verifies) {
 Test(numerics, errors_are_reported_per_input_distribution) {
     fixture f;
     fx_open(&f, softmax_task);
-    kf_vresult r = run_src(&f, rowwise("float m = r[0]; for (int j = 1; j < n; j++) m = fmaxf(m, r[j]);\n"
-                                       "float s = 0.0f;\n"
-                                       "for (int j = 0; j < n; j++) { o[j] = expf(r[j] - m); s += o[j]; }\n"
-                                       "for (int j = 0; j < n; j++) o[j] /= s;"));
+    kf_vresult r = run_src(&f, careful_softmax());
     expect_ok(&r);
     cr_assert_eq(r.dist_seen, (1u << KF_VERIFY_NDIST) - 1, "distributions seen: %#x", r.dist_seen);
     double worst = 0, worst_rel = 0;
