@@ -461,9 +461,9 @@ Test(tpl_matmul, gathered_b) {
         {.M = 7, .N = 580, .K = 192, .gb = &big, .bsrc = 192 * 29 * 20, .params = "threads=2 kc=64 nc=256"},
     };
     run_cases(cs, (int)(sizeof cs / sizeof cs[0]));
-    /* strips of 48 (an AVX-512 8x48 micro-kernel) across rows of 40: two runs a strip,
-     * copied run by run (runs of 16 columns or more on average); the 7-column rows above
-     * are gathered element by element */
+    /* strips of 48 (an AVX-512 8x48 micro-kernel) across rows of 40 and of 7: the panel
+     * copied a vector at a time, one load where a vector is one run, two loads and a select
+     * where a row ends inside it, element by element otherwise (tpl_matmul.c emit_pack_b) */
     if (__builtin_cpu_supports("avx512f")) {
         const mm_case wide[] = {
             {.M = 9, .N = 160, .K = 30, .gb = &runs, .bsrc = 6000, .params = "mk=848"},
