@@ -79,8 +79,8 @@ static const char *const tf32_tasks[] = {
 };
 #define NTF32 (int)(sizeof tf32_tasks / sizeof tf32_tasks[0])
 /* points of the 3xTF32 path that render different code */
-static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16 mb=2", "tc=1 st=4 gm=1", "tc=1 bm=64 bn=256 wm=32",
-                                          "tc=1 bm=256 wn=64 bk=16", "tc=1 bn=64 wm=32 wn=32"};
+static const char *const tf32_points[] = {"tc=1", "tc=1 st=2 bk=16 mb=2 acc=1", "tc=1 st=4 gm=1", "tc=1 bm=64 bn=256 wm=32",
+                                          "tc=1 bm=256 wn=64 bk=16 acc=1", "tc=1 bn=64 wm=32 wn=32"};
 #define NTF32_POINTS (int)(sizeof tf32_points / sizeof tf32_points[0])
 
 /* f32 matmuls with a fused pointwise epilogue on the 3xTF32 path (issue 29): a bias over
@@ -769,6 +769,31 @@ Test(gpu_text, f32_matmul_tc_selects_the_path) {
  * text (an unrolled loop over the lane's pair), y is never written and the plan is one
  * launch; tc=0 is the SIMT kernel with the same helper; epi=0 stores the product with the
  * paired 8-byte stores and runs the chain as a kernel of its own. */
+/* acc picks where the 3xTF32 products meet the f32 accumulators: a zeroed fragment of the
+ * warp tile added once a BK step (0), or a zeroed t4 a tile added after its three products
+ * (1); never the mma chained through the accumulators (its rounding toward zero biased them) */
+Test(gpu_text, tf32_accumulates_outside_the_mma_chain) {
+    kf_device_info dev;
+    gpu_like(&dev, "cuda");
+    kf_graph *g = parse("input a: f32[1024, 512]\ninput b: f32[512, 1024]\noutput c = matmul(a, b)\n");
+    kf_synth *s = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_synth_plan(g, "cuda", &dev, &s, &err), KF_OK, "%s", err.msg);
+    for (int acc = 0; acc < 2; acc++) {
+        char assign[32];
+        snprintf(assign, sizeof assign, "tc=1 acc=%d", acc);
+        char *src = render_at(s, assign);
+        cr_expect_eq(strstr(src, "kf_mma_tf32(tq[mi][ni]") != NULL, acc == 0, "acc=%d", acc);
+        cr_expect_eq(strstr(src, "acc[i][j][q] += tq[i][j][q]") != NULL, acc == 0, "acc=%d", acc);
+        cr_expect_eq(strstr(src, "kf_mma_tf32(t4, ah[mi], bh[ni])") != NULL, acc == 1, "acc=%d", acc);
+        cr_expect_eq(strstr(src, "acc[mi][ni][q] += t4[q]") != NULL, acc == 1, "acc=%d", acc);
+        cr_expect_null(strstr(src, "kf_mma_tf32(acc["), "acc=%d: the products chained through the accumulators", acc);
+        free(src);
+    }
+    kf_synth_free(s);
+    kf_graph_free(g);
+}
+
 Test(gpu_text, tf32_takes_the_epilogue) {
     static const char task[] = "input a: f32[2048, 1024]\ninput b: f32[1024, 2048]\ninput c: f32[2048]\n"
                                "output y = relu(matmul(a, b) + c)\n";

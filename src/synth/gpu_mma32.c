@@ -12,7 +12,8 @@
  * issued before their big ones). The dropped small_a small_b term is ~2^-22 of the product.
  * The tensor cores add an mma's products into its C operand rounding toward zero, so the
  * products of each BK step go to a zeroed fragment (tq) and are added to the f32
- * accumulators with an ordinary (round-to-nearest) add once a step: chained through the
+ * accumulators with an ordinary (round-to-nearest) add once a step (acc=0), or each 8-deep
+ * tile's three to a zeroed t4 added at once (acc=1, fewer registers): chained through the
  * accumulators over all of K, that rounding biased the result (on an H200, 2048^3 NMSE
  * 3.8e-10 against the SIMT kernel's 6.6e-13; with tq 8.1e-14, for about 3% more time and
  * 226 registers instead of 163: docs/benchmarks/gpu.md).
@@ -58,7 +59,8 @@
  * steps are copied directly), so that those loads overlap the MMAs.
  *
  * Parameters: bm, bn (64, 128, 256), bk (16, 32), wm, wn (32, 64), st (2-4), gm (1, 8), mb
- * (1, 2: blocks per SM the register budget must allow, __launch_bounds__'s minimum). A
+ * (1, 2: blocks per SM the register budget must allow, __launch_bounds__'s minimum), acc (0, 1:
+ * where the products meet the accumulators, above). A
  * point is made valid at render time as in gpu_mma.c: tiles shrink to the matrix, at most 8
  * warps a block, stages, depth and tiles cut until the ring fits the shared memory.
  */
@@ -107,6 +109,11 @@ void kf_gpu_tf32_params(kf_synth *s, kf_stage *st) {
      * 4 to 52 bytes a thread at the 128 x 128 points measured (docs/design-notes.md) */
     static const long blocks[] = {1, 2};
     kf_gpu_param(s, st, "mb", KF_ROLE_NONE, blocks, 2, 0);
+    /* where the products are added to the accumulators (below): per BK step (the default,
+     * measured on the H200) or per tile (fewer registers: ptxas 167 against 226 at the
+     * default point; not yet timed on a GPU, docs/design-notes.md) */
+    static const long accs[] = {0, 1};
+    kf_gpu_param(s, st, "acc", KF_ROLE_NONE, accs, 2, 0);
 }
 
 /* One operand as the copies and fragment loads see it. */
@@ -290,6 +297,10 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     int64_t wm = kf_gpu_get(s, st, p, "wm", 64), wn = kf_gpu_get(s, st, p, "wn", 32);
     int64_t ns = kf_gpu_get(s, st, p, "st", 3), gm = kf_gpu_get(s, st, p, "gm", 8);
     const int mb = (int)kf_gpu_get(s, st, p, "mb", 1);
+    /* acc: where the products meet the f32 accumulators (both round to nearest there):
+     * 1 per 8-deep tile (a zeroed 4-register t4 a tile), 0 per BK step (a zeroed fragment
+     * of the warp tile, twice its accumulator registers) */
+    const int per_tile = (int)kf_gpu_get(s, st, p, "acc", 0) != 0;
     const int64_t M = d->M, N = d->N, K = d->K;
 
     /* make the point valid: tiles no larger than the matrix needs, at most 8 warps, then
@@ -417,10 +428,12 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     /* the step's products go to a zeroed fragment, added to the accumulators once a step
      * (below): the tensor cores add an mma's products into C rounding toward zero, so a
      * chain through the accumulators over all of K biases them by up to an ulp an mma */
-    kf_buf_printf(o, "        float tq[%lld][%lld][4];\n", (long long)MI, (long long)NI);
-    kf_buf_printf(o, "        #pragma unroll\n        for (int i = 0; i < %lld; i++)\n            #pragma unroll\n"
-                     "            for (int j = 0; j < %lld; j++) { tq[i][j][0] = tq[i][j][1] = tq[i][j][2] = tq[i][j][3] = 0.0f; }\n",
-                  (long long)MI, (long long)NI);
+    if (!per_tile) {
+        kf_buf_printf(o, "        float tq[%lld][%lld][4];\n", (long long)MI, (long long)NI);
+        kf_buf_printf(o, "        #pragma unroll\n        for (int i = 0; i < %lld; i++)\n            #pragma unroll\n"
+                         "            for (int j = 0; j < %lld; j++) { tq[i][j][0] = tq[i][j][1] = tq[i][j][2] = tq[i][j][3] = 0.0f; }\n",
+                      (long long)MI, (long long)NI);
+    }
     for (int64_t ks = 0; ks < NKS; ks++) {
         kf_buf_puts(o, "        {\n");
         kf_buf_printf(o, "            unsigned ra[%lld][4], rb[%lld][2];\n", (long long)MI, (long long)NI);
@@ -434,17 +447,30 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
                          "                #pragma unroll\n                for (int q = 0; q < 2; q++) kf_tf32_split(rb[ni][q], &bh[ni][q], &bl[ni][q]);\n",
                       (long long)NI);
         static const char *const prods[3][2] = {{"al", "bh"}, {"ah", "bl"}, {"ah", "bh"}};
-        for (int pr = 0; pr < 3; pr++)
+        if (per_tile) /* each tile's three products into a zeroed t4, added to its accumulators */
             kf_buf_printf(o, "            #pragma unroll\n            for (int mi = 0; mi < %lld; mi++)\n"
-                             "                #pragma unroll\n                for (int ni = 0; ni < %lld; ni++) "
-                             "kf_mma_tf32(tq[mi][ni], %s[mi], %s[ni]);\n",
-                          (long long)MI, (long long)NI, prods[pr][0], prods[pr][1]);
+                             "                #pragma unroll\n                for (int ni = 0; ni < %lld; ni++) {\n"
+                             "                    float t4[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n"
+                             "                    kf_mma_tf32(t4, al[mi], bh[ni]);\n"
+                             "                    kf_mma_tf32(t4, ah[mi], bl[ni]);\n"
+                             "                    kf_mma_tf32(t4, ah[mi], bh[ni]);\n"
+                             "                    #pragma unroll\n"
+                             "                    for (int q = 0; q < 4; q++) acc[mi][ni][q] += t4[q];\n"
+                             "                }\n",
+                          (long long)MI, (long long)NI);
+        else
+            for (int pr = 0; pr < 3; pr++)
+                kf_buf_printf(o, "            #pragma unroll\n            for (int mi = 0; mi < %lld; mi++)\n"
+                                 "                #pragma unroll\n                for (int ni = 0; ni < %lld; ni++) "
+                                 "kf_mma_tf32(tq[mi][ni], %s[mi], %s[ni]);\n",
+                              (long long)MI, (long long)NI, prods[pr][0], prods[pr][1]);
         kf_buf_puts(o, "        }\n");
     }
-    kf_buf_printf(o, "        #pragma unroll\n        for (int i = 0; i < %lld; i++)\n            #pragma unroll\n"
-                     "            for (int j = 0; j < %lld; j++)\n                #pragma unroll\n"
-                     "                for (int q = 0; q < 4; q++) acc[i][j][q] += tq[i][j][q];\n",
-                  (long long)MI, (long long)NI);
+    if (!per_tile)
+        kf_buf_printf(o, "        #pragma unroll\n        for (int i = 0; i < %lld; i++)\n            #pragma unroll\n"
+                         "            for (int j = 0; j < %lld; j++)\n                #pragma unroll\n"
+                         "                for (int q = 0; q < 4; q++) acc[i][j][q] += tq[i][j][q];\n",
+                      (long long)MI, (long long)NI);
     kf_buf_puts(o, "    }\n    asm volatile(\"cp.async.wait_group 0;\");\n");
 
     if (red) {
