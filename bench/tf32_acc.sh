@@ -8,6 +8,7 @@
 #
 # usage: bench/tf32_acc.sh OUT_DIR BUILD [BUILD2 ...] [-- SIZE...]   (default sizes 2048 4096)
 #   run from the repository root; each BUILD carried (bench/pack_gpu_build.sh)
+# TF32_PIN: more pins for the tc=1 runs (e.g. TF32_PIN='*.acc=1': the per-tile accumulation)
 # exit status: 0 when every synth found a verified kernel
 set -u
 O=${1:?out dir}; shift
@@ -30,7 +31,7 @@ for n in "${SIZES[@]}"; do
     for tc in 0 1; do
       out="$O/k_${n}_${tag}_tc$tc"; rm -rf "$out"
       KFORGE_RUNNER=$BUILD/kforge-runner timeout 300 "$BUILD/kforge" synth "$T" --target cuda --iters 1 \
-        --pin "tc=$tc" --memcheck off --no-store --out "$out" >"$out.log" 2>&1 || { echo "synth $n $tag tc=$tc failed"; FAIL=1; continue; }
+        --pin "tc=$tc$([ $tc = 1 ] && [ -n "${TF32_PIN:-}" ] && echo " $TF32_PIN")" --memcheck off --no-store --out "$out" >"$out.log" 2>&1 || { echo "synth $n $tag tc=$tc failed"; FAIL=1; continue; }
       k=$(ls "$out"/kernel.* 2>/dev/null | head -1)
       for r in 1 2; do
         KFORGE_RUNNER=$V/kforge-runner LD_LIBRARY_PATH=$V/devlibs timeout 300 "$V/kforge" verify "$T" "$k" --target cuda \
