@@ -11,21 +11,9 @@
  * past its runs, and this checks that it never leaves the source. Results are compared with
  * a double-precision loop written here; C is NaN-poisoned and fenced by sentinels.
  */
-#include <criterion/criterion.h>
-
-#include <dlfcn.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include "synth/tpl.h"
-
-#define CFLAGS "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared"
-#define GUARD 64
-#define SENTINEL 1234.5f
+#include "tpl_cpu_common.h"
 
 typedef struct gp_case {
     int64_t M;
@@ -70,101 +58,18 @@ static int64_t source_len(const kf_matmul_desc *d) {
     return hi;
 }
 
-static void make_dev(kf_device_info *dev) {
-    memset(dev, 0, sizeof *dev);
-    snprintf(dev->platform, sizeof dev->platform, "cpu");
-    snprintf(dev->arch, sizeof dev->arch, "x86_64 avx2 fma");
-    dev->cores = dev->threads = 2;
-    dev->simd_bits = 256;
-    dev->l1d_bytes = 32 * 1024;
-    dev->l2_bytes = 512 * 1024;
-    dev->l3_bytes = 32 * 1024 * 1024;
-}
 
-static void make_point(kf_space *sp, kf_point *pt, const char *params) {
-    for (int i = 0; i < sp->nparams; i++) pt->idx[i] = sp->p[i].dflt;
-    if (!params) return;
-    char *dup = strdup(params), *save = NULL;
-    for (char *tok = strtok_r(dup, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-        char name[32];
-        long v;
-        cr_assert(sscanf(tok, "%31[^=]=%ld", name, &v) == 2, "bad override %s", tok);
-        int found = 0;
-        for (int i = 0; i < sp->nparams && !found; i++) {
-            const char *nm = strchr(sp->p[i].name, '.');
-            if (strcmp(nm ? nm + 1 : sp->p[i].name, name) != 0) continue;
-            found = 1;
-            int j = 0;
-            while (j < sp->p[i].nvalues && sp->p[i].values[j] != v) j++;
-            cr_assert(j < sp->p[i].nvalues, "%s=%ld is not in the space", name, v);
-            pt->idx[i] = j;
-        }
-        cr_assert(found, "no parameter %s in the space", name);
-    }
-    free(dup);
-}
 
-static unsigned rng_state = 7u;
-static float frand(void) {
-    rng_state = rng_state * 1664525u + 1013904223u;
-    return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
-}
 
-/* n floats flush against an inaccessible page on one side, read-only once filled */
-typedef struct fenced {
-    void *base;
-    size_t len;
-    float *p;
-} fenced;
 
-static fenced fenced_alloc(int64_t n, int at_start) {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    size_t bytes = (size_t)n * sizeof(float), data = (bytes + pg - 1) / pg * pg;
-    fenced f;
-    f.len = data + 2 * pg;
-    f.base = mmap(NULL, f.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert(f.base != MAP_FAILED);
-    cr_assert(mprotect(f.base, pg, PROT_NONE) == 0);
-    cr_assert(mprotect((char *)f.base + pg + data, pg, PROT_NONE) == 0);
-    f.p = (float *)((char *)f.base + pg + (at_start ? 0 : data - bytes));
-    return f;
-}
 
-static void *compile_and_load(const char *src, char *dir, size_t cap) {
-    snprintf(dir, cap, "/tmp/kf_gpack_XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    char path[512], so[512], log[512], cmd[2048];
-    snprintf(path, sizeof path, "%s/k.c", dir);
-    snprintf(so, sizeof so, "%s/k.so", dir);
-    snprintf(log, sizeof log, "%s/cc.log", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f != NULL);
-    fputs(src, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "cc " CFLAGS " -Wall -Wextra -Werror %s -o %s > %s 2>&1", path, so, log);
-    cr_assert(system(cmd) == 0, "generated code did not compile (source and log in %s)", dir);
-    /* NODELETE: libgomp's idle worker threads must outlive dlclose */
-    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    cr_assert(h != NULL, "dlopen: %s", dlerror());
-    return h;
-}
-
-static void remove_dir(const char *dir) {
-    const char *files[] = {"k.c", "k.so", "cc.log"};
-    char p[512];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
 
 /* Emit, compile and check one case; returns the emitted source (the caller frees it). */
 static char *run_case(const gp_case *c) {
     kf_matmul_desc d;
     make_desc(c, &d);
     kf_device_info dev;
-    make_dev(&dev);
+    make_dev(&dev, 256);
     kf_space sp;
     memset(&sp, 0, sizeof sp);
     kf_tpl_matmul_params(&d, &dev, &sp, "s0.");
@@ -175,7 +80,7 @@ static char *run_case(const gp_case *c) {
     kf_buf_printf(&src, "int kforge_kernel(void *const *args) {\n    kf_mm(args[0], args[1], args[2]);\n"
                         "    return 0;\n}\n");
     char dir[64];
-    void *h = compile_and_load(src.data, dir, sizeof dir);
+    void *h = compile_and_load(src.data, "kf_gpack", dir, sizeof dir);
     int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, "kforge_kernel");
     cr_assert(fn != NULL);
 
@@ -209,7 +114,7 @@ static char *run_case(const gp_case *c) {
                       "%s (M=%lld N=%lld K=%lld): C[%lld][%lld] = %.9g, want %.9g", c->params,
                       (long long)c->M, (long long)N, (long long)K, (long long)i, (long long)j, got, s);
         }
-    munmap(fb.base, fb.len);
+    fenced_free(&fb);
     free(A);
     free(Cg);
     dlclose(h);

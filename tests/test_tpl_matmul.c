@@ -11,21 +11,9 @@
  * are read-only during the run, so reads past their end and writes to them crash. Several stages go into one file, which
  * also checks that two matmul stages coexist.
  */
-#include <criterion/criterion.h>
-
-#include <dlfcn.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include "synth/tpl.h"
-
-#define CFLAGS "-O3 -march=native -fopenmp -fno-math-errno -fno-trapping-math -fPIC -shared"
-#define GUARD 64
-#define SENTINEL 1234.5f
+#include "tpl_cpu_common.h"
 
 typedef struct mm_case {
     int64_t M, N, K;
@@ -75,51 +63,8 @@ static int64_t gather_at(const mm_case *c, int64_t bt, int64_t k, int64_t j) {
     return o;
 }
 
-static void make_dev(kf_device_info *dev, int simd_bits) {
-    memset(dev, 0, sizeof *dev);
-    snprintf(dev->platform, sizeof dev->platform, "cpu");
-    snprintf(dev->arch, sizeof dev->arch, "x86_64 avx2 fma");
-    dev->cores = dev->threads = 2;
-    dev->simd_bits = simd_bits ? simd_bits : 256;
-    dev->l1d_bytes = 32 * 1024;
-    dev->l2_bytes = 512 * 1024;
-    dev->l3_bytes = 32 * 1024 * 1024;
-}
 
-/* Default point, then "name=value" overrides; a value outside the parameter's list
- * replaces its default value, so odd block sizes can be tried. */
-static void make_point(kf_space *sp, kf_point *pt, const char *params) {
-    for (int i = 0; i < sp->nparams; i++) pt->idx[i] = sp->p[i].dflt;
-    if (!params) return;
-    char *dup = strdup(params), *save = NULL;
-    for (char *tok = strtok_r(dup, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-        char name[32];
-        long v;
-        cr_assert(sscanf(tok, "%31[^=]=%ld", name, &v) == 2, "bad override %s", tok);
-        int found = 0;
-        for (int i = 0; i < sp->nparams && !found; i++) {
-            const char *nm = strchr(sp->p[i].name, '.');
-            nm = nm ? nm + 1 : sp->p[i].name;
-            if (strcmp(nm, name) != 0) continue;
-            found = 1;
-            int j;
-            for (j = 0; j < sp->p[i].nvalues && sp->p[i].values[j] != v; j++) {}
-            if (j == sp->p[i].nvalues) {
-                j = sp->p[i].dflt;
-                sp->p[i].values[j] = v;
-            }
-            pt->idx[i] = j;
-        }
-        cr_assert(found, "no parameter %s in the space", name);
-    }
-    free(dup);
-}
 
-static unsigned rng_state = 1u;
-static float frand(void) {
-    rng_state = rng_state * 1664525u + 1013904223u;
-    return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
-}
 
 static int64_t operand_matrix(const mm_case *c, const int64_t *str, int64_t bt) {
     int64_t m = 0;
@@ -137,69 +82,10 @@ static int64_t operand_count(const mm_case *c, const int64_t *str) {
     return n;
 }
 
-/* n floats ending exactly at an inaccessible page; fenced_seal makes them read-only. */
-typedef struct fenced {
-    void *base;
-    size_t len, data_len;
-    float *p;
-} fenced;
 
-static fenced fenced_alloc(int64_t n) {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
-    fenced f;
-    f.data_len = (bytes + pg - 1) / pg * pg;
-    f.len = f.data_len + pg;
-    f.base = mmap(NULL, f.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert(f.base != MAP_FAILED);
-    cr_assert(mprotect((char *)f.base + f.data_len, pg, PROT_NONE) == 0);
-    f.p = (float *)((char *)f.base + f.data_len - bytes);
-    return f;
-}
 
-static void fenced_seal(fenced *f) { cr_assert(mprotect(f->base, f->data_len, PROT_READ) == 0); }
-static void fenced_free(fenced *f) { munmap(f->base, f->len); }
 
-/* Compile src into a .so in a fresh temp dir; returns the dlopen handle. */
-static void *compile_and_load(const char *src, char *dir, size_t cap) {
-    snprintf(dir, cap, "/tmp/kf_tpl_mm_XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    char path[512], so[512], log[512], cmd[2048];
-    snprintf(path, sizeof path, "%s/k.c", dir);
-    snprintf(so, sizeof so, "%s/k.so", dir);
-    snprintf(log, sizeof log, "%s/cc.log", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert(f != NULL);
-    fputs(src, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "cc " CFLAGS " -Wall -Wextra -Werror %s -o %s > %s 2>&1", path,
-             so, log);
-    int rc = system(cmd);
-    if (rc != 0) {
-        char buf[4096] = {0};
-        FILE *lf = fopen(log, "r");
-        if (lf) {
-            size_t n = fread(buf, 1, sizeof buf - 1, lf);
-            buf[n] = 0;
-            fclose(lf);
-        }
-        cr_assert_fail("generated code did not compile (source in %s):\n%s", path, buf);
-    }
-    /* NODELETE: the .so pulls in libgomp, whose idle worker threads must outlive dlclose */
-    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    cr_assert(h != NULL, "dlopen: %s", dlerror());
-    return h;
-}
 
-static void remove_dir(const char *dir) {
-    const char *files[] = {"k.c", "k.so", "cc.log"};
-    char p[512];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
 
 /* Run one compiled stage on random data and check it. */
 static void check_case(void *h, int idx, const mm_case *c) {
@@ -213,7 +99,7 @@ static void check_case(void *h, int idx, const mm_case *c) {
     int64_t na = operand_count(c, c->astr) * c->M * c->K;
     int64_t nb = c->gb ? c->bsrc : operand_count(c, c->bstr) * c->K * c->N;
     int64_t nc = d.batch * c->M * c->N;
-    fenced fa = fenced_alloc(na), fb = fenced_alloc(nb);
+    fenced fa = fenced_alloc(na, 0), fb = fenced_alloc(nb, 0);
     float *A = fa.p, *B = fb.p;
     float *A0 = malloc(sizeof(float) * (size_t)(na + 1)), *B0 = malloc(sizeof(float) * (size_t)(nb + 1));
     float *Cg = malloc(sizeof(float) * (size_t)(nc + 2 * GUARD));
@@ -304,7 +190,7 @@ static void run_cases_with(const mm_tpl *t, const mm_case *cs, int n) {
         kf_buf_printf(&src, "    %s(args[0], args[1], args[2]);\n    return 0;\n}\n\n", fname);
     }
     char dir[64];
-    void *h = compile_and_load(src.data, dir, sizeof dir);
+    void *h = compile_and_load(src.data, "kf_tpl_mm", dir, sizeof dir);
     for (int i = 0; i < n; i++) check_case(h, i, &cs[i]);
     dlclose(h);
     remove_dir(dir);
@@ -497,7 +383,7 @@ Test(tpl_matmul, empty_k_writes_zeros) {
     kf_buf_puts(&src, "int kforge_kernel(void *const *args) {\n"
                       "    kf_mm0(args[0], args[1], args[2]);\n    return 0;\n}\n");
     char dir[64];
-    void *h = compile_and_load(src.data, dir, sizeof dir);
+    void *h = compile_and_load(src.data, "kf_tpl_mm", dir, sizeof dir);
     int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, "kforge_kernel");
     cr_assert(fn != NULL);
     float a[1] = {1}, b[1] = {1}, out[12];

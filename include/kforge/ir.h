@@ -198,6 +198,8 @@ kf_op_dims kf_node_dims(const kf_graph *g, const kf_node *n);
  * rounding grows with: a contraction's K (its first operand's last extent), a sum's or a
  * mean's reduced extent, a running sum's axis length; 0 for any other node. */
 int64_t kf_node_sum_terms(const kf_graph *g, const kf_node *n);
+/* The longest sum of the graph: the largest kf_node_sum_terms over its nodes, at least 1. */
+int64_t kf_graph_longest_sum(const kf_graph *g);
 /* ---- index maps (kforge/imap.h; src/ir/imap.c) ---- */
 
 /* The identity map of a tensor of shape s. */

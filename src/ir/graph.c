@@ -644,6 +644,16 @@ int64_t kf_node_sum_terms(const kf_graph *g, const kf_node *n) {
     return R;
 }
 
+/* See ir.h. */
+int64_t kf_graph_longest_sum(const kf_graph *g) {
+    int64_t K = 1;
+    for (int k = 0; k < g->nnodes; k++) {
+        int64_t t = kf_node_sum_terms(g, &g->nodes[k]);
+        if (t > K) K = t;
+    }
+    return K;
+}
+
 /* Applies op; see ir.h. Operand ids must exist (asserted). Errors are KF_ERR_TYPE at
  * (line, col): wrong arity, non-float operands, shapes that do not fit the op's rule; and
  * KF_ERR_ARG for a name that is taken or too long. */

@@ -886,11 +886,7 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
          * (a GEMM and a batch norm before it, offset inputs). So the bound is the larger of
          * f(E) (the element check's worst case) and sqrt(K) f(E / sqrt(K)); the two agree
          * where f is linear (log_softmax), and the softmax's result is never below f(E). */
-        double K = 1;
-        for (int k = 0; k < g->nnodes; k++) {
-            double t = (double)kf_node_sum_terms(g, &g->nodes[k]);
-            if (t > K) K = t;
-        }
+        const double K = (double)kf_graph_longest_sum(g);
         if (!d->log_out && K > 1 && !*st) {
             int64_t nx = ip_numel(&g->values[n->in[0]].shape);
             double rk = sqrt(K), *es = kf_malloc((size_t)(nx > 0 ? nx : 1) * sizeof *es);

@@ -314,15 +314,13 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     /* error bounds (kf_interp_run_bounds) where an op can amplify or accumulate rounding: a
      * graph of pointwise ops alone has none beyond rounding its result (rtol covers it) */
     int bounded = 0;
-    double bound_k = 1;
     for (int k = 0; k < g->nnodes; k++) {
-        const kf_node *n = &g->nodes[k];
-        kf_op_class cls = kf_op_get(n->op)->cls;
+        kf_op_class cls = kf_op_get(g->nodes[k].op)->cls;
         if (cls != KF_CLASS_POINTWISE && cls != KF_CLASS_VIEW) bounded = 1;
-        /* the longest sum's length: a contraction's K, a sum's or running sum's extent */
-        double K = (double)kf_node_sum_terms(g, n);
-        if (K > bound_k) bound_k = K;
     }
+    /* the longest sum's length: a contraction's K, a sum's or running sum's extent (the
+     * interpreter's softmax bound reads the same K) */
+    const double bound_k = (double)kf_graph_longest_sum(g);
     /* The plan: what each set keeps against the memory there is. Always: the float64
      * scratch (inputs, outputs, bounds) and a run's buffers (inputs and outputs). */
     uint64_t in_b = 0, out_b = 0, in_n = 0, out_n = 0;

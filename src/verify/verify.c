@@ -398,10 +398,9 @@ static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresu
             r->nmse = fmax(r->nmse, cmp.nmse);
             const int d = c->sets[s].dist;
             if (d >= 0 && d < KF_VERIFY_NDIST) {
-                const unsigned bit = 1u << d;
-                r->dist_nmse[d] = r->dist_seen & bit ? fmax(r->dist_nmse[d], cmp.nmse) : cmp.nmse;
-                r->dist_max_rel[d] = r->dist_seen & bit ? fmax(r->dist_max_rel[d], cmp.max_rel) : cmp.max_rel;
-                r->dist_seen |= bit;
+                r->dist_nmse[d] = fmax(r->dist_nmse[d], cmp.nmse);
+                r->dist_max_rel[d] = fmax(r->dist_max_rel[d], cmp.max_rel);
+                r->dist_seen |= 1u << d;
             }
         }
         if (cmp.status != KF_V_OK) {
