@@ -8,6 +8,7 @@
 #
 # usage: bench/tf32_acc.sh OUT_DIR BUILD [BUILD2 ...] [-- SIZE...]   (default sizes 2048 4096)
 #   run from the repository root; each BUILD carried (bench/pack_gpu_build.sh)
+# TF32_TCS: the paths to run (default '0 1'; e.g. '1' for the 3xTF32 path only)
 # TF32_PIN: more pins for the tc=1 runs (e.g. TF32_PIN='*.acc=1': the per-tile accumulation)
 # exit status: 0 when every synth found a verified kernel
 set -u
@@ -28,7 +29,7 @@ for n in "${SIZES[@]}"; do
   for B in "${BUILDS[@]}"; do
     use_carried_build "$B"
     tag=$(basename "$B")
-    for tc in 0 1; do
+    for tc in ${TF32_TCS:-0 1}; do
       out="$O/k_${n}_${tag}_tc$tc"; rm -rf "$out"
       KFORGE_RUNNER=$BUILD/kforge-runner timeout 300 "$BUILD/kforge" synth "$T" --target cuda --iters 1 \
         --pin "tc=$tc$([ $tc = 1 ] && [ -n "${TF32_PIN:-}" ] && echo " $TF32_PIN")" --memcheck off --no-store --out "$out" >"$out.log" 2>&1 || { echo "synth $n $tag tc=$tc failed"; FAIL=1; continue; }
