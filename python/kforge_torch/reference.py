@@ -69,6 +69,28 @@ class NoDevice(Exception):
 KINDS = ("cpu-f64", "cuda-f32")
 
 
+def new_precision_api():
+    """torch has the per-backend float32 precision settings (2.9 on), where reading or mixing
+    the legacy allow_tf32 flags with them is an error"""
+    b = torch.backends
+    return hasattr(b.cuda.matmul, "fp32_precision") and hasattr(getattr(b.cudnn, "conv", None), "fp32_precision") \
+        and hasattr(getattr(b.cudnn, "rnn", None), "fp32_precision")
+
+
+def fp32_full_precision():
+    """cuBLAS's matmuls and cuDNN's convolutions and RNNs in full float32, TF32 off (cuDNN's
+    default is TF32 for convolutions): the settings torch has, new or legacy, never both."""
+    b = torch.backends
+    if new_precision_api():
+        b.cuda.matmul.fp32_precision = "ieee"
+        b.cudnn.conv.fp32_precision = "ieee"
+        b.cudnn.rnn.fp32_precision = "ieee"
+    else:
+        b.cuda.matmul.allow_tf32 = False
+        b.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+
+
 def cuda_f32_device():
     """torch's CUDA device for the float32 reference, with every reduced-precision path for
     float32 turned off (TF32 in cuBLAS and cuDNN) and cuDNN's algorithms deterministic.
@@ -80,9 +102,7 @@ def cuda_f32_device():
                        f"is none: torch.cuda.is_available() is False (torch {torch.__version__}, {built}"
                        f"{'; CUDA_VISIBLE_DEVICES=' + repr(vis) if vis is not None else ''}); use --module-ref "
                        f"cpu-f64 (float64 on the CPU) or run on a machine with an NVIDIA GPU")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    fp32_full_precision()
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     return torch.device("cuda")

@@ -205,27 +205,41 @@ def test_cuda_f32_reference_refused_without_a_cuda_device(kforge, tmp_path):
 
 
 def test_cuda_f32_device_turns_reduced_precision_off(monkeypatch):
-    """The reference process's CUDA setup: TF32 off in cuBLAS and cuDNN, float32 matmuls at
-    full precision, cuDNN deterministic (checked on the flags: no device needed)."""
+    """The reference process's CUDA setup: TF32 off in cuBLAS and in cuDNN's convolutions and
+    RNNs (through torch's new per-backend settings where it has them, else the legacy flags),
+    cuDNN deterministic (checked on the settings: no device needed)."""
     from kforge_torch import reference
     b = torch.backends
-    saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.get_float32_matmul_precision(),
+    new = reference.new_precision_api()
+    leaves = [b.cuda.matmul, b.cudnn.conv, b.cudnn.rnn] if new else []
+    saved = ([x.fp32_precision for x in leaves] if new else
+             [b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.get_float32_matmul_precision()],
              b.cudnn.deterministic, b.cudnn.benchmark)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     try:
-        b.cuda.matmul.allow_tf32 = True
-        b.cudnn.allow_tf32 = True
-        torch.set_float32_matmul_precision("medium")
-        b.cudnn.deterministic = False
-        b.cudnn.benchmark = True
+        if new:
+            for x in leaves:
+                x.fp32_precision = "tf32"
+        else:
+            b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = True
+            torch.set_float32_matmul_precision("medium")
+        b.cudnn.deterministic, b.cudnn.benchmark = False, True
         dev = reference.cuda_f32_device()
         assert dev.type == "cuda"
-        assert not b.cuda.matmul.allow_tf32 and not b.cudnn.allow_tf32
-        assert torch.get_float32_matmul_precision() == "highest"
+        if new:
+            assert [x.fp32_precision for x in leaves] == ["ieee"] * 3
+        else:
+            assert not b.cuda.matmul.allow_tf32 and not b.cudnn.allow_tf32
+            assert torch.get_float32_matmul_precision() == "highest"
         assert b.cudnn.deterministic and not b.cudnn.benchmark
     finally:
-        (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, prec, b.cudnn.deterministic, b.cudnn.benchmark) = saved
-        torch.set_float32_matmul_precision(prec)
+        if new:
+            for x, v in zip(leaves, saved[0]):
+                x.fp32_precision = v
+        else:
+            b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = saved[0][:2]
+            torch.set_float32_matmul_precision(saved[0][2])
+        b.cudnn.deterministic, b.cudnn.benchmark = saved[1:]
 
 
 # The cuda-f32 path of the reference process with the CPU as its device: this test's own
