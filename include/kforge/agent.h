@@ -58,6 +58,10 @@ typedef struct kf_loop_opts {
     const char *resume_run;  /* continue this stored run (full id; the options must be the
                                 stored ones: kf_run_resume_load) */
     const char *target_spec; /* --target as given, recorded with the run (NULL: target) */
+    int module_ref;          /* a module task's reference (kf_verify_opts.module_ref: the
+                                default KF_MODULE_REF_CPU_F64, or KF_MODULE_REF_CUDA_F32, the
+                                user's choice; another than the default on a graph task is
+                                KF_ERR_ARG); recorded in run.json ("reference") and the outcome */
     double parse_s;          /* seconds the caller spent parsing the task (kf_phase_times) */
 } kf_loop_opts;
 
@@ -173,6 +177,8 @@ typedef struct kf_run_result {
     char result_from[8];     /* which agent wrote the result: "builtin", "llm", or "none" */
     char outcome[2048];      /* which path produced the result, or why there is none (a module
                                 task: why no chain of the builtin's parts stands in) */
+    char reference[256];     /* how the reference was computed (the float64 interpreter, or a
+                                module task's kf_module_ref_describe); "" in a stored run */
     char sandbox[1024];      /* the confinement candidates ran under (kf_verify_sandbox_describe) */
     char arch[160];          /* the architecture database entry matched ("" = none) and why */
     unsigned sandbox_flags;  /* its KF_SANDBOX_* bits */

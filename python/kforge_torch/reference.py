@@ -1,6 +1,7 @@
-"""The reference process of a module task: the module itself, in float64 on the CPU.
+"""The reference process of a module task: the module itself, in float64 on the CPU (or, by
+the user's choice, in float32 on the GPU: KIND below).
 
-usage: python3 -m kforge_torch.reference SPEC.json DIR SETS [SEED]
+usage: python3 -m kforge_torch.reference SPEC.json DIR SETS [SEED [KIND]]
 
 SPEC.json is the module task's spec (kforge_torch.module_task writes it beside the task);
 SETS a comma-separated list of input-set numbers. For each set S, DIR/in.S holds the
@@ -28,8 +29,19 @@ module's reductions take; every CPU has it, and the verifier's interpreter is fl
 It is slow where the module is large (float64 convolutions and matmuls on the CPU run at a
 fraction of float32's rate: docs/design-notes.md has the measured cost per input set).
 
+KIND is cpu-f64 (the default: all of the above) or cuda-f32 (kforge synth --module-ref
+cuda-f32): the module in float32 on torch's CUDA device, for a module too slow in float64 on
+the CPU, with TF32 off (cuBLAS and cuDNN would otherwise round the products' inputs to 10
+mantissa bits, an error far beyond a float32 kernel's tolerance) and cuDNN's deterministic
+algorithms (the same seed gives the same reference). Its own rounding error is then as
+large as a correct float32 kernel's, which the verifier allows for (twice the tolerance:
+docs/design-notes.md, "A float32 GPU reference"). DIR/of.S marks any infinity or NaN in its
+outputs (there is no float64 forward to tell the float32 overflows from the module's own).
+Without a CUDA device in torch it refuses (exit 4, naming why): never a silent fall back to
+the CPU.
+
 Exit status: 0 written, 2 a usage or spec error, 3 the module failed (the message names the
-step), other: a crash.
+step), 4 the reference KIND cannot run here (no CUDA device in torch), other: a crash.
 """
 import importlib.util
 import json
@@ -48,6 +60,52 @@ ITEM = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "bool": 1}
 
 class RefError(Exception):
     pass
+
+
+class NoDevice(Exception):
+    """the reference KIND cannot run on this machine"""
+
+
+KINDS = ("cpu-f64", "cuda-f32")
+
+
+def new_precision_api():
+    """torch has the per-backend float32 precision settings (2.9 on), where reading or mixing
+    the legacy allow_tf32 flags with them is an error"""
+    b = torch.backends
+    return hasattr(b.cuda.matmul, "fp32_precision") and hasattr(getattr(b.cudnn, "conv", None), "fp32_precision") \
+        and hasattr(getattr(b.cudnn, "rnn", None), "fp32_precision")
+
+
+def fp32_full_precision():
+    """cuBLAS's matmuls and cuDNN's convolutions and RNNs in full float32, TF32 off (cuDNN's
+    default is TF32 for convolutions): the settings torch has, new or legacy, never both."""
+    b = torch.backends
+    if new_precision_api():
+        b.cuda.matmul.fp32_precision = "ieee"
+        b.cudnn.conv.fp32_precision = "ieee"
+        b.cudnn.rnn.fp32_precision = "ieee"
+    else:
+        b.cuda.matmul.allow_tf32 = False
+        b.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+
+
+def cuda_f32_device():
+    """torch's CUDA device for the float32 reference, with every reduced-precision path for
+    float32 turned off (TF32 in cuBLAS and cuDNN) and cuDNN's algorithms deterministic.
+    NoDevice naming why where torch has no CUDA device."""
+    if not torch.cuda.is_available():
+        built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "built without CUDA"
+        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise NoDevice(f"the float32 GPU reference (--module-ref cuda-f32) needs a CUDA device in torch, and there "
+                       f"is none: torch.cuda.is_available() is False (torch {torch.__version__}, {built}"
+                       f"{'; CUDA_VISIBLE_DEVICES=' + repr(vis) if vis is not None else ''}); use --module-ref "
+                       f"cpu-f64 (float64 on the CPU) or run on a machine with an NVIDIA GPU")
+    fp32_full_precision()
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    return torch.device("cuda")
 
 
 def no_network():
@@ -257,12 +315,37 @@ def load_state(model, spec, blob):
 def to_float64(model):
     """model in float64: its floating parameters and buffers (Module.double) and the floating
     tensors it holds as plain attributes."""
-    model = model.to(torch.float64)
+    return to_kind(model, torch.float64, None)
+
+
+def to_kind(model, dtype, device):
+    """model's floating parameters and buffers and the floating tensors it holds as plain
+    attributes in dtype, every tensor of it on device (None: where it is)."""
+    model = model.to(dtype)
+    if device is not None:
+        model = model.to(device)
     for m in model.modules():
         for name, t in list(vars(m).items()):
-            if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) and t.is_floating_point():
-                setattr(m, name, t.double())
+            if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+                if t.is_floating_point():
+                    t = t.to(dtype)
+                setattr(m, name, t if device is None else t.to(device))
     return model
+
+
+def forward_cuda_f32(factory, blob, args32, draws, dev):
+    """The module's outputs (on the CPU, float32) with the params of blob, run in float32 on
+    dev: floating arguments as float32, tensors forward makes itself on dev."""
+    model = to_kind(factory.make(blob=blob), torch.float32, dev)
+    args = [a.to(dev, torch.float32 if a.dtype.is_floating_point else a.dtype) if isinstance(a, torch.Tensor) else a
+            for a in args32]
+    torch.set_default_device(dev)
+    try:
+        outs = forward(model, args, draws)
+        torch.cuda.synchronize(dev)
+    finally:
+        torch.set_default_device("cpu")
+    return [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outs]
 
 
 def forward(model, args, draws=()):
@@ -273,16 +356,27 @@ def forward(model, args, draws=()):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) not in (3, 4):
-        print("usage: python3 -m kforge_torch.reference SPEC.json DIR SETS [SEED]", file=sys.stderr)
+    if len(argv) not in (3, 4, 5):
+        print("usage: python3 -m kforge_torch.reference SPEC.json DIR SETS [SEED [KIND]]", file=sys.stderr)
         return 2
     spec_path, wdir, sets = argv[:3]
     try:
-        seed = int(argv[3]) if len(argv) == 4 else None
+        seed = int(argv[3]) if len(argv) >= 4 else None
     except ValueError:
         print(f"SEED must be an integer, not {argv[3]!r}", file=sys.stderr)
         return 2
+    kind = argv[4] if len(argv) == 5 else "cpu-f64"
+    if kind not in KINDS:
+        print(f"KIND must be one of {', '.join(KINDS)}, not {kind!r}", file=sys.stderr)
+        return 2
     no_network()
+    dev = None
+    if kind == "cuda-f32":
+        try:
+            dev = cuda_f32_device()
+        except NoDevice as e:
+            print(f"kforge reference: {e}", file=sys.stderr)
+            return 4
     with open(spec_path) as f:
         spec = json.load(f)
     if spec.get("format") != "kforge-module":
@@ -310,15 +404,18 @@ def main(argv=None):
                 write_file(wdir, f"w.{s}", wblob)
             draws = draws_of(spec, wblob)
             try:
-                torch.set_default_dtype(torch.float64)  # tensors forward makes itself
-                try:
-                    # a fresh copy per set: a module that keeps state between calls is
-                    # taken at its first call on every set, whatever the sets' order
-                    outs = forward(factory.make(float64=True, blob=wblob), args64, draws)
-                finally:
-                    torch.set_default_dtype(torch.float32)
-                outs32 = forward(factory.make(blob=wblob), [a.clone() if isinstance(a, torch.Tensor) else a
-                                                  for a in args32], draws)
+                if dev is not None:
+                    outs = outs32 = forward_cuda_f32(factory, wblob, args32, draws, dev)
+                else:
+                    torch.set_default_dtype(torch.float64)  # tensors forward makes itself
+                    try:
+                        # a fresh copy per set: a module that keeps state between calls is
+                        # taken at its first call on every set, whatever the sets' order
+                        outs = forward(factory.make(float64=True, blob=wblob), args64, draws)
+                    finally:
+                        torch.set_default_dtype(torch.float32)
+                    outs32 = forward(factory.make(blob=wblob), [a.clone() if isinstance(a, torch.Tensor) else a
+                                                      for a in args32], draws)
             except Exception as e:
                 raise RefError(f"forward on input set {s} raised {type(e).__name__}: {e}") from e
             want = spec["outputs"]
@@ -329,8 +426,10 @@ def main(argv=None):
                     raise RefError(f"output {j} is {getattr(o, 'shape', type(o))}, the task says {w['shape']}")
             write_file(wdir, f"out.{s}", b"".join(o.detach().to(torch.float64).contiguous().numpy().tobytes()
                                                    for o in outs))
-            over = any((~torch.isfinite(b.double()) & torch.isfinite(a.double())).any().item()
-                       for a, b in zip(outs, outs32) if a.dtype.is_floating_point)
+            # float64: the float32 forward overflows where float64 does not; cuda-f32 (outs32
+            # is outs): any infinity or NaN, its own or the module's
+            over = any((~torch.isfinite(b.double()) & (torch.isfinite(a.double()) if dev is None else True)).any()
+                       .item() for a, b in zip(outs, outs32) if a.dtype.is_floating_point)
             if over:
                 open(os.path.join(wdir, f"of.{s}"), "w").close()
     except RefError as e:

@@ -291,6 +291,7 @@ json_t *kf_agent_run_json(const char *task, const char *task_path, const kf_run_
         json_object_set_new(l, "transcript", json_string("transcript.jsonl"));
         json_object_set_new(run, "llm", l);
     }
+    if (r->reference[0]) json_object_set_new(run, "reference", json_string(r->reference));
     if (r->stop_reason[0]) json_object_set_new(run, "stop_reason", json_string(r->stop_reason));
     if (r->result_from[0]) {
         json_t *res = json_object();
@@ -784,7 +785,10 @@ static void result_path(const kf_graph *g, const kf_loop_opts *o, const kf_mixed
         snprintf(r->result_from, sizeof r->result_from, "%s", model ? "llm" : "builtin");
         snprintf(r->outcome, sizeof r->outcome, "%s kernel of iteration %d, verified against %s%s%s",
                  model ? "the model's" : "the builtin generator's", b->iter,
-                 g->module ? "the module (its float64 reference)" : "the float64 interpreter",
+                 !g->module ? "the float64 interpreter"
+                 : o->module_ref == KF_MODULE_REF_CUDA_F32 ? "the module (its float32 reference on the GPU, "
+                                                             "--module-ref cuda-f32, tolerance doubled)"
+                                                           : "the module (its float64 reference)",
                  g->module && cov->nok ? "; the model had the builtin's verified kernels of the parts as references: "
                                        : "",
                  g->module && cov->nok ? cov->verified : "");
@@ -823,6 +827,17 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         r->seed = kf_hash64(&t, sizeof t, (uint64_t)time(NULL)) | 1;
     }
 
+    /* a module reference other than float64 on the CPU is the user's explicit choice, for a
+     * module task only: said before anything else runs */
+    if (o->module_ref != KF_MODULE_REF_CPU_F64 && !g->module) {
+        st = kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
+                          "--module-ref %s: task '%s' is a graph task, whose reference is kforge's float64 "
+                          "interpreter; a module reference applies to module tasks only",
+                          kf_module_ref_name(o->module_ref) ? kf_module_ref_name(o->module_ref) : "?", g->name);
+        goto done;
+    }
+    snprintf(r->reference, sizeof r->reference, "%s",
+             g->module ? kf_module_ref_describe(o->module_ref) : "the float64 interpreter (kforge's own, on the CPU)");
     st = kf_backend_open(target, &be, err);
     if (st != KF_OK) goto done;
     r->dev = be->info;
@@ -909,7 +924,12 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     vo.fresh_outputs = o->fresh_outputs;
     vo.floor_s = r->roof.floor_s;
     vo.workdir = work;
-    if (o->table) fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);
+    vo.module_ref = o->module_ref;
+    if (o->table && o->module_ref == KF_MODULE_REF_CUDA_F32)
+        fprintf(o->table, "drawing %d input sets and computing the module's float32 reference on the GPU "
+                          "(--module-ref cuda-f32, TF32 off; tolerance doubled)...\n", vo.nsets);
+    else if (o->table)
+        fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);
     r->phases.setup = kf_now() - t0;
     double t_ctx = kf_now();
     /* the sets and reference depend on the task, the seed and the set count only: a run

@@ -80,6 +80,7 @@ kf_status kf_mixed_parts(const kf_graph *g, const kf_loop_opts *o, const char *o
         po.reference_path = NULL;
         po.resume_run = NULL;
         po.pins = NULL;
+        po.module_ref = KF_MODULE_REF_CPU_F64; /* a part is a graph task: the interpreter is its reference */
         po.time_budget_s = o->time_budget_s > 0 ? o->time_budget_s / 2 : 0;
         if (o->table)
             fprintf(o->table, "part %d (%s): a part kforge lowers; the builtin writes its kernel (%d candidates)\n", k,

@@ -169,6 +169,11 @@ static void usage_synth(FILE *f) {
             "                     store's best verified kernel of the same task on another\n"
             "                     platform, by %% of floor: `kforge show --best TASK.kf`)\n"
             "  --no-reference     no reference kernel, not even from the store\n"
+            "  --module-ref R     a module task's reference (docs/task-format.md): cpu-f64\n"
+            "                     (default: the module in float64 on the CPU) or cuda-f32\n"
+            "                     (in float32 on torch's CUDA device, TF32 off, for modules\n"
+            "                     too slow in float64; tolerance doubled; refused without a\n"
+            "                     CUDA device in torch, never a fallback)\n"
             "  --builtin-iters N  --agent both: builtin candidates first (default: half; a\n"
             "                     module task: per part, the model keeps --iters)\n"
             "  --prompts DIR      prompt files (default: $KFORGE_PROMPTS, else kforge's prompts/)\n"
@@ -200,6 +205,9 @@ static void usage_verify(FILE *f) {
             "                     kernel runs on N CPUs\n"
             "  --timeout S        wall-clock limit per run (default 20)\n"
             "  -D NAME=VALUE      set a tunable / macro (repeatable)\n"
+            "  --module-ref R     a module task's reference: cpu-f64 (default: the module in\n"
+            "                     float64 on the CPU) or cuda-f32 (in float32 on torch's CUDA\n"
+            "                     device, TF32 off, tolerance doubled; refused without one)\n"
             "  --json             print the verification record as JSON\n"
             "  -h, --help         this help\n"
             "\n"
@@ -297,7 +305,7 @@ static int cmd_synth(int argc, char **argv) {
         {"prompts", required_argument, 0, 'p'}, {"builtin-iters", required_argument, 0, 'B'},
         {"llm-timeout", required_argument, 0, 'W'}, {"analysis", required_argument, 0, 'Y'},
         {"reply-tokens", required_argument, 0, 1001}, {"context", required_argument, 0, 1002},
-        {"llm-retry-timeouts", no_argument, 0, 1003},
+        {"llm-retry-timeouts", no_argument, 0, 1003}, {"module-ref", required_argument, 0, 1004},
         {"store", required_argument, 0, 'S'}, {"no-store", no_argument, 0, 'N'},
         {"no-cache", no_argument, 0, 'K'}, {"resume", required_argument, 0, 'X'},
         {"no-reference", no_argument, 0, 'Z'}, {"pin", required_argument, 0, 'I'},
@@ -381,6 +389,10 @@ static int cmd_synth(int argc, char **argv) {
             f_context = lv;
             break;
         case 1003: f_retry_timeouts = 1; break;
+        case 1004:
+            o.module_ref = kf_module_ref_parse(optarg);
+            if (o.module_ref < 0) { fprintf(stderr, "kforge synth: --module-ref takes cpu-f64 or cuda-f32, got '%s'\n", optarg); return EXIT_USAGE; }
+            break;
         case 'W':
             if (!kf_cli_seconds(optarg, &dv)) { fprintf(stderr, "kforge synth: --llm-timeout needs a finite number of seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
             f_timeout = dv;
@@ -429,9 +441,9 @@ static int cmd_synth(int argc, char **argv) {
         }
     }
     if (f_resume) {
-        if (optind != argc || no_store || pins[0] || o.start_random || o.counters) {
+        if (optind != argc || no_store || pins[0] || o.start_random || o.counters || o.module_ref) {
             fprintf(stderr, "kforge synth: --resume takes the task and options from the store: give no task "
-                            "file%s\n", no_store ? " and not --no-store" : optind == argc ? " and no --pin, --start or --counters" : "");
+                            "file%s\n", no_store ? " and not --no-store" : optind == argc ? " and no --pin, --start, --counters or --module-ref" : "");
             return EXIT_USAGE;
         }
         return synth_resume(f_resume, f_store, no_cache, quiet, json);
@@ -634,7 +646,7 @@ static int cmd_verify(int argc, char **argv) {
         {"sets", required_argument, 0, 'n'}, {"seed", required_argument, 0, 's'},
         {"time", no_argument, 0, 'T'}, {"threads", required_argument, 0, 'j'},
         {"timeout", required_argument, 0, 'w'}, {"json", no_argument, 0, 'J'},
-        {"target", required_argument, 0, 't'},
+        {"target", required_argument, 0, 't'}, {"module-ref", required_argument, 0, 1004},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *target = "cpu";
     kf_verify_opts vo;
@@ -670,6 +682,10 @@ static int cmd_verify(int argc, char **argv) {
         }
         case 'J': json = 1; break;
         case 't': target = optarg; break;
+        case 1004:
+            vo.module_ref = kf_module_ref_parse(optarg);
+            if (vo.module_ref < 0) { fprintf(stderr, "kforge verify: --module-ref takes cpu-f64 or cuda-f32, got '%s'\n", optarg); return EXIT_USAGE; }
+            break;
         case 'h': usage_verify(stdout); return 0;
         default: usage_verify(stderr); return EXIT_USAGE;
         }
@@ -743,6 +759,7 @@ static int cmd_verify(int argc, char **argv) {
         json_object_set_new(j, "task", json_string(g->name));
         json_object_set_new(j, "kernel", json_string(argv[optind + 1]));
         if (vo.floor_s > 0) json_object_set_new(j, "floor_ms", json_real(vo.floor_s * 1e3));
+        if (g->module) json_object_set_new(j, "reference", json_string(kf_module_ref_describe(vo.module_ref)));
         char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(text);
         free(text);
@@ -750,6 +767,7 @@ static int cmd_verify(int argc, char **argv) {
     } else {
         printf("%s: %s (%d input set%s)\n", argv[optind + 1], kf_vstatus_name(r.status), r.sets_run,
                r.sets_run == 1 ? "" : "s");
+        if (g->module) printf("  reference: %s\n", kf_module_ref_describe(vo.module_ref));
         if (r.status != KF_V_OK && r.detail[0]) printf("  %s\n", r.detail);
         if (r.status == KF_V_OK)
             printf("  max abs err %.3g, max rel err %.3g, nmse %.3g\n", r.max_abs_err, r.max_rel_err, r.nmse);

@@ -21,6 +21,12 @@
  * output files of the wrong size are an error naming the task and what the process said,
  * never a crash of kforge. The module is the user's own code and trusted as the
  * reference; the process only refuses sockets (kforge_torch.reference), it is no sandbox.
+ *
+ * --module-ref cuda-f32 (opts.module_ref, the user's choice, never a fallback) runs the
+ * module in float32 on torch's CUDA device instead, TF32 off: the process refuses, exit 4
+ * naming why, where torch has no CUDA device, and marks of.S where the float32 forward gives
+ * an infinity or NaN at all (it has no float64 to tell an overflow of its own from the
+ * module's). compare.c allows such a reference twice the tolerance (verify.h).
  */
 #include "verify/verify_int.h"
 
@@ -34,6 +40,23 @@
 
 /* Rounds of redrawing a set whose float32 forward overflows, each at 1/16 the magnitude. */
 #define REF_REDRAW_ROUNDS 4
+
+const char *kf_module_ref_name(int kind) {
+    return kind == KF_MODULE_REF_CPU_F64 ? "cpu-f64" : kind == KF_MODULE_REF_CUDA_F32 ? "cuda-f32" : NULL;
+}
+
+int kf_module_ref_parse(const char *name) {
+    for (int k = KF_MODULE_REF_CPU_F64; k <= KF_MODULE_REF_CUDA_F32; k++)
+        if (name && !strcmp(name, kf_module_ref_name(k))) return k;
+    return -1;
+}
+
+const char *kf_module_ref_describe(int kind) {
+    if (kind == KF_MODULE_REF_CUDA_F32)
+        return "cuda-f32: the module in float32 on torch's CUDA device (TF32 off), in a separate process; "
+               "tolerance doubled (atol, rtol x2, NMSE x4) for the reference's own float32 rounding";
+    return "cpu-f64: the module in float64 on the CPU, in a separate process";
+}
 
 static double ref_timeout_s(void) {
     const char *e = getenv("KFORGE_REF_TIMEOUT");
@@ -84,7 +107,9 @@ static kf_status run_reference(const kf_verify_ctx *c, const char *dir, const in
     const char *py = getenv("KFORGE_PYTHON");
     if (!py || !*py) py = "python3";
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)c->seed);
-    char *argv[] = {"env", pypath, (char *)py, "-m", "kforge_torch.reference", spec, (char *)dir, sets, seed, NULL};
+    const char *kind = kf_module_ref_name(c->opts.module_ref);
+    char *argv[] = {"env", pypath, (char *)py, "-m", "kforge_torch.reference", spec, (char *)dir, sets, seed,
+                    (char *)kind, NULL};
     kf_buf out = {0};
     int ws = 0;
     char why[300] = "";
@@ -100,7 +125,10 @@ static kf_status run_reference(const kf_verify_ctx *c, const char *dir, const in
         char how[64];
         if (WIFSIGNALED(ws)) snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(ws));
         else snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(ws));
-        st = kf_error_set(err, KF_ERR_RUNTIME, g->path, 0, 0,
+        /* exit 4: the chosen reference cannot run on this machine (cuda-f32 without a CUDA
+         * device in torch): the user's choice to change, not a failure of the module */
+        int here = WIFEXITED(ws) && WEXITSTATUS(ws) == 4;
+        st = kf_error_set(err, here ? KF_ERR_UNSUPPORTED : KF_ERR_RUNTIME, g->path, 0, 0,
                           "task '%s': the reference process (%s -m kforge_torch.reference) %s%s%s", g->name, py, how,
                           said[0] ? "; it said:\n" : "", said);
     }
