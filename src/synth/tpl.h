@@ -59,6 +59,8 @@ typedef struct kf_mm_gather {
     int64_t rdim[KF_MM_MAX_ATOMS], rstr[KF_MM_MAX_ATOMS];
     int64_t cdim[KF_MM_MAX_ATOMS], cstr[KF_MM_MAX_ATOMS];
     int64_t bstr[KF_MAX_DIMS];         /* per output batch dim, in elements (0: broadcast) */
+    int padded;                        /* the source is a padding view's result (a border of
+                                        * pad values: the default skips B's zero rows) */
 } kf_mm_gather;
 typedef struct kf_matmul_desc {
     int64_t batch;           /* number of (M x N) output matrices */

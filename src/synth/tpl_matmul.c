@@ -151,6 +151,16 @@ void kf_tpl_matmul_params(const kf_matmul_desc *d, const kf_device_info *dev, kf
     int64_t nbudget = d->M <= mc0 ? l2 / 4 : l3 / (4 * nthreads);
     kf_tpl_add_param(sp, prefix, "nc", KF_ROLE_NONE, ncv, nnc, pick_fit(ncv, nnc, 4L * kc0, nbudget));
 
+    if (d->gb.on) {
+        /* zs: the micro-kernel skips the k rows of a packed B strip that are all zero (a
+         * padded source: a stride-1 conv_transpose's taps over its padding), where A's block
+         * is finite, so that 0 * A adds exactly nothing. On by default where the source is a
+         * padding's result; elsewhere the test costs 2-5% (design note "zero rows of a
+         * gathered B skipped") */
+        long zsv[] = {0, 1};
+        kf_tpl_add_param(sp, prefix, "zs", KF_ROLE_NONE, zsv, 2, d->gb.padded ? 1 : 0);
+    }
+
     if (nthreads > 1) {
         /* tasks per thread: more tasks balance a busy machine, at the price of packing
          * B (or A) once more per extra task */
@@ -174,6 +184,8 @@ typedef struct mm_plan {
     int64_t apf, bpf;    /* floats of one thread's A block and B panel buffers */
     int epi;             /* the store stage hands complete sums to @_epi (kf_matmul_desc.epi) */
     int64_t colmin, colmax; /* a gathered B's least and greatest column offsets */
+    int zs;              /* skip a B strip's all-zero k rows (gathered B only) */
+    int64_t nzf;         /* floats of one thread's zero-row flags (a byte per strip and k) */
 } mm_plan;
 
 /* printf into out, with every '@' replaced by the stage's function name. */
@@ -373,13 +385,14 @@ static void emit_pack_a(kf_buf *out, const mm_plan *pl) {
 static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
     const kf_matmul_desc *d = pl->d;
     int nr = pl->nr;
+    if (pl->zs) put(out, pl, "#if defined(__AVX__) || defined(__SSE4_1__)\n#include <immintrin.h>\n#endif\n");
     put(out, pl,
         "/* B panel columns [jc, jc+nc) x depth [pc, pc+kc) into NR-wide strips, zero-padded */\n"
         "static void @_pack_b(const float *restrict b, float *restrict bp, int64_t jc,\n"
-        "                     int64_t nc, int64_t pc, int64_t kc)\n"
+        "                     int64_t nc, int64_t pc, int64_t kc%s)\n"
         "{\n"
         "    const int64_t full = nc / %d * %d;\n",
-        nr, nr);
+        pl->zs ? ", uint16_t *restrict zi" : "", nr, nr);
     if (d->gb.on) {
         /* B gathered: the panel's column offsets once, then row k of the panel is the
          * source at row k's offset plus those. The panel is copied a vector (VL columns)
@@ -419,9 +432,36 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "        oa[q] = o[0];\n"
             "        ob[q] = o2;\n"
             "        cut[q] = (unsigned char)c;\n"
-            "    }\n"
+            "    }\n",
+            pl->vl, pl->vl, pl->vl, pl->vl, pl->vl - 1, LL(pl->colmax), LL(pl->colmin), pl->vl, pl->vl);
+        /* zs: each strip's rows with any value not +-0 (NaN included), in order: their count
+         * at zi[q * (kc + 1)], their indices after it. The vectors of one strip's row are
+         * consecutive in q: their OR is tested when the strip's last one is written (a
+         * second pass over the panel cost 40 ms of 127 in KernelBench 77's GEMM, one core),
+         * with one vector test where the ISA has it, and the index stored without a branch. */
+        const char *test = pl->vl == 16  ? "__AVX512F__"
+                           : pl->vl == 8 ? "__AVX__"
+                                         : "__SSE4_1__";
+        const char *testf = pl->vl == 16  ? "_mm512_test_epi32_mask((__m512i)zo, (__m512i)zo) != 0"
+                            : pl->vl == 8 ? "!_mm256_testz_si256((__m256i)zo, (__m256i)zo)"
+                                          : "!_mm_testz_si128((__m128i)zo, (__m128i)zo)";
+        char note[512];
+        snprintf(note, sizeof note,
+                 "zo &= 0x7fffffff;\n"
+                 "#if defined(%s)\n"
+                 "                const int any = %s;\n"
+                 "#else\n"
+                 "                int any = 0;\n"
+                 "                for (int l = 0; l < %d; l++) any |= zo[l] != 0;\n"
+                 "#endif\n",
+                 test, testf, pl->vl);
+        if (pl->zs)
+            put(out, pl, "    for (int64_t q = 0; q < (nc + %d) / %d; q++) zi[q * (kc + 1)] = 0;\n", nr - 1, nr);
+        put(out, pl,
             "    for (int64_t k = 0; k < kc; k++) {\n"
-            "        const float *restrict s = b + @_brow(pc + k);\n"
+            "        const float *restrict s = b + @_brow(pc + k);\n");
+        if (pl->zs) put(out, pl, "        @_vi zo = {0};\n");
+        put(out, pl,
             "        for (int64_t q = 0; q < full / %d; q++) {\n"
             "            float *restrict d = bp + (q / %d) * %dLL * kc + k * %d + (q %% %d) * %d;\n"
             "            if (kind[q] == 0) {\n"
@@ -434,18 +474,41 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
             "            } else {\n"
             "                const int64_t *o = off + q * %d;\n"
             "                for (int l = 0; l < %d; l++) d[l] = s[o[l]];\n"
-            "            }\n"
+            "            }\n",
+            pl->vl, nr / pl->vl, nr, nr, nr / pl->vl, pl->vl, pl->vl, pl->vl);
+        if (pl->zs)
+            put(out, pl,
+                "            zo |= (@_vi)*(const @_vfu *)d;\n"
+                "            if (q %% %d == %d) {\n"
+                "                %s"
+                "                uint16_t *restrict zq = zi + (q / %d) * (kc + 1);\n"
+                "                zq[1 + zq[0]] = (uint16_t)k;\n"
+                "                zq[0] = (uint16_t)(zq[0] + any);\n"
+                "                zo = (@_vi){0};\n"
+                "            }\n",
+                nr / pl->vl, nr / pl->vl - 1, note, nr / pl->vl);
+        put(out, pl,
             "        }\n"
             "        if (full < nc) {\n"
             "            float *restrict d = bp + full * kc + k * %d;\n"
             "            int64_t j = 0;\n"
             "            for (; j < nc - full; j++) d[j] = s[off[full + j]];\n"
-            "            for (; j < %d; j++) d[j] = 0.0f;\n"
-            "        }\n"
-            "    }\n"
-            "}\n\n",
-            pl->vl, pl->vl, pl->vl, pl->vl, pl->vl - 1, LL(pl->colmax), LL(pl->colmin), pl->vl, pl->vl,
-            pl->vl, nr / pl->vl, nr, nr, nr / pl->vl, pl->vl, pl->vl, pl->vl, nr, nr);
+            "            for (; j < %d; j++) d[j] = 0.0f;\n",
+            nr, nr);
+        if (pl->zs) {
+            for (int v = 0; v < pl->nv; v++)
+                put(out, pl, "            zo |= (@_vi)*(const @_vfu *)(d + %d);\n", v * pl->vl);
+            put(out, pl,
+                "            {\n"
+                "                %s"
+                "                uint16_t *restrict zq = zi + (full / %d) * (kc + 1);\n"
+                "                zq[1 + zq[0]] = (uint16_t)k;\n"
+                "                zq[0] = (uint16_t)(zq[0] + any);\n"
+                "            }\n",
+                note, nr);
+        }
+        put(out, pl, "        }\n");
+        put(out, pl, "    }\n}\n\n");
     } else if (!d->tb) {
         /* B is [K, N]: row k of the source is the panel's row k, contiguous in j */
         put(out, pl,
@@ -483,18 +546,20 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
 
 /* The MRxNR register micro-kernel: acc = sum_k a[k][0..MR) x b[k][0..NR); then C = acc
  * (first) or C += acc, straight into C for a full tile, through a temporary otherwise. */
-static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask);
-static void emit_ukr(kf_buf *out, const mm_plan *pl) { emit_ukr_strided(out, pl, "", 1, pl->mr); }
+static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask, int zskip);
+static void emit_ukr(kf_buf *out, const mm_plan *pl) { emit_ukr_strided(out, pl, "", 1, pl->mr, 0); }
 
-/* ... A's element (i, k) at a[i * asi + k * ask]: a packed strip (1, MR), or A itself */
-static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask) {
+/* ... A's element (i, k) at a[i * asi + k * ask]: a packed strip (1, MR), or A itself;
+ * zskip: the k steps whose flag z[k] is 0 (the strip's row k all zero) are skipped */
+static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask, int zskip) {
     const kf_matmul_desc *d = pl->d;
     int mr = pl->mr, nv = pl->nv, vl = pl->vl, nr = pl->nr;
     put(out, pl,
         "static inline __attribute__((always_inline)) void\n"
-        "@_ukr%s(int64_t kc, const float *restrict a, const float *restrict b,\n"
+        "@_ukr%s(int64_t kc, const float *restrict a, const float *restrict b,%s\n"
         "      float *%sc, int64_t mr, int64_t nr, int first%s)\n"
-        "{\n", suffix, pl->epi ? "" : "restrict ", pl->epi ? ", const @_ex *ex, int64_t cf, int last" : "");
+        "{\n", suffix, zskip ? " const uint16_t *restrict zi," : "", pl->epi ? "" : "restrict ",
+        pl->epi ? ", const @_ex *ex, int64_t cf, int last" : "");
     for (int i = 0; i < mr; i++) {
         put(out, pl, "    @_vf");
         for (int v = 0; v < nv; v++) put(out, pl, "%s c%d_%d = {0}", v ? "," : "", i, v);
@@ -507,15 +572,28 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
         "        __builtin_prefetch(c + i * %lldLL + (nr - 1), 1, 3);\n"
         "    }\n",
         LL(d->N), LL(d->N));
-    put(out, pl, "    for (int64_t k = 0; k < kc; k++) {\n");
+    if (zskip) { /* the listed rows only: no branch per k */
+        put(out, pl,
+            "    (void)kc;\n"
+            "    for (int64_t t = 0; t < zi[0]; t++) {\n"
+            "        const int64_t k = zi[1 + t];\n"
+            "        const float *restrict ak = a + k * %lldLL;\n"
+            "        const float *restrict bk = b + k * %d;\n",
+            LL(ask), nr);
+    } else {
+        put(out, pl, "    for (int64_t k = 0; k < kc; k++) {\n"
+                     "        const float *restrict ak = a;\n"
+                     "        const float *restrict bk = b;\n");
+    }
     for (int v = 0; v < nv; v++)
-        put(out, pl, "        const @_vf b%d = *(const @_vf *)(b + %d);\n", v, v * vl);
+        put(out, pl, "        const @_vf b%d = *(const @_vf *)(bk + %d);\n", v, v * vl);
     for (int i = 0; i < mr; i++) {
-        put(out, pl, "        {\n            const float ai = a[%lldLL];\n", LL(i * asi));
+        put(out, pl, "        {\n            const float ai = ak[%lldLL];\n", LL(i * asi));
         for (int v = 0; v < nv; v++) put(out, pl, "            c%d_%d += b%d * ai;\n", i, v, v);
         put(out, pl, "        }\n");
     }
-    put(out, pl, "        a += %lldLL;\n        b += %d;\n    }\n", LL(ask), nr);
+    if (zskip) put(out, pl, "    }\n");
+    else put(out, pl, "        a += %lldLL;\n        b += %d;\n    }\n", LL(ask), nr);
     if (pl->epi) { /* the last K slice: the complete sums go through the epilogue, a row at a time */
         put(out, pl, "    if (last) {\n        float t[%d] __attribute__((aligned(64)));\n", mr * nr);
         for (int i = 0; i < mr; i++)
@@ -567,7 +645,11 @@ static void emit_gemm(kf_buf *out, const mm_plan *pl) {
         "static void @_gemm(const float *restrict a, const float *restrict b, float *%sc,\n"
         "                   float *restrict ap, float *restrict bp, int64_t i0, int64_t i1,\n"
         "                   int64_t j0, int64_t j1%s)\n"
-        "{\n"
+        "{\n",
+        pl->epi ? "" : "restrict ", pl->epi ? ", const @_ex *ex, int64_t cf0" : "");
+    if (pl->zs) /* the panel's zero-row flags after the panel, in the thread's buffer */
+        put(out, pl, "    uint16_t *restrict zi = (uint16_t *)(bp + %lldLL);\n", LL(pl->bpf));
+    put(out, pl,
         "    /* M blocks of at most %lld strips, balanced to whole strips */\n"
         "    const int64_t rs = (i1 - i0 + %d) / %d;\n"
         "    const int64_t nmb = (rs + %lld) / %lld;\n"
@@ -576,19 +658,35 @@ static void emit_gemm(kf_buf *out, const mm_plan *pl) {
         "        const int64_t ns = (nc + %d) / %d;\n"
         "        for (int64_t pc = 0; pc < %lldLL; pc += %lldLL) {\n"
         "            const int64_t kc = %lldLL - pc < %lldLL ? %lldLL - pc : %lldLL;\n"
-        "            @_pack_b(b, bp, jc, nc, pc, kc);\n"
+        "            @_pack_b(b, bp, jc, nc, pc, kc%s);\n"
         "            for (int64_t ib = 0; ib < nmb; ib++) {\n"
         "                const int64_t ic = i0 + (ib * rs / nmb) * %d;\n"
         "                int64_t ie = i0 + ((ib + 1) * rs / nmb) * %d;\n"
         "                if (ie > i1) ie = i1;\n"
         "                const int64_t mc = ie - ic;\n"
-        "                @_pack_a(a, ap, ic, mc, pc, kc);\n"
+        "                @_pack_a(a, ap, ic, mc, pc, kc);\n",
+        LL(pl->per), pl->mr - 1, pl->mr, LL(pl->per - 1), LL(pl->per), LL(pl->nc), LL(pl->nc),
+        LL(pl->nc), pl->nr - 1, pl->nr, LL(d->K), LL(pl->kc), LL(d->K), LL(pl->kc), LL(d->K),
+        LL(pl->kc), pl->zs ? ", zi" : "", pl->mr, pl->mr);
+    if (pl->zs) /* skipping a zero row of B leaves out 0 * A exactly only where A is finite */
+        put(out, pl, "                const int zk = @_finite(ap, (mc + %d) / %d * %d * kc);\n", pl->mr - 1, pl->mr,
+            pl->mr);
+    put(out, pl,
         "                for (int64_t s = 0; s < ns; s++) {\n"
         "                    const int64_t jr = s * %d;\n"
         "                    const int64_t nr = nc - jr < %d ? nc - jr : %d;\n"
         "                    const float *restrict bs = bp + s * %dLL * kc;\n"
         "                    float *%scs = c + ic * %lldLL + jc + jr;\n"
-        "                    for (int64_t ir = 0; ir < mc; ir += %d)\n"
+        "                    for (int64_t ir = 0; ir < mc; ir += %d)\n",
+        pl->nr, pl->nr, pl->nr, pl->nr, pl->epi ? "" : "restrict ", LL(d->N), pl->mr);
+    if (pl->zs)
+        put(out, pl,
+            "                        if (zk)\n"
+            "                            @_ukr_z(kc, ap + ir * kc, bs, zi + s * (kc + 1), cs + ir * %lldLL,\n"
+            "                                    mc - ir < %d ? mc - ir : %d, nr, pc == 0%s);\n"
+            "                        else\n",
+            LL(d->N), pl->mr, pl->mr, ex_args);
+    put(out, pl,
         "                        @_ukr(kc, ap + ir * kc, bs, cs + ir * %lldLL,\n"
         "                              mc - ir < %d ? mc - ir : %d, nr, pc == 0%s);\n"
         "                }\n"
@@ -596,12 +694,7 @@ static void emit_gemm(kf_buf *out, const mm_plan *pl) {
         "        }\n"
         "    }\n"
         "}\n\n",
-        pl->epi ? "" : "restrict ", pl->epi ? ", const @_ex *ex, int64_t cf0" : "",
-        LL(pl->per), pl->mr - 1, pl->mr, LL(pl->per - 1), LL(pl->per), LL(pl->nc), LL(pl->nc),
-        LL(pl->nc), pl->nr - 1, pl->nr, LL(d->K), LL(pl->kc), LL(d->K), LL(pl->kc), LL(d->K),
-        LL(pl->kc), pl->mr, pl->mr, pl->nr,
-        pl->nr, pl->nr, pl->nr, pl->epi ? "" : "restrict ", LL(d->N), pl->mr, LL(d->N), pl->mr, pl->mr,
-        ex_args);
+        LL(d->N), pl->mr, pl->mr, ex_args);
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -669,6 +762,11 @@ static void make_plan(mm_plan *pl, const kf_matmul_desc *d, const kf_space *sp,
     int64_t blk = rows_strips < pl->per ? rows_strips : pl->per;
     pl->apf = round_up(blk * pl->mr * pl->kc, 16);
     pl->bpf = round_up(pl->kc * pl->nc, 16);
+    if (d->gb.on) {
+        snprintf(full, sizeof full, "%szs", prefix ? prefix : "");
+        pl->zs = kf_point_get(sp, p, full, 0) != 0;
+    }
+    if (pl->zs) pl->nzf = round_up(ceil_div(pl->nc / pl->nr * (pl->kc + 1), 2), 16);
 }
 
 /* Append the stage function fname for desc d at point p (see tpl.h for the signature).
@@ -737,9 +835,24 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
     emit_pack_a(out, &pl);
     emit_pack_b(out, &pl);
     emit_ukr(out, &pl);
+    if (pl.zs) {
+        emit_ukr_strided(out, &pl, "_z", 1, pl.mr, 1);
+        /* 1 when no element of the n floats at p is infinite or NaN */
+        put(out, &pl,
+            "static int @_finite(const float *restrict p, int64_t n)\n"
+            "{\n"
+            "    int bad = 0;\n"
+            "    for (int64_t i = 0; i < n; i++) {\n"
+            "        uint32_t u;\n"
+            "        memcpy(&u, p + i, 4);\n"
+            "        bad |= (u & 0x7f800000u) == 0x7f800000u;\n"
+            "    }\n"
+            "    return !bad;\n"
+            "}\n\n");
+    }
     emit_gemm(out, &pl);
 
-    int64_t per_thread = pl.apf + pl.bpf;
+    int64_t per_thread = pl.apf + pl.bpf + pl.nzf;
     char ex_args[64] = "";
     if (d->epi) snprintf(ex_args, sizeof ex_args, ", ex, bt * %lldLL", LL(d->M * d->N));
     put(out, &pl,
@@ -868,7 +981,7 @@ void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_de
     emit_ukr(out, &pl);
     /* A's element (i, k): a[i * K + k], or a[k * M + i] when ta */
     int64_t asi = d->ta ? 1 : d->K, ask = d->ta ? d->M : 1;
-    if (direct) emit_ukr_strided(out, &pl, "_d", asi, ask);
+    if (direct) emit_ukr_strided(out, &pl, "_d", asi, ask, 0);
     /* K slice pc of the whole B at bp + pc * NC, NR-wide strips of kc rows each */
     put(out, &pl,
         "static void @_pack_all(const float *restrict b, float *restrict bp)\n"

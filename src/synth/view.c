@@ -112,6 +112,11 @@ int kf_synth_mm_gather(const kf_graph *g, const kf_node *n, int k, kf_mm_gather 
         v = g->nodes[p].in[0];
     }
     if (v == w) return -1; /* w itself pads: its copy is the operand */
+    int pv = g->values[v].producer;
+    if (pv >= 0 && kf_op_get(g->nodes[pv].op)->cls == KF_CLASS_VIEW) {
+        kf_imap pm;
+        gd->padded = kf_node_imap(g, &g->nodes[pv], &pm, NULL) == KF_OK && pm.nguards > 0;
+    }
     int64_t ust[KF_MAX_DIMS], base;
     kf_imap_strides(&m, ust, &base);
     int na[KF_MAX_DIMS];
