@@ -146,22 +146,28 @@ typedef struct kf_verify_opts {
     const char *workdir;    /* scratch directory (must exist) */
     const char *runner;     /* path of kforge-runner; NULL = find it (KFORGE_RUNNER, next to
                                the executable, or the build directory) */
-    int module_ref;         /* a module task's reference: KF_MODULE_REF_CPU_F64 (default) or
-                               KF_MODULE_REF_CUDA_F32; any other than the default on a graph
-                               task is KF_ERR_ARG (its reference is the interpreter) */
+    int module_ref;         /* a module task's reference: KF_MODULE_REF_CPU_F64 (default),
+                               KF_MODULE_REF_CUDA_F32 or KF_MODULE_REF_CUDA_F64; any other than
+                               the default on a graph task is KF_ERR_ARG (its reference is the
+                               interpreter) */
 } kf_verify_opts;
 
 /* Where a module task's reference process runs the module (src/verify/refproc.c,
- * python/kforge_torch/reference.py; docs/design-notes.md, "A float32 GPU reference"):
+ * python/kforge_torch/reference.py; docs/design-notes.md, "A float32 GPU reference" and
+ * "A float64 GPU reference"):
  *   CPU_F64   in float64 on the CPU: its own error far below a float32 kernel's tolerance;
  *   CUDA_F32  in float32 on torch's CUDA device, TF32 off, for modules too slow in float64
  *             on the CPU: its own rounding error is as large as a correct kernel's, so the
  *             comparison allows twice the tolerance (atol, rtol x2, NMSE x4: compare.c).
- *             Chosen by the user only (kforge synth/verify --module-ref), never as a
- *             fallback; without a CUDA device in torch the reference process refuses. */
-enum { KF_MODULE_REF_CPU_F64 = 0, KF_MODULE_REF_CUDA_F32 = 1 };
-/* Contract: the kind's name as the CLI spells it ("cpu-f64", "cuda-f32"; NULL for another
- * value). */
+ *   CUDA_F64  in float64 on torch's CUDA device (fast where the GPU has FP64 units: H100,
+ *             H200): the task's tolerance unchanged, and the same overflow marking as
+ *             CPU_F64 (a float32 forward beside it, on the same device).
+ * CUDA_F32 and CUDA_F64 share one device path in the process (a dtype apart); both are
+ * chosen by the user only (kforge synth/verify --module-ref), never as a fallback; without
+ * a CUDA device in torch the reference process refuses. */
+enum { KF_MODULE_REF_CPU_F64 = 0, KF_MODULE_REF_CUDA_F32 = 1, KF_MODULE_REF_CUDA_F64 = 2 };
+/* Contract: the kind's name as the CLI spells it ("cpu-f64", "cuda-f32", "cuda-f64"; NULL
+ * for another value). */
 const char *kf_module_ref_name(int kind);
 /* Contract: the kind named name (kf_module_ref_name's spelling), or -1 for none. */
 int kf_module_ref_parse(const char *name);

@@ -1,5 +1,5 @@
 """The reference process of a module task: the module itself, in float64 on the CPU (or, by
-the user's choice, in float32 on the GPU: KIND below).
+the user's choice, in float64 or float32 on the GPU: KIND below).
 
 usage: python3 -m kforge_torch.reference SPEC.json DIR SETS [SEED [KIND]]
 
@@ -21,7 +21,7 @@ seed, in its mode, then its state_dict replaced by the weights file (the values 
 gets as params), then converted to float64 (torch.nn.Module.double: floating parameters and
 buffers). Float inputs are converted exactly to float64. The process refuses sockets (no
 network: the module is the user's code, trusted as the reference, but nothing it does may
-reach out) and runs on the CPU only.
+reach out) and, under cpu-f64, runs on the CPU only.
 
 Why float64 on the CPU: float64 rounds 2^29 times finer than float32, so the reference's own
 error is far below the tolerance a float32 kernel is held to (1e-4), whatever order the
@@ -29,16 +29,21 @@ module's reductions take; every CPU has it, and the verifier's interpreter is fl
 It is slow where the module is large (float64 convolutions and matmuls on the CPU run at a
 fraction of float32's rate: docs/design-notes.md has the measured cost per input set).
 
-KIND is cpu-f64 (the default: all of the above) or cuda-f32 (kforge synth --module-ref
-cuda-f32): the module in float32 on torch's CUDA device, for a module too slow in float64 on
-the CPU, with TF32 off (cuBLAS and cuDNN would otherwise round the products' inputs to 10
-mantissa bits, an error far beyond a float32 kernel's tolerance) and cuDNN's deterministic
-algorithms (the same seed gives the same reference). Its own rounding error is then as
-large as a correct float32 kernel's, which the verifier allows for (twice the tolerance:
-docs/design-notes.md, "A float32 GPU reference"). DIR/of.S marks any infinity or NaN in its
-outputs (there is no float64 forward to tell the float32 overflows from the module's own).
-Without a CUDA device in torch it refuses (exit 4, naming why): never a silent fall back to
-the CPU.
+KIND is cpu-f64 (the default: all of the above), cuda-f64 or cuda-f32 (kforge synth
+--module-ref). cuda-f64: all of the above on torch's CUDA device instead of the CPU (the
+float64 forward, and the float32 forward that tells its overflows, both on the GPU), for a
+module too slow in float64 on the CPU where the GPU has FP64 units (H100, H200): the same
+tolerance. cuda-f32: the module in float32 on torch's CUDA device, for a module too slow in
+float64 on the CPU, with TF32 off (cuBLAS and cuDNN would otherwise round the products'
+inputs to 10 mantissa bits, an error far beyond a float32 kernel's tolerance) and cuDNN's
+deterministic algorithms (the same seed gives the same reference). Its own rounding error
+is then as large as a correct float32 kernel's, which the verifier allows for (twice the
+tolerance: docs/design-notes.md, "A float32 GPU reference"). DIR/of.S marks any infinity or
+NaN in its outputs (there is no float64 forward to tell the float32 overflows from the
+module's own). Both GPU kinds are one device path with a dtype (forward_on_device), with
+the same settings (TF32 off, which only a float32 forward reads; cuDNN deterministic,
+benchmark off). Without a CUDA device in torch either refuses (exit 4, naming why): never a
+silent fall back to the CPU.
 
 Exit status: 0 written, 2 a usage or spec error, 3 the module failed (the message names the
 step), 4 the reference KIND cannot run here (no CUDA device in torch), other: a crash.
@@ -66,7 +71,9 @@ class NoDevice(Exception):
     """the reference KIND cannot run on this machine"""
 
 
-KINDS = ("cpu-f64", "cuda-f32")
+KINDS = ("cpu-f64", "cuda-f32", "cuda-f64")
+# the dtype each GPU kind runs the module in
+DEVICE_DTYPE = {"cuda-f32": torch.float32, "cuda-f64": torch.float64}
 
 
 def new_precision_api():
@@ -91,14 +98,18 @@ def fp32_full_precision():
         torch.set_float32_matmul_precision("highest")
 
 
-def cuda_f32_device():
-    """torch's CUDA device for the float32 reference, with every reduced-precision path for
-    float32 turned off (TF32 in cuBLAS and cuDNN) and cuDNN's algorithms deterministic.
-    NoDevice naming why where torch has no CUDA device."""
+def cuda_device(kind):
+    """torch's CUDA device for the GPU reference KIND (cuda-f32 or cuda-f64), with every
+    reduced-precision path for float32 turned off (TF32 in cuBLAS and cuDNN: the float32
+    forward of cuda-f32, and the float32 forward by which cuda-f64 tells overflows, are then
+    full float32; float64 never uses TF32) and cuDNN's algorithms deterministic, benchmark
+    off (the same seed gives the same reference). NoDevice naming why where torch has no
+    CUDA device."""
     if not torch.cuda.is_available():
         built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "built without CUDA"
         vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-        raise NoDevice(f"the float32 GPU reference (--module-ref cuda-f32) needs a CUDA device in torch, and there "
+        what = "float32" if kind == "cuda-f32" else "float64"
+        raise NoDevice(f"the {what} GPU reference (--module-ref {kind}) needs a CUDA device in torch, and there "
                        f"is none: torch.cuda.is_available() is False (torch {torch.__version__}, {built}"
                        f"{'; CUDA_VISIBLE_DEVICES=' + repr(vis) if vis is not None else ''}); use --module-ref "
                        f"cpu-f64 (float64 on the CPU) or run on a machine with an NVIDIA GPU")
@@ -106,6 +117,14 @@ def cuda_f32_device():
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     return torch.device("cuda")
+
+
+def cuda_f32_device():
+    return cuda_device("cuda-f32")
+
+
+def cuda_f64_device():
+    return cuda_device("cuda-f64")
 
 
 def no_network():
@@ -333,17 +352,21 @@ def to_kind(model, dtype, device):
     return model
 
 
-def forward_cuda_f32(factory, blob, args32, draws, dev):
-    """The module's outputs (on the CPU, float32) with the params of blob, run in float32 on
-    dev: floating arguments as float32, tensors forward makes itself on dev."""
-    model = to_kind(factory.make(blob=blob), torch.float32, dev)
-    args = [a.to(dev, torch.float32 if a.dtype.is_floating_point else a.dtype) if isinstance(a, torch.Tensor) else a
+def forward_on_device(factory, blob, args32, draws, dev, dtype):
+    """The module's outputs (on the CPU, in dtype) with the params of blob, run in dtype
+    (float32 or float64) on dev: floating arguments converted exactly to dtype, tensors
+    forward makes itself on dev and, floating, in dtype (the default dtype, as the CPU
+    float64 forward has it). A fresh copy of the module per call."""
+    model = to_kind(factory.make(blob=blob), dtype, dev)
+    args = [a.to(dev, dtype if a.dtype.is_floating_point else a.dtype) if isinstance(a, torch.Tensor) else a
             for a in args32]
     torch.set_default_device(dev)
+    torch.set_default_dtype(dtype)
     try:
         outs = forward(model, args, draws)
         torch.cuda.synchronize(dev)
     finally:
+        torch.set_default_dtype(torch.float32)
         torch.set_default_device("cpu")
     return [o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outs]
 
@@ -371,9 +394,9 @@ def main(argv=None):
         return 2
     no_network()
     dev = None
-    if kind == "cuda-f32":
+    if kind in DEVICE_DTYPE:
         try:
-            dev = cuda_f32_device()
+            dev = cuda_f32_device() if kind == "cuda-f32" else cuda_f64_device()
         except NoDevice as e:
             print(f"kforge reference: {e}", file=sys.stderr)
             return 4
@@ -405,7 +428,9 @@ def main(argv=None):
             draws = draws_of(spec, wblob)
             try:
                 if dev is not None:
-                    outs = outs32 = forward_cuda_f32(factory, wblob, args32, draws, dev)
+                    outs = outs32 = forward_on_device(factory, wblob, args32, draws, dev, DEVICE_DTYPE[kind])
+                    if kind == "cuda-f64":  # the float32 forward beside it, as on the CPU
+                        outs32 = forward_on_device(factory, wblob, args32, draws, dev, torch.float32)
                 else:
                     torch.set_default_dtype(torch.float64)  # tensors forward makes itself
                     try:
@@ -426,10 +451,10 @@ def main(argv=None):
                     raise RefError(f"output {j} is {getattr(o, 'shape', type(o))}, the task says {w['shape']}")
             write_file(wdir, f"out.{s}", b"".join(o.detach().to(torch.float64).contiguous().numpy().tobytes()
                                                    for o in outs))
-            # float64: the float32 forward overflows where float64 does not; cuda-f32 (outs32
-            # is outs): any infinity or NaN, its own or the module's
-            over = any((~torch.isfinite(b.double()) & (torch.isfinite(a.double()) if dev is None else True)).any()
-                       .item() for a, b in zip(outs, outs32) if a.dtype.is_floating_point)
+            # float64 (cpu-f64, cuda-f64): the float32 forward overflows where float64 does not;
+            # cuda-f32 (outs32 is outs): any infinity or NaN, its own or the module's
+            over = any((~torch.isfinite(b.double()) & (torch.isfinite(a.double()) if outs32 is not outs else True))
+                       .any().item() for a, b in zip(outs, outs32) if a.dtype.is_floating_point)
             if over:
                 open(os.path.join(wdir, f"of.{s}"), "w").close()
     except RefError as e:

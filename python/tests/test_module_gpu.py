@@ -195,9 +195,9 @@ def test_cuda_f32_reference_refused_without_a_cuda_device(kforge, tmp_path):
                        text=True, env=dict(os.environ, **env))
     assert v.returncode == 2 and "needs a CUDA device in torch" in v.stderr, v.stdout + v.stderr
     # an unknown kind and a graph task are refused too
-    u = subprocess.run([kforge, "verify", str(task), str(kpath), "--module-ref", "cuda-f64"], capture_output=True,
+    u = subprocess.run([kforge, "verify", str(task), str(kpath), "--module-ref", "cuda-f16"], capture_output=True,
                        text=True)
-    assert u.returncode == 2 and "--module-ref takes cpu-f64 or cuda-f32" in u.stderr, u.stderr
+    assert u.returncode == 2 and "--module-ref takes cpu-f64, cuda-f64 or cuda-f32" in u.stderr, u.stderr
     gtask = os.path.join(REPO, "tasks", "swish.kf")
     g = subprocess.run([kforge, "synth", gtask, "--module-ref", "cuda-f32", "--no-store", "--out",
                         str(tmp_path / "g")], capture_output=True, text=True)

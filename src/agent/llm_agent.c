@@ -238,9 +238,10 @@ kf_status kf_llm_agent_new(const kf_llm_agent_setup *su, kf_llm_agent **out, kf_
             goto fail;
         }
         const char *kv[] = {"torch_source", msrc, "platform", a->platform, "module_reference",
-                            o->module_ref == KF_MODULE_REF_CUDA_F32 ? "by PyTorch in float32 on a GPU (TF32 off; the "
-                                                                      "tolerance is doubled for its own rounding)"
-                                                                    : "by PyTorch in float64 on the CPU",
+                            o->module_ref == KF_MODULE_REF_CUDA_F32   ? "by PyTorch in float32 on a GPU (TF32 off; the "
+                                                                        "tolerance is doubled for its own rounding)"
+                            : o->module_ref == KF_MODULE_REF_CUDA_F64 ? "by PyTorch in float64 on a GPU"
+                                                                      : "by PyTorch in float64 on the CPU",
                             NULL};
         torch_txt = fill(mod_tpl, kv);
         free(mod_tpl);

@@ -788,6 +788,8 @@ static void result_path(const kf_graph *g, const kf_loop_opts *o, const kf_mixed
                  !g->module ? "the float64 interpreter"
                  : o->module_ref == KF_MODULE_REF_CUDA_F32 ? "the module (its float32 reference on the GPU, "
                                                              "--module-ref cuda-f32, tolerance doubled)"
+                 : o->module_ref == KF_MODULE_REF_CUDA_F64 ? "the module (its float64 reference on the GPU, "
+                                                             "--module-ref cuda-f64)"
                                                            : "the module (its float64 reference)",
                  g->module && cov->nok ? "; the model had the builtin's verified kernels of the parts as references: "
                                        : "",
@@ -928,6 +930,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (o->table && o->module_ref == KF_MODULE_REF_CUDA_F32)
         fprintf(o->table, "drawing %d input sets and computing the module's float32 reference on the GPU "
                           "(--module-ref cuda-f32, TF32 off; tolerance doubled)...\n", vo.nsets);
+    else if (o->table && o->module_ref == KF_MODULE_REF_CUDA_F64)
+        fprintf(o->table, "drawing %d input sets and computing the module's float64 reference on the GPU "
+                          "(--module-ref cuda-f64)...\n", vo.nsets);
     else if (o->table)
         fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);
     r->phases.setup = kf_now() - t0;

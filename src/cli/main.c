@@ -170,10 +170,12 @@ static void usage_synth(FILE *f) {
             "                     platform, by %% of floor: `kforge show --best TASK.kf`)\n"
             "  --no-reference     no reference kernel, not even from the store\n"
             "  --module-ref R     a module task's reference (docs/task-format.md): cpu-f64\n"
-            "                     (default: the module in float64 on the CPU) or cuda-f32\n"
-            "                     (in float32 on torch's CUDA device, TF32 off, for modules\n"
-            "                     too slow in float64; tolerance doubled; refused without a\n"
-            "                     CUDA device in torch, never a fallback)\n"
+            "                     (default: the module in float64 on the CPU), cuda-f64 (in\n"
+            "                     float64 on torch's CUDA device: the same tolerance, fast on\n"
+            "                     GPUs with FP64 units such as H100/H200) or cuda-f32 (in\n"
+            "                     float32 on it, TF32 off, for modules too slow in float64;\n"
+            "                     tolerance doubled); the GPU kinds are refused without a\n"
+            "                     CUDA device in torch, never a fallback\n"
             "  --builtin-iters N  --agent both: builtin candidates first (default: half; a\n"
             "                     module task: per part, the model keeps --iters)\n"
             "  --prompts DIR      prompt files (default: $KFORGE_PROMPTS, else kforge's prompts/)\n"
@@ -206,8 +208,10 @@ static void usage_verify(FILE *f) {
             "  --timeout S        wall-clock limit per run (default 20)\n"
             "  -D NAME=VALUE      set a tunable / macro (repeatable)\n"
             "  --module-ref R     a module task's reference: cpu-f64 (default: the module in\n"
-            "                     float64 on the CPU) or cuda-f32 (in float32 on torch's CUDA\n"
-            "                     device, TF32 off, tolerance doubled; refused without one)\n"
+            "                     float64 on the CPU), cuda-f64 (in float64 on torch's CUDA\n"
+            "                     device, the same tolerance) or cuda-f32 (in float32 on it,\n"
+            "                     TF32 off, tolerance doubled); the GPU kinds are refused\n"
+            "                     without a CUDA device in torch\n"
             "  --json             print the verification record as JSON\n"
             "  -h, --help         this help\n"
             "\n"
@@ -391,7 +395,7 @@ static int cmd_synth(int argc, char **argv) {
         case 1003: f_retry_timeouts = 1; break;
         case 1004:
             o.module_ref = kf_module_ref_parse(optarg);
-            if (o.module_ref < 0) { fprintf(stderr, "kforge synth: --module-ref takes cpu-f64 or cuda-f32, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (o.module_ref < 0) { fprintf(stderr, "kforge synth: --module-ref takes cpu-f64, cuda-f64 or cuda-f32, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
         case 'W':
             if (!kf_cli_seconds(optarg, &dv)) { fprintf(stderr, "kforge synth: --llm-timeout needs a finite number of seconds > 0, got '%s'\n", optarg); return EXIT_USAGE; }
@@ -684,7 +688,7 @@ static int cmd_verify(int argc, char **argv) {
         case 't': target = optarg; break;
         case 1004:
             vo.module_ref = kf_module_ref_parse(optarg);
-            if (vo.module_ref < 0) { fprintf(stderr, "kforge verify: --module-ref takes cpu-f64 or cuda-f32, got '%s'\n", optarg); return EXIT_USAGE; }
+            if (vo.module_ref < 0) { fprintf(stderr, "kforge verify: --module-ref takes cpu-f64, cuda-f64 or cuda-f32, got '%s'\n", optarg); return EXIT_USAGE; }
             break;
         case 'h': usage_verify(stdout); return 0;
         default: usage_verify(stderr); return EXIT_USAGE;

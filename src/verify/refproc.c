@@ -27,6 +27,11 @@
  * naming why, where torch has no CUDA device, and marks of.S where the float32 forward gives
  * an infinity or NaN at all (it has no float64 to tell an overflow of its own from the
  * module's). compare.c allows such a reference twice the tolerance (verify.h).
+ *
+ * --module-ref cuda-f64 runs the module in float64 on torch's CUDA device, the same device
+ * path with another dtype: the task's tolerance unchanged, of.S as on the CPU (a float32
+ * forward on the same device, marked where it gives an infinity or NaN that float64 does
+ * not), refused (exit 4) without a CUDA device like cuda-f32.
  */
 #include "verify/verify_int.h"
 
@@ -42,11 +47,14 @@
 #define REF_REDRAW_ROUNDS 4
 
 const char *kf_module_ref_name(int kind) {
-    return kind == KF_MODULE_REF_CPU_F64 ? "cpu-f64" : kind == KF_MODULE_REF_CUDA_F32 ? "cuda-f32" : NULL;
+    return kind == KF_MODULE_REF_CPU_F64    ? "cpu-f64"
+           : kind == KF_MODULE_REF_CUDA_F32 ? "cuda-f32"
+           : kind == KF_MODULE_REF_CUDA_F64 ? "cuda-f64"
+                                            : NULL;
 }
 
 int kf_module_ref_parse(const char *name) {
-    for (int k = KF_MODULE_REF_CPU_F64; k <= KF_MODULE_REF_CUDA_F32; k++)
+    for (int k = KF_MODULE_REF_CPU_F64; k <= KF_MODULE_REF_CUDA_F64; k++)
         if (name && !strcmp(name, kf_module_ref_name(k))) return k;
     return -1;
 }
@@ -55,6 +63,9 @@ const char *kf_module_ref_describe(int kind) {
     if (kind == KF_MODULE_REF_CUDA_F32)
         return "cuda-f32: the module in float32 on torch's CUDA device (TF32 off), in a separate process; "
                "tolerance doubled (atol, rtol x2, NMSE x4) for the reference's own float32 rounding";
+    if (kind == KF_MODULE_REF_CUDA_F64)
+        return "cuda-f64: the module in float64 on torch's CUDA device, in a separate process; the task's "
+               "tolerance (a float64 reference, as on the CPU)";
     return "cpu-f64: the module in float64 on the CPU, in a separate process";
 }
 
@@ -125,7 +136,7 @@ static kf_status run_reference(const kf_verify_ctx *c, const char *dir, const in
         char how[64];
         if (WIFSIGNALED(ws)) snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(ws));
         else snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(ws));
-        /* exit 4: the chosen reference cannot run on this machine (cuda-f32 without a CUDA
+        /* exit 4: the chosen reference cannot run on this machine (cuda-f32/f64 without a CUDA
          * device in torch): the user's choice to change, not a failure of the module */
         int here = WIFEXITED(ws) && WEXITSTATUS(ws) == 4;
         st = kf_error_set(err, here ? KF_ERR_UNSUPPORTED : KF_ERR_RUNTIME, g->path, 0, 0,
