@@ -39,19 +39,6 @@ static kf_mm_gather padded_cols(const zc_case *c, int64_t *H, int64_t *W) {
     return g;
 }
 
-static int64_t gather_at(const kf_mm_gather *g, int64_t k, int64_t j) {
-    int64_t o = g->base;
-    for (int i = g->nrow - 1; i >= 0; i--) {
-        o += (k % g->rdim[i]) * g->rstr[i];
-        k /= g->rdim[i];
-    }
-    for (int i = g->ncol - 1; i >= 0; i--) {
-        o += (j % g->cdim[i]) * g->cstr[i];
-        j /= g->cdim[i];
-    }
-    return o;
-}
-
 /* Emit, compile and check one case; returns the emitted source (the caller frees it). */
 static char *run_case(const zc_case *c) {
     int64_t H, W;
@@ -62,21 +49,9 @@ static char *run_case(const zc_case *c) {
     d.gb = padded_cols(c, &H, &W);
     d.N = d.gb.cdim[0] * d.gb.cdim[1];
     d.K = c->C * c->kh * c->kw;
-    kf_device_info dev;
-    make_dev(&dev, c->simd);
-    kf_space sp;
-    memset(&sp, 0, sizeof sp);
-    kf_tpl_matmul_params(&d, &dev, &sp, "s0.");
-    kf_point pt;
-    make_point(&sp, &pt, c->params);
-    kf_buf src = {0};
-    kf_tpl_matmul_emit(&src, "kf_mm", &d, &sp, &pt, "s0.");
-    kf_buf_printf(&src, "int kforge_kernel(void *const *args) {\n    kf_mm(args[0], args[1], args[2]);\n"
-                        "    return 0;\n}\n");
-    char dir[64];
-    void *h = compile_and_load(src.data, "kf_zskip", dir, sizeof dir);
-    int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, "kforge_kernel");
-    cr_assert(fn != NULL);
+    char dir[64], *src = NULL;
+    void *h = NULL;
+    int (*fn)(void *const *) = mm_kernel_load(&d, c->simd, c->params, "kf_zskip", dir, sizeof dir, &src, &h);
 
     const int64_t N = d.N, K = d.K, pk = c->kh - 1, pw = c->kw - 1;
     int64_t na = c->M * K, nb = c->C * H * W, nc = c->M * N;
@@ -125,7 +100,7 @@ static char *run_case(const zc_case *c) {
     free(Cg);
     dlclose(h);
     remove_dir(dir);
-    return src.data;
+    return src;
 }
 
 /* A conv_transpose's shapes: 16 output channels (the M of KernelBench 77, 61), and 13 and 20

@@ -33,19 +33,6 @@ static void make_desc(const gp_case *c, kf_matmul_desc *d) {
 }
 
 /* The source offset of B's element (k, j), decoded independently of the template. */
-static int64_t gather_at(const kf_mm_gather *g, int64_t k, int64_t j) {
-    int64_t o = g->base;
-    for (int i = g->nrow - 1; i >= 0; i--) {
-        o += (k % g->rdim[i]) * g->rstr[i];
-        k /= g->rdim[i];
-    }
-    for (int i = g->ncol - 1; i >= 0; i--) {
-        o += (j % g->cdim[i]) * g->cstr[i];
-        j /= g->cdim[i];
-    }
-    return o;
-}
-
 /* The source's size: one past its greatest offset (every offset is at least 0 here). */
 static int64_t source_len(const kf_matmul_desc *d) {
     int64_t hi = 0;
@@ -68,21 +55,9 @@ static int64_t source_len(const kf_matmul_desc *d) {
 static char *run_case(const gp_case *c) {
     kf_matmul_desc d;
     make_desc(c, &d);
-    kf_device_info dev;
-    make_dev(&dev, 256);
-    kf_space sp;
-    memset(&sp, 0, sizeof sp);
-    kf_tpl_matmul_params(&d, &dev, &sp, "s0.");
-    kf_point pt;
-    make_point(&sp, &pt, c->params);
-    kf_buf src = {0};
-    kf_tpl_matmul_emit(&src, "kf_mm", &d, &sp, &pt, "s0.");
-    kf_buf_printf(&src, "int kforge_kernel(void *const *args) {\n    kf_mm(args[0], args[1], args[2]);\n"
-                        "    return 0;\n}\n");
-    char dir[64];
-    void *h = compile_and_load(src.data, "kf_gpack", dir, sizeof dir);
-    int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, "kforge_kernel");
-    cr_assert(fn != NULL);
+    char dir[64], *src = NULL;
+    void *h = NULL;
+    int (*fn)(void *const *) = mm_kernel_load(&d, 256, c->params, "kf_gpack", dir, sizeof dir, &src, &h);
 
     const int64_t N = d.N, K = d.K;
     int64_t na = c->M * K, nb = source_len(&d), nc = c->M * N;
@@ -119,7 +94,7 @@ static char *run_case(const gp_case *c) {
     free(Cg);
     dlclose(h);
     remove_dir(dir);
-    return src.data;
+    return src;
 }
 
 /* A stride-1 convolution's columns over a source of rows w wide (an input plane, padded or

@@ -45,20 +45,12 @@ static void make_desc(const mm_case *c, kf_matmul_desc *d) {
 }
 
 /* A gathered B's element (bt, k, j), decoded here independently of the template. */
-static int64_t gather_at(const mm_case *c, int64_t bt, int64_t k, int64_t j) {
+static int64_t gather_bt(const mm_case *c, int64_t bt, int64_t k, int64_t j) {
     const kf_mm_gather *g = c->gb;
-    int64_t o = g->base;
+    int64_t o = gather_at(g, k, j); /* tpl_cpu_common.h: the row and column dims */
     for (int i = c->nbdims - 1; i >= 0; i--) {
         o += (bt % c->bdim[i]) * g->bstr[i];
         bt /= c->bdim[i];
-    }
-    for (int i = g->nrow - 1; i >= 0; i--) {
-        o += (k % g->rdim[i]) * g->rstr[i];
-        k /= g->rdim[i];
-    }
-    for (int i = g->ncol - 1; i >= 0; i--) {
-        o += (j % g->cdim[i]) * g->cstr[i];
-        j /= g->cdim[i];
     }
     return o;
 }
@@ -132,7 +124,7 @@ static void check_case(void *h, int idx, const mm_case *c) {
                 double s = 0, sa = 0;
                 for (int64_t k = 0; k < c->K; k++) {
                     double x = c->ta ? a[k * c->M + i] : a[i * c->K + k];
-                    double y = c->gb ? B[gather_at(c, bt, k, j)] : c->tb ? b[j * c->K + k] : b[k * c->N + j];
+                    double y = c->gb ? B[gather_bt(c, bt, k, j)] : c->tb ? b[j * c->K + k] : b[k * c->N + j];
                     s += x * y;
                     sa += fabs(x * y);
                 }

@@ -127,6 +127,46 @@ static inline void *compile_and_load(const char *src, const char *prefix, char *
     return h;
 }
 
+/* The flat source offset of a gathered operand's element (k, j), no batch dims. */
+static inline int64_t gather_at(const kf_mm_gather *g, int64_t k, int64_t j) {
+    int64_t o = g->base;
+    for (int i = g->nrow - 1; i >= 0; i--) {
+        o += (k % g->rdim[i]) * g->rstr[i];
+        k /= g->rdim[i];
+    }
+    for (int i = g->ncol - 1; i >= 0; i--) {
+        o += (j % g->cdim[i]) * g->cstr[i];
+        j /= g->cdim[i];
+    }
+    return o;
+}
+
+/* The GEMM template's kernel for d at the point `params` ("name=value ...", NULL: the
+ * defaults) on a CPU of simd_bits, as `int kforge_kernel(args)` calling kf_mm(A, B, C),
+ * compiled and loaded (dir: its temp folder, for remove_dir); *src, when given, gets the
+ * emitted source (the caller frees it), *handle the dlopen handle. */
+static inline int (*mm_kernel_load(const kf_matmul_desc *d, int simd_bits, const char *params, const char *prefix,
+                                   char *dir, size_t cap, char **src_out, void **handle))(void *const *) {
+    kf_device_info dev;
+    make_dev(&dev, simd_bits);
+    kf_space sp;
+    memset(&sp, 0, sizeof sp);
+    kf_tpl_matmul_params(d, &dev, &sp, "s0.");
+    kf_point pt;
+    make_point(&sp, &pt, params);
+    kf_buf src = {0};
+    kf_tpl_matmul_emit(&src, "kf_mm", d, &sp, &pt, "s0.");
+    kf_buf_printf(&src, "int kforge_kernel(void *const *args) {\n    kf_mm(args[0], args[1], args[2]);\n"
+                        "    return 0;\n}\n");
+    void *h = compile_and_load(src.data, prefix, dir, cap);
+    int (*fn)(void *const *) = (int (*)(void *const *))(uintptr_t)dlsym(h, "kforge_kernel");
+    cr_assert(fn != NULL);
+    if (src_out) *src_out = src.data;
+    else free(src.data);
+    *handle = h;
+    return fn;
+}
+
 /* The temp dir of compile_and_load and its three files. */
 static inline void remove_dir(const char *dir) {
     const char *files[] = {"k.c", "k.so", "cc.log"};
