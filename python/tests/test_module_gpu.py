@@ -313,13 +313,12 @@ sys.exit(rc)
 '''
 
 
-@need_cuda
-@pytest.mark.parametrize("name", ["branch_shrink", "conv_gn_shrink", "lstm_cell"])
-def test_cuda_f32_reference_within_float32_tolerance_of_float64(kforge, tmp_path, name):
-    """The assumption behind the doubled tolerance: on the verifier's own input sets (every
-    distribution, its params per set), the module in float32 on the GPU (TF32 off) is itself
-    within the float32 tolerance of the module in float64 on the CPU (atol 1e-4 * max(1, rms)
-    + rtol 1e-4 * |want| per element, NMSE 1e-8)."""
+def verify_keeping_sets(kforge, tmp_path, name, kind):
+    """`kforge verify` of the sample module `name`'s kernel against its reference of `kind`
+    (--seed 11), the reference process's input sets kept by the KEEP_SETS wrapper: returns
+    (task, spec, last), last mapping each set to the last call that computed it, as
+    (call, spec_path, seed) (a set whose float32 forward overflowed is drawn again: the last
+    draw is the one kept)."""
     task, spec = import_task(kforge, tmp_path, name)
     wrapper = tmp_path / "keep_python"
     wrapper.write_text(KEEP_SETS)
@@ -328,16 +327,28 @@ def test_cuda_f32_reference_within_float32_tolerance_of_float64(kforge, tmp_path
     keep.mkdir()
     kpath = tmp_path / "k.c"
     kpath.write_text(read(os.path.join(MODULES, f"{name}_kernel.c")))
-    v = subprocess.run([kforge, "verify", str(task), str(kpath), "--module-ref", "cuda-f32", "--seed", "11", "--json"],
+    v = subprocess.run([kforge, "verify", str(task), str(kpath), "--module-ref", kind, "--seed", "11", "--json"],
                        capture_output=True, text=True, env=dict(os.environ, KFORGE_PYTHON=str(wrapper),
                                                                   KF_TEST_KEEP=str(keep)))
     assert v.returncode == 0 and json.loads(v.stdout)["status"] == "ok", v.stdout + v.stderr
-    last = {}  # set -> the last call that computed it (a set whose float32 forward overflowed
-    for call in sorted(os.listdir(keep), key=int):  # is drawn again: the last draw is the one kept)
-        spec_path, _, sets, seed, kind = read(keep / call / "argv").split("\n")
-        assert kind == "cuda-f32"
+    last = {}
+    for call in sorted(os.listdir(keep), key=int):
+        spec_path, _, sets, seed, k = read(keep / call / "argv").split("\n")
+        assert k == kind
         for s in sets.split(","):
             last[s] = (call, spec_path, seed)
+    return task, spec, last
+
+
+@need_cuda
+@pytest.mark.parametrize("name", ["branch_shrink", "conv_gn_shrink", "lstm_cell"])
+def test_cuda_f32_reference_within_float32_tolerance_of_float64(kforge, tmp_path, name):
+    """The assumption behind the doubled tolerance: on the verifier's own input sets (every
+    distribution, its params per set), the module in float32 on the GPU (TF32 off) is itself
+    within the float32 tolerance of the module in float64 on the CPU (atol 1e-4 * max(1, rms)
+    + rtol 1e-4 * |want| per element, NMSE 1e-8)."""
+    task, spec, last = verify_keeping_sets(kforge, tmp_path, name, "cuda-f32")
+    keep = tmp_path / "keep"  # the sets verify_keeping_sets kept
     assert sorted(last) == [str(s) for s in range(6)], last
     for s, (call, spec_path, seed) in sorted(last.items()):
         d, d64 = keep / call, tmp_path / f"f64_{s}"

@@ -28,7 +28,7 @@ import pytest
 import torch
 
 from conftest import REPO
-from test_module_gpu import (KEEP_SETS, MODULES, first_prompt, import_task, need_cuda, read, read_bytes, reply,
+from test_module_gpu import (verify_keeping_sets, MODULES, first_prompt, import_task, need_cuda, read, read_bytes, reply,
                              scaled_kernel, synth, zeros_cu)
 
 PYDIR = os.path.join(REPO, "python")
@@ -225,24 +225,8 @@ def test_cuda_f64_reference_equals_cpu_f64(kforge, tmp_path, name):
     """On the verifier's own input sets (every distribution, its params per set, kept by a
     KFORGE_PYTHON wrapper), the module in float64 on the GPU against the module in float64
     on the CPU: equal to F64_TOL; and the sample kernel verifies against cuda-f64."""
-    task, _ = import_task(kforge, tmp_path, name)
-    wrapper = tmp_path / "keep_python"
-    wrapper.write_text(KEEP_SETS)
-    wrapper.chmod(0o755)
-    keep = tmp_path / "keep"
-    keep.mkdir()
-    kpath = tmp_path / "k.c"
-    kpath.write_text(read(os.path.join(MODULES, f"{name}_kernel.c")))
-    v = subprocess.run([kforge, "verify", str(task), str(kpath), "--module-ref", "cuda-f64", "--seed", "11", "--json"],
-                       capture_output=True, text=True, env=dict(os.environ, KFORGE_PYTHON=str(wrapper),
-                                                                  KF_TEST_KEEP=str(keep)))
-    assert v.returncode == 0 and json.loads(v.stdout)["status"] == "ok", v.stdout + v.stderr
-    last = {}  # set -> the last call that computed it (an overflowing set is drawn again)
-    for call in sorted(os.listdir(keep), key=int):
-        spec_path, _, sets, seed, kind = read(keep / call / "argv").split("\n")
-        assert kind == "cuda-f64"
-        for s in sets.split(","):
-            last[s] = (call, spec_path, seed)
+    task, _, last = verify_keeping_sets(kforge, tmp_path, name, "cuda-f64")
+    keep = tmp_path / "keep"  # the sets verify_keeping_sets kept
     assert sorted(last) == [str(s) for s in range(6)], last
     for s, (call, spec_path, seed) in sorted(last.items()):
         d, d64 = keep / call, tmp_path / f"f64_{s}"
