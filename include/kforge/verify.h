@@ -174,6 +174,14 @@ int kf_module_ref_parse(const char *name);
 /* Contract: one line on how a module task's reference is computed under kind, and its
  * tolerance (static storage), for run records and reports. */
 const char *kf_module_ref_describe(int kind);
+/* Contract: the reference of a task under kind in a few words, for progress lines and
+ * outcomes: "float64 reference" (cpu-f64), "float32 reference on the GPU (--module-ref
+ * cuda-f32, TF32 off; tolerance doubled)", "float64 reference on the GPU (--module-ref
+ * cuda-f64)" (static storage). */
+const char *kf_module_ref_phrase(int kind);
+/* Contract: KF_OK where kind may verify task g (the default on every task; another kind
+ * on a module task only), else KF_ERR_ARG naming why. */
+kf_status kf_module_ref_check(const kf_graph *g, int kind, kf_error *err);
 
 void kf_verify_opts_default(kf_verify_opts *o);
 /* The default number of input sets: one per distribution. */

@@ -783,14 +783,10 @@ static void result_path(const kf_graph *g, const kf_loop_opts *o, const kf_mixed
         const kf_iter_record *b = &r->iters[r->best];
         int model = !strcmp(b->agent, "llm");
         snprintf(r->result_from, sizeof r->result_from, "%s", model ? "llm" : "builtin");
-        snprintf(r->outcome, sizeof r->outcome, "%s kernel of iteration %d, verified against %s%s%s",
+        snprintf(r->outcome, sizeof r->outcome, "%s kernel of iteration %d, verified against %s%s%s%s%s",
                  model ? "the model's" : "the builtin generator's", b->iter,
-                 !g->module ? "the float64 interpreter"
-                 : o->module_ref == KF_MODULE_REF_CUDA_F32 ? "the module (its float32 reference on the GPU, "
-                                                             "--module-ref cuda-f32, tolerance doubled)"
-                 : o->module_ref == KF_MODULE_REF_CUDA_F64 ? "the module (its float64 reference on the GPU, "
-                                                             "--module-ref cuda-f64)"
-                                                           : "the module (its float64 reference)",
+                 g->module ? "the module (its " : "the float64 interpreter",
+                 g->module ? kf_module_ref_phrase(o->module_ref) : "", g->module ? ")" : "",
                  g->module && cov->nok ? "; the model had the builtin's verified kernels of the parts as references: "
                                        : "",
                  g->module && cov->nok ? cov->verified : "");
@@ -831,13 +827,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
 
     /* a module reference other than float64 on the CPU is the user's explicit choice, for a
      * module task only: said before anything else runs */
-    if (o->module_ref != KF_MODULE_REF_CPU_F64 && !g->module) {
-        st = kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
-                          "--module-ref %s: task '%s' is a graph task, whose reference is kforge's float64 "
-                          "interpreter; a module reference applies to module tasks only",
-                          kf_module_ref_name(o->module_ref) ? kf_module_ref_name(o->module_ref) : "?", g->name);
-        goto done;
-    }
+    st = kf_module_ref_check(g, o->module_ref, err); /* also sets.c's, which a cached set skips */
+    if (st != KF_OK) goto done;
     snprintf(r->reference, sizeof r->reference, "%s",
              g->module ? kf_module_ref_describe(o->module_ref) : "the float64 interpreter (kforge's own, on the CPU)");
     st = kf_backend_open(target, &be, err);
@@ -927,14 +918,9 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     vo.floor_s = r->roof.floor_s;
     vo.workdir = work;
     vo.module_ref = o->module_ref;
-    if (o->table && o->module_ref == KF_MODULE_REF_CUDA_F32)
-        fprintf(o->table, "drawing %d input sets and computing the module's float32 reference on the GPU "
-                          "(--module-ref cuda-f32, TF32 off; tolerance doubled)...\n", vo.nsets);
-    else if (o->table && o->module_ref == KF_MODULE_REF_CUDA_F64)
-        fprintf(o->table, "drawing %d input sets and computing the module's float64 reference on the GPU "
-                          "(--module-ref cuda-f64)...\n", vo.nsets);
-    else if (o->table)
-        fprintf(o->table, "drawing %d input sets and computing the float64 reference...\n", vo.nsets);
+    if (o->table)
+        fprintf(o->table, "drawing %d input sets and computing the %s%s...\n", vo.nsets, g->module ? "module's " : "",
+                kf_module_ref_phrase(o->module_ref));
     r->phases.setup = kf_now() - t0;
     double t_ctx = kf_now();
     /* the sets and reference depend on the task, the seed and the set count only: a run

@@ -69,6 +69,20 @@ const char *kf_module_ref_describe(int kind) {
     return "cpu-f64: the module in float64 on the CPU, in a separate process";
 }
 
+const char *kf_module_ref_phrase(int kind) {
+    return kind == KF_MODULE_REF_CUDA_F32   ? "float32 reference on the GPU (--module-ref cuda-f32, TF32 off; tolerance doubled)"
+           : kind == KF_MODULE_REF_CUDA_F64 ? "float64 reference on the GPU (--module-ref cuda-f64)"
+                                            : "float64 reference";
+}
+
+kf_status kf_module_ref_check(const kf_graph *g, int kind, kf_error *err) {
+    if (kind == KF_MODULE_REF_CPU_F64 || g->module) return KF_OK;
+    return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
+                        "--module-ref %s: task '%s' is a graph task, whose reference is kforge's float64 "
+                        "interpreter; a module reference applies to module tasks only",
+                        kf_module_ref_name(kind) ? kf_module_ref_name(kind) : "?", g->name);
+}
+
 static double ref_timeout_s(void) {
     const char *e = getenv("KFORGE_REF_TIMEOUT");
     double t = e && *e ? strtod(e, NULL) : 0;

@@ -310,11 +310,10 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
                                 "the verifier cannot store dtype %s of '%s'",
                                 kf_dtype_name(v->dtype), v->name);
     }
-    if (o && o->module_ref != KF_MODULE_REF_CPU_F64 && !g->module)
-        return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
-                            "task '%s' is a graph task: its reference is kforge's float64 interpreter; a module "
-                            "reference (%s) applies to module tasks only", g->name,
-                            kf_module_ref_name(o->module_ref) ? kf_module_ref_name(o->module_ref) : "?");
+    if (o) {
+        kf_status mst = kf_module_ref_check(g, o->module_ref, err);
+        if (mst != KF_OK) return mst;
+    }
     int nsets = o && o->nsets > 1 ? o->nsets : 1;
     /* error bounds (kf_interp_run_bounds) where an op can amplify or accumulate rounding: a
      * graph of pointwise ops alone has none beyond rounding its result (rtol covers it) */
