@@ -544,16 +544,31 @@ static void emit_pack_b(kf_buf *out, const mm_plan *pl) {
     }
 }
 
+/* The tile's vector types: @_vf of vl floats (@_vfu unaligned), and for vl 16 also @_vh of
+ * 8 (the micro-kernel's text for a build without AVX-512, emit_ukr_strided). */
+static void emit_vec_types(kf_buf *out, const mm_plan *pl) {
+    put(out, pl,
+        "typedef float @_vf __attribute__((vector_size(%d)));\n"
+        "typedef float @_vfu __attribute__((vector_size(%d), aligned(4)));\n",
+        pl->vl * 4, pl->vl * 4);
+    if (pl->vl == 16)
+        put(out, pl,
+            "typedef float @_vh __attribute__((vector_size(32)));\n"
+            "typedef float @_vhu __attribute__((vector_size(32), aligned(4)));\n");
+    put(out, pl, "\n");
+}
+
 /* The MRxNR register micro-kernel: acc = sum_k a[k][0..MR) x b[k][0..NR); then C = acc
  * (first) or C += acc, straight into C for a full tile, through a temporary otherwise. */
 static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask, int zskip);
 static void emit_ukr(kf_buf *out, const mm_plan *pl) { emit_ukr_strided(out, pl, "", 1, pl->mr, 0); }
 
-/* ... A's element (i, k) at a[i * asi + k * ask]: a packed strip (1, MR), or A itself;
- * zskip: the k steps whose flag z[k] is 0 (the strip's row k all zero) are skipped */
-static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask, int zskip) {
+/* The micro-kernel's text with its tile held in vectors of vl floats of type @_<vt> (and
+ * @_<vt>u, unaligned): pl->vl, or a part of it (emit_ukr_strided). */
+static void emit_ukr_regs(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask, int zskip,
+                          int vl, const char *vt) {
     const kf_matmul_desc *d = pl->d;
-    int mr = pl->mr, nv = pl->nv, vl = pl->vl, nr = pl->nr;
+    int mr = pl->mr, nr = pl->nr, nv = nr / vl;
     put(out, pl,
         "static inline __attribute__((always_inline)) void\n"
         "@_ukr%s(int64_t kc, const float *restrict a, const float *restrict b,%s\n"
@@ -561,7 +576,7 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
         "{\n", suffix, zskip ? " const uint16_t *restrict zi," : "", pl->epi ? "" : "restrict ",
         pl->epi ? ", const @_ex *ex, int64_t cf, int last" : "");
     for (int i = 0; i < mr; i++) {
-        put(out, pl, "    @_vf");
+        put(out, pl, "    @_%s", vt);
         for (int v = 0; v < nv; v++) put(out, pl, "%s c%d_%d = {0}", v ? "," : "", i, v);
         put(out, pl, ";\n");
     }
@@ -586,7 +601,7 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
                      "        const float *restrict bk = b;\n");
     }
     for (int v = 0; v < nv; v++)
-        put(out, pl, "        const @_vf b%d = *(const @_vf *)(bk + %d);\n", v, v * vl);
+        put(out, pl, "        const @_%s b%d = *(const @_%s *)(bk + %d);\n", vt, v, vt, v * vl);
     for (int i = 0; i < mr; i++) {
         put(out, pl, "        {\n            const float ai = ak[%lldLL];\n", LL(i * asi));
         for (int v = 0; v < nv; v++) put(out, pl, "            c%d_%d += b%d * ai;\n", i, v, v);
@@ -598,7 +613,7 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
         put(out, pl, "    if (last) {\n        float t[%d] __attribute__((aligned(64)));\n", mr * nr);
         for (int i = 0; i < mr; i++)
             for (int v = 0; v < nv; v++)
-                put(out, pl, "        *(@_vf *)(t + %d) = c%d_%d;\n", i * nr + v * vl, i, v);
+                put(out, pl, "        *(@_%s *)(t + %d) = c%d_%d;\n", vt, i * nr + v * vl, i, v);
         put(out, pl,
             "        for (int64_t i = 0; i < mr; i++) {\n"
             "            if (!first)\n"
@@ -612,18 +627,18 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
     put(out, pl, "    if (mr == %d && nr == %d) {\n        if (first) {\n", mr, nr);
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
-            put(out, pl, "            *(@_vfu *)(c + %lldLL) = c%d_%d;\n",
+            put(out, pl, "            *(@_%su *)(c + %lldLL) = c%d_%d;\n", vt,
                 LL((int64_t)i * d->N + v * vl), i, v);
     put(out, pl, "        } else {\n");
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
-            put(out, pl, "            *(@_vfu *)(c + %lldLL) += c%d_%d;\n",
+            put(out, pl, "            *(@_%su *)(c + %lldLL) += c%d_%d;\n", vt,
                 LL((int64_t)i * d->N + v * vl), i, v);
     put(out, pl, "        }\n    } else {\n        float t[%d] __attribute__((aligned(64)));\n",
         mr * nr);
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
-            put(out, pl, "        *(@_vf *)(t + %d) = c%d_%d;\n", i * nr + v * vl, i, v);
+            put(out, pl, "        *(@_%s *)(t + %d) = c%d_%d;\n", vt, i * nr + v * vl, i, v);
     put(out, pl,
         "        for (int64_t i = 0; i < mr; i++)\n"
         "            for (int64_t j = 0; j < nr; j++)\n"
@@ -631,6 +646,26 @@ static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix,
         "    }\n"
         "}\n\n",
         LL(d->N), nr, LL(d->N), nr);
+}
+
+/* ... A's element (i, k) at a[i * asi + k * ask]: a packed strip (1, MR), or A itself;
+ * zskip: the k steps whose flag z[k] is 0 (the strip's row k all zero) are skipped.
+ * A 64-byte tile vector (vl 16, chosen for AVX-512) gets a second text for a build without
+ * AVX-512 (the memory check's, kf_verify_memcheck_flags): the same tile, loads and stores
+ * in 32-byte halves. GCC 12 keeps a loop-carried vector wider than the target's registers
+ * in the stack frame and copies it through general registers 16 bytes at a time, and
+ * builds the broadcast lane by lane in memory: the 64-byte text ran 30-50x slower than
+ * the halves (docs/benchmarks/loop.md, "The memory check of a 64-byte register tile"). */
+static void emit_ukr_strided(kf_buf *out, const mm_plan *pl, const char *suffix, int64_t asi, int64_t ask, int zskip) {
+    if (pl->vl != 16) {
+        emit_ukr_regs(out, pl, suffix, asi, ask, zskip, pl->vl, "vf");
+        return;
+    }
+    put(out, pl, "#ifdef __AVX512F__\n");
+    emit_ukr_regs(out, pl, suffix, asi, ask, zskip, pl->vl, "vf");
+    put(out, pl, "#else /* the same tile in 32-byte halves (no 64-byte registers in this build) */\n");
+    emit_ukr_regs(out, pl, suffix, asi, ask, zskip, pl->vl / 2, "vh");
+    put(out, pl, "#endif\n");
 }
 
 /* One task: C rows [i0, i1) x columns [j0, j1) of one matrix, start to finish, with the
@@ -827,11 +862,10 @@ void kf_tpl_matmul_emit(kf_buf *out, const char *fname, const kf_matmul_desc *d,
     int64_t ntasks = d->batch * pl.rpm;
     put(out, &pl,
         "/* packed GEMM: mk=%dx%d kc=%lld mc<=%lld nc=%lld threads=%d, %lld tasks of %lldx%lld "
-        "per matrix */\n"
-        "typedef float @_vf __attribute__((vector_size(%d)));\n"
-        "typedef float @_vfu __attribute__((vector_size(%d), aligned(4)));\n\n",
+        "per matrix */\n",
         pl.mr, pl.nr, LL(pl.kc), LL(pl.per * pl.mr), LL(pl.nc), pl.threads, LL(ntasks),
-        LL(pl.tm), LL(pl.tn), pl.vl * 4, pl.vl * 4);
+        LL(pl.tm), LL(pl.tn));
+    emit_vec_types(out, &pl);
     emit_pack_a(out, &pl);
     emit_pack_b(out, &pl);
     emit_ukr(out, &pl);
@@ -968,11 +1002,9 @@ void kf_tpl_matmul_emit_panel(kf_buf *out, const char *fname, const kf_matmul_de
 
     put(out, &pl,
         "/* ---- @: a GEMM part, batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d: B packed whole once, "
-        "then blocks of at most %lld rows; mk=%dx%d kc=%lld ---- */\n"
-        "typedef float @_vf __attribute__((vector_size(%d)));\n"
-        "typedef float @_vfu __attribute__((vector_size(%d), aligned(4)));\n\n",
-        LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb, LL(rows_max), pl.mr, pl.nr, LL(pl.kc),
-        pl.vl * 4, pl.vl * 4);
+        "then blocks of at most %lld rows; mk=%dx%d kc=%lld ---- */\n",
+        LL(d->batch), LL(d->M), LL(d->N), LL(d->K), d->ta, d->tb, LL(rows_max), pl.mr, pl.nr, LL(pl.kc));
+    emit_vec_types(out, &pl);
     emit_batch_offset(out, &pl, "a", d->a_bstride, d->M * d->K);
     emit_batch_offset(out, &pl, "b", d->b_bstride, d->K * d->N);
     int direct = kf_tpl_get(sp, p, prefix, "pa") == 0;
