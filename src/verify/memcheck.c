@@ -657,6 +657,9 @@ const char *kf_verify_memcheck_flags(const kf_backend *b) {
     /* valgrind 3.19 runs each FMA lane through a helper call: a 2048^3 f32 matmul spent
      * ~90% of its valgrind time there, and --tool=none was as slow as memcheck (measured,
      * docs/benchmarks/loop.md); mul + add instead, the accesses unchanged */
+    /* valgrind 3.19 has no AVX-512; GCC keeps a loop-carried 64-byte vector in memory
+     * without it, so the GEMM template gives its 64-byte tile a 32-byte text for this
+     * build (src/synth/tpl_matmul.c, emit_ukr_strided) */
     if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND && strstr(b->info.arch, "avx512f"))
         return "-mno-avx512f -mno-fma";
     if (b && memchecker_of(b) == KF_MEMCHECKER_VALGRIND) return "-mno-fma";
