@@ -5,7 +5,7 @@
  *   - gpu_text: which form each operand takes on cuda sm_90 (the split where the layout
  *     factors at the operand's row length, the flat kf_pro<x> where it does not), and what
  *     each part holds (a conv2d's K part: its kw and kh taken apart, nothing of oh, ow);
- *   - gpu_cuda: every task at the tf32 points and at tc=0, compiled with nvcc for sm_90
+ *   - gpu_cuda: every task at the tf32 points and at tc=0 (default tiles), compiled with nvcc for sm_90
  *     as warnings-as-errors (skips without nvcc);
  *   - gpu_verify: every task at those points against the float64 reference on the device
  *     under test, where its plan fuses the prologue into the matmul (cuda sm_80+; skips
@@ -34,7 +34,7 @@ static const char fallback_task[] =
     "input x: f32[6, 8]\ninput w: f32[7, 15]\noutput y = matmul(w, reshape(pad(x, pads=[1, 1]), shape=[15, 4]))\n";
 
 static const char *const points[] = {"tc=1", "tc=1 st=2 bk=16 mb=2", "tc=1 bm=64 bn=256 wm=32", "tc=1 bn=64 wm=32 wn=32",
-                                     "tc=1 acc=1", "tc=0"};
+                                     "tc=1 acc=1"};
 #define NPOINTS (int)(sizeof points / sizeof points[0])
 
 /* The text of helper `name` (from its definition to the closing brace at column 0). */
@@ -157,11 +157,13 @@ Test(gpu_text, the_flat_helper_where_the_layout_does_not_factor) {
 
 Test(gpu_cuda, split_prologue_compiles_with_nvcc, .timeout = 600) {
     if (!nvcc_or_skip()) return;
-    static const char *const want[] = {"kf_prs"};
+    static const char *const want[] = {"kf_prs"}, *const simt[] = {"tc=0"};
     cr_expect_eq(nvcc_every_point("split", split_tasks, NSPLIT, points, NPOINTS, 1, want, 1), NSPLIT * NPOINTS);
+    cr_expect_eq(nvcc_every_point("splitsimt", split_tasks, NSPLIT, simt, 1, 1, want, 1), NSPLIT);
     static const char *const fb[] = {fallback_task};
     static const char *const fwant[] = {"kf_pro"};
     cr_expect_eq(nvcc_every_point("splitfb", fb, 1, points, NPOINTS, 1, fwant, 1), NPOINTS);
+    cr_expect_eq(nvcc_every_point("splitfbsimt", fb, 1, simt, 1, 1, fwant, 1), 1);
 }
 
 TestSuite(gpu_verify, .init = ocl_setup, .fini = ocl_teardown, .timeout = 900);
