@@ -17,6 +17,7 @@
 # --rounds N    timing rounds (default 3)
 # --out DIR     work and result folder (default kforge-out/conv-ab)
 # CONV_PIN      more pins for both builds' synth (e.g. CONV_PIN='*.tc=0': the SIMT kernel)
+# CONV_TARGET   the target (default cuda; cpu or opencl only to try the script on small problems)
 # exit status: 0 when every kernel was found and verified.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --out) O=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "conv_gpu_ab.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +44,7 @@ LV=$KB/level1; [ -d "$LV" ] || LV=$KB/KernelBench/level1
 use_carried_build "$A"; BA=$BUILD
 use_carried_build "$B"; BB=$BUILD
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
 # the verifier (one build, the after one) and its libraries
 V() { KFORGE_RUNNER=$BB/kforge-runner LD_LIBRARY_PATH=$BB/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$BB/kforge" "$@"; }
 FAIL=0
@@ -61,7 +62,7 @@ for k in "${KEYS[@]}"; do
     BD=$([ $tag = before ] && echo "$BA" || echo "$BB")
     out="$O/k_${name}_$tag"; rm -rf "$out"
     KFORGE_RUNNER=$BD/kforge-runner LD_LIBRARY_PATH=$BD/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 900 \
-      "$BD/kforge" synth "$T/task.kf" --target cuda --iters 1 ${CONV_PIN:+--pin "$CONV_PIN"} --memcheck off --no-store \
+      "$BD/kforge" synth "$T/task.kf" --target "${CONV_TARGET:-cuda}" --iters 1 ${CONV_PIN:+--pin "$CONV_PIN"} --memcheck off --no-store \
       --out "$out" >"$out.log" 2>&1 || { echo "   synth ($tag) failed: $out.log"; FAIL=1; }
   done
   for r in $(seq 1 "$ROUNDS"); do
@@ -70,7 +71,7 @@ for k in "${KEYS[@]}"; do
       kern=$(ls "$out"/kernel.* 2>/dev/null | head -1)
       [ -n "$kern" ] || continue
       KFORGE_RUNNER=$BB/kforge-runner LD_LIBRARY_PATH=$BB/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 900 \
-        "$BB/kforge" verify "$T/task.kf" "$kern" --target cuda --time --json >"$out.t$r.json" 2>"$out.t$r.err"
+        "$BB/kforge" verify "$T/task.kf" "$kern" --target "${CONV_TARGET:-cuda}" --time --json >"$out.t$r.json" 2>"$out.t$r.err"
     done
   done
   python3 - "$O" "$name" "$ROUNDS" <<'PY' || FAIL=1
