@@ -20,7 +20,7 @@
 # CONV_TARGET   the target (default cuda; cpu or opencl only to try the script on small problems)
 # exit status: 0 when every kernel was found and verified.
 set -u -o pipefail
-case "${1:-}" in -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 A=${1:?usage: bench/conv_gpu_ab.sh BEFORE_BUILD AFTER_BUILD KERNELBENCH_DIR [--only LIST]}
 B=${2:?after build}
@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     --only) ONLY=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --out) O=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "conv_gpu_ab.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
