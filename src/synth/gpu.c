@@ -180,6 +180,42 @@ int kf_gpu_prologue_reads(const kf_synth *s, const kf_stage *st, int v) {
     return v >= 0 && v == kf_gpu_prologue_value(s, st);
 }
 
+/* The prologue helpers' common tail: with off<r> and gd<k> declared, each read's register
+ * r<v> (its pad where one of its guards is out of range), the fused stage's nodes up to x,
+ * then `return r<x>; }`. */
+void kf_gpu_prologue_body(const kf_gplan *gp, const kf_stage *e, const kf_ew_layout *lay, int x, kf_buf *f) {
+    const kf_synth *s = gp->s;
+    const kf_graph *g = s->g;
+    char lit[32];
+    for (int r = 0; r < lay->nreads; r++) {
+        const int v = lay->v[r], bv = lay->buf[r];
+        if (!kf_synth_ewise_guarded(lay, r)) {
+            kf_buf_printf(f, "    const float r%d = b%d[off%d];\n", v, bv, r);
+            continue;
+        }
+        char pad[64];
+        kf_synth_float_lit(lay->pad[r], pad, sizeof pad);
+        kf_buf_printf(f, "    const float r%d = (", v);
+        for (int k = 0, n = 0; k < lay->ng; k++)
+            if (lay->gop[k] == r)
+                kf_buf_printf(f, "%sgd%d >= 0 && gd%d < %s", n++ ? " && " : "", k, k,
+                              kf_gpu_lit(gp, lay->gn[k], lit, sizeof lit));
+        kf_buf_printf(f, ") ? b%d[off%d] : %s;\n", bv, r, pad);
+    }
+    for (int i = 0; i < e->nnodes; i++) {
+        const kf_node *n = &g->nodes[e->nodes[i]];
+        if (kf_synth_is_read_op(n->op)) { /* loaded above */
+            if (n->out == x) break;
+            continue;
+        }
+        kf_buf_printf(f, "    const float r%d = ", n->out);
+        kf_synth_node_expr(s, n, f);
+        kf_buf_puts(f, ";\n");
+        if (n->out == x) break;
+    }
+    kf_buf_printf(f, "    return r%d;\n}\n\n", x);
+}
+
 /* Helper `float kf_pro<x>(index f, buffers...)`: element f (flat, row-major) of the
  * stage's input x, computed from the fused elementwise stage's operands; a read through an
  * index map (view.c) loads its source buffer at the map's offset, or its pad where one of
@@ -231,35 +267,13 @@ static void emit_prologue(kf_gplan *gp, const kf_stage *st) {
         }
         kf_buf_puts(&f, "    }\n");
     }
-    for (int r = 0; r < nr; r++) {
-        const int v = lay.v[r], bv = lay.buf[r];
-        if (!kf_synth_ewise_guarded(&lay, r)) {
-            kf_buf_printf(&f, "    const float r%d = b%d[off%d];\n", v, bv, r);
-            continue;
-        }
-        char pad[64];
-        kf_synth_float_lit(lay.pad[r], pad, sizeof pad);
-        kf_buf_printf(&f, "    const float r%d = (", v);
-        for (int k = 0, n = 0; k < lay.ng; k++)
-            if (lay.gop[k] == r)
-                kf_buf_printf(&f, "%sgd%d >= 0 && gd%d < %s", n++ ? " && " : "", k, k,
-                              kf_gpu_lit(gp, lay.gn[k], lit, sizeof lit));
-        kf_buf_printf(&f, ") ? b%d[off%d] : %s;\n", bv, r, pad);
-    }
-    for (int i = 0; i < e->nnodes; i++) {
-        const kf_node *n = &g->nodes[e->nodes[i]];
-        if (kf_synth_is_read_op(n->op)) { /* loaded above */
-            if (n->out == x) break;
-            continue;
-        }
-        kf_buf_printf(&f, "    const float r%d = ", n->out);
-        kf_synth_node_expr(s, n, &f);
-        kf_buf_puts(&f, ";\n");
-        if (n->out == x) break;
-    }
-    kf_buf_printf(&f, "    return r%d;\n}\n\n", x);
+    kf_gpu_prologue_body(gp, e, &lay, x, &f);
     kf_gplan_text(gp, f.data);
     kf_buf_free(&f);
+    /* a matmul's operand: its addressing split into row and column parts (gpu_prosplit.c) */
+    kf_gpu_prosplit sp;
+    kf_gpu_prologue_split(s, st, x, &sp);
+    if (sp.on) kf_gpu_emit_prologue_split(gp, st, &sp);
 }
 
 int kf_gpu_ident_char(char c) {

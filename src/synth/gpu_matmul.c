@@ -154,6 +154,11 @@ typedef struct tile_copy {
     const char *tag, *dst, *src, *off, *g0;
     int inner_k, vec, check_ext, check_k;
     int64_t ext, tk, extent_total, K, nthreads;
+    /* a fused prologue's operand with its addressing split (gpu_prosplit.c): its M/N index
+     * the same in every element a thread copies (M/N contiguous, NT a multiple of the
+     * tile's extent), that index's part computed once into pm<tag>[], and each element
+     * kf_prx<x>(pm<tag>, gk, pmt<tag>, ...) instead of src[addr] */
+    const kf_gpu_prosplit *sp;
 } tile_copy;
 
 /* The bounds condition ("" when the tiles divide the matrix) and the global address of
@@ -167,6 +172,12 @@ static void tc_cond_addr(const kf_gplan *gp, const tile_copy *t, char *cond, siz
     else if (t->check_k) snprintf(cond, ccap, "gk < %lld", (long long)t->K);
     if (t->inner_k) snprintf(addr, acap, "%s + (%s)gx * %lld + gk", t->off, gp->ix, (long long)t->K);
     else snprintf(addr, acap, "%s + (%s)gk * %lld + gx", t->off, gp->ix, (long long)t->extent_total);
+}
+
+/* The element at addr (element (gx, gk) of the operand) as an expression. */
+static void tc_elem(const tile_copy *t, const char *addr, char *out, size_t cap) {
+    if (t->sp) snprintf(out, cap, "kf_prx%d(pm%s, gk, pmt%s%s)", t->sp->x, t->tag, t->tag, t->sp->args);
+    else snprintf(out, cap, "%s[%s]", t->src, addr);
 }
 
 /* The single-buffered tile copy: a loop over the tile in the operand's memory order. */
@@ -189,8 +200,11 @@ static void emit_tile_copy(kf_buf *o, const kf_gplan *gp, const tile_copy *t) {
     char cond[96], addr[128];
     tc_cond_addr(gp, t, cond, sizeof cond, addr, sizeof addr);
     if (!vec) {
-        if (cond[0]) kf_buf_printf(o, "            %s[kk][xx] = (%s) ? %s[%s] : 0.0f;\n", dst, cond, src, addr);
-        else kf_buf_printf(o, "            %s[kk][xx] = %s[%s];\n", dst, src, addr);
+        char el[256];
+        tc_elem(t, addr, el, sizeof el);
+        if (t->sp) kf_buf_puts(o, "            (void)gx;\n");
+        if (cond[0]) kf_buf_printf(o, "            %s[kk][xx] = (%s) ? %s : 0.0f;\n", dst, cond, el);
+        else kf_buf_printf(o, "            %s[kk][xx] = %s;\n", dst, el);
     } else {
         if (cond[0]) kf_buf_printf(o, "            if (%s) {\n", cond);
         else kf_buf_puts(o, "            {\n");
@@ -253,12 +267,12 @@ static void tc_load(kf_buf *o, const kf_gplan *gp, const tile_copy *t, const cha
         char cond[96], addr[128];
         tc_cond_addr(gp, t, cond, sizeof cond, addr, sizeof addr);
         const char *zero = t->vec ? "$vmake(float, 4, 0.0f, 0.0f, 0.0f, 0.0f)" : "0.0f";
-        char val[192];
+        char val[256];
         if (t->vec) snprintf(val, sizeof val, "$vload(4, %s, %s)", t->src, addr);
-        else snprintf(val, sizeof val, "%s[%s]", t->src, addr);
+        else tc_elem(t, addr, val, sizeof val);
         if (cond[0]) kf_buf_printf(o, "%s  p%s%lld = (%s) ? %s : %s;\n", ind, t->tag, (long long)q, cond, val, zero);
         else kf_buf_printf(o, "%s  p%s%lld = %s;\n", ind, t->tag, (long long)q, val);
-        kf_buf_printf(o, "%s  (void)xx; (void)kk;\n", ind);
+        kf_buf_printf(o, "%s  (void)xx; (void)kk;%s\n", ind, t->sp ? " (void)gx;" : "");
         tc_close(o, t, ind);
     }
 }
@@ -426,8 +440,19 @@ void kf_gpu_matmul_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     snprintf(bbuf, sizeof bbuf, "b%d", B);
     int ck = K % tk != 0;
     const int64_t nk = (K + tk - 1) / tk;
-    tile_copy tca = {"a", "As", abuf, "aoff", "row0", !d->ta, vec_a, M % tm != 0, ck, tm, tk, M, K, NT};
-    tile_copy tcb = {"b", "Bs", bbuf, "boff", "col0", d->tb, vec_b, N % tn != 0, ck, tn, tk, N, K, NT};
+    tile_copy tca = {"a", "As", abuf, "aoff", "row0", !d->ta, vec_a, M % tm != 0, ck, tm, tk, M, K, NT, NULL};
+    tile_copy tcb = {"b", "Bs", bbuf, "boff", "col0", d->tb, vec_b, N % tn != 0, ck, tn, tk, N, K, NT, NULL};
+    /* a fused prologue's operand: its addresses split into M/N and K parts where its layout
+     * factors so (gpu_prosplit.c), its matrix in the batch pmt<tag> */
+    kf_gpu_prosplit gs;
+    kf_gpu_prologue_split(s, st, pro_a ? A : pro_b ? B : -1, &gs);
+    tile_copy *tg = pro_a ? &tca : &tcb;
+    if (gs.on && !tg->inner_k && NT % tg->ext == 0) {
+        tg->sp = &gs;
+        kf_buf_printf(o, "    const %s pmt%s = %s / %lld;\n", ix, tg->tag, tg->off, (long long)(gs.R * gs.C));
+        kf_buf_printf(o, "    %s pm%s[%d];\n    kf_prm%d(%s + tid %% %lld, pmt%s, pm%s);\n", ix, tg->tag, gs.nt, gs.x,
+                      tg->g0, (long long)tg->ext, tg->tag, tg->tag);
+    }
     if (db) {
         /* tile 0 into buffer 0; then each step prefetches tile t+1 into registers, multiplies
          * tile t, stores the prefetch into the other buffer: one barrier per step */

@@ -215,6 +215,63 @@ static void emit_gather(kf_buf *b, const kf_gplan *gp, const op32 *o, const char
     kf_buf_puts(b, "            }\n            }\n        }\n");
 }
 
+/* The split form of the gathered operand's loads (gpu_prosplit.c): its M/N indices' parts,
+ * fixed for a thread across the K loop, computed once into pm<tag>[][] (with the matrix's
+ * part and the constants); per step, the K parts of the distinct K indices the thread
+ * loads into pk[][], and each element the sum of one of each (kf_prs<x>). The walk is
+ * emit_gather's (NT a multiple of the chunks a row, so a thread's chunk column is tid %
+ * cpr in every q). fixed: the once-per-thread declarations; else the step at kexpr into
+ * pg<tag>[]. */
+static void emit_gather_split(kf_buf *b, const kf_gplan *gp, const op32 *o, const kf_gpu_prosplit *sp,
+                              const char *tag, int fixed, const char *kexpr, const char *g0, int64_t K,
+                              int64_t nthreads) {
+    const int64_t cpr = (o->mn_major ? o->tile : o->bk) / 4, rows = op_rows(o);
+    const int64_t total = rows * cpr, per = (total + nthreads - 1) / nthreads;
+    const char *ix = gp->ix;
+    const int x = sp->x, nt = sp->nt;
+    /* the thread's distinct M/N indices: the 4 columns of its chunk (M/N-major), or the row
+     * of each q (K-contiguous); its K indices per step: the other */
+    const int64_t npm = o->mn_major ? 4 : per, npk = o->mn_major ? per : 4;
+    if (fixed) {
+        kf_buf_printf(b, "    const %s pmt%s = %s / %lld;\n", ix, tag, o->off, (long long)(sp->R * sp->C));
+        kf_buf_printf(b, "    %s pm%s[%lld][%d];\n", ix, tag, (long long)npm, nt);
+        kf_buf_printf(b, "    #pragma unroll\n    for (int q = 0; q < %lld; q++)\n", (long long)npm);
+        if (o->mn_major)
+            kf_buf_printf(b, "        kf_prm%d(%s + (tid %% %lld) * 4 + q, pmt%s, pm%s[q]);\n", x, g0, (long long)cpr,
+                          tag, tag);
+        else
+            kf_buf_printf(b, "        kf_prm%d(%s + (tid + q * %lld) / %lld, pmt%s, pm%s[q]);\n", x, g0,
+                          (long long)nthreads, (long long)cpr, tag, tag);
+        return;
+    }
+    kf_buf_printf(b, "        %s pk[%lld][%d];\n", ix, (long long)npk, nt);
+    kf_buf_printf(b, "        #pragma unroll\n        for (int q = 0; q < %lld; q++)\n", (long long)npk);
+    if (o->mn_major)
+        kf_buf_printf(b, "            kf_prk%d((%s) + (tid + q * %lld) / %lld, pmt%s, pk[q]);\n", x, kexpr,
+                      (long long)nthreads, (long long)cpr, tag);
+    else
+        kf_buf_printf(b, "            kf_prk%d((%s) + (tid %% %lld) * 4 + q, pmt%s, pk[q]);\n", x, kexpr, (long long)cpr,
+                      tag);
+    kf_buf_printf(b, "        #pragma unroll\n        for (int q = 0; q < %lld; q++) {\n", (long long)per);
+    kf_buf_printf(b, "            const int e = tid + q * %lld;\n", (long long)nthreads);
+    if (total % nthreads) kf_buf_printf(b, "            if (e < %lld) {\n", (long long)total);
+    else kf_buf_puts(b, "            {\n");
+    kf_buf_printf(b, "            const int r = e / %lld, c = e %% %lld;\n", (long long)cpr, (long long)cpr);
+    kf_buf_puts(b, "            #pragma unroll\n            for (int j = 0; j < 4; j++) {\n");
+    if (o->mn_major) {
+        kf_buf_printf(b, "                const int x = %s + c * 4, k = (%s) + r;\n", g0, kexpr);
+        kf_buf_printf(b, "                const int ok = x + j < %lld && k < %lld;\n", (long long)o->ext, (long long)K);
+        kf_buf_printf(b, "                pg%s[q * 4 + j] = ok ? kf_prs%d(pk[q], pm%s[j]%s) : 0.0f;\n", tag, x, tag,
+                      sp->args);
+    } else {
+        kf_buf_printf(b, "                const int x = %s + r, k = (%s) + c * 4;\n", g0, kexpr);
+        kf_buf_printf(b, "                const int ok = x < %lld && k + j < %lld;\n", (long long)o->ext, (long long)K);
+        kf_buf_printf(b, "                pg%s[q * 4 + j] = ok ? kf_prs%d(pk[j], pm%s[q]%s) : 0.0f;\n", tag, x, tag,
+                      sp->args);
+    }
+    kf_buf_puts(b, "            }\n            }\n        }\n");
+}
+
 /* elements of the gathered operand's tile a thread holds */
 static int64_t gather_regs(const op32 *o, int64_t nthreads) {
     const int64_t total = op_rows(o) * ((o->mn_major ? o->tile : o->bk) / 4);
@@ -336,6 +393,16 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     const int64_t a_words = op_words(&oa), b_words = op_words(&ob);
     const char *ix = gp->ix;
 
+    /* the gathered operand's addresses split into a part per M/N index (once a thread) and
+     * one per K index (a step) where its layout factors so (gpu_prosplit.c); else the flat
+     * helper kf_pro<x> */
+    const op32 *og = pro_a ? &oa : pro_b ? &ob : NULL;
+    kf_gpu_prosplit gs = {0};
+    if (og) {
+        kf_gpu_prologue_split(s, st, pro_a ? A : B, &gs);
+        const int64_t gcpr = (og->mn_major ? og->tile : og->bk) / 4;
+        if (NT % gcpr != 0) gs.on = 0;
+    }
     kf_gplan_text(gp, kf_gpu_mma_helpers);
     kf_gplan_text(gp, tf32_helpers);
     kf_gk k;
@@ -353,11 +420,12 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
     kf_buf *o = &k.body;
     kf_buf_printf(o, "    /* f32 matmul on tensor cores, 3xTF32 (big/small split, three m16n8k8 mma a product): "
                      "%lld x [%lld x %lld] x [%lld x %lld]%s%s; block tile %lld x %lld x %lld of %lld warps (warp "
-                     "tile %lld x %lld), %lld stages in %lld bytes of dynamic shared memory, row groups of %lld%s%s */\n",
+                     "tile %lld x %lld), %lld stages in %lld bytes of dynamic shared memory, row groups of %lld%s%s%s */\n",
                   (long long)d->batch, (long long)M, (long long)K, (long long)K, (long long)N, d->ta ? " ta" : "",
                   d->tb ? " tb" : "", (long long)bm, (long long)bn, (long long)bk, (long long)nwarps, (long long)wm,
                   (long long)wn, (long long)ns, (long long)smem, (long long)gm, oa.vec ? "" : ", A copied element-wise",
-                  ob.vec ? "" : ", B copied element-wise");
+                  ob.vec ? "" : ", B copied element-wise",
+                  gs.on ? ", its addresses split into M/N and K parts" : "");
     kf_buf_puts(o, "    extern $shared __align__(128) float kf_smf[];\n");
     kf_buf_puts(o, "    const int tid = $lid(0), lane = tid & 31, warp = tid >> 5;\n");
     kf_gpu_mma_tile_order(o, gx, gy, gm, bm, bn);
@@ -370,36 +438,47 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
                      "        for (int j = 0; j < %lld; j++) { acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f; }\n",
                   (long long)MI, (long long)NI);
 
+    /* a gathered operand (a fused prologue's): in the main loop its step kt0 + ST - 1 is
+     * read into registers during step kt0 - 1's products and stored to the stage after step
+     * kt0's barrier, so that its loads overlap the MMAs; the other operand keeps cp.async */
+    const char *gtag = pro_a ? "a" : "b", *gg0 = pro_a ? "row0" : "col0";
+    char gwb[32];
+    snprintf(gwb, sizeof gwb, "%lld", (long long)(pro_a ? 0 : ns * a_words));
+    const int64_t gwords = pro_a ? a_words : b_words;
+
     /* the copy of K step kt into stage stg */
     char bwb[32];
     snprintf(bwb, sizeof bwb, "%lld", (long long)(ns * a_words));
     kf_buf copy = {0};
     kf_buf_printf(&copy, "        const int k0 = kt * %lld;\n", (long long)bk);
-    emit_copy(&copy, gp, &oa, "0", a_words, "row0", K, NT);
-    emit_copy(&copy, gp, &ob, bwb, b_words, "col0", K, NT);
+    if (gs.on) {
+        /* the ring's first steps through the registers too: one form of the gathered loads */
+        kf_buf_printf(o, "    float pg%s[%lld];\n", gtag, (long long)gather_regs(og, NT));
+        emit_gather_split(o, gp, og, &gs, gtag, 1, NULL, gg0, K, NT);
+        if (!pro_a) emit_copy(&copy, gp, &oa, "0", a_words, "row0", K, NT);
+        if (!pro_b) emit_copy(&copy, gp, &ob, bwb, b_words, "col0", K, NT);
+        emit_gather_split(&copy, gp, og, &gs, gtag, 0, "k0", gg0, K, NT);
+        emit_gather(&copy, gp, og, gtag, 0, NULL, gwb, gwords, gg0, K, NT);
+    } else {
+        emit_copy(&copy, gp, &oa, "0", a_words, "row0", K, NT);
+        emit_copy(&copy, gp, &ob, bwb, b_words, "col0", K, NT);
+    }
     kf_buf_printf(o, "    #pragma unroll\n    for (int s0 = 0; s0 < %lld; s0++) {\n", (long long)(ns - 1));
     kf_buf_printf(o, "      if (s0 < %lld) { const int kt = s0, stg = s0;\n", (long long)KT);
     kf_buf_puts(o, copy.data);
     kf_buf_puts(o, "      }\n      kf_cp_commit();\n    }\n");
-    /* a gathered operand (a fused prologue's): in the main loop its step kt0 + ST - 1 is
-     * read into registers during step kt0 - 1's products and stored to the stage after step
-     * kt0's barrier, so that its loads overlap the MMAs; the other operand keeps cp.async */
-    const op32 *og = pro_a ? &oa : pro_b ? &ob : NULL;
-    const char *gtag = pro_a ? "a" : "b", *gg0 = pro_a ? "row0" : "col0";
-    char gwb[32];
-    snprintf(gwb, sizeof gwb, "%lld", (long long)(pro_a ? 0 : ns * a_words));
-    const int64_t gwords = pro_a ? a_words : b_words;
     if (og) {
         kf_buf_free(&copy);
         kf_buf_printf(&copy, "        const int k0 = kt * %lld;\n", (long long)bk);
         if (!pro_a) emit_copy(&copy, gp, &oa, "0", a_words, "row0", K, NT);
         if (!pro_b) emit_copy(&copy, gp, &ob, bwb, b_words, "col0", K, NT);
         emit_gather(&copy, gp, og, gtag, 0, NULL, gwb, gwords, gg0, K, NT);
-        kf_buf_printf(o, "    float pg%s[%lld];\n", gtag, (long long)gather_regs(og, NT));
+        if (!gs.on) kf_buf_printf(o, "    float pg%s[%lld];\n", gtag, (long long)gather_regs(og, NT));
         char k1[32];
         snprintf(k1, sizeof k1, "%lld", (long long)((ns - 1) * bk));
         kf_buf_printf(o, "    if (%lld < %lld) {\n", (long long)(ns - 1), (long long)KT);
-        emit_gather(o, gp, og, gtag, 1, k1, gwb, gwords, gg0, K, NT);
+        if (gs.on) emit_gather_split(o, gp, og, &gs, gtag, 0, k1, gg0, K, NT);
+        else emit_gather(o, gp, og, gtag, 1, k1, gwb, gwords, gg0, K, NT);
         kf_buf_puts(o, "    }\n");
     }
 
@@ -418,7 +497,8 @@ void kf_gpu_tf32_emit(kf_gplan *gp, const kf_stage *st, const kf_point *p) {
         char kn[64];
         snprintf(kn, sizeof kn, "(kt0 + %lld) * %lld", (long long)ns, (long long)bk);
         kf_buf_printf(o, "        if (kt0 + %lld < %lld) {\n", (long long)ns, (long long)KT);
-        emit_gather(o, gp, og, gtag, 1, kn, gwb, gwords, gg0, K, NT);
+        if (gs.on) emit_gather_split(o, gp, og, &gs, gtag, 0, kn, gg0, K, NT);
+        else emit_gather(o, gp, og, gtag, 1, kn, gwb, gwords, gg0, K, NT);
         kf_buf_puts(o, "        }\n");
     }
     kf_buf_free(&copy);

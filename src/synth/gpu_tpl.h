@@ -124,6 +124,24 @@ int kf_gpu_prologue_value(const kf_synth *s, const kf_stage *st);
 /* 1 when operand value v of st (a matmul's a_val or b_val) is that value: a template then
  * reads it element by element, each `b<v>[i]` becoming kf_pro<v>(i, ...). */
 int kf_gpu_prologue_reads(const kf_synth *s, const kf_stage *st, int v);
+/* A matmul's fused prologue with its operand's addressing split (gpu_prosplit.c): the
+ * operand x is read as matrices of R rows of C contiguous elements; kcol: its columns are
+ * the K index (A plain, B transposed), else its rows; top: the domain factors at R*C too
+ * (the matrix's part is computed with the M/N part); nt: index values a part holds (the
+ * reads' offsets, then the guards); args: ", b<v>..." the helpers' buffers. on = 0: the
+ * flat helper kf_pro<x> alone (the dims do not factor at C, too many values, a gather). */
+typedef struct kf_gpu_prosplit {
+    int on, x, kcol, top, nt;
+    int64_t R, C;
+    char args[160];
+} kf_gpu_prosplit;
+/* Fill sp for matmul stage st's prologue value x (on = 0 for any other stage or value). */
+void kf_gpu_prologue_split(const kf_synth *s, const kf_stage *st, int x, kf_gpu_prosplit *sp);
+/* Emit sp's helpers kf_prm<x>, kf_prk<x>, kf_prs<x>, kf_prx<x> (sp->on). */
+void kf_gpu_emit_prologue_split(kf_gplan *gp, const kf_stage *st, const kf_gpu_prosplit *sp);
+/* The prologue helpers' tail (gpu.c): with off<r>, gd<k> declared, the reads, the fused
+ * stage e's nodes up to x and the return of r<x>, into f. */
+void kf_gpu_prologue_body(const kf_gplan *gp, const kf_stage *e, const kf_ew_layout *lay, int x, kf_buf *f);
 /* The batch offsets aoff, boff, coff (elements) of the group's matrices, from the group's
  * z index (both matmul templates launch one z slice per output matrix). */
 void kf_gpu_matmul_offsets(kf_buf *o, const kf_gplan *gp, const kf_matmul_desc *d);
