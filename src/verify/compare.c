@@ -177,6 +177,91 @@ static void compare_chunk(kf_dtype dt, const void *data, const void *ref, const 
     }
 }
 
+/* The float32 fast pass over a chunk (issue 30): the same per-element rule as compare_chunk
+ * (d = |got - want| against atol * scale + rtol * |want| + bound, in double, the same
+ * operations in the same order: compare.c is built without contraction), four elements
+ * to a vector, no branch per element. It answers only for a clean chunk: 1 with p filled
+ * when every element on both sides is finite and within its tolerance; 0 when any is not
+ * (a NaN, the poison pattern included, an infinity, an element out of tolerance), and the
+ * caller then runs compare_chunk on the chunk, which finds and reports it as before. The
+ * sums err2, ref2, bnd2 are kept in four lanes, added in a fixed order: they may differ
+ * from compare_chunk's in their last bits, the same on every machine and thread count;
+ * the maxima are exact. p->worst is not located (-1): the caller finds the worst element
+ * with compare_chunk when it needs it (an NMSE failure). */
+typedef float kf_v4f __attribute__((vector_size(16)));
+typedef int32_t kf_v4i __attribute__((vector_size(16)));
+typedef double kf_v4d __attribute__((vector_size(32)));
+typedef int64_t kf_v4l __attribute__((vector_size(32)));
+
+/* a where the mask m is set, else b (a macro: a function passing 32-byte vectors would
+ * change the ABI on a baseline x86-64 build) */
+#define V4D_SELECT(m, a, b) ((kf_v4d)(((kf_v4l)(a) & (m)) | ((kf_v4l)(b) & ~(m))))
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static int compare_chunk_f32(const float *got, const float *want, const float *bnd, double atol_s,
+                             double rtol, int64_t i0, int64_t i1, cmp_part *p) {
+    const kf_v4d zero = {0, 0, 0, 0}, av = {atol_s, atol_s, atol_s, atol_s}, rv = {rtol, rtol, rtol, rtol};
+    const kf_v4i expo = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
+    const kf_v4l absm = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+    kf_v4d e2 = zero, r2 = zero, b2 = zero, mabs = zero, mrel = zero;
+    kf_v4i spec = {0, 0, 0, 0};
+    kf_v4l badv = {0, 0, 0, 0};
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        kf_v4f gf, wf;
+        memcpy(&gf, got + i, sizeof gf);
+        memcpy(&wf, want + i, sizeof wf);
+        /* an exponent of all ones: an infinity or a NaN (the poison pattern is one) */
+        spec |= (((kf_v4i)gf & expo) == expo) | (((kf_v4i)wf & expo) == expo);
+        kf_v4d g = __builtin_convertvector(gf, kf_v4d), w = __builtin_convertvector(wf, kf_v4d);
+        kf_v4d d = (kf_v4d)((kf_v4l)(g - w) & absm), aw = (kf_v4d)((kf_v4l)w & absm);
+        kf_v4d tol = av + rv * aw;
+        if (bnd) {
+            kf_v4f bf;
+            memcpy(&bf, bnd + i, sizeof bf);
+            kf_v4d b = __builtin_convertvector(bf, kf_v4d);
+            tol = tol + b;
+            b2 += b * b;
+        }
+        badv |= d > tol;
+        e2 += d * d;
+        r2 += w * w;
+        mabs = V4D_SELECT(d > mabs, d, mabs);
+        kf_v4d rel = d / aw; /* where want is 0: masked out below */
+        mrel = V4D_SELECT((rel > mrel) & (aw != zero), rel, mrel);
+    }
+    int special = 0, bad = 0;
+    for (int l = 0; l < 4; l++) special |= spec[l] != 0, bad |= badv[l] != 0;
+    if (special || bad) return 0;
+    double err2 = (e2[0] + e2[1]) + (e2[2] + e2[3]), ref2 = (r2[0] + r2[1]) + (r2[2] + r2[3]);
+    double bnd2 = (b2[0] + b2[1]) + (b2[2] + b2[3]);
+    double max_abs = fmax(fmax(mabs[0], mabs[1]), fmax(mabs[2], mabs[3]));
+    double max_rel = fmax(fmax(mrel[0], mrel[1]), fmax(mrel[2], mrel[3]));
+    for (; i < i1; i++) {
+        double g = (double)got[i], w = (double)want[i];
+        if (!isfinite(g) || !isfinite(w)) return 0;
+        double d = fabs(g - w), b = bnd ? (double)bnd[i] : 0.0;
+        double tol = atol_s + rtol * fabs(w) + b;
+        if (d > tol) return 0;
+        err2 += d * d;
+        ref2 += w * w;
+        bnd2 += b * b;
+        if (d > max_abs) max_abs = d;
+        if (w != 0 && d / fabs(w) > max_rel) max_rel = d / fabs(w);
+    }
+    memset(p, 0, sizeof *p);
+    p->err2 = err2;
+    p->ref2 = ref2;
+    p->bnd2 = bnd2;
+    p->max_abs = max_abs;
+    p->max_rel = max_rel;
+    p->worst_excess = -1;
+    p->first_bad = p->worst = -1;
+    return 1;
+}
+
 /* The first element of an output still holding the poison pattern and how many do (-1, 0:
  * none), in parallel chunks. */
 static int64_t first_poison(kf_dtype dt, const void *data, int64_t n, int par, int64_t *count) {
@@ -210,6 +295,44 @@ static int64_t first_poison(kf_dtype dt, const void *data, int64_t n, int par, i
     return first;
 }
 
+/* Output j's first element still holding the poison pattern, if any: res filled as an
+ * UNWRITTEN verdict and 1; else 0 with res untouched. */
+static int unwritten(const kf_verify_ctx *ctx, int s, int j, const void *data, int par, kf_cmp *res) {
+    const kf_value *v = &ctx->g->values[ctx->g->outputs[j]];
+    kf_dtype dt = v->dtype;
+    int64_t n = ctx->out_numel[j], cnt = 0, i = first_poison(dt, data, n, par, &cnt);
+    if (i < 0) return 0;
+    char idx[160];
+    kf_verify_format_index(&v->shape, i, idx, sizeof idx);
+    memset(res, 0, sizeof *res);
+    res->status = KF_V_UNWRITTEN;
+    res->first_bad = i;
+    res->nbad = cnt;
+    res->got = NAN;
+    res->want = kf_verify_load(dt, ctx->sets[s].ref[j], i);
+    snprintf(res->detail, sizeof res->detail,
+             "output '%s': element %lld %s was never written (still the poison NaN); %lld "
+             "of %lld elements unwritten",
+             v->name, (long long)i, idx, (long long)cnt, (long long)n);
+    return 1;
+}
+
+/* The element with the largest excess over its tolerance (the first of equals), as
+ * compare_chunk finds it chunk by chunk: for the detail of an NMSE failure, where the fast
+ * pass did not locate it. */
+static int64_t locate_worst(const void *data, const void *ref, const float *bnd, double atol,
+                            double scale, double rtol, int64_t n) {
+    double worst_excess = -1;
+    int64_t worst = -1;
+    for (int64_t i0 = 0; i0 < n; i0 += KF_VERIFY_CHUNK) {
+        cmp_part p;
+        compare_chunk(KF_F32, data, ref, bnd, atol, scale, rtol, i0,
+                      n - i0 < KF_VERIFY_CHUNK ? n : i0 + KF_VERIFY_CHUNK, &p);
+        if (p.worst >= 0 && p.worst_excess > worst_excess) worst_excess = p.worst_excess, worst = p.worst;
+    }
+    return worst;
+}
+
 /* Compare output j of set s with the reference; see the file comment for the rules. */
 void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
                        const void *const *ins, kf_cmp *res) {
@@ -222,21 +345,9 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
     res->status = KF_V_OK;
     res->first_bad = -1;
 
-    int64_t cnt = 0, i = first_poison(dt, data, n, par, &cnt);
-    if (i >= 0) {
-        char idx[160];
-        kf_verify_format_index(&v->shape, i, idx, sizeof idx);
-        res->status = KF_V_UNWRITTEN;
-        res->first_bad = i;
-        res->nbad = cnt;
-        res->got = NAN;
-        res->want = kf_verify_load(dt, ctx->sets[s].ref[j], i);
-        snprintf(res->detail, sizeof res->detail,
-                 "output '%s': element %lld %s was never written (still the poison NaN); %lld "
-                 "of %lld elements unwritten",
-                 v->name, (long long)i, idx, (long long)cnt, (long long)n);
-        return;
-    }
+    /* float32: the poison is a NaN, which the fast pass sends to compare_chunk; the search
+     * for it waits until a chunk did (below). Other dtypes: first, as before. */
+    if (dt != KF_F32 && unwritten(ctx, s, j, data, par, res)) return;
     if (dt == KF_I64) {
         compare_int(ctx, s, j, data, ins, res);
         return;
@@ -260,10 +371,20 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
     if (!(scale > 1.0)) scale = 1.0;
     int64_t nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
     cmp_part *parts = kf_calloc((size_t)nch + 1, sizeof *parts);
-#pragma omp parallel for schedule(dynamic, 1) if (par && nch > 1)
-    for (int64_t k = 0; k < nch; k++)
-        compare_chunk(dt, data, ref, bnd, atol, scale, rtol, k * KF_VERIFY_CHUNK,
-                      (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n, &parts[k]);
+    int64_t slow = 0; /* chunks compare_chunk had to look at */
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : slow) if (par && nch > 1)
+    for (int64_t k = 0; k < nch; k++) {
+        int64_t i0 = k * KF_VERIFY_CHUNK, i1 = (k + 1) * KF_VERIFY_CHUNK < n ? (k + 1) * KF_VERIFY_CHUNK : n;
+        if (dt == KF_F32 && compare_chunk_f32(data, ref, bnd, atol * scale, rtol, i0, i1, &parts[k])) continue;
+        compare_chunk(dt, data, ref, bnd, atol, scale, rtol, i0, i1, &parts[k]);
+        slow++;
+    }
+    /* an unwritten element is the verdict before any mismatch: looked for wherever a chunk
+     * was not clean (a clean float32 chunk holds no NaN, so no poison) */
+    if (dt == KF_F32 && slow && unwritten(ctx, s, j, data, par, res)) {
+        free(parts);
+        return;
+    }
     double err2 = 0, ref2 = 0, bnd2 = 0, worst_excess = -1;
     int64_t worst = -1;
     for (int64_t k = 0; k < nch; k++) {
@@ -306,6 +427,7 @@ void kf_verify_compare(const kf_verify_ctx *ctx, int s, int j, const void *data,
         if (f32_ref) f32_ref_note(res->detail, sizeof res->detail);
     } else if (res->nmse > nmse_tol) {
         res->status = KF_V_MISMATCH;
+        if (dt == KF_F32) worst = locate_worst(data, ref, bnd, atol, scale, rtol, n);
         res->first_bad = worst;
         if (worst >= 0) {
             res->got = kf_verify_load(dt, data, worst);

@@ -659,8 +659,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
      * in the same process. The CPU keeps one process per set and one for the timing. */
     int merged = dev;
     calls_cb cb = {.cs = {.c = c, .sb = &sb, .r = r, .next = 0}, .ncheck = c->nsets};
+    double t_load = 0, t_run = 0, t_cmp = 0; /* the check runs' parts (KFORGE_LOG=2) */
     for (int s = 0; s < c->nsets && !merged; s++) {
+        double tl = kf_now();
         kf_verify_load_set(c, &sb, s);
+        t_load += kf_now() - tl;
         request(ctl, cand, artifact, req_target);
         if (o->time_it) {
             ctl->flush_bytes = flush_bytes;
@@ -668,8 +671,9 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         }
         ctl->mode = KF_RUN_CHECK;
         lim.tag = __atomic_add_fetch(&run_counter, 1, __ATOMIC_RELAXED);
-        double w = 0;
+        double w = 0, tr = kf_now();
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, &w, err);
+        t_run += kf_now() - tr;
         r->start_s += sb.start_s;
         if (w > slowest) slowest = w;
         if (st != KF_OK) {
@@ -677,7 +681,9 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             goto done;
         }
         r->sets_run = s + 1;
+        double tc = kf_now();
         if (vs == KF_V_OK) vs = check_call(c, &sb, s, r, detail, sizeof detail);
+        t_cmp += kf_now() - tc;
         if (vs != KF_V_OK) {
             fail_set(c, r, vs, s, "set", detail);
             goto done;
@@ -686,6 +692,8 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     if (!merged) {
         r->status = KF_V_OK;
         r->check_s = kf_now() - t0 - r->start_s;
+        kf_log(2, "verify: %d check runs in %.3f s: sets written %.3f s, runs %.3f s (starts %.3f s), "
+               "checked %.3f s", c->nsets, r->check_s + r->start_s, t_load, t_run, r->start_s, t_cmp);
     }
 
     if (o->time_it || merged) {

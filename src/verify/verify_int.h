@@ -206,6 +206,8 @@ typedef struct kf_sbx {
     kf_run_live *live;
     int nbufs;
     size_t data_bytes;  /* sum of buffer sizes (the working set) */
+    int reap_pid;       /* the last run's runner, killed while stopped, not yet reaped (the
+                           next run and kf_sbx_free reap it); 0 = none */
     /* The parent's own copy of the layout: the shared control page is writable by the
      * candidate's process, so it is rewritten from here before each run and never read
      * back for the layout. */
