@@ -19,25 +19,12 @@
 #include "kforge/candidate.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
+#include "memcheck_common.h"
 
 static const char *task = "task scale_odd\n"
                           "input x: f32[1003]\n"
                           "output y = x * 2\n";
 
-/* Whether valgrind is on PATH (the same lookup the verifier makes). */
-static int have_valgrind(void) {
-    const char *path = getenv("PATH");
-    char buf[4096];
-    while (path && *path) {
-        const char *colon = strchr(path, ':');
-        size_t len = colon ? (size_t)(colon - path) : strlen(path);
-        snprintf(buf, sizeof buf, "%.*s/valgrind", (int)len, path);
-        if (len && access(buf, X_OK) == 0) return 1;
-        if (!colon) break;
-        path = colon + 1;
-    }
-    return 0;
-}
 
 typedef struct fixture {
     kf_graph *g;

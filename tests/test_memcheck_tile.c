@@ -21,6 +21,7 @@
 #include "kforge/candidate.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
+#include "memcheck_common.h"
 
 /* The checker-like build: no AVX-512, no FMA (kf_verify_memcheck_flags on AVX-512). */
 #define MC_CFLAGS CFLAGS " -mno-avx512f -mno-fma -Wno-psabi"
@@ -224,20 +225,6 @@ Test(memcheck_tile, the_checker_build_compiles_the_halves) {
     kf_backend_close(be);
 }
 
-/* Whether valgrind is on PATH (the same lookup the verifier makes). */
-static int have_valgrind(void) {
-    const char *path = getenv("PATH");
-    char buf[4096];
-    while (path && *path) {
-        const char *colon = strchr(path, ':');
-        size_t len = colon ? (size_t)(colon - path) : strlen(path);
-        snprintf(buf, sizeof buf, "%.*s/valgrind", (int)len, path);
-        if (len && access(buf, X_OK) == 0) return 1;
-        if (!colon) break;
-        path = colon + 1;
-    }
-    return 0;
-}
 
 /* src with every occurrence of what replaced by with (at least one). */
 static char *replace_all(const char *src, const char *what, const char *with) {
