@@ -143,6 +143,17 @@ static void op_chunk_at(const op32 *o, const char *r, const char *c, char *out, 
     }
 }
 
+/* The head of a walk over an operand tile's 16-byte chunks by the block's threads: per
+ * chunks a thread, chunk e = tid + q * nthreads (guarded where total is not a multiple),
+ * at row r and chunk column c; the caller closes both braces. */
+static void emit_chunk_loop(kf_buf *b, int64_t per, int64_t nthreads, int64_t total, int64_t cpr) {
+    kf_buf_printf(b, "        #pragma unroll\n        for (int q = 0; q < %lld; q++) {\n", (long long)per);
+    kf_buf_printf(b, "            const int e = tid + q * %lld;\n", (long long)nthreads);
+    if (total % nthreads) kf_buf_printf(b, "            if (e < %lld) {\n", (long long)total);
+    else kf_buf_puts(b, "            {\n");
+    kf_buf_printf(b, "            const int r = e / %lld, c = e %% %lld;\n", (long long)cpr, (long long)cpr);
+}
+
 /* Copy the bk-deep tile at K offset k0 of operand o into stage `stg` at word `wbase` of
  * the shared array (stage size stage_words). */
 static void emit_copy(kf_buf *b, const kf_gplan *gp, const op32 *o, const char *wbase, int64_t stage_words,
@@ -152,11 +163,7 @@ static void emit_copy(kf_buf *b, const kf_gplan *gp, const op32 *o, const char *
     const char *ix = gp->ix;
     char at_s[128];
     op_chunk_at(o, "r", "c", at_s, sizeof at_s);
-    kf_buf_printf(b, "        #pragma unroll\n        for (int q = 0; q < %lld; q++) {\n", (long long)per);
-    kf_buf_printf(b, "            const int e = tid + q * %lld;\n", (long long)nthreads);
-    if (total % nthreads) kf_buf_printf(b, "            if (e < %lld) {\n", (long long)total);
-    else kf_buf_puts(b, "            {\n");
-    kf_buf_printf(b, "            const int r = e / %lld, c = e %% %lld;\n", (long long)cpr, (long long)cpr);
+    emit_chunk_loop(b, per, nthreads, total, cpr);
     if (o->mn_major) kf_buf_printf(b, "            const int x = %s + c * 4, k = k0 + r;\n", g0);
     else kf_buf_printf(b, "            const int x = %s + r, k = k0 + c * 4;\n", g0);
     kf_buf_printf(b, "            const int w = %s + stg * %lld + %s;\n", wbase, (long long)stage_words, at_s);
@@ -189,11 +196,7 @@ static void emit_gather(kf_buf *b, const kf_gplan *gp, const op32 *o, const char
     const int64_t cpr = (o->mn_major ? o->tile : o->bk) / 4, rows = op_rows(o);
     const int64_t total = rows * cpr, per = (total + nthreads - 1) / nthreads;
     const char *ix = gp->ix;
-    kf_buf_printf(b, "        #pragma unroll\n        for (int q = 0; q < %lld; q++) {\n", (long long)per);
-    kf_buf_printf(b, "            const int e = tid + q * %lld;\n", (long long)nthreads);
-    if (total % nthreads) kf_buf_printf(b, "            if (e < %lld) {\n", (long long)total);
-    else kf_buf_puts(b, "            {\n");
-    kf_buf_printf(b, "            const int r = e / %lld, c = e %% %lld;\n", (long long)cpr, (long long)cpr);
+    emit_chunk_loop(b, per, nthreads, total, cpr);
     kf_buf_puts(b, "            #pragma unroll\n            for (int j = 0; j < 4; j++) {\n");
     if (load) {
         if (o->mn_major) kf_buf_printf(b, "                const int x = %s + c * 4, k = %s + r;\n", g0, kexpr);
@@ -252,11 +255,7 @@ static void emit_gather_split(kf_buf *b, const kf_gplan *gp, const op32 *o, cons
     else
         kf_buf_printf(b, "            kf_prk%d((%s) + (tid %% %lld) * 4 + q, pmt%s, pk[q]);\n", x, kexpr, (long long)cpr,
                       tag);
-    kf_buf_printf(b, "        #pragma unroll\n        for (int q = 0; q < %lld; q++) {\n", (long long)per);
-    kf_buf_printf(b, "            const int e = tid + q * %lld;\n", (long long)nthreads);
-    if (total % nthreads) kf_buf_printf(b, "            if (e < %lld) {\n", (long long)total);
-    else kf_buf_puts(b, "            {\n");
-    kf_buf_printf(b, "            const int r = e / %lld, c = e %% %lld;\n", (long long)cpr, (long long)cpr);
+    emit_chunk_loop(b, per, nthreads, total, cpr);
     kf_buf_puts(b, "            #pragma unroll\n            for (int j = 0; j < 4; j++) {\n");
     if (o->mn_major) {
         kf_buf_printf(b, "                const int x = %s + c * 4, k = (%s) + r;\n", g0, kexpr);
