@@ -264,9 +264,6 @@ typedef struct kf_proposer {
     const char *name;
     void *self;
     kf_status (*step)(void *self, kf_evalctx *ec, int it, kf_error *err);
-    /* optional (NULL: not known in advance): the candidate its first step will propose,
-     * rendered into *out (the caller clears it); 0 when it cannot say */
-    int (*first)(void *self, kf_candidate *out);
     void (*close)(void *self, kf_evalctx *ec);
     void (*free)(void *self);
 } kf_proposer;

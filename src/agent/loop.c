@@ -19,7 +19,6 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -802,57 +801,6 @@ static void result_path(const kf_graph *g, const kf_loop_opts *o, const kf_mixed
     if (o->table) fprintf(o->table, "result: %s\n", r->outcome);
 }
 
-/* The first candidate's build beside the drawing of the sets (issue 30): the builtin agent
- * knows its first point before the loop starts, and the CPU backend's compile is a child
- * process whose artifact is cached in the work folder by (source, flags, compiler) and
- * written under a temporary name (cpu.c: safe from threads), so step 0's compile finds it
- * built. Nothing is timed while the sets are drawn, so the compiler's core is taken from
- * the draw and the reference only. */
-typedef struct prebuild {
-    kf_backend *be;
-    kf_candidate cand;
-    const char *work;
-    double wall_s;
-    pthread_t th;
-    int started;
-} prebuild;
-
-static void *prebuild_main(void *arg) {
-    prebuild *p = arg;
-    double t = kf_now();
-    char art[4096];
-    kf_buf log = {0};
-    kf_error e = {0};
-    (void)kf_backend_compile(p->be, p->cand.source, p->cand.flags, p->work, art, sizeof art, &log, &e);
-    kf_buf_free(&log); /* step 0 compiles again on a failure and reports it */
-    p->wall_s = kf_now() - t;
-    return NULL;
-}
-
-/* Start the build of agent a's first candidate where the platform's compile allows it. */
-static void prebuild_start(prebuild *p, const kf_proposer *a, kf_backend *be, const char *work) {
-    memset(p, 0, sizeof *p);
-    const kf_platform *pf = kf_platform_find(be->info.platform);
-    if (!a->first || !pf || pf->templates != KF_TPL_CPU || getenv("KFORGE_NO_PREBUILD")) return;
-    if (!a->first(a->self, &p->cand)) return;
-    p->be = be;
-    p->work = work;
-    p->started = pthread_create(&p->th, NULL, prebuild_main, p) == 0;
-    if (!p->started) kf_candidate_clear(&p->cand);
-}
-
-/* Wait for it; the seconds waited. */
-static double prebuild_join(prebuild *p) {
-    if (!p->started) return 0;
-    double t = kf_now();
-    pthread_join(p->th, NULL);
-    p->started = 0;
-    kf_candidate_clear(&p->cand);
-    double waited = kf_now() - t;
-    kf_log(2, "loop: the first candidate built beside the sets in %.3f s (%.3f s waited for)", p->wall_s, waited);
-    return waited;
-}
-
 kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r, kf_error *err) {
     memset(r, 0, sizeof *r);
     r->best = -1;
@@ -973,12 +921,6 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     if (o->table)
         fprintf(o->table, "drawing %d input sets and computing the %s%s...\n", vo.nsets, g->module ? "module's " : "",
                 kf_module_ref_phrase(o->module_ref));
-    /* the agents before the sets: the builtin's first candidate is built while they are drawn */
-    if (syn) kf_proposer_builtin(syn, o, r->seed, &agents[0]);
-    kf_proposer_llm(g, &agents[1]);
-    prebuild pre;
-    memset(&pre, 0, sizeof pre);
-    if (syn && o->agent != KF_AGENT_LLM && !g->module) prebuild_start(&pre, &agents[0], be, work);
     r->phases.setup = kf_now() - t0;
     double t_ctx = kf_now();
     /* the sets and reference depend on the task, the seed and the set count only: a run
@@ -989,11 +931,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         if (o->table) fprintf(o->table, "(input sets and reference from the store's cache)\n");
     } else {
         st = kf_verify_ctx_new(g, &vo, &vctx, err);
+        if (st != KF_OK) goto done;
         t_ctx = kf_now() - t_ctx;
-        if (st != KF_OK) {
-            prebuild_join(&pre);
-            goto done;
-        }
         /* the reference: the interpreter and everything else of the context but the
          * drawing (rounding the reference to the outputs' dtype, its RMS, the bounds) */
         kf_verify_ctx_times(vctx, &r->phases.draw, &r->phases.reference);
@@ -1002,9 +941,6 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
         kf_persist_sets_save(o, g, &vo, vctx);
         r->phases.store += kf_now() - ts;
     }
-    /* what the build took beyond the sets (its own time is in step 0's compile, ~0 when it
-     * finds the artifact) */
-    r->phases.compile += prebuild_join(&pre);
     double t_setup2 = kf_now();
 
     r->sandbox_flags = kf_verify_sandbox_describe(vctx, be, r->sandbox, sizeof r->sandbox);
@@ -1053,6 +989,8 @@ kf_status kf_loop_run(const kf_graph *g, const kf_loop_opts *o, kf_run_result *r
     ec.parts_ref = parts_ref;
     ec.parts_origin = parts_origin;
     /* the two generation agents behind one interface: the builtin's iterations first */
+    if (syn) kf_proposer_builtin(syn, o, r->seed, &agents[0]);
+    kf_proposer_llm(g, &agents[1]);
     int in_use = -1;
     for (int it = 0; it < iters; it++) {
         if (it > 0 && o->time_budget_s > 0 && kf_now() - t0 > o->time_budget_s) {

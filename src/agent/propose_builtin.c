@@ -77,13 +77,6 @@ static kf_status builtin_step(void *self, kf_evalctx *ec, int it, kf_error *err)
     return KF_OK;
 }
 
-/* The default (or --start random) point, before any step: what step 0 renders. */
-static int builtin_first(void *self, kf_candidate *out) {
-    builtin *b = self;
-    kf_error e = {0};
-    return b->steps == 0 && kf_synth_render(b->syn, &b->pt, out, &e) == KF_OK;
-}
-
 static void builtin_free(void *self) {
     builtin *b = self;
     if (!b) return;
@@ -102,5 +95,5 @@ void kf_proposer_builtin(kf_synth *syn, const kf_loop_opts *o, uint64_t seed, kf
     kf_synth_default_point(syn, &b->pt);
     if (o->start_random) kf_walk_random(kf_synth_space(syn), &b->seen, &b->rng, &b->pt); /* never empty */
     b->best_pt = b->pt;
-    *out = (kf_proposer){.name = "builtin", .self = b, .step = builtin_step, .first = builtin_first, .close = NULL, .free = builtin_free};
+    *out = (kf_proposer){.name = "builtin", .self = b, .step = builtin_step, .close = NULL, .free = builtin_free};
 }
