@@ -17,6 +17,7 @@
 #include "kforge/backend.h"
 #include "kforge/candidate.h"
 #include "kforge/ir.h"
+#include "kforge/platform.h"
 #include "kforge/verify.h"
 
 #define N 1000003
@@ -444,6 +445,10 @@ Test(faults_opencl, honest_device_times_within_the_allowance) {
         cr_expect_gt(r.time_allow_ms, 0, "the allowance is recorded");
         cr_expect_gt(r.time_ping_ms, 0, "the pings were timed");
         cr_expect_geq(r.time_wait_ms, 0, "the waits were read (schedstat)");
+        /* the absolute part is the platform table's for opencl (PoCL), not CUDA's */
+        cr_expect_float_eq(r.time_allow_ms - 8.0 * r.time_ping_ms,
+                           kf_platform_find("opencl")->dev_gap_abs_ms, 1e-6, "allowance %.4f ms",
+                           r.time_allow_ms);
     }
     free(fast);
     fx_close(&f);

@@ -63,6 +63,12 @@ typedef struct kf_platform {
      * its own kernels (CUDA's nvcc form), so it has no launch plan to check. */
     int host_form;
     int compiled;              /* this build has the platform's backend (kf_backend_names) */
+    /* The device-time bound's absolute allowance in ms (src/verify/verify.c,
+     * dev_times_believable): what a timed call's clock may hold beyond the device's time,
+     * the waits for a CPU and KF_DEV_GAP_PINGS empty round trips with the runner, for the
+     * launch and the completion's wake-up. Set from honest gaps measured per platform
+     * (docs/benchmarks/verification.md); 0 where the device's time is not reported. */
+    double dev_gap_abs_ms;
 } kf_platform;
 
 /* The row of platform `name` ("cuda", not "cuda:1"); NULL for NULL or an unknown name. */

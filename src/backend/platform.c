@@ -43,6 +43,7 @@ static const kf_platform rows[] = {
         .is_gpu = 0,
         .host_form = 0,
         .compiled = 1,
+        .dev_gap_abs_ms = 0,
     },
     {
         .name = "opencl",
@@ -60,6 +61,7 @@ static const kf_platform rows[] = {
         .is_gpu = 1,
         .host_form = 0,
         .compiled = KF_OPENCL_COMPILED,
+        .dev_gap_abs_ms = 1.0, /* PoCL: honest rests under 0.5 ms idle, 2.8 ms once at load 13 */
     },
     {
         .name = "cuda",
@@ -77,6 +79,7 @@ static const kf_platform rows[] = {
         .is_gpu = 1,
         .host_form = 1,
         .compiled = KF_CUDA_COMPILED,
+        .dev_gap_abs_ms = 0.4, /* H100: honest median rests <= 0.16 ms, host loads 0-64 */
     },
     {
         .name = "metal",
@@ -94,6 +97,7 @@ static const kf_platform rows[] = {
         .is_gpu = 1,
         .host_form = 0,
         .compiled = 0,
+        .dev_gap_abs_ms = 1.0, /* not measured: no backend */
     },
 };
 
