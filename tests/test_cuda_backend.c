@@ -803,8 +803,10 @@ Test(cuda_verify, correct_is_ok_and_timed) {
     VEXPECT(r, KF_V_OK, NULL);
     cr_assert_eq(r.sets_run, 2);
     cr_assert(r.timed && r.time_ms > 0 && r.reps >= 1, "timed %d, %.4f ms", r.timed, r.time_ms);
-    /* 8 MB moved: well under a millisecond on any recent GPU, more than a microsecond */
-    cr_assert_lt(r.time_ms, 5.0);
+    /* the device's time lies inside kforge's own clock around the calls (no absolute time is
+     * asserted: the machine may be busy) */
+    cr_assert_leq(r.time_ms, r.time_host_ms * 1.01 + 0.05, "device %.4f ms, host %.4f ms", r.time_ms,
+                  r.time_host_ms);
     /* the compiler's resource report reaches the record: some registers, no spills */
     int regs = -1, smem = -1, local = -1;
     cr_assert_eq(sscanf(r.resources, "swish regs=%d smem=%d local=%d", &regs, &smem, &local), 3,
