@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # GPU checks for a session's first device call: the timing bound's fields on CUDA for
-# honest kernels, the GPU test programs, and a baseline of the CUDA loop.
+# honest kernels, the GPU test programs, and a baseline of the CUDA loop. Pack with
+# KF_PACK_TARGETS holding kforge-bin kforge-runner kforge-runner-forge test_gpu_gap
+# test_gpu_redepi test_gpu_templates (bench/pack_gpu_build.sh).
 # usage: bench/gpu_checks.sh BUILD_DIR OUT_DIR   (run from the repository root on the GPU machine)
 set -u
 B=${1:?build dir}; O=${2:?out dir}; mkdir -p "$O"
@@ -20,6 +22,8 @@ for t in swish softmax matmul layer_norm; do
     echo "verify $t #$r rc=$? $(python3 -c "import json,sys;d=json.load(open('$O/verify_${t}_$r.json'));print({k:d.get(k) for k in ('status','detail','time_ms','time_host_ms','reps','time_stop','time_gap_ms','time_wait_ms','time_ping_ms','time_allow_ms')})" 2>&1 | tail -1)"
   done
 done
+step "test_gpu_gap (the CUDA allowance: a forged half is caught, the honest control verifies)"
+(cd "$B" && KF_TEST_VERBOSE=1 timeout 200 ./test_gpu_gap --verbose=0 2>&1 | tail -8)
 step "test_gpu_redepi"
 (cd "$B" && timeout 300 ./test_gpu_redepi --verbose=0 2>&1 | tail -15)
 step "test_gpu_templates gpu_verify"
