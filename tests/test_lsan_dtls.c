@@ -2,8 +2,8 @@
  * The leak check of kforge's sanitized build at the exit of a process with a thread whose
  * dynamic TLS block sits where GCC 12's sanitizer runtime mistakes it for a glibc 2.19
  * block (16 bytes past a page boundary: it reads the allocator's chunk header there as a
- * range to scan, and its tracer faults, "Tracer caught signal 11"). A library of PoCL's
- * compiler put the main thread's block there in some of test_faults_opencl's tests once
+ * range to scan, and its tracer faults, "Tracer caught signal 11"). A library loaded with
+ * PoCL put the main thread's block there in some of test_faults_opencl's tests once
  * the chunked sets changed what was allocated before, and failed the CI's sanitizer pass
  * (issue 30; docs/design-notes.md, "The leak check's tracer crash"). kforge's sanitized
  * build turns the runtime's __tls_get_addr interception off (src/core/core.c): the probe

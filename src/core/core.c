@@ -255,9 +255,9 @@ void kf_cpuinfo_value(const char *key, char *buf, size_t cap) {
  * sanitizer runtime (LLVM's before 17; google/sanitizers#1322) takes a dynamic TLS block
  * that malloc placed 16 bytes past a page boundary for a glibc 2.19 block with a header,
  * reads the two words before it as the block's start and size, and its leak check's tracer
- * faults scanning that range at exit ("Tracer caught signal 11"). In the tests it is the
- * main thread's block of a library PoCL's compiler loads, placed by whatever was allocated
- * before the first OpenCL build. Without the interception the leak check still reaches
+ * faults scanning that range at exit ("Tracer caught signal 11"). In test_faults_opencl
+ * it is the main thread's block of a library loaded with PoCL, placed by whatever the
+ * thread allocated before touching it. Without the interception the leak check still reaches
  * every block through glibc's DTV (a heap block pointed to from the thread's TCB, which it
  * scans with the thread's TLS); fewer roots can only add reports, never hide a leak
  * (tests/test_lsan_dtls.c; docs/design-notes.md, "The leak check's tracer crash"). */
