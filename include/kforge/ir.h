@@ -284,6 +284,16 @@ kf_status kf_interp_run_checked(const kf_graph *g, const double *const *inputs, 
  * bounds runs always walk node by node. */
 int kf_interp_fusable(const kf_graph *g);
 
+/* kf_interp_run_checked (no bounds) of a graph kf_interp_fusable accepts, on elements
+ * [lo, lo + n) of its output shape only, on the calling thread: inputs of the output's
+ * shape and every outputs[j] hold just those n elements (element lo at index 0); other
+ * inputs (broadcast to the shape, single elements) are whole. The same f64 calls on the
+ * same elements as kf_interp_run, so the same results bit for bit. *beyond_f32 (may be
+ * NULL) as kf_interp_run_checked's over these elements. KF_ERR_ARG: not fusable, or a span
+ * outside the shape. */
+kf_status kf_interp_run_span(const kf_graph *g, int64_t lo, int64_t n, const double *const *inputs,
+                             double *const *outputs, int *beyond_f32, kf_error *err);
+
 
 #ifdef __cplusplus
 }

@@ -247,3 +247,22 @@ void kf_cpuinfo_value(const char *key, char *buf, size_t cap) {
     free(line);
     fclose(f);
 }
+
+#if defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
+/* The sanitized build's own defaults (ASAN_OPTIONS still adds to and overrides them; the
+ * runtime calls this weak hook, so the executable's copy must be exported: default
+ * visibility in a library built with hidden ones). intercept_tls_get_addr=0: GCC 12's
+ * sanitizer runtime (LLVM's before 17; google/sanitizers#1322) takes a dynamic TLS block
+ * that malloc placed 16 bytes past a page boundary for a glibc 2.19 block with a header,
+ * reads the two words before it as the block's start and size, and its leak check's tracer
+ * faults scanning that range at exit ("Tracer caught signal 11"). In test_faults_opencl
+ * it is the main thread's block of a library loaded with PoCL, placed by whatever the
+ * thread allocated before touching it. Without the interception the leak check still reaches
+ * every block through glibc's DTV (a heap block pointed to from the thread's TCB, which it
+ * scans with the thread's TLS); fewer roots can only add reports, never hide a leak
+ * (tests/test_lsan_dtls.c; docs/design-notes.md, "The leak check's tracer crash"). */
+__attribute__((weak, visibility("default"))) const char *__asan_default_options(void);
+__attribute__((weak, visibility("default"))) const char *__asan_default_options(void) {
+    return "intercept_tls_get_addr=0";
+}
+#endif

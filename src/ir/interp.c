@@ -1028,104 +1028,181 @@ int kf_interp_fusable(const kf_graph *g) {
     return ok;
 }
 
+/* A pointwise graph's plan for running it chunk by chunk (ip_fused_shape): where each value
+ * of a chunk lives (the caller's output arrays, or a row of the thread's scratch) and the
+ * element strides of graph inputs that broadcast to the shape. */
+typedef struct {
+    const kf_graph *g;
+    const char *live;
+    const kf_shape *sh;
+    int64_t N;                    /* the shape's element count */
+    double **dest;                /* per value: the caller's output array, or NULL */
+    int *slot;                    /* per value: its scratch row, or -1 */
+    int nslots, ngather, *gv;     /* the broadcast inputs gathered per chunk */
+    int64_t (*gst)[KF_MAX_DIMS];
+} ip_fused;
+
+static void ip_fused_init(ip_fused *f, const kf_graph *g, const char *live, double *const *outputs) {
+    int nv = g->nvalues;
+    f->g = g;
+    f->live = live;
+    f->sh = &g->values[g->outputs[0]].shape;
+    f->N = ip_numel(f->sh);
+    f->dest = kf_calloc((size_t)nv + 1, sizeof *f->dest);
+    f->slot = kf_malloc(((size_t)nv + 1) * sizeof *f->slot);
+    f->nslots = 0;
+    for (int j = 0; j < g->noutputs; j++)
+        if (!f->dest[g->outputs[j]]) f->dest[g->outputs[j]] = outputs[j];
+    for (int v = 0; v < nv; v++) f->slot[v] = -1;
+    for (int k = 0; k < g->nnodes; k++)
+        if (live[k] && !f->dest[g->nodes[k].out] && f->slot[g->nodes[k].out] < 0) f->slot[g->nodes[k].out] = f->nslots++;
+    /* graph inputs broadcast to the shape (a bias row, a column): gathered per chunk into a
+     * row of their own, from the element strides of the broadcast */
+    f->ngather = 0;
+    f->gv = kf_malloc(((size_t)g->ninputs + 1) * sizeof *f->gv);
+    f->gst = kf_malloc(((size_t)g->ninputs + 1) * sizeof *f->gst);
+    for (int i = 0; i < g->ninputs; i++) {
+        const kf_value *iv = &g->values[g->inputs[i]];
+        if (kf_shape_equal(&iv->shape, f->sh) || ip_numel(&iv->shape) == 1 ||
+            !ip_bcast_strides(&iv->shape, f->sh, f->gst[f->ngather]))
+            continue;
+        f->gv[f->ngather++] = g->inputs[i];
+        f->slot[g->inputs[i]] = f->nslots++;
+    }
+}
+
+static void ip_fused_free(ip_fused *f) {
+    free(f->dest);
+    free(f->slot);
+    free(f->gv);
+    free(f->gst);
+}
+
+/* Elements [i0, i0 + len) (len <= KF_INTERP_CHUNK) of every live node, in scratch (room
+ * for nslots rows of KF_INTERP_CHUNK). Arrays of the shape (graph inputs of the shape, the
+ * caller's outputs) hold element e at index e - shift; broadcast inputs are whole. Returns
+ * 1 when an f32 value went beyond 2^124 (check_far: looked for). */
+static int ip_fused_chunk(const ip_fused *f, const double *const *inputs, double *scratch, int64_t i0, int64_t len,
+                          int64_t shift, int check_far) {
+    const kf_graph *g = f->g;
+    const kf_shape *sh = f->sh;
+    int far = 0;
+    for (int q = 0; q < f->ngather; q++) { /* this chunk's elements of each broadcast input */
+        const double *src = inputs[g->values[f->gv[q]].input_index];
+        double *row = scratch + (size_t)f->slot[f->gv[q]] * KF_INTERP_CHUNK;
+        int64_t idx[KF_MAX_DIMS], off = 0, rest = i0;
+        for (int d = sh->rank - 1; d >= 0; d--) {
+            idx[d] = sh->d[d] ? rest % sh->d[d] : 0;
+            rest = sh->d[d] ? rest / sh->d[d] : 0;
+            off += idx[d] * f->gst[q][d];
+        }
+        for (int64_t e = 0; e < len; e++) {
+            row[e] = src[off];
+            for (int d = sh->rank - 1; d >= 0; d--) { /* the next element's index */
+                off += f->gst[q][d];
+                if (++idx[d] < sh->d[d]) break;
+                off -= idx[d] * f->gst[q][d];
+                idx[d] = 0;
+            }
+        }
+    }
+    for (int k = 0; k < g->nnodes; k++) {
+        if (!f->live[k]) continue;
+        const kf_node *n = &g->nodes[k];
+        const kf_op_def *d = kf_op_get(n->op);
+        const double *in[2] = {NULL, NULL};
+        int64_t st[2] = {0, 0};
+        for (int a = 0; a < n->nin && a < 2; a++) {
+            int u = n->in[a];
+            const kf_value *uv = &g->values[u];
+            if (uv->is_const) { /* a literal: one value for every element */
+                in[a] = &uv->cval;
+            } else if (f->slot[u] >= 0) { /* an intermediate or a gathered input: this chunk's row */
+                in[a] = scratch + (size_t)f->slot[u] * KF_INTERP_CHUNK;
+                st[a] = 1;
+            } else { /* a graph input or an output computed before: whole arrays */
+                const double *base = uv->input_index >= 0 ? inputs[uv->input_index] : f->dest[u];
+                int whole = ip_numel(&uv->shape) != 1 || f->N == 1;
+                in[a] = whole ? base + (i0 - shift) : base;
+                st[a] = whole;
+            }
+        }
+        double *out = f->dest[n->out] ? f->dest[n->out] + (i0 - shift)
+                                      : scratch + (size_t)f->slot[n->out] * KF_INTERP_CHUNK;
+        if (d->kind == KF_KIND_UNARY) d->f64(in[0], 1, NULL, 0, out, len, &n->attr);
+        else d->f64(in[0], st[0], in[1], st[1], out, len, &n->attr);
+        if (check_far && !far && g->values[n->out].dtype == KF_F32)
+            for (int64_t e = 0; e < len; e++)
+                if (fabs(out[e]) > 0x1p124 && isfinite(out[e])) {
+                    far = 1;
+                    break;
+                }
+    }
+    return far;
+}
+
 /* A pointwise graph (ip_fused_shape) run chunk by chunk: every node over KF_INTERP_CHUNK
  * elements before the next chunk, the intermediates in a scratch row per thread (in cache,
  * never a whole-tensor allocation). The same f64 calls on the same elements as the
  * node-by-node walk, so the same results bit for bit; beyond as the walk's. */
 static kf_status ip_run_fused(const kf_graph *g, const char *live, const double *const *inputs,
                               double *const *outputs, int *beyond) {
-    int nv = g->nvalues;
-    int64_t N = ip_numel(&g->values[g->outputs[0]].shape);
-    double **dest = kf_calloc((size_t)nv + 1, sizeof *dest);
-    int *slot = kf_malloc(((size_t)nv + 1) * sizeof *slot);
-    int nslots = 0;
-    for (int j = 0; j < g->noutputs; j++)
-        if (!dest[g->outputs[j]]) dest[g->outputs[j]] = outputs[j];
-    for (int v = 0; v < nv; v++) slot[v] = -1;
-    for (int k = 0; k < g->nnodes; k++)
-        if (live[k] && !dest[g->nodes[k].out] && slot[g->nodes[k].out] < 0) slot[g->nodes[k].out] = nslots++;
-    /* graph inputs broadcast to the shape (a bias row, a column): gathered per chunk into a
-     * row of their own, from the element strides of the broadcast */
-    const kf_shape *sh = &g->values[g->outputs[0]].shape;
-    int ngather = 0, *gv = kf_malloc(((size_t)g->ninputs + 1) * sizeof *gv);
-    int64_t(*gst)[KF_MAX_DIMS] = kf_malloc(((size_t)g->ninputs + 1) * sizeof *gst);
-    for (int i = 0; i < g->ninputs; i++) {
-        const kf_value *iv = &g->values[g->inputs[i]];
-        if (kf_shape_equal(&iv->shape, sh) || ip_numel(&iv->shape) == 1 || !ip_bcast_strides(&iv->shape, sh, gst[ngather]))
-            continue;
-        gv[ngather++] = g->inputs[i];
-        slot[g->inputs[i]] = nslots++;
-    }
-    int64_t chunks = (N + KF_INTERP_CHUNK - 1) / KF_INTERP_CHUNK;
+    ip_fused f;
+    ip_fused_init(&f, g, live, outputs);
+    int64_t N = f.N, chunks = (N + KF_INTERP_CHUNK - 1) / KF_INTERP_CHUNK;
     int far = 0;
 #pragma omp parallel if (N >= KF_INTERP_PAR_MIN) reduction(| : far)
     {
-        double *scratch = kf_malloc(sizeof(double) * (size_t)KF_INTERP_CHUNK * (size_t)(nslots ? nslots : 1));
+        double *scratch = kf_malloc(sizeof(double) * (size_t)KF_INTERP_CHUNK * (size_t)(f.nslots ? f.nslots : 1));
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < chunks; c++) {
             int64_t i0 = c * KF_INTERP_CHUNK, len = N - i0 < KF_INTERP_CHUNK ? N - i0 : KF_INTERP_CHUNK;
-            for (int q = 0; q < ngather; q++) { /* this chunk's elements of each broadcast input */
-                const double *src = inputs[g->values[gv[q]].input_index];
-                double *row = scratch + (size_t)slot[gv[q]] * KF_INTERP_CHUNK;
-                int64_t idx[KF_MAX_DIMS], off = 0, rest = i0;
-                for (int d = sh->rank - 1; d >= 0; d--) {
-                    idx[d] = sh->d[d] ? rest % sh->d[d] : 0;
-                    rest = sh->d[d] ? rest / sh->d[d] : 0;
-                    off += idx[d] * gst[q][d];
-                }
-                for (int64_t e = 0; e < len; e++) {
-                    row[e] = src[off];
-                    for (int d = sh->rank - 1; d >= 0; d--) { /* the next element's index */
-                        off += gst[q][d];
-                        if (++idx[d] < sh->d[d]) break;
-                        off -= idx[d] * gst[q][d];
-                        idx[d] = 0;
-                    }
-                }
-            }
-            for (int k = 0; k < g->nnodes; k++) {
-                if (!live[k]) continue;
-                const kf_node *n = &g->nodes[k];
-                const kf_op_def *d = kf_op_get(n->op);
-                const double *in[2] = {NULL, NULL};
-                int64_t st[2] = {0, 0};
-                for (int a = 0; a < n->nin && a < 2; a++) {
-                    int u = n->in[a];
-                    const kf_value *uv = &g->values[u];
-                    if (uv->is_const) { /* a literal: one value for every element */
-                        in[a] = &uv->cval;
-                    } else if (slot[u] >= 0) { /* an intermediate or a gathered input: this chunk's row */
-                        in[a] = scratch + (size_t)slot[u] * KF_INTERP_CHUNK;
-                        st[a] = 1;
-                    } else { /* a graph input or an output computed before: whole arrays */
-                        const double *base = uv->input_index >= 0 ? inputs[uv->input_index] : dest[u];
-                        int whole = ip_numel(&uv->shape) != 1 || N == 1;
-                        in[a] = whole ? base + i0 : base;
-                        st[a] = whole;
-                    }
-                }
-                double *out = dest[n->out] ? dest[n->out] + i0 : scratch + (size_t)slot[n->out] * KF_INTERP_CHUNK;
-                if (d->kind == KF_KIND_UNARY) d->f64(in[0], 1, NULL, 0, out, len, &n->attr);
-                else d->f64(in[0], st[0], in[1], st[1], out, len, &n->attr);
-                if (beyond && !far && g->values[n->out].dtype == KF_F32)
-                    for (int64_t e = 0; e < len; e++)
-                        if (fabs(out[e]) > 0x1p124 && isfinite(out[e])) {
-                            far = 1;
-                            break;
-                        }
-            }
+            far |= ip_fused_chunk(&f, inputs, scratch, i0, len, 0, beyond && !far);
         }
         free(scratch);
     }
     /* an output named twice: the second gets the first's values */
     for (int j = 0; j < g->noutputs; j++)
-        if (dest[g->outputs[j]] != outputs[j]) memcpy(outputs[j], dest[g->outputs[j]], (size_t)N * sizeof(double));
+        if (f.dest[g->outputs[j]] != outputs[j]) memcpy(outputs[j], f.dest[g->outputs[j]], (size_t)N * sizeof(double));
     if (beyond) *beyond = far;
-    free(dest);
-    free(slot);
-    free(gv);
-    free(gst);
+    ip_fused_free(&f);
     return KF_OK;
+}
+
+/* Contract: see ir.h. */
+kf_status kf_interp_run_span(const kf_graph *g, int64_t lo, int64_t n, const double *const *inputs,
+                             double *const *outputs, int *beyond_f32, kf_error *err) {
+    if (beyond_f32) *beyond_f32 = 0;
+    if (!g || !inputs || !outputs) return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_interp_run_span: missing argument");
+    char *need = kf_calloc((size_t)g->nvalues + 1, 1);
+    char *live = kf_calloc((size_t)g->nnodes + 1, 1);
+    ip_liveness(g, need, live);
+    const kf_shape *sh = ip_fused_shape(g, live);
+    kf_status st = KF_OK;
+    if (!sh || lo < 0 || n < 0 || lo + n > ip_numel(sh)) {
+        st = kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
+                          sh ? "kf_interp_run_span: elements [%lld, %lld) outside the shape"
+                             : "kf_interp_run_span: the graph is not pointwise over one shape",
+                          (long long)lo, (long long)(lo + n));
+        goto done;
+    }
+    ip_fused f;
+    ip_fused_init(&f, g, live, outputs);
+    double *scratch = kf_malloc(sizeof(double) * (size_t)KF_INTERP_CHUNK * (size_t)(f.nslots ? f.nslots : 1));
+    int far = 0;
+    for (int64_t i0 = lo; i0 < lo + n; i0 += KF_INTERP_CHUNK) {
+        int64_t len = lo + n - i0 < KF_INTERP_CHUNK ? lo + n - i0 : KF_INTERP_CHUNK;
+        far |= ip_fused_chunk(&f, inputs, scratch, i0, len, lo, beyond_f32 && !far);
+    }
+    free(scratch);
+    for (int j = 0; j < g->noutputs; j++)
+        if (f.dest[g->outputs[j]] != outputs[j]) memcpy(outputs[j], f.dest[g->outputs[j]], (size_t)n * sizeof(double));
+    if (beyond_f32) *beyond_f32 = far;
+    ip_fused_free(&f);
+done:
+    free(need);
+    free(live);
+    return st;
 }
 
 /* Contract: see ir.h. g must be type-checked (kf_graph_add_node / the parser do this).

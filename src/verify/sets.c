@@ -118,6 +118,31 @@ static inline float round_up_f32(double v) {
     return f;
 }
 
+/* Elements [e0, e1) of a reference in dtype dt from their float64 values (dj[0] is element
+ * e0), and their sum of squares and count of the finite ones (the RMS's terms). */
+static void ref_chunk(kf_dtype dt, void *ref, const double *dj, int64_t e0, int64_t e1, double *ss_out,
+                      int64_t *nf_out) {
+    double ss = 0;
+    int64_t nf = 0;
+    for (int64_t e = e0; e < e1; e++) {
+        double w;
+        if (dt == KF_F32) { /* the common case without a call per element */
+            float f = (float)dj[e - e0];
+            ((float *)ref)[e] = f;
+            w = (double)f;
+        } else {
+            kf_verify_store(dt, ref, e, dj[e - e0]);
+            w = kf_verify_load(dt, ref, e);
+        }
+        if (isfinite(w)) {
+            ss += w * w;
+            nf++;
+        }
+    }
+    *ss_out = ss;
+    *nf_out = nf;
+}
+
 /* See verify_int.h: output j of set v from its float64 reference (kept per set, or into the
  * shared buffers with one reference at a time). */
 void kf_verify_set_ref(kf_verify_ctx *c, kf_vset *v, int j, const double *dj, const double *bd) {
@@ -142,21 +167,7 @@ void kf_verify_set_ref(kf_verify_ctx *c, kf_vset *v, int j, const double *dj, co
         double ss = 0;
         int64_t nf = 0;
         char any = 0;
-        for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) {
-            double w;
-            if (dt == KF_F32) { /* the common case without a call per element */
-                float f = (float)dj[e];
-                ((float *)ref)[e] = f;
-                w = (double)f;
-            } else {
-                kf_verify_store(dt, ref, e, dj[e]);
-                w = kf_verify_load(dt, ref, e);
-            }
-            if (isfinite(w)) {
-                ss += w * w;
-                nf++;
-            }
-        }
+        ref_chunk(dt, ref, dj + k * KF_VERIFY_CHUNK, k * KF_VERIFY_CHUNK, e1, &ss, &nf);
         if (bd)
             for (int64_t e = k * KF_VERIFY_CHUNK; e < e1; e++) any |= bd[e] > 0;
         css[k] = ss;
@@ -192,6 +203,99 @@ void kf_verify_draw_input(const kf_verify_ctx *c, int s, int i, double mag, void
     draw_input(c, s, i, 0, mag, data, NULL, NULL, 1);
 }
 
+/* Whether input i is drawn chunk by chunk by set_pipe: it has the output shape (the
+ * others, broadcast or single elements, are drawn whole first). */
+static int pipe_chunked(const kf_verify_ctx *c, int i) {
+    const kf_graph *g = c->g;
+    return kf_shape_equal(&g->values[g->inputs[i]].shape, &g->values[g->outputs[0]].shape);
+}
+
+/* Set s of a pointwise graph (c->pipe) drawn and referenced one chunk of KF_VERIFY_CHUNK
+ * elements at a time, each chunk on one thread: its inputs' block (the same blocks, keys
+ * and calls as draw_input, into the kept inputs and a chunk of float64 values), the
+ * interpreter on those elements (kf_interp_run_span: the same f64 calls as the whole
+ * graph's run), the reference rounded to the outputs' dtypes with the RMS's sums per chunk,
+ * added in chunk order (as kf_verify_set_ref). So the same bytes as drawing the whole set,
+ * running the graph and rounding, bit for bit, without the whole-tensor float64 scratch
+ * (for swish, 256 MiB of fresh memory: on a VM whose freed memory goes back to the host,
+ * first touching a page costs more than computing it) and with each chunk's values in
+ * cache from the draw to the reference. *beyond as kf_interp_run_checked's. */
+static kf_status set_pipe(kf_verify_ctx *c, int s, double shrink, int *beyond, kf_error *err) {
+    _Static_assert(KF_VERIFY_CHUNK == KF_DRAW_BLOCK, "a chunk is one draw block");
+    const kf_graph *g = c->g;
+    kf_vset *v = &c->sets[s];
+    int nin = c->nin, nout = c->nout;
+    int64_t n = c->out_numel[0], nch = (n + KF_VERIFY_CHUNK - 1) / KF_VERIFY_CHUNK;
+    double tm = kf_now();
+    for (int i = 0; i < nin; i++)
+        if (!pipe_chunked(c, i)) draw_input(c, s, i, c->pos[i], c->mag[i] * shrink, v->in[i], c->din[i], NULL, 1);
+    double tw = kf_now();
+    for (int j = 0; j < nout; j++)
+        if (!v->ref[j]) v->ref[j] = big_alloc(c->out_bytes[j] ? c->out_bytes[j] : 1);
+    double *css = kf_calloc((size_t)(nch * nout) + 1, sizeof *css);
+    int64_t *cnf = kf_calloc((size_t)(nch * nout) + 1, sizeof *cnf);
+    double t_draw = 0, t_ref = 0;
+    int far = 0, bad = 0;
+#pragma omp parallel reduction(+ : t_draw, t_ref) reduction(| : far, bad)
+    {
+        double *mine = kf_malloc(sizeof(double) * (size_t)KF_VERIFY_CHUNK * (size_t)(nin + nout));
+        const double **ins = kf_calloc((size_t)nin + 1, sizeof *ins);
+        double **outs = kf_calloc((size_t)nout, sizeof *outs);
+        for (int j = 0; j < nout; j++) outs[j] = mine + (size_t)KF_VERIFY_CHUNK * (size_t)(nin + j);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t k = 0; k < nch; k++) {
+            int64_t from = k * KF_VERIFY_CHUNK, cnt = n - from < KF_VERIFY_CHUNK ? n - from : KF_VERIFY_CHUNK;
+            double t0 = kf_now();
+            for (int i = 0; i < nin; i++) {
+                if (!pipe_chunked(c, i)) {
+                    ins[i] = c->din[i];
+                    continue;
+                }
+                const kf_value *x = &g->values[g->inputs[i]];
+                double *vals = mine + (size_t)KF_VERIFY_CHUNK * (size_t)i;
+                kf_verify_draw_block(kf_verify_block_key(mix_seed(c->seed, s, i), k), v->dist, x->dtype, c->pos[i],
+                                     c->mag[i] * shrink, x->has_range, x->lo, x->hi,
+                                     (char *)v->in[i] + from * kf_dtype_size(x->dtype), vals, cnt);
+                ins[i] = vals;
+            }
+            double t1 = kf_now();
+            int fk = 0;
+            kf_error e = {0};
+            if (kf_interp_run_span(g, from, cnt, ins, outs, &fk, &e) != KF_OK) bad = 1;
+            far |= fk;
+            for (int j = 0; j < nout; j++)
+                ref_chunk(g->values[g->outputs[j]].dtype, v->ref[j], outs[j], from, from + cnt, &css[j * nch + k],
+                          &cnf[j * nch + k]);
+            double t2 = kf_now();
+            t_draw += t1 - t0;
+            t_ref += t2 - t1;
+        }
+        free(ins);
+        free(outs);
+        free(mine);
+    }
+    for (int j = 0; j < nout; j++) {
+        double ss = 0;
+        int64_t nf = 0;
+        for (int64_t k = 0; k < nch; k++) {
+            ss += css[j * nch + k];
+            nf += cnf[j * nch + k];
+        }
+        v->ref_rms[j] = nf ? sqrt(ss / (double)nf) : 0;
+        free(v->bound[j]);
+        v->bound[j] = NULL;
+    }
+    free(css);
+    free(cnf);
+    /* the wall time split between the draw and the reference as the threads' time was */
+    double wall = kf_now() - tw, share = t_draw + t_ref > 0 ? t_draw / (t_draw + t_ref) : 0.5;
+    c->t_draw += tw - tm + wall * share;
+    c->t_ref += wall * (1 - share);
+    *beyond = far;
+    if (bad) return kf_error_set(err, KF_ERR_INTERNAL, g->path, 0, 0, "the reference of '%s' by chunks failed", g->name);
+    return KF_OK;
+}
+
 /* Set s: draw its inputs, compute its reference, store it rounded to the outputs' dtypes
  * (kept per set, or into the shared buffers). first: the set's first computation, which
  * settles its magnitude factor and, without kept inputs, takes the block hashes. */
@@ -206,17 +310,22 @@ static kf_status set_compute(kf_verify_ctx *c, int s, int first, kf_error *err) 
     }
     double shrink = first ? 1 : v->shrink;
     for (;; shrink *= 0.5) {
+        int beyond = 0;
+        if (c->pipe) {
+            st = set_pipe(c, s, shrink, &beyond, err);
+            goto drawn;
+        }
         double tm = kf_now();
         for (int i = 0; i < c->nin; i++)
             draw_input(c, s, i, c->pos[i], c->mag[i] * shrink, c->keep_in ? v->in[i] : NULL, c->din[i],
                        first && !c->keep_in ? v->in_hash[i] : NULL, 1);
         double tb = kf_now();
-        int beyond = 0;
         /* bounds only where an op can amplify or accumulate rounding (kf_verify_ctx_new) */
         st = kf_interp_run_checked(g, (const double *const *)c->din, c->dout, c->bounded ? c->dbnd : NULL,
                                    &beyond, err);
         c->t_draw += tb - tm;
         c->t_ref += kf_now() - tb;
+    drawn:
         /* the offset and large-magnitude sets reach each input's magnitude limit; where the
          * reference then holds a value that float32 cannot (exp(80) times 1e4, finite in
          * float64), no float32 kernel can match it: the set is drawn again at half the
@@ -226,7 +335,7 @@ static kf_status set_compute(kf_verify_ctx *c, int s, int first, kf_error *err) 
             break;
     }
     v->shrink = shrink;
-    for (int j = 0; j < c->nout && st == KF_OK; j++)
+    for (int j = 0; j < c->nout && st == KF_OK && !c->pipe; j++)
         kf_verify_set_ref(c, v, j, c->dout[j], c->bounded ? c->dbnd[j] : NULL);
     if (st == KF_OK && !c->keep_ref) c->ready = s;
     return st;
@@ -399,9 +508,13 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
     c->din = kf_calloc((size_t)c->nin + 1, sizeof *c->din);
     c->dout = kf_calloc((size_t)c->nout, sizeof *c->dout);
     c->dbnd = kf_calloc((size_t)c->nout, sizeof *c->dbnd);
+    /* a pointwise graph whose sets are all kept: drawn and referenced chunk by chunk
+     * (set_pipe), with float64 copies of the broadcast inputs alone */
+    c->pipe = keep_in && keep_ref && !bounded && kf_interp_fusable(g) && !getenv("KFORGE_SETS_WHOLE");
     for (int i = 0; i < c->nin; i++)
-        c->din[i] = big_alloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
-    for (int j = 0; j < c->nout; j++) {
+        if (!c->pipe || !pipe_chunked(c, i))
+            c->din[i] = big_alloc(sizeof(double) * (size_t)(c->in_numel[i] ? c->in_numel[i] : 1));
+    for (int j = 0; j < c->nout && !c->pipe; j++) {
         c->dout[j] = big_alloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
         if (bounded) c->dbnd[j] = big_alloc(sizeof(double) * (size_t)(c->out_numel[j] ? c->out_numel[j] : 1));
     }

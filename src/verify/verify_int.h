@@ -124,6 +124,7 @@ struct kf_verify_ctx {
     uint64_t hkey;          /* the block hashes' key: from the clock and address space, not
                                the seed, so a kernel cannot know it */
     int bounded;            /* the graph has error bounds (an op beyond pointwise) */
+    int pipe;               /* the sets drawn and referenced chunk by chunk (sets.c set_pipe) */
     int *pos;               /* per input: drawn strictly positive (kf_graph_input_domains) */
     double *mag;            /* per input: its magnitude limit */
     double **din, **dout, **dbnd; /* keep_ref 0: the interpreter's float64 scratch */
