@@ -219,10 +219,13 @@ Test(region_kept, not_taken_again_while_a_process_of_its_last_run_is_left) {
     }
     setpgid(child, child); /* (either side may win the race; both ask for the same) */
     sb.last_pgid = child;
-    cr_assert_eq(kf_sbx_reuse(&sb), 0, "taken again with a process of its last run's group alive");
+    int alive = kf_sbx_reuse(&sb);
     kill(child, SIGKILL);
-    cr_assert_eq(kf_sbx_reuse(&sb), 0, "taken again with its last run's group a zombie");
+    int zombie = kf_sbx_reuse(&sb);
     while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+    /* (asserted after the child is gone: a failed assertion must not leave it behind) */
+    cr_assert_eq(alive, 0, "taken again with a process of its last run's group alive");
+    cr_assert_eq(zombie, 0, "taken again with its last run's group a zombie");
     cr_assert_eq(kf_sbx_reuse(&sb), 1, "refused with its last run's group gone");
     kf_sbx_free(&sb);
 }
