@@ -4,7 +4,9 @@
  *
  * Buffers travel through one memfd mapped MAP_SHARED by both sides (layout in
  * runproto.h): no copies, and the parent inspects guards, inputs and outputs after the
- * child is gone. The child is forked and, before exec, given its own process group,
+ * child is gone. A region may serve several candidates of one task in turn (kf_sbx_reuse:
+ * taken again only with its last run's processes all gone, its control and live pages
+ * zeroed; the caller writes every other byte before the next run). The child is forked and, before exec, given its own process group,
  * stdout/stderr redirected to a file in the workdir, and rlimits: CPU time (SIGXCPU, then
  * SIGKILL at the hard limit), address space (region + mem_limit + a per-thread allowance
  * for stacks and malloc arenas), file size = the output cap (a flood dies of SIGXFSZ), a
@@ -132,6 +134,49 @@ void kf_sbx_free(kf_sbx *sb) {
     if (sb->fd >= 0) close(sb->fd);
     memset(sb, 0, sizeof *sb);
     sb->fd = -1;
+}
+
+/* A region kept from one candidate's verification to the next (issue 30; see
+ * verify_int.h): the memfd must be the one made (its size unchanged: a shorter file would
+ * fault the parent's next write; no seal added), no process of its last run's group may be
+ * left (one could still write into the region: only a region the group never saw is safe
+ * otherwise), and the control and live pages are zeroed as a new region's are. The parent's
+ * record of the last run (hs_*, start_s, ...) is cleared; the layout stays. The data pages,
+ * guards included, are left as they are: the caller writes every byte of them before the
+ * first run (kf_verify_load_set). */
+int kf_sbx_reuse(kf_sbx *sb) {
+    if (!sb || !sb->base || sb->fd < 0) return 0;
+    reap_pending(sb);
+    struct stat st;
+    if (fstat(sb->fd, &st) != 0 || st.st_size != (off_t)sb->total) return 0;
+    int seals = fcntl(sb->fd, F_GET_SEALS);
+    if (seals < 0 ? errno != EINVAL : (seals & ~F_SEAL_SEAL) != 0) return 0;
+    /* kill(-pgid, 0) finds any process of the group, a zombie included; a pgid taken since
+     * by an unrelated group only costs a new region */
+    if (sb->last_pgid > 0 && !(kill(-sb->last_pgid, 0) != 0 && errno == ESRCH)) return 0;
+    int fd = sb->fd, nbufs = sb->nbufs, reused = sb->reused;
+    uint8_t *base = sb->base;
+    size_t total = sb->total, ctl_size = sb->ctl_size, data_bytes = sb->data_bytes;
+    uint64_t off[KF_RUN_MAX_BUFS], size[KF_RUN_MAX_BUFS];
+    int is_output[KF_RUN_MAX_BUFS];
+    memcpy(off, sb->off, sizeof off);
+    memcpy(size, sb->size, sizeof size);
+    memcpy(is_output, sb->is_output, sizeof is_output);
+    memset(sb, 0, sizeof *sb);
+    sb->fd = fd;
+    sb->base = base;
+    sb->total = total;
+    sb->ctl_size = ctl_size;
+    sb->ctl = (kf_run_ctl *)base;
+    sb->live = (kf_run_live *)(base + ctl_size);
+    sb->nbufs = nbufs;
+    sb->data_bytes = data_bytes;
+    memcpy(sb->off, off, sizeof off);
+    memcpy(sb->size, size, sizeof size);
+    memcpy(sb->is_output, is_output, sizeof is_output);
+    sb->reused = reused;
+    memset(base, 0, ctl_size + KF_RUN_PAGE);
+    return 1;
 }
 
 /* Data pointer of buffer i (64-byte aligned). */
@@ -670,6 +715,7 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
         start_failed(gp, dp, envp, argv, outfd, outpath, devnull, &cf, scratch);
         return kf_error_set(err, KF_ERR_INTERNAL, NULL, 0, 0, "fork: %s", strerror(e));
     }
+    if (pid > 0) sb->last_pgid = pid;
     if (pid == 0) {
         /* child: async-signal-safe calls only, until execve. A session of its own: its own
          * process group (killed whole below) and no controlling terminal, so nothing in it

@@ -77,6 +77,10 @@ void kf_verify_opts_default(kf_verify_opts *o) {
 /* Release a context; NULL is a no-op. */
 void kf_verify_ctx_free(kf_verify_ctx *c) {
     if (!c) return;
+    if (c->kept_region) {
+        kf_sbx_free(c->kept_region);
+        free(c->kept_region);
+    }
     kf_verify_sets_free(c);
     free(c->in_numel);
     free(c->out_numel);
@@ -281,12 +285,53 @@ void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
     kf_sbx_fill_guards(sb);
 }
 
+/* The region kf_verify_artifact keeps for the task's next CPU candidate (verify_int.h):
+ * taken out of the context (NULL when there is none, another thread holds it, or
+ * KFORGE_REGION_FRESH=1), handed back after the candidate's last run (the runner reaped
+ * first, as kf_sbx_free would). */
+static kf_sbx *region_take(kf_verify_ctx *c) {
+    const char *env = getenv("KFORGE_REGION_FRESH");
+    if (env && env[0] == '1') return NULL;
+    return __atomic_exchange_n(&c->kept_region, NULL, __ATOMIC_ACQ_REL);
+}
+
+static void region_give_back(kf_verify_ctx *c, kf_sbx *sb) {
+    const char *env = getenv("KFORGE_REGION_FRESH");
+    /* kf_sbx_reuse reaps the last runner now, not at the next candidate (no child of ours is
+     * left between two verifications), and refuses a region that is not safe to keep */
+    if ((env && env[0] == '1') || !sb->base || !kf_sbx_reuse(sb)) {
+        kf_sbx_free(sb);
+        return;
+    }
+    kf_sbx *mine = kf_malloc(sizeof *mine);
+    *mine = *sb;
+    memset(sb, 0, sizeof *sb);
+    sb->fd = -1;
+    kf_sbx *none = NULL;
+    if (__atomic_compare_exchange_n(&c->kept_region, &none, mine, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return;
+    kf_sbx_free(mine); /* another thread's region is kept already */
+    free(mine);
+}
+
+static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_backend *b,
+                             const char **artifact, char runner[PATH_MAX], char abs_art[PATH_MAX],
+                             int *threads, kf_sbx *sb, kf_vresult *r, kf_error *err);
+
 /* Shared by every run of a candidate: resolve the runner and the artifact's absolute path
  * (*artifact may be redirected into abs_art), the thread count, and a fresh buffer region
  * sized for the task. On failure fills r->detail and err. */
 kf_status kf_verify_open_region(const kf_verify_ctx *c, kf_backend *b, const char **artifact,
                                 char runner[PATH_MAX], char abs_art[PATH_MAX], int *threads,
                                 kf_sbx *sb, kf_vresult *r, kf_error *err) {
+    return open_region(c, NULL, b, artifact, runner, abs_art, threads, sb, r, err);
+}
+
+/* kf_verify_open_region; with keep, the region kept in keep (the same context) when
+ * kf_sbx_reuse accepts it, else a new one. */
+static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_backend *b,
+                             const char **artifact, char runner[PATH_MAX], char abs_art[PATH_MAX],
+                             int *threads, kf_sbx *sb, kf_vresult *r, kf_error *err) {
     kf_status st = kf_verify_find_runner(c, runner, PATH_MAX, err);
     if (st != KF_OK) {
         snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot find kforge-runner");
@@ -305,17 +350,33 @@ kf_status kf_verify_open_region(const kf_verify_ctx *c, kf_backend *b, const cha
     }
     *threads = nthr;
 
-    int nb = c->nin + c->nout;
-    size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
-    int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
-    for (int i = 0; i < c->nin; i++) sizes[i] = c->in_bytes[i];
-    for (int j = 0; j < c->nout; j++) {
-        sizes[c->nin + j] = c->out_bytes[j];
-        is_out[c->nin + j] = 1;
+    kf_sbx *kept = keep ? region_take(keep) : NULL;
+    if (kept && kf_sbx_reuse(kept)) {
+        *sb = *kept;
+        free(kept);
+        sb->reused++;
+        __atomic_add_fetch(&keep->regions_reused, 1, __ATOMIC_RELAXED);
+        kf_log(2, "verify: the buffer region kept from the last candidate (taken %d times)", sb->reused);
+    } else {
+        if (kept) {
+            kf_log(2, "verify: the kept buffer region refused (resized, sealed, or its last run's "
+                   "processes not all gone): a new one");
+            kf_sbx_free(kept);
+            free(kept);
+        }
+        int nb = c->nin + c->nout;
+        size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
+        int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
+        for (int i = 0; i < c->nin; i++) sizes[i] = c->in_bytes[i];
+        for (int j = 0; j < c->nout; j++) {
+            sizes[c->nin + j] = c->out_bytes[j];
+            is_out[c->nin + j] = 1;
+        }
+        st = kf_sbx_new(sizes, is_out, nb, sb, err);
+        free(sizes);
+        free(is_out);
+        if (st == KF_OK && keep) __atomic_add_fetch(&keep->regions_made, 1, __ATOMIC_RELAXED);
     }
-    st = kf_sbx_new(sizes, is_out, nb, sb, err);
-    free(sizes);
-    free(is_out);
     if (st != KF_OK) {
         snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot create the buffer region");
         return st;
@@ -619,8 +680,16 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
     char runner[PATH_MAX], abs_art[PATH_MAX];
     int threads;
     kf_sbx sb;
-    kf_status st = kf_verify_open_region(c, b, &artifact, runner, abs_art, &threads, &sb, r, err);
+    int dev = b && kf_verify_is_device(b);
+    /* a CPU candidate's region is the one the task's last candidate ran in, where it can be
+     * (kf_sbx_reuse): the parent poisons every output in full before every call there, and
+     * writes every input and guard before the first run, as in a new region. A device's
+     * stays per candidate (its outputs are poisoned on the device, the host copy is the
+     * last call's) */
+    double t_open = kf_now();
+    kf_status st = open_region(c, dev ? NULL : c, b, &artifact, runner, abs_art, &threads, &sb, r, err);
     if (st != KF_OK) return st;
+    t_open = kf_now() - t_open;
     const kf_verify_opts *o = &c->opts;
     kf_run_ctl *ctl = sb.ctl;
     kf_sbx_limits lim = {
@@ -634,7 +703,6 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
          * (runproto.h); a device's own time of a call is checked against the parent's */
         .handshake = 1,
     };
-    int dev = b && kf_verify_is_device(b);
     /* a device target's outputs are poisoned on the device: the parent writes one element
      * of the pattern, the runner spreads it (runproto.h 'i'), instead of writing and
      * copying in the whole output before every call (issue 30) */
@@ -869,8 +937,14 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
                      r->time_ms, o->floor_s * 1e3);
         }
     }
-done:
-    kf_sbx_free(&sb);
+done:;
+    double t_close = kf_now();
+    int reused = sb.reused;
+    double mib = (double)sb.total / (1 << 20);
+    if (dev) kf_sbx_free(&sb);
+    else region_give_back(c, &sb);
+    kf_log(2, "verify: the buffer region (%.1f MiB, %s) opened in %.4f s, %s in %.4f s", mib,
+           reused ? "kept" : "new", t_open, c->kept_region ? "kept" : "freed", kf_now() - t_close);
     r->run_wall_s = kf_now() - t0;
     if (!r->timing_s) r->check_s = r->run_wall_s - r->start_s; /* a failed check: all of it */
     return st;

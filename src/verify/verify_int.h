@@ -128,6 +128,13 @@ struct kf_verify_ctx {
     int *pos;               /* per input: drawn strictly positive (kf_graph_input_domains) */
     double *mag;            /* per input: its magnitude limit */
     double **din, **dout, **dbnd; /* keep_ref 0: the interpreter's float64 scratch */
+    /* A CPU candidate's buffer region, kept for the next candidate of the task (issue 30:
+     * its 4 KiB shared pages made and freed per candidate cost more than their one write);
+     * taken and given back atomically, so two threads on one context never share one, and
+     * made new when kf_sbx_reuse refuses it. regions_made / regions_reused: counts, for the
+     * tests and the log. KFORGE_REGION_FRESH=1 makes one per candidate, as before. */
+    struct kf_sbx *kept_region;
+    int regions_made, regions_reused;
     void **lz_ref;          /* keep_ref 0: per output, the ready set's typed reference */
     float **lz_bound;       /* keep_ref 0: per output, its bound (NULL: not bounded) */
 };
@@ -249,6 +256,8 @@ typedef struct kf_sbx {
     uint64_t dev_kept;      /* a device run with kf_sbx_limits.keep_sets: bit s set once the
                                runner keeps set s's inputs on the device (the parent then
                                writes no inputs for a call on set s: kf_sbx_set_kept) */
+    int last_pgid;          /* the process group of the last run (its runner's pid); 0 = none */
+    int reused;             /* times a context took the region again for another candidate */
 } kf_sbx;
 
 typedef struct kf_sbx_limits {
@@ -338,6 +347,14 @@ void kf_sbx_remove_tree(const char *path);
 kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sbx *sb,
                      kf_error *err);
 void kf_sbx_free(kf_sbx *sb);
+/* Make a region kept from an earlier candidate's runs ready for another candidate's: 1 when
+ * it can be used, the parent's record of the last run cleared and the control and live
+ * pages zeroed as a new region's are; 0 when it must not be (the memfd resized or sealed,
+ * or a process of the last run's group still there: it could still write into the
+ * region), and the caller frees it and makes a new one. Every byte of the buffers and
+ * guards is the caller's to write before the first run, as in a new region (the caller
+ * writes them all: kf_verify_load_set). */
+int kf_sbx_reuse(kf_sbx *sb);
 void *kf_sbx_data(const kf_sbx *sb, int i);
 /* Fill every guard zone with its pattern. */
 void kf_sbx_fill_guards(kf_sbx *sb);
