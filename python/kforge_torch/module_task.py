@@ -230,8 +230,9 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     except RefError as e:
         raise ImportFailure(f"{model_path}: forward draws random tensors in another way on a second call: {e}")
     if any(not torch.equal(a, b) for a, b in zip(outs32, again)):
-        raise ImportFailure(f"{model_path}: forward gives other outputs on the same inputs (a live dropout or "
-                            "another random op; --eval imports inference mode): no reference can be fixed")
+        raise ImportFailure(f"{model_path}: forward gives other outputs on the same inputs (a random op kforge "
+                            "does not record, e.g. torch.bernoulli or a channel dropout; --eval imports inference "
+                            "mode): no reference can be fixed")
     params, blobs, offset = [], [], 0
     state = [(k, t, a, False) for k, t, a in module_state(pristine)]
     state += [(f"draw{i}", t, False, True) for i, t in enumerate(rec.draws)]
