@@ -22,8 +22,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # the PyTorch front end (python/, used by kforge import/bench/export): torch from PyPI (the
 # standard wheel runs on the CPU), safetensors for the tensor files, pytest for its tests and
-# pytest-xdist to run them two at a time (make test-python)
-if ! python3 -c "import torch, safetensors, pytest, xdist, kforge_torch" 2>/dev/null; then
+# pytest-xdist to run them two at a time (make test-python), einops for the KernelBench
+# modules that import it (level 3's 48 and 49: bench/kernelbench.py, and the reference
+# process of their module tasks)
+if ! python3 -c "import torch, safetensors, pytest, xdist, einops, kforge_torch" 2>/dev/null; then
   if ! python3 -m pip --version >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -31,8 +33,8 @@ if ! python3 -c "import torch, safetensors, pytest, xdist, kforge_torch" 2>/dev/
   fi
   # a Debian-managed python3 refuses plain pip installs (PEP 668); then install beside it
   pip_install() { python3 -m pip install -q "$@" 2>/dev/null || python3 -m pip install -q --break-system-packages "$@"; }
-  echo "setup: installing torch, safetensors, pytest, pytest-xdist and the kforge_torch front end (pip)"
-  pip_install torch numpy safetensors pytest pytest-xdist
+  echo "setup: installing torch, safetensors, pytest, pytest-xdist, einops and the kforge_torch front end (pip)"
+  pip_install torch numpy safetensors pytest pytest-xdist einops
   pip_install -e python/
 fi
 make -s all

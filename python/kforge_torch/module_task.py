@@ -230,11 +230,13 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
     except RefError as e:
         raise ImportFailure(f"{model_path}: forward draws random tensors in another way on a second call: {e}")
     if any(not torch.equal(a, b) for a, b in zip(outs32, again)):
-        raise ImportFailure(f"{model_path}: forward gives other outputs on the same inputs (a live dropout or "
-                            "another random op; --eval imports inference mode): no reference can be fixed")
+        raise ImportFailure(f"{model_path}: forward gives other outputs on the same inputs (a random op kforge "
+                            "does not record, e.g. torch.bernoulli or a channel dropout; --eval imports inference "
+                            "mode): no reference can be fixed")
     params, blobs, offset = [], [], 0
     state = [(k, t, a, False) for k, t, a in module_state(pristine)]
     state += [(f"draw{i}", t, False, True) for i, t in enumerate(rec.draws)]
+    what = {f"draw{i}": w for i, w in enumerate(rec.what)}
     state = [(k, t.detach().contiguous(), a, d) for k, t, a, d in state]
     for key, t, attr, draw in state:
         dtype_of(t, f"parameter or buffer '{key}'")
@@ -314,13 +316,13 @@ def write_module_task(model_path, out_dir, seed=0, name=None, eval_mode=False, w
                      "(element offsets):")
         for p in packs:
             lines.append(f"#   {pname}[{(p['offset'] - base) // item}:{end(p)}] = {p['key']} {dims(p['shape'])}"
-                         + (" (a tensor attribute)" if p["attr"] else "") + (" (a random draw of forward)" if p["draw"] else ""))
+                         + (" (a tensor attribute)" if p["attr"] else "") + (f" ({what[p['key']]})" if p["draw"] else ""))
     for p in params:
         if p["packed"]:
             continue
         lines.append(f"param {p['name']}: {p['dtype']}{dims(p['shape'])}   # {p['key']}"
                      + (" (a tensor attribute of the module, in no state_dict)" if p["attr"] else "")
-                     + (" (a random tensor forward draws, drawn once at import)" if p["draw"] else ""))
+                     + (f" ({what[p['key']]})" if p["draw"] else ""))
     for o in outputs:
         lines.append(f"output {o['name']}: {o['dtype']}{dims(o['shape'])}")
     lines.append(f"cost flops={flops:.17g} bytes={nbytes}")

@@ -154,37 +154,75 @@ def tensor_from(buf, dt, shape):
 # kernel as params
 RANDOM_FUNCS = (torch.randn, torch.rand, torch.randint, torch.randn_like, torch.rand_like, torch.randint_like,
                 torch.normal, torch.randperm)
+# a live dropout (training mode, 0 < p: KernelBench level 2's 66 and 83 run so): its mask of
+# kept elements (1.0 kept, 0.0 dropped, the input's shape and dtype) is a draw as above, and
+# the output is input * mask / (1 - p), torch's formula. Other random ops (bernoulli, a
+# channel dropout, alpha dropout) are not recorded: such a forward stays refused.
+DROPOUT_FUNCS = (torch.nn.functional.dropout,)
+
+
+def dropout_args(args, kwargs):
+    """(input, p, training, inplace) of a call of F.dropout(input, p=0.5, training=True,
+    inplace=False)"""
+    names, defaults = ("input", "p", "training", "inplace"), (None, 0.5, True, False)
+    vals = [args[i] if i < len(args) else kwargs.get(n, d) for i, (n, d) in enumerate(zip(names, defaults))]
+    return vals[0], float(vals[1]), bool(vals[2]), bool(vals[3])
 
 
 class Draws(torch.overrides.TorchFunctionMode):
     """Inside: every call of RANDOM_FUNCS is recorded (record=True: its result appended to
     self.draws) or answered with the next recorded draw (converted to the dtype the call
-    would give). A replay that runs out, or whose draw has another shape, raises."""
+    would give), and so is the mask of every live dropout (DROPOUT_FUNCS). A replay that
+    runs out, or whose draw has another shape, raises."""
 
     def __init__(self, draws=None, record=False):
         super().__init__()
         self.draws = [] if draws is None else draws
         self.record = record
         self.next = 0
+        self.what = []  # recording: what each draw is, for the task's comments
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in DROPOUT_FUNCS:
+            x, p, training, inplace = dropout_args(args, kwargs)
+            if training and p > 0 and isinstance(x, torch.Tensor) and x.is_floating_point():
+                return self.dropout(x, p, inplace)
         out = func(*args, **kwargs)
         if func not in RANDOM_FUNCS:
             return out
         if self.record:
             self.draws.append(out.detach().clone())
+            self.what.append(f"a random tensor forward draws ({getattr(func, '__name__', 'a draw')}), drawn once at import")
             return out
+        rec = self.replayed(out.shape)
+        with torch.no_grad():
+            out.copy_(rec)
+        return out
+
+    def replayed(self, shape):
+        """the next recorded draw, which must have this shape"""
         if self.next >= len(self.draws):
             raise RefError(f"forward drew more random tensors than at import ({len(self.draws)})")
         rec = self.draws[self.next]
         self.next += 1
-        if tuple(rec.shape) != tuple(out.shape):
-            raise RefError(f"forward's random draw {self.next - 1} is {list(out.shape)}, at import it was "
+        if tuple(rec.shape) != tuple(shape):
+            raise RefError(f"forward's random draw {self.next - 1} is {list(shape)}, at import it was "
                            f"{list(rec.shape)}")
-        with torch.no_grad():
-            out.copy_(rec)
-        return out
+        return rec
+
+    def dropout(self, x, p, inplace):
+        """a live dropout of x: its mask drawn (recording) or replayed, x * mask / (1 - p)"""
+        if self.record:
+            keep = torch.empty(x.shape, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p) if p < 1 \
+                else torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+            self.draws.append(keep.detach().clone())
+            self.what.append(f"the mask of a live dropout (p={p:g}), drawn once at import: 1 kept, 0 dropped; "
+                             "the dropout's output is input * mask / (1 - p)")
+        else:
+            keep = self.replayed(x.shape).to(dtype=x.dtype, device=x.device)
+        scale = keep / (1.0 - p) if p < 1 else keep
+        return x.mul_(scale) if inplace else x * scale
 
 
 def draws_of(spec, blob):

@@ -481,15 +481,17 @@ def get_init_inputs():
 '''
 
 
-def test_a_live_dropout_is_refused_by_name_and_eval_mode_imports(kforge, tmp_path):
+def test_a_live_dropout_is_named_and_eval_mode_imports(kforge, tmp_path):
     """KernelBench runs a module in training mode: a live dropout (here as aten.native_dropout,
-    the spelling of a functionalized graph) is named as such and the import refused (its
-    output is random: no reference can be fixed); with --eval the same module is a graph task."""
+    the spelling of a functionalized graph) is named as such and does not lower; the module
+    becomes a module task whose dropout mask is a recorded param (test_module_dropout.py);
+    with --eval the same module is a graph task."""
     model = write(tmp_path / "live_dropout.py", LIVE_DROPOUT)
     p = run([kforge, "import", model, "--out", str(tmp_path / "train")])
-    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.returncode == 0, p.stdout + p.stderr
     assert "aten.native_dropout.default): dropout in training mode" in p.stderr, p.stderr
-    assert "no reference can be fixed" in p.stderr, p.stderr
+    text = open(tmp_path / "train" / "task.kf").read()
+    assert "\nmodule " in text and "param p_draw0: f32[6, 10]" in text and "live dropout (p=0.5)" in text, text
     p = run([kforge, "import", model, "--out", str(tmp_path / "eval"), "--eval"])
     assert p.returncode == 0, p.stderr
     text = open(tmp_path / "eval" / "task.kf").read()

@@ -501,8 +501,8 @@ static int lower_node(lower *L, lval *v) {
             snprintf(v->kf, sizeof v->kf, "%s", s->kf);
             return 1;
         }
-        BAD("dropout in training mode (a random mask: no kernel can match it; import with --eval for "
-            "inference semantics)");
+        BAD("dropout in training mode (a random mask: the module task records it as a param the kernel "
+            "gets; --eval imports inference semantics)");
     }
     /* native_dropout(input, p, train) -> (output, mask), as a functionalized graph spells
      * dropout: the output is the input where nothing is dropped (train false, or p = 0) */
@@ -511,8 +511,8 @@ static int lower_node(lower *L, lval *v) {
             v->is_tuple = 1; /* its getitems lower it */
             return 1;
         }
-        BAD("dropout in training mode (a random mask: no kernel can match it; import with --eval for "
-            "inference semantics)");
+        BAD("dropout in training mode (a random mask: the module task records it as a param the kernel "
+            "gets; --eval imports inference semantics)");
     }
     if (target_is(t, "aten.gelu")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
