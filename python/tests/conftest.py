@@ -33,3 +33,16 @@ def write(path, text):
     with open(path, "w") as f:
         f.write(text)
     return str(path)
+
+
+def read(path):
+    """A text file's contents."""
+    with open(path) as f:
+        return f.read()
+
+
+def scripted_reply(kernel, lang="c"):
+    """One response of the scripted endpoint (tests/llm_server.py's script format): the
+    model's message holding kernel in a code fence tagged lang."""
+    return {"body": {"choices": [{"message": {"role": "assistant", "content": f"The kernel.\n\n```{lang}\n{kernel}```\n"},
+                                  "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 10}}}

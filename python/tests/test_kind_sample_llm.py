@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, read, scripted_reply
 
 MODULES = os.path.join(REPO, "tests", "modules")
 
@@ -31,14 +31,6 @@ SAMPLE = [
 ]
 
 
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def reply(kernel):
-    return {"body": {"choices": [{"message": {"role": "assistant", "content": f"One kernel.\n\n```c\n{kernel}```\n"},
-                                  "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 10}}}
 
 
 @pytest.mark.parametrize("name,kind,against,k,n", SAMPLE, ids=[s[0] for s in SAMPLE])
@@ -56,7 +48,7 @@ def test_llm_agent_on_each_kind(kforge, tmp_path, name, kind, against, k, n):
     zeros = (f"int kforge_kernel(void *const *args) {{\n    float *y = args[{k}];\n"
              f"    for (long i = 0; i < {n}; i++) y[i] = 0.0f;\n    return 0;\n}}\n")
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"responses": [reply(zeros), reply(read(os.path.join(MODULES, f"{name}_kernel.c")))]}))
+    script.write_text(json.dumps({"responses": [scripted_reply(zeros), scripted_reply(read(os.path.join(MODULES, f"{name}_kernel.c")))]}))
     log = tmp_path / "log.jsonl"
     srv = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "llm_server.py"), str(script), str(log)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

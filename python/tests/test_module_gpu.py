@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, read, scripted_reply
 
 MODULES = os.path.join(REPO, "tests", "modules")
 GPU = os.environ.get("KFORGE_TEST_GPU", "")
@@ -37,10 +37,6 @@ need_cuda = pytest.mark.skipif(GPU != "cuda" or not torch.cuda.is_available(),
                                reason="the CUDA checks run on a GPU machine: KFORGE_TEST_GPU=cuda with a CUDA "
                                       "device in torch")
 
-
-def read(path):
-    with open(path) as f:
-        return f.read()
 
 
 def import_task(kforge, tmp_path, name):
@@ -50,10 +46,6 @@ def import_task(kforge, tmp_path, name):
     assert p.returncode == 0, p.stdout + p.stderr
     return out / "task.kf", json.loads(read(out / f"{name}.json"))
 
-
-def reply(kernel, lang):
-    return {"body": {"choices": [{"message": {"role": "assistant", "content": f"The kernel.\n\n```{lang}\n{kernel}```\n"},
-                                  "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 10}}}
 
 
 def synth(kforge, tmp_path, task, replies, *args, tag="run"):
@@ -125,7 +117,7 @@ def test_opencl_module_task(kforge, tmp_path, opencl):
     assert half != good
     clblast = "/* CLBlastSgemm would do this */\n" + good.replace("float s = 0.0f;", "float s = 0.0f; "
                                                                    "int CLBlastSgemm = 0; (void)CLBlastSgemm;")
-    replies = [reply(zeros_cl(spec), "opencl"), reply(half, "opencl"), reply(clblast, "opencl"), reply(good, "opencl")]
+    replies = [scripted_reply(zeros_cl(spec), "opencl"), scripted_reply(half, "opencl"), scripted_reply(clblast, "opencl"), scripted_reply(good, "opencl")]
     p, run, reqs = synth(kforge, tmp_path, task, replies, "--target", "opencl", "--agent", "llm")
     assert p.returncode == 0, p.stdout + p.stderr
     its = run["iterations"]
@@ -156,7 +148,7 @@ def test_opencl_mixed_task(kforge, tmp_path, opencl):
     module."""
     task, _ = import_task(kforge, tmp_path, "conv_gn_shrink")
     good = read(os.path.join(MODULES, "conv_gn_shrink_kernel.cl"))
-    p, run, reqs = synth(kforge, tmp_path, task, [reply(good, "opencl")], "--target", "opencl", "--agent", "both")
+    p, run, reqs = synth(kforge, tmp_path, task, [scripted_reply(good, "opencl")], "--target", "opencl", "--agent", "both")
     assert p.returncode == 0, p.stdout + p.stderr
     assert [i["status"] for i in run["iterations"]] == ["ok"], run["iterations"]
     part = tmp_path / "run" / "part0" / "kernel.cl"
@@ -175,7 +167,7 @@ def test_cuda_f32_reference_refused_without_a_cuda_device(kforge, tmp_path):
     task, _ = import_task(kforge, tmp_path, "branch_shrink")
     env = {"CUDA_VISIBLE_DEVICES": ""}
     good = read(os.path.join(MODULES, "branch_shrink_kernel.c"))
-    p, run, reqs = synth(kforge, tmp_path, task, [reply(good, "c")], "--agent", "llm", "--module-ref", "cuda-f32", env)
+    p, run, reqs = synth(kforge, tmp_path, task, [scripted_reply(good, "c")], "--agent", "llm", "--module-ref", "cuda-f32", env)
     said = p.stdout + p.stderr
     assert p.returncode == 2, said
     assert "needs a CUDA device in torch" in said and "torch.cuda.is_available() is False" in said, said
@@ -183,7 +175,7 @@ def test_cuda_f32_reference_refused_without_a_cuda_device(kforge, tmp_path):
     assert reqs == [] and (run is None or run.get("best_iter") is None), (reqs, run)
     # a mixed task: its part (a graph task, the interpreter its reference) still verifies
     mtask, _ = import_task(kforge, tmp_path, "conv_gn_shrink")
-    p, run, reqs = synth(kforge, tmp_path, mtask, [reply(good, "c")], "--agent", "both", "--module-ref", "cuda-f32",
+    p, run, reqs = synth(kforge, tmp_path, mtask, [scripted_reply(good, "c")], "--agent", "both", "--module-ref", "cuda-f32",
                          env, tag="mixed")
     assert p.returncode == 2 and "needs a CUDA device in torch" in p.stderr, p.stdout + p.stderr
     assert "part 0: verified" in p.stdout and (tmp_path / "mixed" / "part0" / "kernel.c").is_file(), p.stdout
@@ -395,7 +387,7 @@ def test_cuda_module_task(kforge, tmp_path, kind):
     module (float64 on the CPU, or float32 on the GPU), the record saying which."""
     task, spec = import_task(kforge, tmp_path, "branch_shrink")
     good = read(os.path.join(MODULES, "branch_shrink_kernel.cu"))
-    p, run, reqs = synth(kforge, tmp_path, task, [reply(zeros_cu(spec), "cuda"), reply(good, "cuda")],
+    p, run, reqs = synth(kforge, tmp_path, task, [scripted_reply(zeros_cu(spec), "cuda"), scripted_reply(good, "cuda")],
                          "--target", "cuda", "--agent", "llm", "--module-ref", kind)
     assert p.returncode == 0, p.stdout + p.stderr
     assert [i["status"] for i in run["iterations"]] == ["mismatch", "ok"], run["iterations"]
@@ -416,7 +408,7 @@ def test_cuda_mixed_task(kforge, tmp_path):
     the model's kernel verifies against the module."""
     task, _ = import_task(kforge, tmp_path, "conv_gn_shrink")
     good = read(os.path.join(MODULES, "conv_gn_shrink_kernel.cu"))
-    p, run, reqs = synth(kforge, tmp_path, task, [reply(good, "cuda")], "--target", "cuda", "--agent", "both",
+    p, run, reqs = synth(kforge, tmp_path, task, [scripted_reply(good, "cuda")], "--target", "cuda", "--agent", "both",
                          "--module-ref", "cuda-f32")
     assert p.returncode == 0, p.stdout + p.stderr
     assert [i["status"] for i in run["iterations"]] == ["ok"], run["iterations"]

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, read, scripted_reply
 
 MODULES = os.path.join(REPO, "tests", "modules")
 
@@ -30,14 +30,6 @@ SAMPLE = [
 ]
 
 
-def read(path):
-    with open(path) as f:
-        return f.read()
-
-
-def reply(kernel):
-    return {"body": {"choices": [{"message": {"role": "assistant", "content": f"One kernel.\n\n```c\n{kernel}```\n"},
-                                  "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 10}}}
 
 
 def zeros_kernel(spec):
@@ -65,7 +57,7 @@ def test_module_sample_end_to_end(kforge, tmp_path, name, agent, nparts, rest):
 
     script = tmp_path / "script.json"
     good = read(os.path.join(MODULES, f"{name}_kernel.c"))
-    script.write_text(json.dumps({"responses": [reply(zeros_kernel(spec)), reply(good)]}))
+    script.write_text(json.dumps({"responses": [scripted_reply(zeros_kernel(spec)), scripted_reply(good)]}))
     log = tmp_path / "log.jsonl"
     srv = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "llm_server.py"), str(script), str(log)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
