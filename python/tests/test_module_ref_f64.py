@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
-from test_module_gpu import (verify_keeping_sets, MODULES, first_prompt, import_task, need_cuda, read, read_bytes, reply,
+from conftest import REPO, read, scripted_reply as reply
+from test_module_gpu import (verify_keeping_sets, MODULES, first_prompt, import_task, need_cuda, read_bytes,
                              scaled_kernel, synth, zeros_cu)
 
 PYDIR = os.path.join(REPO, "python")
