@@ -29,6 +29,8 @@ typedef struct kf_loop_opts {
     FILE *table;             /* live iteration table (NULL = none) */
     int recalibrate;         /* re-measure the device's ceilings */
     int fresh_outputs;       /* time CPU candidates on fresh output pages (kf_verify_opts) */
+    int no_race;             /* time every candidate in full (default: kf_verify_race with
+                                the best time so far) */
     int memcheck;            /* memory checker (valgrind on cpu, compute-sanitizer on cuda;
                                 none elsewhere), one of KF_MEMCHECK_*: */
     /* the generation agent */

@@ -24,6 +24,7 @@ typedef struct kf_report_row {
     int best;                /* mark as the best so far */
     const char *note;        /* short detail for failures, may be NULL */
     int cached;              /* the result came from the store (measured earlier) */
+    int raced;               /* its timing stopped early: slower than the best so far */
 } kf_report_row;
 
 void kf_report_table_header(FILE *f, const char *task, const char *plan, const char *device,

@@ -79,7 +79,8 @@ typedef struct kf_vresult {
     int reps;
     char time_stop[12];     /* why the timed calls ended: "time" (min_time measured),
                                "wall" (4 x min_time of wall time), "stable" (the median
-                               settled), "reps" (max_reps), "budget" (the run's budget) */
+                               settled), "reps" (max_reps), "budget" (the run's budget),
+                               "slower" (raced: kf_verify_race) */
     double time_ms;         /* median */
     double time_min_ms, time_mean_ms;
     double time_host_ms;    /* the median of kforge's own clock around each timed call: the
@@ -228,6 +229,19 @@ kf_status kf_verify_ctx_from_parts(const kf_graph *g, const kf_verify_opts *o, i
  * (whatever the verdict), or an error when kforge could not run it at all. */
 kf_status kf_verify_artifact(kf_verify_ctx *ctx, kf_backend *b, const kf_candidate *c,
                              const char *artifact, kf_vresult *r, kf_error *err);
+
+/* Racing (issue 30). The fastest of a timing's reps must exceed the best time so far by
+ * this factor for the timing to end early. */
+#define KF_VERIFY_RACE_MARGIN 1.25
+/* Contract: from now on, a candidate timed on ctx may end its timed calls once it has
+ * min_reps of them and the fastest of those took more than KF_VERIFY_RACE_MARGIN x best_s
+ * (seconds; the best time so far among the task's candidates): it cannot become the best,
+ * so more reps would only refine the time of a loser. Its time is then the median of the
+ * reps it took, r->time_stop "slower"; every check is as without racing (the check runs,
+ * the random timed calls checked, the final call checked in full). best_s <= 0 turns it
+ * off (the default). Parent-timed (handshake) runs only; safe to call between candidates
+ * while another thread verifies on ctx (the value is read once at a timing's start). */
+void kf_verify_race(kf_verify_ctx *ctx, double best_s);
 
 /* Compile c with b into opts.workdir and check it; a compile error becomes
  * KF_V_COMPILE_ERROR with the compiler log's tail in r->detail. */

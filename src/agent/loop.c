@@ -87,6 +87,7 @@ static void fill_row(const kf_iter_record *it, kf_report_row *row) {
     row->occupancy = it->has_diag ? it->diag.occupancy : -1;
     row->bound = it->has_diag ? it->diag.bound : NULL;
     row->cached = it->cached;
+    row->raced = !strcmp(it->res.time_stop, "slower");
 }
 
 json_t *kf_agent_diag_json(const kf_diagnosis *d) {
@@ -713,6 +714,8 @@ int kf_loop_evaluate(kf_evalctx *ec, const kf_candidate *cand, kf_iter_record *r
     int found = kf_persist_lookup(ec->ps, r, cand, rec);
     ph->store += kf_now() - t;
     if (!found) {
+        /* racing: a candidate that cannot be the best ends its timing early (verify.h) */
+        kf_verify_race(ec->vctx, !ec->o->no_race && r->best >= 0 ? ec->best_time * 1e-3 : 0);
         kf_status st = kf_verify_candidate(ec->vctx, ec->be, cand, &rec->res, &verr);
         if (st != KF_OK) {
             rec->res.status = KF_V_INTERNAL;

@@ -41,6 +41,7 @@ static json_t *options_json(const kf_loop_opts *o, const kf_run_result *r, int i
     json_object_set_new(j, "time_budget_s", json_real(o->time_budget_s));
     json_object_set_new(j, "threads", json_integer(o->threads));
     json_object_set_new(j, "fresh_outputs", json_integer(o->fresh_outputs));
+    if (o->no_race) json_object_set_new(j, "no_race", json_true());
     json_object_set_new(j, "memcheck", json_integer(o->memcheck));
     json_object_set_new(j, "agent", json_integer(o->agent));
     json_object_set_new(j, "analysis", json_integer(o->analysis));

@@ -254,6 +254,7 @@ kf_status kf_run_resume_load(kf_store *s, const char *run_ref, kf_run_resume *rs
     o->time_budget_s = jnum(oj, "time_budget_s");
     o->threads = (int)jnum(oj, "threads");
     o->fresh_outputs = (int)jnum(oj, "fresh_outputs");
+    o->no_race = json_is_true(json_object_get(oj, "no_race"));
     o->memcheck = (int)jnum(oj, "memcheck");
     o->agent = KF_AGENT_BUILTIN;
     o->analysis = (int)jnum(oj, "analysis");

@@ -95,6 +95,11 @@ static void usage_synth(FILE *f) {
             "  --fresh-outputs    cpu: time each candidate writing into freshly faulted\n"
             "                     output pages, as when the caller allocates outputs on\n"
             "                     every call (PyTorch on the CPU; kforge bench sets it)\n"
+            "  --no-race          time every candidate in full; by default a candidate's\n"
+            "                     timing stops after its first reps when even the fastest\n"
+            "                     of them is 1.25x slower than the best so far (status\n"
+            "                     \"ok (raced)\": its time is the median of those reps;\n"
+            "                     every check still runs)\n"
             "  --memcheck M       memory checker (valgrind on cpu, compute-sanitizer on cuda;\n"
             "                     none on opencl, reported as skipped): auto (default: the\n"
             "                     final kernel, when it would take under a minute: nearly\n"
@@ -300,7 +305,7 @@ static int cmd_synth(int argc, char **argv) {
         {"time-budget", required_argument, 0, 'b'}, {"out", required_argument, 0, 'o'},
         {"threads", required_argument, 0, 'j'}, {"seed", required_argument, 0, 's'},
         {"recalibrate", no_argument, 0, 'R'}, {"json", no_argument, 0, 'J'},
-        {"fresh-outputs", no_argument, 0, 'F'},
+        {"fresh-outputs", no_argument, 0, 'F'}, {"no-race", no_argument, 0, 'L'},
         {"memcheck", required_argument, 0, 'M'},
         {"agent", required_argument, 0, 'A'}, {"model", required_argument, 0, 'm'},
         {"llm-url", required_argument, 0, 'U'}, {"llm-protocol", required_argument, 0, 'P'},
@@ -353,6 +358,7 @@ static int cmd_synth(int argc, char **argv) {
             break;
         case 'R': o.recalibrate = 1; break;
         case 'F': o.fresh_outputs = 1; break;
+        case 'L': o.no_race = 1; break;
         case 'M':
             if (!strcmp(optarg, "auto")) o.memcheck = KF_MEMCHECK_AUTO;
             else if (!strcmp(optarg, "on")) o.memcheck = KF_MEMCHECK_ON;

@@ -23,7 +23,7 @@ void kf_report_table_row(FILE *f, const kf_report_row *r) {
     snprintf(label, sizeof label, "%s", r->label ? r->label : "");
     char occ[8] = "-";
     char status[40];
-    snprintf(status, sizeof status, "%s%s", r->status, r->cached ? " (cached)" : "");
+    snprintf(status, sizeof status, "%s%s%s", r->status, r->raced ? " (raced)" : "", r->cached ? " (cached)" : "");
     if (r->occupancy >= 0) snprintf(occ, sizeof occ, "%.0f%%", 100 * r->occupancy);
     if (r->has_time)
         fprintf(f, "%4d  %-44s %-15s %10.4f %9.2f %9.2f %5s %7.1f%%  %-8s%s\n", r->iter, label,

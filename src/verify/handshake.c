@@ -235,6 +235,17 @@ static int hs_stable(const hs_run *h, const kf_sbx *sb) {
     return ma > 0 && fabs(ma - mb) <= rel * ma && iqr <= 4 * rel * ma;
 }
 
+/* Racing (kf_sbx_limits.race_s): min_reps timed reps, and even the fastest of them slower
+ * than the margin times the best so far. */
+static int hs_slower(const hs_run *h, const kf_sbx *sb) {
+    int n = sb->hs_reps;
+    if (h->lim->race_s <= 0 || n < h->min_reps || n < 1) return 0;
+    const double *t = h->device ? sb->hs_dev : sb->hs_times; /* the times that count */
+    double lo = t[0];
+    for (int i = 1; i < n; i++) lo = fmin(lo, t[i]);
+    return lo > KF_VERIFY_RACE_MARGIN * h->lim->race_s;
+}
+
 /* The seconds one thread waited for a CPU while runnable (/proc/.../schedstat, second
  * field, ns); -1 without it. */
 static double thread_run_delay(const char *path) {
@@ -438,6 +449,8 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             }
             /* or the median has settled (kf_sbx_limits.stable_rel) */
             if (!last && hs_stable(h, sb)) last = 1, sb->hs_stop = "stable";
+            /* or it cannot be the best (kf_sbx_limits.race_s) */
+            if (!last && hs_slower(h, sb)) last = 1, sb->hs_stop = "slower";
             if (!last && (sb->hs_reps >= h->max_reps || sb->hs_reps >= KF_RUN_MAX_REPS)) last = 1, sb->hs_stop = "reps";
             if (!last && h->budget > 0 && t - h->t_timing > h->budget) last = 1, sb->hs_stop = "budget";
         }

@@ -74,6 +74,13 @@ void kf_verify_opts_default(kf_verify_opts *o) {
     o->runner = NULL;
 }
 
+/* See verify.h. */
+void kf_verify_race(kf_verify_ctx *c, double best_s) {
+    if (!c) return;
+    double v = best_s > 0 && isfinite(best_s) ? best_s : 0;
+    __atomic_store(&c->race_s, &v, __ATOMIC_RELAXED);
+}
+
 /* Release a context; NULL is a no-op. */
 void kf_verify_ctx_free(kf_verify_ctx *c) {
     if (!c) return;
@@ -819,6 +826,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         if (!merged) cb.ncheck = 0;
         if (lim.handshake) {
             lim.stable_rel = o->stable_rel;
+            __atomic_load(&c->race_s, &lim.race_s, __ATOMIC_RELAXED);
             lim.prepare = calls_prepare;
             lim.check = calls_check;
             lim.cb_arg = &cb;

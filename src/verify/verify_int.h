@@ -115,6 +115,7 @@ struct kf_verify_ctx {
                                them run on this thread alone (values.c kf_verify_poison); a
                                device candidate's checks use every thread */
     double t_draw, t_ref;   /* seconds spent drawing the sets and computing the reference */
+    double race_s;          /* kf_verify_race's best time so far (0: off); atomic access */
     /* The memory plan (sets.c): what the context keeps of each set. keep_in 0: inputs are
      * drawn again from the seed into each run's buffers and checked unchanged by keyed block
      * hashes; keep_ref 0: one set's reference at a time, computed again when a check needs
@@ -301,6 +302,10 @@ typedef struct kf_sbx_limits {
      * fraction of the median, and at least two calls checked at random (besides the
      * final one); 0: min_time as before */
     double stable_rel;
+    /* > 0: the timing run may end once it has min_reps timed reps and the fastest of them
+     * is more than KF_VERIFY_RACE_MARGIN times this many seconds (kf_verify_race): hs_stop
+     * "slower". The final call follows as after any other stop. 0: off */
+    double race_s;
     /* Handshake time runs: before each timed call (and the final one) the parent evicts
      * every task buffer, inputs and outputs, from every cache level of every core with
      * clflushopt/clflush (arm64: dc civac) over its own mapping of the region, with the

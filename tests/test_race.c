@@ -1,0 +1,116 @@
+/*
+ * Racing (issue 30, kf_verify_race): a candidate whose fastest timed rep is more than
+ * KF_VERIFY_RACE_MARGIN times the best time so far ends its timing after min_reps reps,
+ * "slower"; one that could still be the best, or any candidate with racing off, is timed
+ * as before; and a raced timing keeps its final call checked in full. The kernels spin
+ * 20 ms by the clock, far from both the 1 ms and the 1000 s "best" below, so the machine's
+ * load cannot move the verdicts. No time is asserted: only reps, stop reasons and verdicts.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kforge/backend.h"
+#include "kforge/candidate.h"
+#include "kforge/ir.h"
+#include "kforge/verify.h"
+
+static const char *task = "task spin\ninput x: f32[1024]\noutput y = x * sigmoid(x)\n";
+
+#define SPIN_HEAD                                                                                  \
+    "#include <math.h>\n#include <time.h>\n"                                                       \
+    "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);"             \
+    " return t.tv_sec + 1e-9 * t.tv_nsec; }\n"
+
+static const char *spin = SPIN_HEAD "int kforge_kernel(void *const *a) {\n"
+                                    "    const float *x = a[0]; float *y = a[1];\n"
+                                    "    double t0 = now(); while (now() - t0 < 0.02) {}\n"
+                                    "    for (long i = 0; i < 1024; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
+                                    "    return 0;\n}\n";
+
+/* right for its process's first four calls (the check run's one, the warm-up's), then it
+ * writes zeros: every later call of the timing run, the final one included, is wrong */
+static const char *turns = SPIN_HEAD "static int calls;\n"
+                                     "int kforge_kernel(void *const *a) {\n"
+                                     "    const float *x = a[0]; float *y = a[1];\n"
+                                     "    double t0 = now(); while (now() - t0 < 0.02) {}\n"
+                                     "    int ok = ++calls <= 4;\n"
+                                     "    for (long i = 0; i < 1024; i++) y[i] = ok ? x[i] / (1.0f + expf(-x[i])) : 0.0f;\n"
+                                     "    return 0;\n}\n";
+
+static kf_vresult timed(const char *src, double best_s) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
+    kf_backend *be = NULL;
+    cr_assert_eq(kf_backend_open("cpu", &be, &err), KF_OK, "%s", err.msg);
+    char wd[512];
+    snprintf(wd, sizeof wd, "%s/test-work/race-%ld", KF_BUILD_DIR, (long)getpid());
+    cr_assert_eq(kf_mkdirs(wd, &err), KF_OK, "%s", err.msg);
+    kf_verify_opts o;
+    kf_verify_opts_default(&o);
+    o.workdir = wd;
+    o.seed = 5;
+    o.threads = 1;
+    o.time_it = 1;
+    o.min_reps = 5;
+    /* the cap (20 reps of 20 ms) ends an unraced timing; the wall limit is wide for a
+     * loaded machine */
+    o.min_time_s = 100;
+    o.max_reps = 20;
+    o.wall_limit_s = 120;
+    kf_verify_ctx *c = NULL;
+    cr_assert_eq(kf_verify_ctx_new(g, &o, &c, &err), KF_OK, "%s", err.msg);
+    kf_verify_race(c, best_s);
+    kf_candidate cand;
+    cr_assert_eq(kf_candidate_init(&cand, "cpu", src, NULL, &err), KF_OK, "%s", err.msg);
+    kf_vresult r;
+    cr_assert_eq(kf_verify_candidate(c, be, &cand, &r, &err), KF_OK, "%s", err.msg);
+    kf_candidate_clear(&cand);
+    kf_verify_ctx_free(c);
+    kf_backend_close(be);
+    kf_graph_free(g);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", wd);
+    cr_expect_eq(system(cmd), 0);
+    return r;
+}
+
+Test(race, a_clear_loser_stops_after_min_reps) {
+    kf_vresult r = timed(spin, 1e-3); /* 20 ms against a best of 1 ms */
+    cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
+    cr_assert(r.timed);
+    cr_expect_str_eq(r.time_stop, "slower");
+    cr_expect_eq(r.reps, 5, "min_reps, then the race ends it: %d reps", r.reps);
+    cr_expect_gt(r.time_min_ms, 1e3 * KF_VERIFY_RACE_MARGIN * 1e-3, "its fastest rep %.3f ms", r.time_min_ms);
+}
+
+Test(race, a_possible_best_is_timed_in_full) {
+    kf_vresult r = timed(spin, 1000); /* a best it beats */
+    cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
+    cr_expect_str_eq(r.time_stop, "reps");
+    cr_expect_eq(r.reps, 20, "to the cap: %d reps", r.reps);
+}
+
+Test(race, off_is_as_before) {
+    const double offs[] = {0, -1, NAN, INFINITY};
+    for (int k = 0; k < 4; k++) {
+        kf_vresult r = timed(spin, offs[k]);
+        cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
+        cr_expect_str_eq(r.time_stop, "reps", "best %g", offs[k]);
+        cr_expect_eq(r.reps, 20, "best %g: %d reps", offs[k], r.reps);
+    }
+}
+
+Test(race, the_final_call_is_still_checked) {
+    /* raced after min_reps, it still gets the final call, checked in full: caught there
+     * (or at a random timed call checked before it) */
+    kf_vresult r = timed(turns, 1e-3);
+    cr_expect_eq(r.status, KF_V_MISMATCH, "a kernel wrong after its fourth call: %s (%s)",
+                 kf_vstatus_name(r.status), r.detail);
+    kf_vresult f = timed(turns, 0);
+    cr_expect_eq(f.status, KF_V_MISMATCH, "unraced too: %s", kf_vstatus_name(f.status));
+}
