@@ -426,6 +426,24 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
             h->out_for = OUT_CHECK, h->t_out = kf_now();
             return;
         }
+        if (!h->device && rc == 0 && sb->hs_calls <= h->lim->calls && h->lim->check) {
+            /* a CPU check call (kf_sbx_limits.calls): checked in full with the run stopped,
+             * then the next call prepared on its own set, as on a device */
+            if (hs_stop(h) != 0) {
+                h->finished = 1;
+                return;
+            }
+            hs_check(h, sb);
+            if (!h->finished && sb->hs_calls == h->lim->calls) {
+                sb->hs_checks_end_s = kf_now() - h->t_fork;
+                h->checks = 0;
+                if (h->mode != KF_RUN_TIME) h->finished = 1;
+            }
+            if (h->finished) return;
+            hs_prepare(h, sb, h->final);
+            if (hs_go(h, sb) != 0) break;
+            return;
+        }
         int last = h->mode != KF_RUN_TIME || rc != 0 || h->final, timed = 0;
         if (!last && h->t_timing <= 0) {
             /* warm-up, back to back: at least one call, then until warmup seconds passed */

@@ -533,11 +533,14 @@ typedef struct calls_cb {
     timed_calls tc;
     int ncheck, prepared;
     int cur_check;      /* the call now prepared is a check call */
+    int host;           /* a CPU candidate's timed calls: kf_verify_ctx.host_timing once the
+                           check calls are over (their writes and checks use every thread) */
 } calls_cb;
 
 static int calls_prepare(void *arg, int final, int poison) {
     calls_cb *u = arg;
     u->cur_check = u->prepared < u->ncheck;
+    u->cs.c->host_timing = u->host && !u->cur_check;
     if (u->cur_check) {
         u->prepared++;
         return check_sets_prepare(&u->cs, final, poison);
@@ -738,8 +741,11 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
      * in a new process or in the same one; docs/design-notes.md, issue 30): a check call
      * per set, each on its freshly loaded set with poisoned outputs and fresh guards,
      * copied back and checked in full before the next; then, with --time, the timing plan
-     * in the same process. The CPU keeps one process per set and one for the timing. */
-    int merged = dev;
+     * in the same process. So does a CPU candidate (issue 30: seven runner starts and
+     * stops a candidate), unless KFORGE_CHECK_PROCS=1 asks for one process per set and
+     * one for the timing, as before (docs/design-notes.md). */
+    const char *procs = getenv("KFORGE_CHECK_PROCS");
+    int merged = dev || !(procs && procs[0] == '1');
     calls_cb cb = {.cs = {.c = c, .sb = &sb, .r = r, .next = 0}, .ncheck = c->nsets};
     double t_load = 0, t_run = 0, t_cmp = 0; /* the check runs' parts (KFORGE_LOG=2) */
     for (int s = 0; s < c->nsets && !merged; s++) {
@@ -806,7 +812,7 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
              * written and copied in again, 5 ms a call for swish on the H100) */
             uint64_t in_span = 0;
             for (int i = 0; i < c->nin; i++) in_span += c->in_bytes[i] + 2 * KF_RUN_GUARD + KF_RUN_ALIGN;
-            lim.keep_sets = b->iface->copy_dd && c->nsets <= KF_RUN_STASH_SLOTS &&
+            lim.keep_sets = dev && b->iface->copy_dd && c->nsets <= KF_RUN_STASH_SLOTS &&
                             b->info.global_mem_bytes > 0 &&
                             (double)in_span * c->nsets <= 0.25 * (double)b->info.global_mem_bytes;
         } else {
@@ -831,7 +837,8 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             lim.check = calls_check;
             lim.cb_arg = &cb;
         }
-        c->host_timing = lim.handshake && !dev && o->time_it;
+        cb.host = lim.handshake && !dev && o->time_it;
+        c->host_timing = cb.host && !merged;
         st = kf_sbx_run(&sb, &lim, &vs, detail, sizeof detail, NULL, err);
         c->host_timing = 0;
         r->start_s += sb.start_s;
