@@ -324,3 +324,95 @@ Test(vmath, records_independent_of_run_length) {
     free(x);
     free(y);
 }
+
+/* ------------------------------------------- the records whose formula did not change */
+
+/* pointwise.c is built -fno-math-errno -fno-trapping-math (its loops vectorise, selects
+ * compute both sides): its other records must give libm's and IEEE's values bit for bit,
+ * NaN where the formula gives NaN */
+static double e_relu(double x, double al, double be) { return x < 0 ? 0.0 : x; }
+static double e_leaky(double x, double al, double be) { return x >= 0 ? x : al * x; }
+static double e_clamp(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
+static double e_hardsigmoid(double x, double al, double be) { return e_clamp(x / 6.0 + 0.5, 0.0, 1.0); }
+static double e_hardtanh(double x, double al, double be) { return e_clamp(x, al, be); }
+static double e_softsign(double x, double al, double be) { return x / (1.0 + fabs(x)); }
+static double e_sqrt(double x, double al, double be) { return sqrt(x); }
+static double e_rsqrt(double x, double al, double be) { return 1.0 / sqrt(x); }
+static double e_abs(double x, double al, double be) { return fabs(x); }
+static double e_neg(double x, double al, double be) { return -x; }
+static double e_square(double x, double al, double be) { return x * x; }
+static double e_hardswish(double x, double al, double be) { return x * e_clamp(x + 3.0, 0.0, 6.0) / 6.0; }
+static double e_full_like(double x, double al, double be) { return al; }
+
+static const struct {
+    const char *op;
+    double (*old)(double, double, double);
+    double alpha, beta;
+} same1[] = {
+    {"relu", e_relu, 0, 0},           {"leaky_relu", e_leaky, 0.01, 0}, {"leaky_relu", e_leaky, 0.2, 0},
+    {"hardsigmoid", e_hardsigmoid, 0, 0}, {"hardtanh", e_hardtanh, -1.0, 1.0}, {"hardtanh", e_hardtanh, -0.5, 0.25},
+    {"softsign", e_softsign, 0, 0},   {"sqrt", e_sqrt, 0, 0},           {"rsqrt", e_rsqrt, 0, 0},
+    {"abs", e_abs, 0, 0},             {"neg", e_neg, 0, 0},             {"square", e_square, 0, 0},
+    {"hardswish", e_hardswish, 0, 0}, {"full_like", e_full_like, 2.5, 0},
+};
+
+static int same_bits(double a, double b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
+
+Test(vmath, unchanged_unary_records_bit_for_bit) {
+    int n;
+    double *x = args(&n), *y = malloc(sizeof *y * (size_t)n);
+    for (int r = 0; r < (int)(sizeof same1 / sizeof same1[0]); r++) {
+        kf_op op = kf_op_lookup(same1[r].op);
+        cr_assert(op >= 0, "%s", same1[r].op);
+        kf_attrs A = kf_attrs_default(op, 1);
+        A.alpha = same1[r].alpha;
+        A.beta = same1[r].beta;
+        kf_op_get(op)->f64(x, 1, NULL, 0, y, n, &A);
+        for (int i = 0; i < n; i++) {
+            double o = same1[r].old(x[i], A.alpha, A.beta);
+            cr_assert(same_bits(y[i], o), "%s(%a) = %a, the formula %a", same1[r].op, x[i], y[i], o);
+        }
+    }
+    free(x);
+    free(y);
+}
+
+static double e_add(double a, double b) { return a + b; }
+static double e_sub(double a, double b) { return a - b; }
+static double e_mul(double a, double b) { return a * b; }
+static double e_div(double a, double b) { return a / b; }
+static double e_max(double a, double b) { return a != a ? a : b != b ? b : a > b ? a : b; }
+static double e_min(double a, double b) { return a != a ? a : b != b ? b : a < b ? a : b; }
+static double e_pow(double a, double b) { return pow(a, b); }
+static double e_eq(double a, double b) { return a == b ? 1.0 : 0.0; }
+
+Test(vmath, binary_records_bit_for_bit) {
+    static const struct {
+        const char *op;
+        double (*old)(double, double);
+    } bin[] = {{"add", e_add}, {"sub", e_sub}, {"mul", e_mul}, {"div", e_div}, {"maximum", e_max},
+               {"minimum", e_min}, {"pow", e_pow}, {"eq", e_eq}};
+    int n;
+    double *a = args(&n), *b = malloc(sizeof *b * (size_t)n), *y = malloc(sizeof *y * (size_t)n);
+    for (int i = 0; i < n; i++) b[i] = a[(i * 7919 + 13) % n];
+    for (int i = 0; i < n; i += 11) b[i] = a[i]; /* equal operands for eq, max, min */
+    for (int r = 0; r < (int)(sizeof bin / sizeof bin[0]); r++) {
+        kf_op op = kf_op_lookup(bin[r].op);
+        kf_attrs A = kf_attrs_default(op, 1);
+        /* the four stride patterns the records loop over: both arrays, b one value, a one value,
+         * and both strided */
+        int64_t pat[4][2] = {{1, 1}, {1, 0}, {0, 1}, {2, 2}};
+        for (int p = 0; p < 4; p++) {
+            int64_t sa = pat[p][0], sb = pat[p][1], m = sa == 2 ? (n - 5) / 2 : n - 5;
+            kf_op_get(op)->f64(a, sa, b + 5, sb, y, m, &A);
+            for (int64_t i = 0; i < m; i++) {
+                double o = bin[r].old(a[i * sa], b[5 + i * sb]);
+                cr_assert(same_bits(y[i], o), "%s(%a, %a) strides %lld %lld = %a, the formula %a", bin[r].op,
+                          a[i * sa], b[5 + i * sb], (long long)sa, (long long)sb, y[i], o);
+            }
+        }
+    }
+    free(a);
+    free(b);
+    free(y);
+}

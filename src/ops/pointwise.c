@@ -2,7 +2,7 @@
  * The POINTWISE records: one output element from one element of each input.
  *
  * Each record carries its float64 reference (an expression in x, or in a and b, with the
- * node's attributes as A->...) and its float32 expression for the kernels, side by side
+ * node's attributes alpha and beta) and its float32 expression for the kernels, side by side
  * and written independently: the reference follows PyTorch's definition in double
  * precision, the f32 text is what a fast kernel computes (the prelude's branch-free
  * kf_expf, kf_tanhf, ...). A wrong f32 text is caught by every verification against the
@@ -18,6 +18,11 @@
 #include <stddef.h>
 
 /* ------------------------------------------------------------ f64 helpers */
+
+/* c ? a : b with both operands computed: GCC if-converts (and vectorises) a select of
+ * values, not an operation on one side of a ?: (pointwise.c is built -fno-trapping-math so
+ * that it may compute both; the values are the ?:'s) */
+static inline double u_sel(int c, double a, double b) { return c ? a : b; }
 
 static inline double u_clamp(double x, double lo, double hi) {
     return x < lo ? lo : (x > hi ? hi : x); /* NaN passes through, as torch.clamp does */
@@ -46,11 +51,14 @@ static inline double b_minimum(double a, double b) {
     return a < b ? a : b;
 }
 
-/* A unary f64 run from an expression in x (and A). */
+/* A unary f64 run from an expression in x (and the attributes alpha and beta). */
 #define UNARY_F64(fn, expr)                                                                 \
     static void fn(const double *pa, int64_t sa, const double *pb, int64_t sb, double *po,  \
                    int64_t n, const kf_attrs *A) {                                          \
-        (void)pb, (void)sb, (void)A;                                                        \
+        (void)pb, (void)sb;                                                                 \
+        /* the attributes in locals: po might alias *A, which keeps loads in the loop */    \
+        const double alpha = A ? A->alpha : 0.0, beta = A ? A->beta : 0.0;                  \
+        (void)alpha, (void)beta;                                                            \
         if (sa == 1)                                                                        \
             for (int64_t j = 0; j < n; j++) {                                               \
                 double x = pa[j];                                                           \
@@ -140,17 +148,21 @@ static inline double b_minimum(double a, double b) {
  * NaN: exp(NaN) / (1 + exp(NaN))) */
 #define SIGMOID_V(x, v) (((x) >= 0 ? 1.0 : (v)) / (1.0 + (v)))
 
+/* selu's and elu's expm1 is taken only where x <= 0 (or NaN): for x > 0 the argument is 0,
+ * as the value is x there; a large x would send the lane to libm's scalar expm1 (overflow) */
+#define NONPOS(x) ((x) > 0 ? 0.0 : (x))
+
 UNARY_F64(f64_relu, x < 0 ? 0.0 : x)
-UNARY_F64(f64_leaky_relu, x >= 0 ? x : A->alpha * x)
+UNARY_F64(f64_leaky_relu, u_sel(x >= 0, x, alpha * x))
 UNARY_F64_VM(f64_sigmoid, kf_vm_exp, -fabs(x), SIGMOID_V(x, v))
 UNARY_F64_VM(f64_tanh, kf_vm_tanh, x, ((void)x, v))
 UNARY_F64_VM(f64_gelu, kf_vm_erfc, -x * M_SQRT1_2, 0.5 * x * v)
 UNARY_F64_VM(f64_gelu_tanh, kf_vm_tanh, KF_GELU_C * (x + 0.044715 * x * x * x), 0.5 * x * (1.0 + v))
 UNARY_F64_VM(f64_silu, kf_vm_exp, -fabs(x), x * SIGMOID_V(x, v))
-UNARY_F64_VM(f64_selu, kf_vm_expm1, x, KF_SELU_SCALE * (x > 0 ? x : KF_SELU_ALPHA * v))
-UNARY_F64_VM(f64_elu, kf_vm_expm1, x, x > 0 ? x : alpha * v)
+UNARY_F64_VM(f64_selu, kf_vm_expm1, NONPOS(x), KF_SELU_SCALE * u_sel(x > 0, x, KF_SELU_ALPHA * v))
+UNARY_F64_VM(f64_elu, kf_vm_expm1, NONPOS(x), u_sel(x > 0, x, alpha * v))
 UNARY_F64(f64_hardsigmoid, u_clamp(x / 6.0 + 0.5, 0.0, 1.0))
-UNARY_F64(f64_hardtanh, u_clamp(x, A->alpha, A->beta))
+UNARY_F64(f64_hardtanh, u_clamp(x, alpha, beta))
 UNARY_F64_VM(f64_softplus, vm_exp_log1p, alpha * x, x * alpha > beta ? x : v / alpha)
 UNARY_F64(f64_softsign, x / (1.0 + fabs(x)))
 UNARY_F64_VM(f64_exp, kf_vm_exp, x, ((void)x, v))
@@ -161,7 +173,7 @@ UNARY_F64(f64_abs, fabs(x))
 UNARY_F64(f64_neg, -x)
 UNARY_F64(f64_square, x * x)
 UNARY_F64(f64_hardswish, x * u_clamp(x + 3.0, 0.0, 6.0) / 6.0)
-UNARY_F64(f64_full_like, ((void)x, A->alpha))
+UNARY_F64(f64_full_like, ((void)x, alpha))
 BINARY_F64(f64_add, a + b)
 BINARY_F64(f64_sub, a - b)
 BINARY_F64(f64_mul, a * b)
