@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kforge/ir.h"
 #include "kforge/ops.h"
 #include "ops/ops_int.h"
 
@@ -415,4 +416,47 @@ Test(vmath, binary_records_bit_for_bit) {
     free(a);
     free(b);
     free(y);
+}
+
+/* ------------------------------------------------------------ softmax's row exp */
+
+/* softmax and log_softmax take their rows' exp from kf_vm_exp: within 2 * VM_ULP + 2 ulp of
+ * the scalar formula (each exp within VM_ULP, the sum of positive terms within VM_ULP
+ * relative, one division; log_softmax: x - max - log(sum), within that many ulp of the
+ * largest of its terms, where the subtraction cancels), rows of NaN and infinities alike */
+Test(vmath, softmax_rows_within_bound) {
+    const char *task = "task t\ninput x: f32[64, 300]\noutput y = softmax(x, axis=-1)\noutput z = log_softmax(x, axis=-1)\n";
+    kf_graph *g = NULL;
+    kf_error err = {0};
+    cr_assert_eq(kf_parse_string(task, "<t>", &g, &err), KF_OK, "%s", err.msg);
+    int R = 64, C = 300;
+    double *x = malloc(sizeof *x * (size_t)(R * C)), *y = malloc(sizeof *y * (size_t)(R * C)),
+           *z = malloc(sizeof *z * (size_t)(R * C));
+    for (int i = 0; i < R * C; i++) {
+        int r = i / C;
+        x[i] = r < 20 ? 8.0 * rnd_unit() - 4.0 : r < 40 ? ldexp(rnd_unit() - 0.5, (int)(rnd() % 24)) : 1400 * rnd_unit() - 700;
+    }
+    x[41 * C + 3] = NAN, x[42 * C + 7] = INFINITY, x[43 * C + 9] = -INFINITY;
+    for (int c = 0; c < C; c++) x[44 * C + c] = -INFINITY;
+    const double *ins[1] = {x};
+    double *outs[2] = {y, z};
+    cr_assert_eq(kf_interp_run(g, ins, outs, &err), KF_OK, "%s", err.msg);
+    for (int r = 0; r < R; r++) {
+        const double *xr = x + r * C;
+        double m = -INFINITY, s = 0;
+        for (int c = 0; c < C; c++) m = xr[c] != xr[c] || m != m ? NAN : (xr[c] > m ? xr[c] : m);
+        for (int c = 0; c < C; c++) s += exp(xr[c] - m);
+        for (int c = 0; c < C; c++) {
+            double o = exp(xr[c] - m) / s, ol = xr[c] - m - log(s);
+            double big = fmax(fmax(fabs(xr[c] - m), fabs(log(s))), fabs(ol));
+            cr_assert(near(y[r * C + c], o, 2 * VM_ULP + 2, 0), "softmax row %d col %d: %a, the formula %a", r, c,
+                      y[r * C + c], o);
+            cr_assert(near(z[r * C + c], ol, 2 * VM_ULP + 2, (2 * VM_ULP + 2) * DBL_EPSILON * big),
+                      "log_softmax row %d col %d: %a, the formula %a", r, c, z[r * C + c], ol);
+        }
+    }
+    kf_graph_free(g);
+    free(x);
+    free(y);
+    free(z);
 }
