@@ -44,7 +44,9 @@ static void row_softmax(const double *x, double *y, int64_t n, const double *w, 
     (void)w, (void)b, (void)A;
     double m = -INFINITY, s = 0;
     for (int64_t r = 0; r < n; r++) m = nanmax(m, x[r]);
-    for (int64_t r = 0; r < n; r++) s += (y[r] = exp(x[r] - m));
+    for (int64_t r = 0; r < n; r++) y[r] = x[r] - m;
+    kf_vm_exp(y, y, n); /* libmvec's exp over the row (vmath.c: within 4 ulp of libm's) */
+    for (int64_t r = 0; r < n; r++) s += y[r];
     double inv = 1.0 / s;
     for (int64_t r = 0; r < n; r++) y[r] *= inv;
 }
@@ -55,7 +57,13 @@ static void row_log_softmax(const double *x, double *y, int64_t n, const double 
     (void)w, (void)b, (void)A;
     double m = -INFINITY, s = 0;
     for (int64_t r = 0; r < n; r++) m = nanmax(m, x[r]);
-    for (int64_t r = 0; r < n; r++) s += exp(x[r] - m);
+    if (x != y) { /* the row's exp in y first (libmvec's, vmath.c), summed in the same order */
+        for (int64_t r = 0; r < n; r++) y[r] = x[r] - m;
+        kf_vm_exp(y, y, n);
+        for (int64_t r = 0; r < n; r++) s += y[r];
+    } else {
+        for (int64_t r = 0; r < n; r++) s += exp(x[r] - m);
+    }
     double ls = log(s);
     for (int64_t r = 0; r < n; r++) y[r] = x[r] - m - ls;
 }

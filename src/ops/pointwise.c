@@ -2,7 +2,7 @@
  * The POINTWISE records: one output element from one element of each input.
  *
  * Each record carries its float64 reference (an expression in x, or in a and b, with the
- * node's attributes as A->...) and its float32 expression for the kernels, side by side
+ * node's attributes alpha and beta) and its float32 expression for the kernels, side by side
  * and written independently: the reference follows PyTorch's definition in double
  * precision, the f32 text is what a fast kernel computes (the prelude's branch-free
  * kf_expf, kf_tanhf, ...). A wrong f32 text is caught by every verification against the
@@ -19,24 +19,22 @@
 
 /* ------------------------------------------------------------ f64 helpers */
 
-static inline double u_sigmoid(double x) {
-    if (x >= 0) return 1.0 / (1.0 + exp(-x));
-    double e = exp(x); /* x < 0 (or NaN): exp cannot overflow */
-    return e / (1.0 + e);
-}
+/* c ? a : b with both operands computed: GCC if-converts (and vectorises) a select of
+ * values, not an operation on one side of a ?: (pointwise.c is built -fno-trapping-math so
+ * that it may compute both; the values are the ?:'s) */
+static inline double u_sel(int c, double a, double b) { return c ? a : b; }
 
 static inline double u_clamp(double x, double lo, double hi) {
     return x < lo ? lo : (x > hi ? hi : x); /* NaN passes through, as torch.clamp does */
 }
 
-static inline double u_softplus(double x, double beta, double threshold) {
-    return x * beta > threshold ? x : log1p(exp(beta * x)) / beta;
+/* softplus's log1p(exp(beta x)) over a block (beta x given) */
+static void vm_exp_log1p(const double *x, double *y, int64_t n) {
+    kf_vm_exp(x, y, n);
+    kf_vm_log1p(y, y, n);
 }
 
-static inline double u_gelu_tanh(double x) {
-    const double c = 0.79788456080286535587989211986876; /* sqrt(2/pi) */
-    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
-}
+#define KF_GELU_C 0.79788456080286535587989211986876 /* sqrt(2/pi) */
 
 #define KF_SELU_SCALE 1.0507009873554804934193349852946
 #define KF_SELU_ALPHA 1.6732632423543772848170429916717
@@ -53,11 +51,14 @@ static inline double b_minimum(double a, double b) {
     return a < b ? a : b;
 }
 
-/* A unary f64 run from an expression in x (and A). */
+/* A unary f64 run from an expression in x (and the attributes alpha and beta). */
 #define UNARY_F64(fn, expr)                                                                 \
     static void fn(const double *pa, int64_t sa, const double *pb, int64_t sb, double *po,  \
                    int64_t n, const kf_attrs *A) {                                          \
-        (void)pb, (void)sb, (void)A;                                                        \
+        (void)pb, (void)sb;                                                                 \
+        /* the attributes in locals: po might alias *A, which keeps loads in the loop */    \
+        const double alpha = A ? A->alpha : 0.0, beta = A ? A->beta : 0.0;                  \
+        (void)alpha, (void)beta;                                                            \
         if (sa == 1)                                                                        \
             for (int64_t j = 0; j < n; j++) {                                               \
                 double x = pa[j];                                                           \
@@ -101,28 +102,78 @@ static inline double b_minimum(double a, double b) {
         }                                                                                   \
     }
 
+/* A unary f64 run whose expression needs one of libm's functions: the function's argument
+ * (arg, in x) for a block of elements, the function over the block at once (vm, one of
+ * vmath.c's kf_vm_), then the expression (in x and the function's value v) in a loop the
+ * compiler vectorises. Elementwise the same formula as the scalar one, with libmvec's
+ * function for libm's (a few ulp, tests/test_vmath.c). The attributes are alpha and beta. */
+#define VM_BLOCK 512
+#define UNARY_F64_VM(fn, vm, arg, expr)                                                     \
+    static void fn(const double *pa, int64_t sa, const double *pb, int64_t sb, double *po,  \
+                   int64_t n, const kf_attrs *A) {                                          \
+        (void)pb, (void)sb;                                                                 \
+        /* the attributes in locals: po might alias *A, which keeps loads in the loop */    \
+        const double alpha = A ? A->alpha : 0.0, beta = A ? A->beta : 0.0;                  \
+        (void)alpha, (void)beta;                                                            \
+        double t[VM_BLOCK];                                                                 \
+        for (int64_t j0 = 0; j0 < n; j0 += VM_BLOCK) {                                      \
+            int64_t m = n - j0 < VM_BLOCK ? n - j0 : VM_BLOCK;                              \
+            const double *px = pa + j0 * sa;                                                \
+            double *py = po + j0;                                                           \
+            if (sa == 1)                                                                    \
+                for (int64_t j = 0; j < m; j++) {                                           \
+                    double x = px[j];                                                       \
+                    t[j] = (arg);                                                           \
+                }                                                                           \
+            else                                                                            \
+                for (int64_t j = 0; j < m; j++) {                                           \
+                    double x = px[j * sa];                                                  \
+                    t[j] = (arg);                                                           \
+                }                                                                           \
+            vm(t, t, m);                                                                    \
+            if (sa == 1)                                                                    \
+                for (int64_t j = 0; j < m; j++) {                                           \
+                    double x = px[j], v = t[j];                                             \
+                    py[j] = (expr);                                                         \
+                }                                                                           \
+            else                                                                            \
+                for (int64_t j = 0; j < m; j++) {                                           \
+                    double x = px[j * sa], v = t[j];                                        \
+                    py[j] = (expr);                                                         \
+                }                                                                           \
+        }                                                                                   \
+    }
+
+/* sigmoid from e = exp(-|x|) (u_sigmoid's two branches: exp(-x) for x >= 0, exp(x) below;
+ * NaN: exp(NaN) / (1 + exp(NaN))) */
+#define SIGMOID_V(x, v) (((x) >= 0 ? 1.0 : (v)) / (1.0 + (v)))
+
+/* selu's and elu's expm1 is taken only where x <= 0 (or NaN): for x > 0 the argument is 0,
+ * as the value is x there; a large x would send the lane to libm's scalar expm1 (overflow) */
+#define NONPOS(x) ((x) > 0 ? 0.0 : (x))
+
 UNARY_F64(f64_relu, x < 0 ? 0.0 : x)
-UNARY_F64(f64_leaky_relu, x >= 0 ? x : A->alpha * x)
-UNARY_F64(f64_sigmoid, u_sigmoid(x))
-UNARY_F64(f64_tanh, tanh(x))
-UNARY_F64(f64_gelu, 0.5 * x * erfc(-x * M_SQRT1_2))
-UNARY_F64(f64_gelu_tanh, u_gelu_tanh(x))
-UNARY_F64(f64_silu, x * u_sigmoid(x))
-UNARY_F64(f64_selu, KF_SELU_SCALE * (x > 0 ? x : KF_SELU_ALPHA * expm1(x)))
-UNARY_F64(f64_elu, x > 0 ? x : A->alpha * expm1(x))
+UNARY_F64(f64_leaky_relu, u_sel(x >= 0, x, alpha * x))
+UNARY_F64_VM(f64_sigmoid, kf_vm_exp, -fabs(x), SIGMOID_V(x, v))
+UNARY_F64_VM(f64_tanh, kf_vm_tanh, x, ((void)x, v))
+UNARY_F64_VM(f64_gelu, kf_vm_erfc, -x * M_SQRT1_2, 0.5 * x * v)
+UNARY_F64_VM(f64_gelu_tanh, kf_vm_tanh, KF_GELU_C * (x + 0.044715 * x * x * x), 0.5 * x * (1.0 + v))
+UNARY_F64_VM(f64_silu, kf_vm_exp, -fabs(x), x * SIGMOID_V(x, v))
+UNARY_F64_VM(f64_selu, kf_vm_expm1, NONPOS(x), KF_SELU_SCALE * u_sel(x > 0, x, KF_SELU_ALPHA * v))
+UNARY_F64_VM(f64_elu, kf_vm_expm1, NONPOS(x), u_sel(x > 0, x, alpha * v))
 UNARY_F64(f64_hardsigmoid, u_clamp(x / 6.0 + 0.5, 0.0, 1.0))
-UNARY_F64(f64_hardtanh, u_clamp(x, A->alpha, A->beta))
-UNARY_F64(f64_softplus, u_softplus(x, A->alpha, A->beta))
+UNARY_F64(f64_hardtanh, u_clamp(x, alpha, beta))
+UNARY_F64_VM(f64_softplus, vm_exp_log1p, alpha * x, x * alpha > beta ? x : v / alpha)
 UNARY_F64(f64_softsign, x / (1.0 + fabs(x)))
-UNARY_F64(f64_exp, exp(x))
-UNARY_F64(f64_log, log(x))
+UNARY_F64_VM(f64_exp, kf_vm_exp, x, ((void)x, v))
+UNARY_F64_VM(f64_log, kf_vm_log, x, ((void)x, v))
 UNARY_F64(f64_sqrt, sqrt(x))
 UNARY_F64(f64_rsqrt, 1.0 / sqrt(x))
 UNARY_F64(f64_abs, fabs(x))
 UNARY_F64(f64_neg, -x)
 UNARY_F64(f64_square, x * x)
 UNARY_F64(f64_hardswish, x * u_clamp(x + 3.0, 0.0, 6.0) / 6.0)
-UNARY_F64(f64_full_like, ((void)x, A->alpha))
+UNARY_F64(f64_full_like, ((void)x, alpha))
 BINARY_F64(f64_add, a + b)
 BINARY_F64(f64_sub, a - b)
 BINARY_F64(f64_mul, a * b)
