@@ -794,7 +794,10 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         if (ctl->max_reps > KF_RUN_MAX_REPS) ctl->max_reps = KF_RUN_MAX_REPS;
         if (ctl->min_reps > ctl->max_reps) ctl->min_reps = ctl->max_reps;
         ctl->min_time_s = o->min_time_s;
-        ctl->warmup_s = 0.05;
+        /* a CPU candidate's check calls ran in this process just before: they warmed it
+         * (code, libraries, threads, pages), so one warm-up call follows them, not 50 ms
+         * of calls (a device keeps its 50 ms: clocks and caches of its own) */
+        ctl->warmup_s = merged && !dev ? 0 : 0.05;
         ctl->budget_s = o->wall_limit_s > 0 ? 0.5 * o->wall_limit_s : 10.0;
         ctl->flush_bytes = flush_bytes;
         ctl->fresh_outputs = o->fresh_outputs;
@@ -931,6 +934,13 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
             r->status = KF_V_IMPOSSIBLE;
             free(t);
             goto done;
+        }
+        if (kf_log_level() >= 3) {
+            /* the reps in the order they ran (KFORGE_LOG=3): the timing's noise, call by call */
+            kf_buf tl = {0};
+            for (int i = 0; i < reps; i++) kf_buf_printf(&tl, " %.3f", t[i] * 1e3);
+            kf_log(3, "verify: %d timed reps (ms):%s", reps, tl.data ? tl.data : "");
+            kf_buf_free(&tl);
         }
         qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double sum = 0;
