@@ -48,6 +48,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 /* Under valgrind (the memory-checker run) the guard zones are marked unaddressable while
  * the kernel runs, so that memcheck reports a read (or a write) into a guard as an invalid
  * access: the parent's guard check sees only writes. The client requests are a few no-op
@@ -579,10 +586,25 @@ int main(int argc, char **argv) {
      * the kernel's first call (the parent wrote them all: nothing is allocated here); a check
      * run's one call paid 40-55 ms of faults for a 128 MiB region around a 6 ms kernel
      * (issue 30, tests/test_region_populated.c) */
-    uint8_t *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    uint8_t *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) return KF_RUN_EXIT_NOMEM;
     close(fd);
     kf_run_ctl *ctl = (kf_run_ctl *)base;
+    /* populated up to the end of the kernel's arguments (all of a region without resident
+     * sets, as MAP_POPULATE did); the resident sets' slots after them are read by the
+     * kernel only: populated for reading below, once their layout is checked */
+    uint64_t args_end = total;
+    {
+        int na = ctl->nargs, nb = ctl->nbufs;
+        if (ctl->nslots > 0 && na > 0 && na < nb && nb <= KF_RUN_MAX_BUFS) {
+            uint64_t e = ctl->bufs[na - 1].offset + ctl->bufs[na - 1].size + KF_RUN_GUARD;
+            if (e < total) args_end = kf_run_round_up(e, KF_RUN_PAGE);
+        }
+    }
+    if (madvise(base, args_end, MADV_POPULATE_WRITE) != 0) {
+        volatile uint8_t *v = base; /* (before Linux 5.14: touched page by page) */
+        for (uint64_t o = 0; o < args_end; o += KF_RUN_PAGE) v[o] = v[o];
+    }
     if (ctl->live_offset < head || ctl->live_offset + KF_RUN_PAGE > total) return KF_RUN_EXIT_USAGE;
     size_t ctl_size = (size_t)ctl->live_offset;
     kf_run_live *live = (kf_run_live *)(base + ctl->live_offset);
@@ -607,16 +629,33 @@ int main(int argc, char **argv) {
                  mode, nbufs);
         return KF_RUN_EXIT_USAGE;
     }
+    /* the kernel's arguments (nargs) and the resident sets' slots after them ('G') */
+    int nargs = ctl->nargs > 0 ? ctl->nargs : nbufs, nslots = ctl->nslots, slot_nin = ctl->slot_nin;
+    if (nslots <= 0) nslots = 0, slot_nin = 0;
+    if (nargs > nbufs || nslots > KF_RUN_STASH_SLOTS || (nslots > 0 && (slot_nin < 1 || slot_nin > nargs ||
+                                                       nargs + (int64_t)(nslots - 1) * slot_nin != nbufs))) {
+        snprintf(ctl->message, sizeof ctl->message, "bad control page (%d arguments, %d slots of %d, %d buffers)",
+                 nargs, nslots, slot_nin, nbufs);
+        return KF_RUN_EXIT_USAGE;
+    }
+    if (nslots == 0) nargs = nbufs;
     void *args[KF_RUN_MAX_BUFS + 1];
+    static void *slot_in[KF_RUN_STASH_SLOTS][KF_RUN_MAX_BUFS];
     for (int i = 0; i < nbufs; i++) {
         const kf_run_buf *b = &ctl->bufs[i];
         if (b->offset < ctl_size + KF_RUN_PAGE || b->offset + b->size > total) {
             snprintf(ctl->message, sizeof ctl->message, "buffer %d lies outside the region", i);
             return KF_RUN_EXIT_USAGE;
         }
-        args[i] = base + b->offset;
+        if (i < nargs) args[i] = base + b->offset;
+        if (i < slot_nin) slot_in[0][i] = base + b->offset;
+        else if (i >= nargs) slot_in[1 + (i - nargs) / slot_nin][(i - nargs) % slot_nin] = base + b->offset;
     }
-    args[nbufs] = NULL;
+    args[nargs] = NULL;
+    /* the slots' pages mapped for reading now (fault-around would map them 16 pages a
+     * fault inside the kernel's first call on each set) */
+    if (args_end < total) madvise(base + args_end, total - args_end, MADV_POPULATE_READ);
+    nbufs = nargs; /* the rest of the runner sees the kernel's arguments only */
     if (max_reps > KF_RUN_MAX_REPS) max_reps = KF_RUN_MAX_REPS;
     if (max_reps < 1) max_reps = 1;
     if (min_reps < 1) min_reps = 1;
@@ -695,6 +734,15 @@ int main(int argc, char **argv) {
             for (;;) {
                 char cmd = 0;
                 if (read_cmd(&cmd) != 0) break;
+                if (cmd == 'G') {
+                    /* the next byte: the slot whose inputs this call reads (runproto.h) */
+                    unsigned char slot = 0xFF;
+                    if (read_cmd((char *)&slot) != 0 || slot >= (unsigned)nslots) break;
+                    for (int i = 0; i < slot_nin; i++) args[i] = slot_in[slot][i];
+                    cmd = 'g';
+                } else if (cmd == 'g') {
+                    for (int i = 0; i < slot_nin; i++) args[i] = slot_in[0][i];
+                }
                 if (cmd == 'g') {
                     live->stage = KF_STAGE_KERNEL;
                     rc = fn(args);

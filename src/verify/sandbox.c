@@ -92,6 +92,8 @@ kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sb
         off = kf_run_round_up(off + sizes[i] + KF_RUN_GUARD, KF_RUN_ALIGN);
     }
     sb->nbufs = nbufs;
+    sb->nargs = nbufs;
+    sb->call_slot = -1;
     sb->ctl_size = ctl;
     sb->total = kf_run_round_up(off, KF_RUN_PAGE);
     sb->fd = memfd_create("kforge-run", MFD_CLOEXEC);
@@ -127,6 +129,8 @@ static void reap_pending(kf_sbx *sb) {
     sb->reap_pid = 0;
 }
 
+void kf_sbx_reap(kf_sbx *sb) { reap_pending(sb); }
+
 /* Unmap and close; safe on a zeroed or failed sb. The last run's runner is reaped first. */
 void kf_sbx_free(kf_sbx *sb) {
     reap_pending(sb);
@@ -155,6 +159,10 @@ int kf_sbx_reuse(kf_sbx *sb) {
      * by an unrelated group only costs a new region */
     if (sb->last_pgid > 0 && !(kill(-sb->last_pgid, 0) != 0 && errno == ESRCH)) return 0;
     int fd = sb->fd, nbufs = sb->nbufs, reused = sb->reused;
+    int nargs = sb->nargs, nslots = sb->nslots, slot_nin = sb->slot_nin, slots_ok = sb->slots_ok;
+    signed char slot_of[KF_RUN_STASH_SLOTS];
+    uint64_t slots_lent = sb->slots_lent;
+    memcpy(slot_of, sb->slot_of, sizeof slot_of);
     uint8_t *base = sb->base;
     size_t total = sb->total, ctl_size = sb->ctl_size, data_bytes = sb->data_bytes;
     uint64_t off[KF_RUN_MAX_BUFS], size[KF_RUN_MAX_BUFS];
@@ -175,6 +183,13 @@ int kf_sbx_reuse(kf_sbx *sb) {
     memcpy(sb->size, size, sizeof size);
     memcpy(sb->is_output, is_output, sizeof is_output);
     sb->reused = reused;
+    sb->nargs = nargs;
+    sb->nslots = nslots;
+    sb->slot_nin = slot_nin;
+    sb->slots_ok = slots_ok; /* the caller's record (verify.c: every slot as drawn) */
+    memcpy(sb->slot_of, slot_of, sizeof slot_of);
+    sb->slots_lent = slots_lent;
+    sb->call_slot = -1;
     memset(base, 0, ctl_size + KF_RUN_PAGE);
     return 1;
 }
@@ -519,6 +534,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     ctl->total_size = sb->total;
     ctl->live_offset = sb->ctl_size;
     ctl->nbufs = sb->nbufs;
+    ctl->nargs = sb->nargs;
+    ctl->nslots = sb->nslots;
+    ctl->slot_nin = sb->slot_nin;
     for (int i = 0; i < sb->nbufs; i++) {
         ctl->bufs[i].offset = sb->off[i];
         ctl->bufs[i].size = sb->size[i];

@@ -135,6 +135,10 @@ struct kf_verify_ctx {
      * tests and the log. KFORGE_REGION_FRESH=1 makes one per candidate, as before. */
     struct kf_sbx *kept_region;
     int regions_made, regions_reused;
+    /* Resident input sets (issue 30; verify.c resident_plan): sets written into a region's
+     * slots (every set of a new region, once), sets found changed after a candidate's runs
+     * and written again, and whether the fallback to copying was said at level 1 yet. */
+    int slot_sets_written, slot_sets_restored, copied_said;
     void **lz_ref;          /* keep_ref 0: per output, the ready set's typed reference */
     float **lz_bound;       /* keep_ref 0: per output, its bound (NULL: not bounded) */
 };
@@ -256,6 +260,20 @@ typedef struct kf_sbx {
     uint64_t dev_kept;      /* a device run with kf_sbx_limits.keep_sets: bit s set once the
                                runner keeps set s's inputs on the device (the parent then
                                writes no inputs for a call on set s: kf_sbx_set_kept) */
+    /* Resident input sets (CPU, issue 30; runproto.h 'G'): the kernel's arguments are
+     * buffers 0..nargs-1 (nargs = nbufs without slots); with nslots > 0 set s lives in slot
+     * s (slot 0: buffers 0..slot_nin-1, slot s > 0: nargs + (s - 1) * slot_nin + i) and a
+     * call's input pointers are its slot's (call_slot, set by the caller before each call;
+     * -1: the buffers 0..nargs-1, 'g'). slots_ok: every slot holds its set as drawn (the
+     * caller's record, verify.c: written once, checked after every candidate). */
+    int nargs, nslots, slot_nin, call_slot, slots_ok;
+    /* The slot that holds set s now (s, but for the timing run's final call: its set is
+     * written into the slot of the previous call's set, so that the final call's input
+     * pointers are the ones the kernel saw last, with other inputs; verify.c timed_prepare),
+     * and the slots so
+     * lent (bit per slot: written back by resident_sweep, no fault of the kernel's). */
+    signed char slot_of[KF_RUN_STASH_SLOTS];
+    uint64_t slots_lent;
     int last_pgid;          /* the process group of the last run (its runner's pid); 0 = none */
     int reused;             /* times a context took the region again for another candidate */
 } kf_sbx;
@@ -332,6 +350,12 @@ static inline int kf_sbx_set_kept(const kf_sbx *sb, int s) {
     return s >= 0 && s < 64 && (sb->dev_kept >> s & 1);
 }
 
+/* The buffer that holds input i of set s: its resident slot's (sb->nslots > 0), else the
+ * kernel's input buffer i. */
+static inline int kf_sbx_in_buf(const kf_sbx *sb, int s, int i) {
+    int slot = sb->nslots > 0 && s >= 0 && s < sb->nslots ? sb->slot_of[s] : 0;
+    return slot > 0 && slot < sb->nslots ? sb->nargs + (slot - 1) * sb->slot_nin + i : i;
+}
 /* 1 where the parent can evict the region's lines from the caches (x86-64, arm64). */
 int kf_sbx_can_evict(void);
 
@@ -347,6 +371,8 @@ void kf_sbx_remove_tree(const char *path);
 kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sbx *sb,
                      kf_error *err);
 void kf_sbx_free(kf_sbx *sb);
+/* The last run's runner reaped now (killed and stopped: kf_sbx.reap_pid); a no-op without. */
+void kf_sbx_reap(kf_sbx *sb);
 /* Make a region kept from an earlier candidate's runs ready for another candidate's: 1 when
  * it can be used, the parent's record of the last run cleared and the control and live
  * pages zeroed as a new region's are; 0 when it must not be (the memfd resized or sealed,
