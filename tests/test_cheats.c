@@ -109,7 +109,6 @@ static void one_thread(kf_verify_opts *o) { o->threads = 1; }
 
 static char srcbuf[16384];
 
-/* A correct swish kernel with `globals` at file scope and `pre` run before the loop. */
 /* The output's data offset in the region (the control and live pages, the input's guard,
  * data and guard, the output's guard): the kernels below find the region from args[1], the
  * output, whose place does not depend on the call's input set (with resident input sets,
@@ -119,6 +118,7 @@ static size_t out_off(size_t ctl_size) {
            KF_RUN_GUARD;
 }
 
+/* A correct swish kernel with `globals` at file scope and `pre` run before the loop. */
 static const char *swish(const char *globals, const char *pre) {
     snprintf(srcbuf, sizeof srcbuf,
              "#define _GNU_SOURCE\n#include <errno.h>\n#include <fcntl.h>\n#include <math.h>\n#include <sched.h>\n"
