@@ -264,3 +264,28 @@ Test(sets_resident, fallback_to_copied_sets) {
     cr_assert_eq(f.c->regions_made, 3, "regions made: %d (one per layout change)", f.c->regions_made);
     fx_close(&f);
 }
+
+/* Writes into another set's slot only in the call it can tell is the final one (its input
+ * pointer is the previous call's but the inputs differ: docs/kernel-contract.md, the open
+ * items), after which no call checks that set: only the comparison after the run finds it
+ * (resident_sweep), and the next candidate reads every set as drawn. */
+Test(sets_resident, write_in_the_final_call_is_found_after_the_run) {
+    fixture f;
+    fx_open(&f);
+    kf_vresult r;
+    kf_vstatus vs = verify(&f, swish("static float *seen[16]; static int nseen; static const float *last; static float last0[4];\n",
+                                     "int k = 0; while (k < nseen && seen[k] != x) k++;\n"
+                                     "if (k == nseen && nseen < 16) seen[nseen++] = x;\n"
+                                     "int final = x == last && memcmp(x, last0, sizeof last0) != 0;\n"
+                                     "last = x; memcpy(last0, x, sizeof last0);\n"
+                                     "if (final) for (k = 0; k < nseen; k++)\n"
+                                     "    if (seen[k] != x) { uint32_t nan = 0x7fc0beefu; memcpy(&seen[k][11], &nan, 4); }\n",
+                                     ""),
+                           &r);
+    cr_assert_eq(vs, KF_V_INPUT_MODIFIED, "%s: %s", kf_vstatus_name(vs), r.detail);
+    cr_assert(strstr(r.detail, "found after the candidate's runs"), "caught elsewhere: %s", r.detail);
+    cr_assert_gt(f.c->slot_sets_restored, 0);
+    vs = verify(&f, reader_src(), &r);
+    cr_assert_eq(vs, KF_V_OK, "the reader after the writer: %s: %s", kf_vstatus_name(vs), r.detail);
+    fx_close(&f);
+}
