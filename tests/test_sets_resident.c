@@ -107,8 +107,22 @@ static int kept_slots(const fixture *f) {
     return f->c->kept_region->nslots;
 }
 
-/* An honest kernel verifies and is timed with resident sets: the kept region holds a slot
- * per set, the sets were written into it once for two candidates, and nothing was found
+static const char *reader_src(void);
+
+/* The task's first candidate (an honest one): it runs in a new region with its sets copied
+ * in (a new region has no slots: verify.c open_region), and leaves the region for the next
+ * candidates, which find every set resident in it. */
+static void prime(fixture *f) {
+    kf_vresult r;
+    kf_vstatus vs = verify(f, reader_src(), &r);
+    cr_assert_eq(vs, KF_V_OK, "the first candidate: %s: %s", kf_vstatus_name(vs), r.detail);
+    cr_assert_eq(kept_slots(f), 0, "the task's first candidate ran with resident sets");
+    cr_assert_eq(f->c->slot_sets_written, 0);
+}
+
+/* An honest kernel verifies and is timed with resident sets: after the task's first
+ * candidate the kept region holds a slot per set, the sets were written into it once for
+ * two candidates, and nothing was found
  * changed. The kernel also returns an error where it gets the same input pointer on every
  * call of a timing run (the pointers must move from set to set). */
 Test(sets_resident, honest_kernel_verified_and_timed) {
@@ -120,6 +134,7 @@ Test(sets_resident, honest_kernel_verified_and_timed) {
                             "if (k == nseen && nseen < 8) seen[nseen++] = args[0];\n"
                             "if (++calls > 12 && nseen < 2) return 5;\n",
                             "");
+    prime(&f);
     for (int k = 0; k < 2; k++) {
         kf_vstatus vs = verify(&f, src, &r);
         cr_assert_eq(vs, KF_V_OK, "candidate %d: %s: %s", k, kf_vstatus_name(vs), r.detail);
@@ -130,7 +145,7 @@ Test(sets_resident, honest_kernel_verified_and_timed) {
     cr_assert_geq(nsets, 2);
     cr_assert_eq(kept_slots(&f), nsets, "the kept region has %d slots for %d sets", kept_slots(&f), nsets);
     cr_assert_eq(f.c->regions_made, 1);
-    cr_assert_eq(f.c->regions_reused, 1);
+    cr_assert_eq(f.c->regions_reused, 2);
     cr_assert_eq(f.c->slot_sets_written, nsets, "sets written into slots: %d (once a region: %d)",
                  f.c->slot_sets_written, nsets);
     cr_assert_eq(f.c->slot_sets_restored, 0, "an honest kernel's sets were written again");
@@ -149,6 +164,7 @@ static const char *reader_src(void) {
 Test(sets_resident, writer_of_its_input_is_caught_and_the_next_candidate_reads_pristine_sets) {
     fixture f;
     fx_open(&f);
+    prime(&f);
     kf_vresult r;
     kf_vstatus vs = verify(&f, swish("static int calls;\n", "", "if (++calls >= 2) for (long i = 0; i < N; i += 97) x[i] = 12345.0f;\n"), &r);
     cr_assert_eq(vs, KF_V_INPUT_MODIFIED, "%s: %s", kf_vstatus_name(vs), r.detail);
@@ -157,7 +173,7 @@ Test(sets_resident, writer_of_its_input_is_caught_and_the_next_candidate_reads_p
     cr_assert_eq(vs, KF_V_OK, "the reader after the writer: %s: %s", kf_vstatus_name(vs), r.detail);
     cr_assert_eq(r.timed, 1);
     cr_assert_eq(f.c->regions_made, 1, "regions made: %d", f.c->regions_made);
-    cr_assert_eq(f.c->regions_reused, 1);
+    cr_assert_eq(f.c->regions_reused, 2);
     fx_close(&f);
 }
 
@@ -169,6 +185,7 @@ Test(sets_resident, writer_of_its_input_is_caught_and_the_next_candidate_reads_p
 Test(sets_resident, writer_of_other_sets_is_caught_and_they_are_written_again) {
     fixture f;
     fx_open(&f);
+    prime(&f);
     kf_vresult r;
     kf_vstatus vs = verify(&f, swish("static float *seen[16]; static int nseen, calls;\n",
                                      "int k = 0; while (k < nseen && seen[k] != x) k++;\n"
@@ -189,6 +206,7 @@ Test(sets_resident, writer_of_other_sets_is_caught_and_they_are_written_again) {
 Test(sets_resident, replay_of_the_first_result_is_caught) {
     fixture f;
     fx_open(&f);
+    prime(&f);
     kf_vresult r;
     kf_vstatus vs = verify(&f, swish("static float memo[N]; static int calls;\n",
                                      "if (++calls > 1) { memcpy(y, memo, sizeof memo); return 0; }\n",
@@ -208,6 +226,7 @@ Test(sets_resident, replay_of_the_first_result_is_caught) {
 Test(sets_resident, memo_on_input_pointer_fails_the_final_call) {
     fixture f;
     fx_open(&f);
+    prime(&f);
     kf_vresult r;
     kf_vstatus vs = verify(&f, swish("static const void *key[8]; static float memo[8][N]; static int nkey;\n",
                                      "for (int k = 0; k < nkey; k++)\n"
@@ -221,9 +240,10 @@ Test(sets_resident, memo_on_input_pointer_fails_the_final_call) {
 }
 
 /* Nine inputs and eight sets need 9 + 1 + 7 * 9 = 73 buffers, more than the runner's 64:
- * the sets are copied in before every call, the region has no slots, and the honest kernel
- * verifies; KFORGE_SETS_COPIED=1 does the same for a task that would fit, and switching it
- * between two candidates makes a new region (a kept one's layout is the other's). */
+ * the sets are copied in before every call, the region has no slots (not even from the
+ * second candidate on), and the honest kernel verifies; KFORGE_SETS_COPIED=1 does the same
+ * for a task that would fit: switched on between two candidates, a new region without
+ * slots, switched off again, the slots added to the kept region. */
 Test(sets_resident, fallback_to_copied_sets) {
     char text[1024] = "task many\n";
     for (int i = 0; i < 9; i++) snprintf(text + strlen(text), sizeof text - strlen(text), "input a%d: f32[4096]\n", i);
@@ -241,15 +261,19 @@ Test(sets_resident, fallback_to_copied_sets) {
                       "    return 0;\n"
                       "}\n";
     kf_vresult r;
-    kf_vstatus vs = verify(&f, sum, &r);
-    cr_assert_eq(vs, KF_V_OK, "%s: %s", kf_vstatus_name(vs), r.detail);
-    cr_assert_eq(r.timed, 1);
-    cr_assert_eq(kept_slots(&f), 0, "a region with slots for 73 buffers");
+    for (int k = 0; k < 2; k++) {
+        kf_vstatus vs = verify(&f, sum, &r);
+        cr_assert_eq(vs, KF_V_OK, "%s: %s", kf_vstatus_name(vs), r.detail);
+        cr_assert_eq(r.timed, 1);
+        cr_assert_eq(kept_slots(&f), 0, "a region with slots for 73 buffers");
+    }
+    kf_vstatus vs;
     cr_assert_eq(f.c->slot_sets_written, 0);
     fx_close(&f);
 
     /* the switch, on a task that fits */
     fx_open(&f);
+    prime(&f);
     vs = verify(&f, reader_src(), &r);
     cr_assert_eq(vs, KF_V_OK, "%s: %s", kf_vstatus_name(vs), r.detail);
     cr_assert_gt(kept_slots(&f), 0);
@@ -261,7 +285,9 @@ Test(sets_resident, fallback_to_copied_sets) {
     vs = verify(&f, reader_src(), &r);
     cr_assert_eq(vs, KF_V_OK, "resident again: %s: %s", kf_vstatus_name(vs), r.detail);
     cr_assert_gt(kept_slots(&f), 0);
-    cr_assert_eq(f.c->regions_made, 3, "regions made: %d (one per layout change)", f.c->regions_made);
+    /* (the region without slots was made new, the slots were added to the kept one twice) */
+    cr_assert_eq(f.c->regions_made, 2, "regions made: %d", f.c->regions_made);
+    cr_assert_eq(f.c->slot_sets_written, 2 * f.c->nsets);
     fx_close(&f);
 }
 
@@ -272,6 +298,7 @@ Test(sets_resident, fallback_to_copied_sets) {
 Test(sets_resident, write_in_the_final_call_is_found_after_the_run) {
     fixture f;
     fx_open(&f);
+    prime(&f);
     kf_vresult r;
     kf_vstatus vs = verify(&f, swish("static float *seen[16]; static int nseen; static const float *last; static float last0[4];\n",
                                      "int k = 0; while (k < nseen && seen[k] != x) k++;\n"

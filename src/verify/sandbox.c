@@ -131,6 +131,59 @@ static void reap_pending(kf_sbx *sb) {
 
 void kf_sbx_reap(kf_sbx *sb) { reap_pending(sb); }
 
+/* Grow a region (no run of it going: after kf_sbx_reuse) by nslots - 1 slots of the first
+ * slot_nin buffers' sizes after its last buffer, laid out as kf_sbx_new lays out buffers;
+ * see verify_int.h. */
+kf_status kf_sbx_add_slots(kf_sbx *sb, int nslots, int slot_nin, kf_error *err) {
+    int na = sb->nbufs, nb = na + (nslots - 1) * slot_nin;
+    if (sb->nslots > 0 || nslots < 2 || nslots > KF_RUN_STASH_SLOTS || slot_nin < 1 || slot_nin > na ||
+        nb > KF_RUN_MAX_BUFS)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_sbx_add_slots: %d slots of %d buffers do not fit", nslots,
+                            slot_nin);
+    uint64_t off = sb->off[na - 1] + sb->size[na - 1] + KF_RUN_GUARD;
+    off = kf_run_round_up(off, KF_RUN_ALIGN);
+    uint64_t noff[KF_RUN_MAX_BUFS], nsize[KF_RUN_MAX_BUFS];
+    for (int k = na; k < nb; k++) {
+        off += KF_RUN_GUARD;
+        noff[k] = off;
+        nsize[k] = sb->size[(k - na) % slot_nin];
+        off = kf_run_round_up(off + nsize[k] + KF_RUN_GUARD, KF_RUN_ALIGN);
+    }
+    size_t total = kf_run_round_up(off, KF_RUN_PAGE);
+    if (ftruncate(sb->fd, (off_t)total) != 0) {
+        int e = errno;
+        if (ftruncate(sb->fd, (off_t)sb->total) != 0) { /* (the old size back: kf_sbx_reuse checks it) */ }
+        return kf_error_set(err, e == ENOMEM || e == ENOSPC ? KF_ERR_NOMEM : KF_ERR_INTERNAL, NULL, 0, 0,
+                            "cannot grow the buffer region to %.1f MiB: %s", (double)total / MIB, strerror(e));
+    }
+    void *p = mremap(sb->base, sb->total, total, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        if (ftruncate(sb->fd, (off_t)sb->total) != 0) { /* as above */ }
+        return kf_error_set(err, KF_ERR_NOMEM, NULL, 0, 0, "cannot map the %.1f MiB region: %s", (double)total / MIB,
+                            strerror(e));
+    }
+    sb->base = p;
+    sb->ctl = p;
+    sb->live = (kf_run_live *)(sb->base + sb->ctl_size);
+    /* the last argument's trailing guard now ends where the first slot's leading one starts */
+    for (int k = na; k < nb; k++) {
+        sb->off[k] = noff[k];
+        sb->size[k] = nsize[k];
+        sb->is_output[k] = 0;
+        sb->poison_size[k] = 0;
+    }
+    sb->total = total;
+    sb->nbufs = nb;
+    sb->nargs = na;
+    sb->nslots = nslots;
+    sb->slot_nin = slot_nin;
+    for (int k = 0; k < nslots; k++) sb->slot_of[k] = (signed char)k;
+    sb->slots_lent = 0;
+    sb->slots_ok = 0;
+    return KF_OK;
+}
+
 /* Unmap and close; safe on a zeroed or failed sb. The last run's runner is reaped first. */
 void kf_sbx_free(kf_sbx *sb) {
     reap_pending(sb);

@@ -428,9 +428,12 @@ static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_bac
     *threads = nthr;
 
     kf_sbx *kept = keep ? region_take(keep) : NULL;
-    /* resident sets: a slot per set after the kernel's arguments (kf_sbx_in_buf) */
+    /* resident sets: a slot per set after the kernel's arguments (kf_sbx_in_buf), added to the
+     * region kept from the task's last candidate (kf_sbx_add_slots); a new region has none:
+     * the task's first candidate copies its sets in (its slots would cost more to allocate
+     * than its copies: docs/design-notes.md), the next ones find them resident */
     int nslots = resident ? c->nsets : 0;
-    if (kept && (kept->nslots != nslots || (nslots > 0 && kept->slot_nin != c->nin))) {
+    if (kept && kept->nslots != nslots && !(kept->nslots == 0 && nslots > 0)) {
         kf_log(2, "verify: the kept buffer region has %d resident sets, this candidate needs %d: a new one",
                kept->nslots, nslots);
         kf_sbx_free(kept);
@@ -442,6 +445,9 @@ static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_bac
         free(kept);
         sb->reused++;
         __atomic_add_fetch(&keep->regions_reused, 1, __ATOMIC_RELAXED);
+        kf_error e2 = {0};
+        if (nslots > 0 && sb->nslots == 0 && kf_sbx_add_slots(sb, nslots, c->nin, &e2) != KF_OK)
+            kf_log(1, "verify: input sets copied into the region before every call, not resident (%s)", e2.msg);
         kf_log(2, "verify: the buffer region kept from the last candidate (taken %d times)", sb->reused);
     } else {
         if (kept) {
@@ -450,7 +456,9 @@ static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_bac
             kf_sbx_free(kept);
             free(kept);
         }
-        int na = c->nin + c->nout, nb = na + (nslots > 0 ? (nslots - 1) * c->nin : 0);
+        if (nslots > 0) kf_log(2, "verify: a new buffer region: this candidate's input sets copied in, resident from "
+                               "the task's next candidate on");
+        int nb = c->nin + c->nout;
         size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
         int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
         for (int i = 0; i < c->nin; i++) sizes[i] = c->in_bytes[i];
@@ -458,16 +466,7 @@ static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_bac
             sizes[c->nin + j] = c->out_bytes[j];
             is_out[c->nin + j] = 1;
         }
-        for (int k = na; k < nb; k++) sizes[k] = c->in_bytes[(k - na) % c->nin];
         st = kf_sbx_new(sizes, is_out, nb, sb, err);
-        if (st == KF_OK && nslots > 0) {
-            sb->nargs = na;
-            sb->nslots = nslots;
-            sb->slot_nin = c->nin;
-            for (int k = 0; k < nslots; k++) sb->slot_of[k] = (signed char)k;
-            sb->data_bytes = 0; /* the working set: a call's buffers, not every slot */
-            for (int k = 0; k < na; k++) sb->data_bytes += sizes[k];
-        }
         free(sizes);
         free(is_out);
         if (st == KF_OK && keep) __atomic_add_fetch(&keep->regions_made, 1, __ATOMIC_RELAXED);

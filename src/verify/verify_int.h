@@ -377,6 +377,12 @@ kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sb
 void kf_sbx_free(kf_sbx *sb);
 /* The last run's runner reaped now (killed and stopped: kf_sbx.reap_pid); a no-op without. */
 void kf_sbx_reap(kf_sbx *sb);
+/* Grow a region without slots (a kept one, after kf_sbx_reuse) by the slots of resident
+ * input sets: nslots - 1 slots of its first slot_nin buffers' sizes after its last buffer
+ * (slot 0 is those buffers), the memfd and the parent's mapping made larger. Every new byte
+ * is the caller's to write (the sets, kf_sbx_fill_guards); slots_ok is 0. On failure the
+ * region is as it was. */
+kf_status kf_sbx_add_slots(kf_sbx *sb, int nslots, int slot_nin, kf_error *err);
 /* Make a region kept from an earlier candidate's runs ready for another candidate's: 1 when
  * it can be used, the parent's record of the last run cleared and the control and live
  * pages zeroed as a new region's are; 0 when it must not be (the memfd resized or sealed,
@@ -474,7 +480,8 @@ int kf_verify_refuse_forbidden(kf_backend *b, const kf_candidate *cand, const ch
 
 /* 1 when b runs candidates on a device (opencl, ...) rather than by dlopen on the CPU. */
 int kf_verify_is_device(const kf_backend *b);
-/* Inputs, poisoned outputs and fresh guards of set s into the region. */
+/* Inputs, poisoned outputs and fresh guards of set s into the region; with resident sets
+ * (sb->nslots) the inputs are in the set's slot already: the next call's slot is set. */
 void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s);
 /* Resolve the runner and the artifact's absolute path (*artifact may be redirected into
  * abs_art), the thread count, and a fresh buffer region for the task (verify.c). */
