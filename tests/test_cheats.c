@@ -115,6 +115,15 @@ static void one_thread(kf_verify_opts *o) { o->threads = 1; }
 
 static char srcbuf[16384];
 
+/* The output's data offset in the region (the control and live pages, the input's guard,
+ * data and guard, the output's guard): the kernels below find the region from args[1], the
+ * output, whose place does not depend on the call's input set (with resident input sets,
+ * args[0] is the call's set's slot; runproto.h 'G'). */
+static size_t out_off(size_t ctl_size) {
+    return kf_run_round_up(ctl_size + KF_RUN_PAGE + KF_RUN_GUARD + 4 * (uint64_t)N + KF_RUN_GUARD, KF_RUN_ALIGN) +
+           KF_RUN_GUARD;
+}
+
 /* A correct swish kernel with `globals` at file scope and `pre` run before the loop. */
 static const char *swish(const char *globals, const char *pre) {
     snprintf(srcbuf, sizeof srcbuf,
@@ -145,7 +154,7 @@ static const char *swish(const char *globals, const char *pre) {
 static const char *forge_times(const char *value) {
     static char globals[2048], pre[512];
     size_t ctl_size = kf_run_round_up(sizeof(kf_run_ctl), KF_RUN_PAGE);
-    /* the first buffer's data starts after the control and live pages and one guard */
+    /* the region found from the output (out_off) */
     snprintf(globals, sizeof globals,
              "static char *g_base;\n"
              "static void forge(void) {\n"
@@ -157,9 +166,9 @@ static const char *forge_times(const char *value) {
              ctl_size, offsetof(kf_run_ctl, reps), offsetof(kf_run_ctl, times), KF_RUN_MAX_REPS,
              value);
     snprintf(pre, sizeof pre,
-             "static int planted; if (!planted) { planted = 1; g_base = (char *)args[0] - %zu;"
+             "static int planted; if (!planted) { planted = 1; g_base = (char *)args[1] - %zu;"
              " atexit(forge); }",
-             ctl_size + KF_RUN_PAGE + KF_RUN_GUARD);
+             out_off(ctl_size));
     return swish(globals, pre);
 }
 
@@ -252,7 +261,7 @@ Test(cheats, forged_results_and_exit_are_not_believed) {
     size_t ctl_size = kf_run_round_up(sizeof(kf_run_ctl), KF_RUN_PAGE);
     snprintf(pre, sizeof pre,
              "static int calls; if (++calls == " HONEST " + 1) {\n"
-             "  char *base = (char *)args[0] - %zu;\n"
+             "  char *base = (char *)args[1] - %zu;\n"
              "  mprotect(base, %zu, PROT_READ | PROT_WRITE);\n"
              "  for (long i = 0; i < N; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
              "  *(int32_t *)(base + %zu) = 0;\n"          /* kernel_rc */
@@ -262,7 +271,7 @@ Test(cheats, forged_results_and_exit_are_not_believed) {
              "  *(volatile int32_t *)(base + %zu) = %d;\n" /* live stage: DONE */
              "  _exit(0);\n"
              "}\n",
-             ctl_size + KF_RUN_PAGE + KF_RUN_GUARD, ctl_size, offsetof(kf_run_ctl, kernel_rc),
+             out_off(ctl_size), ctl_size, offsetof(kf_run_ctl, kernel_rc),
              offsetof(kf_run_ctl, reps), offsetof(kf_run_ctl, times), offsetof(kf_run_ctl, done),
              ctl_size + offsetof(kf_run_live, stage), (int)KF_STAGE_DONE);
     kf_vresult r = run_src(&f, swish(globals, pre));
@@ -420,7 +429,7 @@ static void phase_hash(char *out, size_t cap, const char *fail_on) {
     snprintf(pre, sizeof pre,
              "static int calls; ++calls;\n"
              "if (calls == 1) {\n"
-             "  const unsigned char *c = (const unsigned char *)args[0] - %zu;\n"
+             "  const unsigned char *c = (const unsigned char *)args[1] - %zu;\n"
              "  uint64_t h = 1469598103934665603ull;\n"
              "  for (size_t i = 0; i < %zu; i++) h = (h ^ c[i]) * 1099511628211ull;\n"
              "  for (size_t i = %zu; i < %zu; i++) h = (h ^ c[i]) * 1099511628211ull;\n"
@@ -428,7 +437,7 @@ static void phase_hash(char *out, size_t cap, const char *fail_on) {
              "  printf(\"PHASE %%016llx\\n\", (unsigned long long)h); fflush(stdout);\n"
              "}\n"
              "if (%s) return 1;\n",
-             ctl_size + KF_RUN_PAGE + KF_RUN_GUARD, offsetof(kf_run_ctl, entry),
+             out_off(ctl_size), offsetof(kf_run_ctl, entry),
              offsetof(kf_run_ctl, bufs), offsetof(kf_run_ctl, done),
              ctl_size + offsetof(kf_run_live, rep), fail_on);
     fixture f;

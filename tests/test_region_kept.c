@@ -120,6 +120,10 @@ typedef struct fixture {
 
 static void fx_open(fixture *f) {
     memset(f, 0, sizeof *f);
+    /* the kernels here find the region from args[0] by the layout of a region without
+     * resident input sets (the inputs copied in before each call); the resident layout's
+     * counterpart is tests/test_sets_resident.c */
+    setenv("KFORGE_SETS_COPIED", "1", 1);
     make_layout();
     kf_error err = {0};
     cr_assert_eq(kf_parse_string(task, "<test>", &f->g, &err), KF_OK, "parse: %s", err.msg);

@@ -144,8 +144,10 @@ static void evict_buffers(const kf_sbx *sb, int inputs, int outputs) {
     static int opt = -1;
     if (opt < 0) opt = __builtin_cpu_supports("clflushopt") != 0;
 #endif
-    for (int i = 0; i < sb->nbufs; i++) {
-        if (!(sb->is_output[i] ? outputs : inputs)) continue;
+    for (int k = 0; k < sb->nargs; k++) {
+        if (!(sb->is_output[k] ? outputs : inputs)) continue;
+        /* an input: the buffer the call reads (its resident set's slot, where there are) */
+        int i = sb->is_output[k] || sb->call_slot < 0 ? k : kf_sbx_in_buf(sb, sb->call_slot, k);
         const char *p = kf_sbx_data(sb, i);
         for (uint64_t o = 0; o < sb->size[i]; o += 64) {
 #if defined(__x86_64__)
@@ -282,7 +284,15 @@ static int hs_go(hs_run *h, kf_sbx *sb) {
     /* the run stopped since its last call goes on after the clock started: whatever the
      * kernel left running does its share inside the call's time */
     hs_cont(h);
-    if (hs_send(h, 'g') != 0) return -1;
+    /* with resident sets, the slot of the call's set follows the 'G' (runproto.h) */
+    if (sb->nslots > 0 && sb->call_slot >= 0 && sb->call_slot < sb->nslots) {
+        char m[2] = {'G', (char)sb->call_slot};
+        ssize_t n;
+        while ((n = write(h->go_fd, m, 2)) < 0 && errno == EINTR) {}
+        if (n != 2) return -1;
+    } else if (hs_send(h, 'g') != 0) {
+        return -1;
+    }
     h->t_go = t;
     /* the warm-up counts from the first call after the check calls (kf_sbx_limits.calls) */
     if (!h->started || sb->hs_calls == h->lim->calls) h->t_first_go = t;
@@ -448,7 +458,9 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         if (!last && h->t_timing <= 0) {
             /* warm-up, back to back: at least one call, then until warmup seconds passed */
             sb->hs_warm++;
-            if (t - h->t_first_go >= h->warmup || sb->hs_warm >= 1000) h->t_timing = t;
+            if ((t - h->t_first_go >= h->warmup && (sb->hs_warm >= h->lim->warm_calls || t - h->t_first_go >= 4 * h->warmup)) ||
+                sb->hs_warm >= 1000)
+                h->t_timing = t;
         } else if (!last) {
             /* on a device the device's own time is what counts, checked against dt by the
              * caller; until then the plan counts it only where it is believable */

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define KF_RUN_MAGIC 0x4b46524e52554e31ULL /* "KFRNRUN1" */
-#define KF_RUN_VERSION 6
+#define KF_RUN_VERSION 7
 
 /* The handshake (ctl.handshake = 1; every run of kf_verify_artifact): every call of
  * the kernel is started and ended through two pipes, so that the parent times it with its
@@ -125,6 +125,9 @@ typedef struct kf_run_ctl {
     int32_t min_reps, max_reps;
     int32_t fresh_outputs;  /* timing on the CPU: free the outputs' pages before every rep */
     int32_t handshake;      /* 1: calls go through the pipes above */
+    int32_t nargs;          /* the kernel's arguments: bufs[0..nargs) (0: all nbufs) */
+    int32_t nslots, slot_nin; /* resident input sets ('G'): 0 = none; else bufs[nargs..nbufs)
+                               are slots 1..nslots-1 of slot_nin inputs each */
     int32_t pad0;
     double min_time_s;      /* timing: keep repeating until this much measured time */
     double warmup_s;        /* timing: warm up for about this long (at least one run) */

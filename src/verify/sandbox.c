@@ -92,6 +92,8 @@ kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sb
         off = kf_run_round_up(off + sizes[i] + KF_RUN_GUARD, KF_RUN_ALIGN);
     }
     sb->nbufs = nbufs;
+    sb->nargs = nbufs;
+    sb->call_slot = -1;
     sb->ctl_size = ctl;
     sb->total = kf_run_round_up(off, KF_RUN_PAGE);
     sb->fd = memfd_create("kforge-run", MFD_CLOEXEC);
@@ -127,6 +129,61 @@ static void reap_pending(kf_sbx *sb) {
     sb->reap_pid = 0;
 }
 
+void kf_sbx_reap(kf_sbx *sb) { reap_pending(sb); }
+
+/* Grow a region (no run of it going: after kf_sbx_reuse) by nslots - 1 slots of the first
+ * slot_nin buffers' sizes after its last buffer, laid out as kf_sbx_new lays out buffers;
+ * see verify_int.h. */
+kf_status kf_sbx_add_slots(kf_sbx *sb, int nslots, int slot_nin, kf_error *err) {
+    int na = sb->nbufs, nb = na + (nslots - 1) * slot_nin;
+    if (sb->nslots > 0 || nslots < 2 || nslots > KF_RUN_STASH_SLOTS || slot_nin < 1 || slot_nin > na ||
+        nb > KF_RUN_MAX_BUFS)
+        return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0, "kf_sbx_add_slots: %d slots of %d buffers do not fit", nslots,
+                            slot_nin);
+    uint64_t off = sb->off[na - 1] + sb->size[na - 1] + KF_RUN_GUARD;
+    off = kf_run_round_up(off, KF_RUN_ALIGN);
+    uint64_t noff[KF_RUN_MAX_BUFS], nsize[KF_RUN_MAX_BUFS];
+    for (int k = na; k < nb; k++) {
+        off += KF_RUN_GUARD;
+        noff[k] = off;
+        nsize[k] = sb->size[(k - na) % slot_nin];
+        off = kf_run_round_up(off + nsize[k] + KF_RUN_GUARD, KF_RUN_ALIGN);
+    }
+    size_t total = kf_run_round_up(off, KF_RUN_PAGE);
+    if (ftruncate(sb->fd, (off_t)total) != 0) {
+        int e = errno;
+        if (ftruncate(sb->fd, (off_t)sb->total) != 0) { /* (the old size back: kf_sbx_reuse checks it) */ }
+        return kf_error_set(err, e == ENOMEM || e == ENOSPC ? KF_ERR_NOMEM : KF_ERR_INTERNAL, NULL, 0, 0,
+                            "cannot grow the buffer region to %.1f MiB: %s", (double)total / MIB, strerror(e));
+    }
+    void *p = mremap(sb->base, sb->total, total, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        if (ftruncate(sb->fd, (off_t)sb->total) != 0) { /* as above */ }
+        return kf_error_set(err, KF_ERR_NOMEM, NULL, 0, 0, "cannot map the %.1f MiB region: %s", (double)total / MIB,
+                            strerror(e));
+    }
+    sb->base = p;
+    sb->ctl = p;
+    sb->live = (kf_run_live *)(sb->base + sb->ctl_size);
+    /* the last argument's trailing guard now ends where the first slot's leading one starts */
+    for (int k = na; k < nb; k++) {
+        sb->off[k] = noff[k];
+        sb->size[k] = nsize[k];
+        sb->is_output[k] = 0;
+        sb->poison_size[k] = 0;
+    }
+    sb->total = total;
+    sb->nbufs = nb;
+    sb->nargs = na;
+    sb->nslots = nslots;
+    sb->slot_nin = slot_nin;
+    for (int k = 0; k < nslots; k++) sb->slot_of[k] = (signed char)k;
+    sb->slots_lent = 0;
+    sb->slots_ok = 0;
+    return KF_OK;
+}
+
 /* Unmap and close; safe on a zeroed or failed sb. The last run's runner is reaped first. */
 void kf_sbx_free(kf_sbx *sb) {
     reap_pending(sb);
@@ -155,6 +212,10 @@ int kf_sbx_reuse(kf_sbx *sb) {
      * by an unrelated group only costs a new region */
     if (sb->last_pgid > 0 && !(kill(-sb->last_pgid, 0) != 0 && errno == ESRCH)) return 0;
     int fd = sb->fd, nbufs = sb->nbufs, reused = sb->reused;
+    int nargs = sb->nargs, nslots = sb->nslots, slot_nin = sb->slot_nin, slots_ok = sb->slots_ok;
+    signed char slot_of[KF_RUN_STASH_SLOTS];
+    uint64_t slots_lent = sb->slots_lent;
+    memcpy(slot_of, sb->slot_of, sizeof slot_of);
     uint8_t *base = sb->base;
     size_t total = sb->total, ctl_size = sb->ctl_size, data_bytes = sb->data_bytes;
     uint64_t off[KF_RUN_MAX_BUFS], size[KF_RUN_MAX_BUFS];
@@ -175,6 +236,13 @@ int kf_sbx_reuse(kf_sbx *sb) {
     memcpy(sb->size, size, sizeof size);
     memcpy(sb->is_output, is_output, sizeof is_output);
     sb->reused = reused;
+    sb->nargs = nargs;
+    sb->nslots = nslots;
+    sb->slot_nin = slot_nin;
+    sb->slots_ok = slots_ok; /* the caller's record (verify.c: every slot as drawn) */
+    memcpy(sb->slot_of, slot_of, sizeof slot_of);
+    sb->slots_lent = slots_lent;
+    sb->call_slot = -1;
     memset(base, 0, ctl_size + KF_RUN_PAGE);
     return 1;
 }
@@ -519,6 +587,9 @@ kf_status kf_sbx_run(kf_sbx *sb, const kf_sbx_limits *lim, kf_vstatus *vs, char 
     ctl->total_size = sb->total;
     ctl->live_offset = sb->ctl_size;
     ctl->nbufs = sb->nbufs;
+    ctl->nargs = sb->nargs;
+    ctl->nslots = sb->nslots;
+    ctl->slot_nin = sb->slot_nin;
     for (int i = 0; i < sb->nbufs; i++) {
         ctl->bufs[i].offset = sb->off[i];
         ctl->bufs[i].size = sb->size[i];

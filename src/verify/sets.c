@@ -565,12 +565,13 @@ void kf_verify_put_inputs(const kf_verify_ctx *c, kf_sbx *sb, int s, int par) {
     for (int i = 0; i < c->nin; i++) {
         if (c->keep_in) {
             int64_t nb = (int64_t)c->in_bytes[i], ch = (int64_t)1 << 20, nck = (nb + ch - 1) / ch;
-            char *dst = kf_sbx_data(sb, i);
+            char *dst = kf_sbx_data(sb, kf_sbx_in_buf(sb, s, i)); /* (its slot, with resident sets) */
             const char *src = v->in[i];
 #pragma omp parallel for schedule(static) if (par && nck > 1)
             for (int64_t k = 0; k < nck; k++)
                 memcpy(dst + k * ch, src + k * ch, (size_t)(nb - k * ch < ch ? nb - k * ch : ch));
-        } else draw_input(c, s, i, c->pos[i], c->mag[i] * v->shrink, kf_sbx_data(sb, i), NULL, NULL, par);
+        } else draw_input(c, s, i, c->pos[i], c->mag[i] * v->shrink, kf_sbx_data(sb, kf_sbx_in_buf(sb, s, i)),
+                          NULL, NULL, par);
     }
 }
 
@@ -590,7 +591,7 @@ int kf_verify_input_changed(const kf_verify_ctx *c, const kf_sbx *sb, int s, int
     for (int i = 0; i < c->nin; i++) {
         const kf_value *x = &c->g->values[c->g->inputs[i]];
         int es = kf_dtype_size(x->dtype);
-        const void *got = kf_sbx_data(sb, i);
+        const void *got = kf_sbx_data(sb, kf_sbx_in_buf(sb, s, i));
         void *drawn = NULL;
         const void *want = v->in[i];
         if (c->keep_in) {

@@ -229,7 +229,11 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
     int b;
     int64_t off;
     if (kf_sbx_check_guards(sb, &b, &off)) {
-        int is_out;
+        int is_out, slot = 0;
+        if (sb->nslots > 0 && b >= sb->nargs) { /* a resident set's slot (kf_sbx_in_buf) */
+            slot = 1 + (b - sb->nargs) / sb->slot_nin;
+            b = (b - sb->nargs) % sb->slot_nin;
+        }
         const char *name = buf_name(c, b, &is_out);
         int id = b < c->nin ? g->inputs[b] : g->outputs[b - c->nin];
         const kf_value *v = &g->values[id];
@@ -237,6 +241,8 @@ static kf_vstatus check_memory(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vre
         char shp[128];
         kf_shape_format(&v->shape, shp, sizeof shp);
         int64_t size = (int64_t)sb->size[b];
+        if (slot > 0) /* the input's copy in another set's slot: "input 'x' (f32 [N], resident set 3)" */
+            snprintf(shp + strlen(shp), sizeof shp - strlen(shp), ", resident set %d", slot);
         if (off == size)
             snprintf(detail, cap,
                      "%s '%s' (%s %s, %lld bytes): wrote into the guard zone right after its "
@@ -287,9 +293,80 @@ static void poison_outputs(const kf_verify_ctx *c, kf_sbx *sb, int par) {
 }
 
 void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s) {
-    kf_verify_put_inputs(c, sb, s, 1);
+    /* with resident sets the set is in its slot already (written once, resident_sweep):
+     * the call reads it there ('G') */
+    if (sb->nslots > 0 && sb->slots_ok) sb->call_slot = sb->slot_of[s];
+    else kf_verify_put_inputs(c, sb, s, 1);
     poison_outputs(c, sb, 1);
     kf_sbx_fill_guards(sb);
+}
+
+/* Whether a CPU candidate's region keeps every input set resident, each in a slot of its
+ * own, the kernel's input pointers moved to the call's set ('G', runproto.h) instead of the
+ * set copied into the input buffers before every call (issue 30). Not where the slots would
+ * not fit (KF_RUN_MAX_BUFS buffers, 64 slots, the extra memory: at most mem_limit and a
+ * quarter of the machine's memory) or KFORGE_SETS_COPIED=1: then the sets are copied as
+ * before, and why is said (once at level 1, every candidate at level 2). */
+static int resident_plan(kf_verify_ctx *c) {
+    const char *env = getenv("KFORGE_SETS_COPIED");
+    char why[200] = "";
+    uint64_t extra = 0;
+    for (int i = 0; i < c->nin; i++) extra += c->in_bytes[i] + 2 * KF_RUN_GUARD + KF_RUN_ALIGN;
+    extra *= (uint64_t)(c->nsets > 1 ? c->nsets - 1 : 0);
+    long pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+    double phys = pages > 0 && pg > 0 ? (double)pages * (double)pg : 0;
+    if (env && env[0] == '1') snprintf(why, sizeof why, "KFORGE_SETS_COPIED=1");
+    else if (c->nsets < 2 || c->nin < 1) return 0; /* nothing to move between */
+    else if (c->nsets > KF_RUN_STASH_SLOTS || c->nin + c->nout + (c->nsets - 1) * c->nin > KF_RUN_MAX_BUFS)
+        snprintf(why, sizeof why, "%d sets of %d inputs need more than the region's %d buffers", c->nsets, c->nin,
+                 KF_RUN_MAX_BUFS);
+    else if ((c->opts.mem_limit > 0 && (double)extra > (double)c->opts.mem_limit) || (phys > 0 && (double)extra > 0.25 * phys))
+        snprintf(why, sizeof why, "the %d other sets' %.0f MiB exceed the memory limit or a quarter of the machine's "
+                 "%.0f MiB", c->nsets - 1, (double)extra / (1 << 20), phys / (1 << 20));
+    if (!why[0]) return 1;
+    /* (said once at level 1 where the region cannot hold them; asked for: level 2) */
+    int said = env && env[0] == '1' ? 1 : __atomic_exchange_n(&c->copied_said, 1, __ATOMIC_RELAXED);
+    kf_log(said ? 2 : 1, "verify: input sets copied into the region before every call, not resident (%s)", why);
+    return 0;
+}
+
+/* After a candidate's runs (its runner reaped): every resident set compared with the set as
+ * drawn; one the kernel changed is written again, and fails the candidate (when nothing else
+ * did): a later candidate in this region gets every set as drawn (issue 30). */
+static void resident_sweep(kf_verify_ctx *c, kf_sbx *sb, kf_vresult *r) {
+    if (sb->nslots <= 0 || !sb->base || !sb->slots_ok) return;
+    double t0 = kf_now();
+    int changed = 0;
+    /* the slots the parent lent to another set (timed_prepare's final call) back to their own */
+    uint64_t lent = sb->slots_lent;
+    for (int s = 0; s < sb->nslots; s++) sb->slot_of[s] = (signed char)s;
+    sb->slots_lent = 0;
+    for (int s = 0; s < c->nsets && s < sb->nslots; s++) {
+        int i;
+        int64_t e, n;
+        double was, now;
+        if (lent >> s & 1) {
+            kf_verify_put_inputs(c, sb, s, 1);
+            continue;
+        }
+        if (!kf_verify_input_changed(c, sb, s, &i, &e, &n, &was, &now)) continue;
+        changed++;
+        kf_verify_put_inputs(c, sb, s, 1);
+        __atomic_add_fetch(&c->slot_sets_restored, 1, __ATOMIC_RELAXED);
+        if (r && (r->status == KF_V_OK || r->status == KF_V_INTERNAL)) {
+            const kf_value *v = &c->g->values[c->g->inputs[i]];
+            char d[600];
+            snprintf(d, sizeof d,
+                     "input '%s' of resident set %d was written (inputs are read-only; found after the "
+                     "candidate's runs): element %lld changed from %.9g to %.9g; %lld of %lld elements changed",
+                     v->name, s, (long long)e, was, now, (long long)n, (long long)c->in_numel[i]);
+            r->timed = 0;
+            r->first_bad = e;
+            fail_set(c, r, KF_V_INPUT_MODIFIED, s, "set", d);
+        }
+    }
+    kf_log(2, "verify: %d resident sets checked unchanged after the runs in %.4f s (%d written again)",
+           sb->nslots, kf_now() - t0, changed);
 }
 
 /* The region kf_verify_artifact keeps for the task's next CPU candidate (verify_int.h):
@@ -323,7 +400,7 @@ static void region_give_back(kf_verify_ctx *c, kf_sbx *sb) {
 
 static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_backend *b,
                              const char **artifact, char runner[PATH_MAX], char abs_art[PATH_MAX],
-                             int *threads, kf_sbx *sb, kf_vresult *r, kf_error *err);
+                             int *threads, kf_sbx *sb, kf_vresult *r, kf_error *err, int resident);
 
 /* Shared by every run of a candidate: resolve the runner and the artifact's absolute path
  * (*artifact may be redirected into abs_art), the thread count, and a fresh buffer region
@@ -331,14 +408,14 @@ static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_bac
 kf_status kf_verify_open_region(const kf_verify_ctx *c, kf_backend *b, const char **artifact,
                                 char runner[PATH_MAX], char abs_art[PATH_MAX], int *threads,
                                 kf_sbx *sb, kf_vresult *r, kf_error *err) {
-    return open_region(c, NULL, b, artifact, runner, abs_art, threads, sb, r, err);
+    return open_region(c, NULL, b, artifact, runner, abs_art, threads, sb, r, err, 0);
 }
 
 /* kf_verify_open_region; with keep, the region kept in keep (the same context) when
  * kf_sbx_reuse accepts it, else a new one. */
 static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_backend *b,
                              const char **artifact, char runner[PATH_MAX], char abs_art[PATH_MAX],
-                             int *threads, kf_sbx *sb, kf_vresult *r, kf_error *err) {
+                             int *threads, kf_sbx *sb, kf_vresult *r, kf_error *err, int resident) {
     kf_status st = kf_verify_find_runner(c, runner, PATH_MAX, err);
     if (st != KF_OK) {
         snprintf(r->detail, sizeof r->detail, "%s", err ? err->msg : "cannot find kforge-runner");
@@ -358,11 +435,26 @@ static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_bac
     *threads = nthr;
 
     kf_sbx *kept = keep ? region_take(keep) : NULL;
+    /* resident sets: a slot per set after the kernel's arguments (kf_sbx_in_buf), added to the
+     * region kept from the task's last candidate (kf_sbx_add_slots); a new region has none:
+     * the task's first candidate copies its sets in (its slots would cost more to allocate
+     * than its copies: docs/design-notes.md), the next ones find them resident */
+    int nslots = resident ? c->nsets : 0;
+    if (kept && kept->nslots != nslots && !(kept->nslots == 0 && nslots > 0)) {
+        kf_log(2, "verify: the kept buffer region has %d resident sets, this candidate needs %d: a new one",
+               kept->nslots, nslots);
+        kf_sbx_free(kept);
+        free(kept);
+        kept = NULL;
+    }
     if (kept && kf_sbx_reuse(kept)) {
         *sb = *kept;
         free(kept);
         sb->reused++;
         __atomic_add_fetch(&keep->regions_reused, 1, __ATOMIC_RELAXED);
+        kf_error e2 = {0};
+        if (nslots > 0 && sb->nslots == 0 && kf_sbx_add_slots(sb, nslots, c->nin, &e2) != KF_OK)
+            kf_log(1, "verify: input sets copied into the region before every call, not resident (%s)", e2.msg);
         kf_log(2, "verify: the buffer region kept from the last candidate (taken %d times)", sb->reused);
     } else {
         if (kept) {
@@ -371,6 +463,8 @@ static kf_status open_region(const kf_verify_ctx *c, kf_verify_ctx *keep, kf_bac
             kf_sbx_free(kept);
             free(kept);
         }
+        if (nslots > 0) kf_log(2, "verify: a new buffer region: this candidate's input sets copied in, resident from "
+                               "the task's next candidate on");
         int nb = c->nin + c->nout;
         size_t *sizes = kf_calloc((size_t)nb, sizeof *sizes);
         int *is_out = kf_calloc((size_t)nb, sizeof *is_out);
@@ -431,21 +525,68 @@ typedef struct timed_calls {
     kf_rng rng;
     int cur;            /* the set now in the input buffers */
     int first;          /* the first call's set; -1 before it */
+    int ncalls;         /* resident sets: calls prepared so far, up to nsets ... */
+    signed char perm[KF_RUN_STASH_SLOTS]; /* ... and the order of the sets in them */
+    int lent_bad;       /* resident sets: the previous call's set, found changed when its slot
+                           was lent to the final call's set; -1 when not */
+    char lent_detail[600];
 } timed_calls;
 
 static int timed_prepare(void *arg, int final, int poison) {
     timed_calls *t = arg;
     kf_verify_ctx *c = t->c;
     int s = 0;
-    for (int tries = 0; tries < 64; tries++) {
+    if (t->sb->nslots > 0 && t->sb->slots_ok && !final && t->ncalls < c->nsets && c->nsets <= KF_RUN_STASH_SLOTS) {
+        /* resident sets: the run's first calls (its warm-up: kf_sbx_limits.warm_calls) go
+         * through every set once, in an order drawn here, so that each slot's pages are
+         * mapped in an untimed call (the runner maps a slot at its first call) */
+        if (t->ncalls == 0) {
+            for (int k = 0; k < c->nsets; k++) t->perm[k] = (signed char)k;
+            for (int k = c->nsets - 1; k > 0; k--) {
+                int j = (int)(kf_verify_rng_next(&t->rng) % (uint64_t)(k + 1));
+                signed char x = t->perm[k];
+                t->perm[k] = t->perm[j], t->perm[j] = x;
+            }
+        }
+        s = t->perm[t->ncalls++];
+    } else for (int tries = 0; tries < 64; tries++) {
         s = (int)(kf_verify_rng_next(&t->rng) % (uint64_t)c->nsets);
         /* the final call: neither the first call's set nor the previous one (as far as
          * there are sets to choose from) */
         if (!final || ((s != t->first || c->nsets < 3) && (s != t->cur || c->nsets < 2))) break;
     }
     if (t->first < 0) t->first = s;
-    /* (a set the runner keeps on the device needs nothing written: kf_sbx_set_kept) */
-    if (kf_sbx_set_kept(t->sb, s)) t->cur = -1;
+    /* (a set the runner keeps on the device needs nothing written: kf_sbx_set_kept; a
+     * resident one neither: the call's input pointers are its slot's) */
+    kf_sbx *sb = t->sb;
+    if (sb->nslots > 0 && sb->slots_ok) {
+        /* the final call (on a set other than the previous call's): written into the previous
+         * call's slot, so its input pointers are the ones the kernel got last, with other
+         * inputs: a kernel memoising on its input pointers replays the previous result and
+         * fails it, as with the inputs copied into one buffer (resident_sweep writes the
+         * slot back) */
+        int prev = t->cur, lend = prev >= 0 && prev < sb->nslots ? sb->slot_of[prev] : -1;
+        if (final && s != prev && lend >= 0 && sb->slot_of[s] == s) {
+            /* the previous set's inputs as drawn before they give way (what a kernel wrote
+             * there must not be written over unseen) */
+            int i;
+            int64_t e, n;
+            double was, now;
+            if (kf_verify_input_changed(c, sb, prev, &i, &e, &n, &was, &now)) {
+                t->lent_bad = prev;
+                snprintf(t->lent_detail, sizeof t->lent_detail,
+                         "input '%s' was written (inputs are read-only; found before the final call): "
+                         "element %lld changed from %.9g to %.9g; %lld of %lld elements changed",
+                         c->g->values[c->g->inputs[i]].name, (long long)e, was, now, (long long)n,
+                         (long long)c->in_numel[i]);
+            }
+            sb->slot_of[s] = (signed char)lend;
+            sb->slot_of[prev] = -1;
+            sb->slots_lent |= 1ull << lend;
+            kf_verify_put_inputs(c, sb, s, t->par);
+        }
+        sb->call_slot = sb->slot_of[s], t->cur = s;
+    } else if (kf_sbx_set_kept(t->sb, s)) t->cur = -1;
     else if (s != t->cur) kf_verify_put_inputs(c, t->sb, s, t->par), t->cur = s;
     if (poison) poison_outputs(c, t->sb, t->par);
     return s;
@@ -464,7 +605,7 @@ static kf_vstatus check_call(kf_verify_ctx *c, const kf_sbx *sb, int s, kf_vresu
     }
     /* the region's inputs: set s's, unchanged (check_memory), for the ties of an argmax */
     const void *ins[KF_RUN_MAX_BUFS];
-    for (int i = 0; i < c->nin; i++) ins[i] = kf_sbx_data(sb, i);
+    for (int i = 0; i < c->nin; i++) ins[i] = kf_sbx_data(sb, kf_sbx_in_buf(sb, s, i));
     for (int j = 0; j < c->nout && vs == KF_V_OK; j++) {
         kf_cmp cmp;
         kf_verify_compare(c, s, j, kf_sbx_data(sb, c->nin + j), ins, &cmp);
@@ -697,8 +838,15 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
      * stays per candidate (its outputs are poisoned on the device, the host copy is the
      * last call's) */
     double t_open = kf_now();
-    kf_status st = open_region(c, dev ? NULL : c, b, &artifact, runner, abs_art, &threads, &sb, r, err);
+    kf_status st = open_region(c, dev ? NULL : c, b, &artifact, runner, abs_art, &threads, &sb, r, err,
+                               !dev && resident_plan(c));
     if (st != KF_OK) return st;
+    if (sb.nslots > 0 && !sb.slots_ok) {
+        /* every set into its slot, once for the region (resident_sweep keeps them as drawn) */
+        for (int s = 0; s < c->nsets; s++) kf_verify_put_inputs(c, &sb, s, 1);
+        sb.slots_ok = 1;
+        __atomic_add_fetch(&c->slot_sets_written, c->nsets, __ATOMIC_RELAXED);
+    }
     t_open = kf_now() - t_open;
     const kf_verify_opts *o = &c->opts;
     kf_run_ctl *ctl = sb.ctl;
@@ -828,12 +976,14 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         /* between a device candidate's calls the host's cores are free: the inputs, the
          * poison and the checks use every thread (at official GPU shapes a call's set is
          * gigabytes: one thread took seconds per call); a CPU candidate's stay on one */
-        cb.tc = (timed_calls){.c = c, .sb = &sb, .par = dev, .cur = merged ? -1 : 0, .first = -1};
+        cb.tc = (timed_calls){.c = c, .sb = &sb, .par = dev, .cur = merged ? -1 : 0, .first = -1, .lent_bad = -1};
         /* an order of sets only this process knows: seeded from the clock, not the task's seed */
         double now = kf_now();
         kf_verify_rng_seed(&cb.tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&cb));
         if (!merged) cb.ncheck = 0;
         if (lim.handshake) {
+            /* resident sets: a warm-up call per set at least (timed_prepare) */
+            lim.warm_calls = sb.nslots > 0 && sb.slots_ok ? c->nsets : 0;
             lim.stable_rel = o->stable_rel;
             __atomic_load(&c->race_s, &lim.race_s, __ATOMIC_RELAXED);
             lim.prepare = calls_prepare;
@@ -883,6 +1033,12 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         if (vs != KF_V_OK && lim.handshake && sb.hs_fail_call > 0) tset = sb.hs_fail_set;
         else if (vs == KF_V_OK && lim.handshake) vs = check_call(c, &sb, tset, r, detail, sizeof detail);
         else if (vs == KF_V_OK) vs = check_memory(c, &sb, 0, r, detail, sizeof detail);
+        if (vs == KF_V_OK && cb.tc.lent_bad >= 0) {
+            /* (resident sets) the first set's slot, changed when it was lent to the final call */
+            vs = KF_V_INPUT_MODIFIED;
+            tset = cb.tc.lent_bad;
+            snprintf(detail, sizeof detail, "%s", cb.tc.lent_detail);
+        }
         if (vs != KF_V_OK) {
             fail_set(c, r, vs, tset, "timing run on set", detail);
             goto done;
@@ -966,6 +1122,12 @@ done:;
     double t_close = kf_now();
     int reused = sb.reused;
     double mib = (double)sb.total / (1 << 20);
+    if (!dev && sb.nslots > 0) {
+        /* nothing of the runs left to write (the last runner reaped; kf_sbx_reuse refuses the
+         * region when another process of its group is left) */
+        kf_sbx_reap(&sb);
+        resident_sweep(c, &sb, r);
+    }
     if (dev) kf_sbx_free(&sb);
     else region_give_back(c, &sb);
     kf_log(2, "verify: the buffer region (%.1f MiB, %s) opened in %.4f s, %s in %.4f s", mib,

@@ -136,6 +136,10 @@ struct kf_verify_ctx {
      * tests and the log. KFORGE_REGION_FRESH=1 makes one per candidate, as before. */
     struct kf_sbx *kept_region;
     int regions_made, regions_reused;
+    /* Resident input sets (issue 30; verify.c resident_plan): sets written into a region's
+     * slots (every set of a new region, once), sets found changed after a candidate's runs
+     * and written again, and whether the fallback to copying was said at level 1 yet. */
+    int slot_sets_written, slot_sets_restored, copied_said;
     void **lz_ref;          /* keep_ref 0: per output, the ready set's typed reference */
     float **lz_bound;       /* keep_ref 0: per output, its bound (NULL: not bounded) */
 };
@@ -257,6 +261,20 @@ typedef struct kf_sbx {
     uint64_t dev_kept;      /* a device run with kf_sbx_limits.keep_sets: bit s set once the
                                runner keeps set s's inputs on the device (the parent then
                                writes no inputs for a call on set s: kf_sbx_set_kept) */
+    /* Resident input sets (CPU, issue 30; runproto.h 'G'): the kernel's arguments are
+     * buffers 0..nargs-1 (nargs = nbufs without slots); with nslots > 0 set s lives in slot
+     * s (slot 0: buffers 0..slot_nin-1, slot s > 0: nargs + (s - 1) * slot_nin + i) and a
+     * call's input pointers are its slot's (call_slot, set by the caller before each call;
+     * -1: the buffers 0..nargs-1, 'g'). slots_ok: every slot holds its set as drawn (the
+     * caller's record, verify.c: written once, checked after every candidate). */
+    int nargs, nslots, slot_nin, call_slot, slots_ok;
+    /* The slot that holds set s now (s, but for the timing run's final call: its set is
+     * written into the slot of the previous call's set, so that the final call's input
+     * pointers are the ones the kernel saw last, with other inputs; verify.c timed_prepare),
+     * and the slots so
+     * lent (bit per slot: written back by resident_sweep, no fault of the kernel's). */
+    signed char slot_of[KF_RUN_STASH_SLOTS];
+    uint64_t slots_lent;
     int last_pgid;          /* the process group of the last run (its runner's pid); 0 = none */
     int reused;             /* times a context took the region again for another candidate */
 } kf_sbx;
@@ -326,6 +344,10 @@ typedef struct kf_sbx_limits {
      * them from there for the set's later calls instead of the parent writing them and the
      * runner copying them in (issue 30). The caller checks the device has room. */
     int keep_sets;
+    /* Handshake time runs, optional: the warm-up lasts at least this many calls (resident
+     * input sets: one per set, so that no timed call maps a set's pages first; verify.c),
+     * unless it passed 4 times its time already (a slow kernel) */
+    int warm_calls;
     /* Handshake runs, optional: > 0 ends the run as a timeout when one call runs longer
      * (a hang costs one call's limit, not the run's) */
     double call_wall_s;
@@ -337,6 +359,12 @@ static inline int kf_sbx_set_kept(const kf_sbx *sb, int s) {
     return s >= 0 && s < 64 && (sb->dev_kept >> s & 1);
 }
 
+/* The buffer that holds input i of set s: its resident slot's (sb->nslots > 0), else the
+ * kernel's input buffer i. */
+static inline int kf_sbx_in_buf(const kf_sbx *sb, int s, int i) {
+    int slot = sb->nslots > 0 && s >= 0 && s < sb->nslots ? sb->slot_of[s] : 0;
+    return slot > 0 && slot < sb->nslots ? sb->nargs + (slot - 1) * sb->slot_nin + i : i;
+}
 /* 1 where the parent can evict the region's lines from the caches (x86-64, arm64). */
 int kf_sbx_can_evict(void);
 
@@ -352,6 +380,14 @@ void kf_sbx_remove_tree(const char *path);
 kf_status kf_sbx_new(const size_t *sizes, const int *is_output, int nbufs, kf_sbx *sb,
                      kf_error *err);
 void kf_sbx_free(kf_sbx *sb);
+/* The last run's runner reaped now (killed and stopped: kf_sbx.reap_pid); a no-op without. */
+void kf_sbx_reap(kf_sbx *sb);
+/* Grow a region without slots (a kept one, after kf_sbx_reuse) by the slots of resident
+ * input sets: nslots - 1 slots of its first slot_nin buffers' sizes after its last buffer
+ * (slot 0 is those buffers), the memfd and the parent's mapping made larger. Every new byte
+ * is the caller's to write (the sets, kf_sbx_fill_guards); slots_ok is 0. On failure the
+ * region is as it was. */
+kf_status kf_sbx_add_slots(kf_sbx *sb, int nslots, int slot_nin, kf_error *err);
 /* Make a region kept from an earlier candidate's runs ready for another candidate's: 1 when
  * it can be used, the parent's record of the last run cleared and the control and live
  * pages zeroed as a new region's are; 0 when it must not be (the memfd resized or sealed,
@@ -449,7 +485,8 @@ int kf_verify_refuse_forbidden(kf_backend *b, const kf_candidate *cand, const ch
 
 /* 1 when b runs candidates on a device (opencl, ...) rather than by dlopen on the CPU. */
 int kf_verify_is_device(const kf_backend *b);
-/* Inputs, poisoned outputs and fresh guards of set s into the region. */
+/* Inputs, poisoned outputs and fresh guards of set s into the region; with resident sets
+ * (sb->nslots) the inputs are in the set's slot already: the next call's slot is set. */
 void kf_verify_load_set(const kf_verify_ctx *c, kf_sbx *sb, int s);
 /* Resolve the runner and the artifact's absolute path (*artifact may be redirected into
  * abs_art), the thread count, and a fresh buffer region for the task (verify.c). */
