@@ -10,12 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "kforge/backend.h"
-#include "kforge/candidate.h"
-#include "kforge/ir.h"
-#include "kforge/verify.h"
+#include "verify_once.h"
 
 static const char *task = "task swish\ninput x: f32[4099]\noutput y = x * sigmoid(x)\n";
 
@@ -48,36 +44,14 @@ static const char *hang_on_3 = HEAD "int kforge_kernel(void *const *a) {\n"
 static const char *honest = HEAD "int kforge_kernel(void *const *a) { good(a[0], a[1]); return 0; }\n";
 
 static kf_vresult verify(const char *src, int time_it, double wall) {
-    kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
-    kf_backend *be = NULL;
-    cr_assert_eq(kf_backend_open("cpu", &be, &err), KF_OK, "%s", err.msg);
-    char wd[512];
-    snprintf(wd, sizeof wd, "%s/test-work/check-calls-%ld", KF_BUILD_DIR, (long)getpid());
-    cr_assert_eq(kf_mkdirs(wd, &err), KF_OK, "%s", err.msg);
     kf_verify_opts o;
     kf_verify_opts_default(&o);
-    o.workdir = wd;
     o.seed = 11;
     o.threads = 1;
     o.time_it = time_it;
     o.min_time_s = 0.02;
     o.wall_limit_s = wall;
-    kf_verify_ctx *c = NULL;
-    cr_assert_eq(kf_verify_ctx_new(g, &o, &c, &err), KF_OK, "%s", err.msg);
-    kf_candidate cand;
-    cr_assert_eq(kf_candidate_init(&cand, "cpu", src, NULL, &err), KF_OK, "%s", err.msg);
-    kf_vresult r;
-    cr_assert_eq(kf_verify_candidate(c, be, &cand, &r, &err), KF_OK, "%s", err.msg);
-    kf_candidate_clear(&cand);
-    kf_verify_ctx_free(c);
-    kf_backend_close(be);
-    kf_graph_free(g);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", wd);
-    cr_expect_eq(system(cmd), 0);
-    return r;
+    return verify_once(task, src, "check-calls", o, 0);
 }
 
 Test(check_calls, a_failure_names_its_set) {

@@ -8,15 +8,9 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "kforge/backend.h"
-#include "kforge/candidate.h"
-#include "kforge/ir.h"
-#include "kforge/verify.h"
+#include "verify_once.h"
 
 static const char *task = "task spin\ninput x: f32[1024]\noutput y = x * sigmoid(x)\n";
 
@@ -43,17 +37,8 @@ static const char *turns = SPIN_HEAD "static int calls;\n"
                                      "    return 0;\n}\n";
 
 static kf_vresult timed(const char *src, double best_s) {
-    kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
-    kf_backend *be = NULL;
-    cr_assert_eq(kf_backend_open("cpu", &be, &err), KF_OK, "%s", err.msg);
-    char wd[512];
-    snprintf(wd, sizeof wd, "%s/test-work/race-%ld", KF_BUILD_DIR, (long)getpid());
-    cr_assert_eq(kf_mkdirs(wd, &err), KF_OK, "%s", err.msg);
     kf_verify_opts o;
     kf_verify_opts_default(&o);
-    o.workdir = wd;
     o.seed = 5;
     o.threads = 1;
     o.time_it = 1;
@@ -63,21 +48,7 @@ static kf_vresult timed(const char *src, double best_s) {
     o.min_time_s = 100;
     o.max_reps = 20;
     o.wall_limit_s = 120;
-    kf_verify_ctx *c = NULL;
-    cr_assert_eq(kf_verify_ctx_new(g, &o, &c, &err), KF_OK, "%s", err.msg);
-    kf_verify_race(c, best_s);
-    kf_candidate cand;
-    cr_assert_eq(kf_candidate_init(&cand, "cpu", src, NULL, &err), KF_OK, "%s", err.msg);
-    kf_vresult r;
-    cr_assert_eq(kf_verify_candidate(c, be, &cand, &r, &err), KF_OK, "%s", err.msg);
-    kf_candidate_clear(&cand);
-    kf_verify_ctx_free(c);
-    kf_backend_close(be);
-    kf_graph_free(g);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", wd);
-    cr_expect_eq(system(cmd), 0);
-    return r;
+    return verify_once(task, src, "race", o, best_s);
 }
 
 Test(race, a_clear_loser_stops_after_min_reps) {
