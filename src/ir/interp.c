@@ -1136,7 +1136,11 @@ static int ip_fused_chunk(const ip_fused *f, const double *const *inputs, double
              * without an exit that GCC vectorises: with the exit it was a third of a
              * ten-node chain's reference (docs/benchmarks/loop.md, the reference pass) */
             int64_t any = 0;
+#if defined(__GNUC__) && !defined(__clang__)
+            /* (clang, the fuzz build's compiler, reports the hint it cannot follow as an error
+             * under -Werror) */
 #pragma omp simd reduction(| : any)
+#endif
             for (int64_t e = 0; e < len; e++) {
                 double a = fabs(out[e]);
                 any |= a > 0x1p124 && a < HUGE_VAL;
