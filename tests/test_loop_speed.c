@@ -24,6 +24,7 @@
 #include "kforge/candidate.h"
 #include "kforge/ir.h"
 #include "kforge/verify.h"
+#include "verify_once.h"
 
 static const char *task = "task spin\ninput x: f32[1024]\noutput y = x * sigmoid(x)\n";
 static const char *spin = "#include <math.h>\n#include <time.h>\n"
@@ -45,17 +46,8 @@ static const char *heap_watch = "#include <malloc.h>\n"
                                 "    return 0;\n}\n";
 
 static kf_vresult timed_run_src(const char *src, double stable_rel, int64_t cache_bytes) {
-    kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(task, "<test>", &g, &err), KF_OK, "%s", err.msg);
-    kf_backend *be = NULL;
-    cr_assert_eq(kf_backend_open("cpu", &be, &err), KF_OK, "%s", err.msg);
-    char wd[512];
-    snprintf(wd, sizeof wd, "%s/test-work/loop-speed-%ld", KF_BUILD_DIR, (long)getpid());
-    cr_assert_eq(kf_mkdirs(wd, &err), KF_OK, "%s", err.msg);
     kf_verify_opts o;
     kf_verify_opts_default(&o);
-    o.workdir = wd;
     o.seed = 3;
     o.threads = 1;
     o.time_it = 1;
@@ -67,20 +59,7 @@ static kf_vresult timed_run_src(const char *src, double stable_rel, int64_t cach
     o.wall_limit_s = 120;
     o.stable_rel = stable_rel;
     o.cache_bytes = cache_bytes;
-    kf_verify_ctx *c = NULL;
-    cr_assert_eq(kf_verify_ctx_new(g, &o, &c, &err), KF_OK, "%s", err.msg);
-    kf_candidate cand;
-    cr_assert_eq(kf_candidate_init(&cand, "cpu", src, NULL, &err), KF_OK, "%s", err.msg);
-    kf_vresult r;
-    cr_assert_eq(kf_verify_candidate(c, be, &cand, &r, &err), KF_OK, "%s", err.msg);
-    kf_candidate_clear(&cand);
-    kf_verify_ctx_free(c);
-    kf_backend_close(be);
-    kf_graph_free(g);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", wd);
-    cr_expect_eq(system(cmd), 0);
-    return r;
+    return verify_once(task, src, "loop-speed", o, 0);
 }
 
 static kf_vresult timed_run(double stable_rel) { return timed_run_src(spin, stable_rel, 0); }

@@ -2,7 +2,7 @@
  * One CPU candidate verified (and timed, as the options say) on a fresh context: the task
  * parsed from text, the CPU backend, a work directory of the test process's own
  * (KF_BUILD_DIR/test-work/TAG-PID, removed after). The fixture of the timing-rule tests
- * (tests/test_race.c, tests/test_check_calls.c).
+ * (tests/test_race.c, tests/test_check_calls.c, tests/test_loop_speed.c).
  */
 #ifndef KF_TESTS_VERIFY_ONCE_H
 #define KF_TESTS_VERIFY_ONCE_H

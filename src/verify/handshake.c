@@ -458,8 +458,7 @@ static void hs_message(hs_run *h, kf_sbx *sb, const char *m) {
         if (!last && h->t_timing <= 0) {
             /* warm-up, back to back: at least one call, then until warmup seconds passed */
             sb->hs_warm++;
-            if ((t - h->t_first_go >= h->warmup && (sb->hs_warm >= h->lim->warm_calls || t - h->t_first_go >= 4 * h->warmup)) ||
-                sb->hs_warm >= 1000)
+            if (t - h->t_first_go >= h->warmup || sb->hs_warm >= 1000)
                 h->t_timing = t;
         } else if (!last) {
             /* on a device the device's own time is what counts, checked against dt by the

@@ -525,8 +525,6 @@ typedef struct timed_calls {
     kf_rng rng;
     int cur;            /* the set now in the input buffers */
     int first;          /* the first call's set; -1 before it */
-    int ncalls;         /* resident sets: calls prepared so far, up to nsets ... */
-    signed char perm[KF_RUN_STASH_SLOTS]; /* ... and the order of the sets in them */
     int lent_bad;       /* resident sets: the previous call's set, found changed when its slot
                            was lent to the final call's set; -1 when not */
     char lent_detail[600];
@@ -536,20 +534,7 @@ static int timed_prepare(void *arg, int final, int poison) {
     timed_calls *t = arg;
     kf_verify_ctx *c = t->c;
     int s = 0;
-    if (t->sb->nslots > 0 && t->sb->slots_ok && !final && t->ncalls < c->nsets && c->nsets <= KF_RUN_STASH_SLOTS) {
-        /* resident sets: the run's first calls (its warm-up: kf_sbx_limits.warm_calls) go
-         * through every set once, in an order drawn here, so that each slot's pages are
-         * mapped in an untimed call (the runner maps a slot at its first call) */
-        if (t->ncalls == 0) {
-            for (int k = 0; k < c->nsets; k++) t->perm[k] = (signed char)k;
-            for (int k = c->nsets - 1; k > 0; k--) {
-                int j = (int)(kf_verify_rng_next(&t->rng) % (uint64_t)(k + 1));
-                signed char x = t->perm[k];
-                t->perm[k] = t->perm[j], t->perm[j] = x;
-            }
-        }
-        s = t->perm[t->ncalls++];
-    } else for (int tries = 0; tries < 64; tries++) {
+    for (int tries = 0; tries < 64; tries++) {
         s = (int)(kf_verify_rng_next(&t->rng) % (uint64_t)c->nsets);
         /* the final call: neither the first call's set nor the previous one (as far as
          * there are sets to choose from) */
@@ -982,8 +967,6 @@ kf_status kf_verify_artifact(kf_verify_ctx *c, kf_backend *b, const kf_candidate
         kf_verify_rng_seed(&cb.tc.rng, kf_hash64(&now, sizeof now, (uint64_t)(uintptr_t)&cb));
         if (!merged) cb.ncheck = 0;
         if (lim.handshake) {
-            /* resident sets: a warm-up call per set at least (timed_prepare) */
-            lim.warm_calls = sb.nslots > 0 && sb.slots_ok ? c->nsets : 0;
             lim.stable_rel = o->stable_rel;
             __atomic_load(&c->race_s, &lim.race_s, __ATOMIC_RELAXED);
             lim.prepare = calls_prepare;

@@ -344,10 +344,6 @@ typedef struct kf_sbx_limits {
      * them from there for the set's later calls instead of the parent writing them and the
      * runner copying them in (issue 30). The caller checks the device has room. */
     int keep_sets;
-    /* Handshake time runs, optional: the warm-up lasts at least this many calls (resident
-     * input sets: one per set, so that no timed call maps a set's pages first; verify.c),
-     * unless it passed 4 times its time already (a slow kernel) */
-    int warm_calls;
     /* Handshake runs, optional: > 0 ends the run as a timeout when one call runs longer
      * (a hang costs one call's limit, not the run's) */
     double call_wall_s;
