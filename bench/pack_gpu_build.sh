@@ -34,7 +34,7 @@ for b in "$BUILD"/kforge "$BUILD"/kforge-runner "$BUILD"/test_*; do
 done | sort -u | while read -r lib; do
   if echo "$SKIP" | grep -qx "$(basename "$lib")"; then continue; fi
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|ld-linux*|libresolv.so*|libcuda.so*|libstdc++.so*) ;;
+    libc.so*|libm.so*|libmvec.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|ld-linux*|libresolv.so*|libcuda.so*|libstdc++.so*) ;;
     *) cp -L "$lib" "$BUILD/devlibs/" ;;
   esac
 done
@@ -43,7 +43,7 @@ done
 # glibc's, the driver's, zlib and OpenSSL (the GPU machine's own serve both)
 for lib in "$BUILD"/devlibs/*; do ldd "$lib" | awk '/=> \//{print $3}'; done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|ld-linux*|libresolv.so*|libcuda.so*|libstdc++.so*|libssl.so*|libcrypto.so*|libcurl.so*|libz.so*) ;;
+    libc.so*|libm.so*|libmvec.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*|ld-linux*|libresolv.so*|libcuda.so*|libstdc++.so*|libssl.so*|libcrypto.so*|libcurl.so*|libz.so*) ;;
     *) [ -e "$BUILD/devlibs/$(basename "$lib")" ] || { cp -L "$lib" "$BUILD/devlibs/"; echo "also $(basename "$lib")"; } ;;
   esac
 done

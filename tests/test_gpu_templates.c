@@ -479,7 +479,7 @@ Test(gpu_verify, epilogue_faults_are_caught) {
         cr_assert(read[0], "no operand read in\n%s", def);
         struct { const char *after, *from, *to; } faults[] = {
             {"void kf_epi", read, "0.0f"},
-            {"kf_mma_tf32(acc", "acc[mi][ni][2 * h + x]", "acc[mi][ni][2 * h]"},
+            {"__global__", "acc[mi][ni][2 * h + x]", "acc[mi][ni][2 * h]"},
         };
         for (int f = 0; f < (tc ? 2 : 1); f++) {
             char *src = mutate(c.source, faults[f].after, faults[f].from, faults[f].to);
