@@ -1,7 +1,8 @@
 /*
  * Racing (issue 30, kf_verify_race): a candidate whose fastest timed rep is more than
  * KF_VERIFY_RACE_MARGIN times the best time so far ends its timing after min_reps reps,
- * "slower"; one that could still be the best, or any candidate with racing off, is timed
+ * "slower", as does one whose median is shown more than KF_VERIFY_RACE_MEDIAN_MARGIN times
+ * the best; one that could still be the best, or any candidate with racing off, is timed
  * as before; and a raced timing keeps its final call checked in full. The kernels spin
  * 20 ms by the clock, far from both the 1 ms and the 1000 s "best" below, so the machine's
  * load cannot move the verdicts. No time is asserted: only reps, stop reasons and verdicts.
@@ -36,6 +37,14 @@ static const char *turns = SPIN_HEAD "static int calls;\n"
                                      "    for (long i = 0; i < 1024; i++) y[i] = ok ? x[i] / (1.0f + expf(-x[i])) : 0.0f;\n"
                                      "    return 0;\n}\n";
 
+/* 20 ms, but 100 ms on every fifth call: outliers far above the best, a median below it */
+static const char *jumpy = SPIN_HEAD "static int calls;\n"
+                                     "int kforge_kernel(void *const *a) {\n"
+                                     "    const float *x = a[0]; float *y = a[1];\n"
+                                     "    double t0 = now(), d = ++calls % 5 ? 0.02 : 0.1; while (now() - t0 < d) {}\n"
+                                     "    for (long i = 0; i < 1024; i++) y[i] = x[i] / (1.0f + expf(-x[i]));\n"
+                                     "    return 0;\n}\n";
+
 static kf_vresult timed(const char *src, double best_s) {
     kf_verify_opts o;
     kf_verify_opts_default(&o);
@@ -58,6 +67,26 @@ Test(race, a_clear_loser_stops_after_min_reps) {
     cr_expect_str_eq(r.time_stop, "slower");
     cr_expect_eq(r.reps, 5, "min_reps, then the race ends it: %d reps", r.reps);
     cr_expect_gt(r.time_min_ms, 1e3 * KF_VERIFY_RACE_MARGIN * 1e-3, "its fastest rep %.3f ms", r.time_min_ms);
+}
+
+Test(race, a_little_slower_stops_by_its_median) {
+    /* 20 ms against a best of 17 ms: its fastest rep is not 1.25x the best (21.25 ms would
+     * be), but every rep is at least 20 ms (the spin waits that long), so from
+     * KF_VERIFY_RACE_MEDIAN_REPS reps on the median's lower bound (the fastest of 10) is
+     * above 1.05x the best. On a loaded machine the fastest-rep rule may end it sooner. */
+    kf_vresult r = timed(spin, 17e-3);
+    cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
+    cr_expect_str_eq(r.time_stop, "slower");
+    cr_expect(r.reps >= 5 && r.reps <= KF_VERIFY_RACE_MEDIAN_REPS, "%d reps, not the cap's 20", r.reps);
+}
+
+Test(race, outliers_do_not_race_a_possible_best) {
+    /* a best of 25 ms against reps of 20 ms with every fifth at 100 ms: the median's lower
+     * bound stays near 20 ms, so it is timed to the cap */
+    kf_vresult r = timed(jumpy, 25e-3);
+    cr_assert_eq(r.status, KF_V_OK, "%s", r.detail);
+    cr_expect_str_eq(r.time_stop, "reps");
+    cr_expect_eq(r.reps, 20, "to the cap: %d reps", r.reps);
 }
 
 Test(race, a_possible_best_is_timed_in_full) {

@@ -233,6 +233,12 @@ kf_status kf_verify_artifact(kf_verify_ctx *ctx, kf_backend *b, const kf_candida
 /* Racing (issue 30). The fastest of a timing's reps must exceed the best time so far by
  * this factor for the timing to end early. */
 #define KF_VERIFY_RACE_MARGIN 1.25
+/* Or, from KF_VERIFY_RACE_MEDIAN_REPS reps on, a lower confidence bound of the reps' median
+ * (an order statistic: distribution-free, at KF_VERIFY_RACE_MEDIAN_ALPHA, the chance that
+ * the true median lies below it) above the best time by this factor. */
+#define KF_VERIFY_RACE_MEDIAN_MARGIN 1.05
+#define KF_VERIFY_RACE_MEDIAN_REPS 10
+#define KF_VERIFY_RACE_MEDIAN_ALPHA 0.001
 /* Contract: from now on, a candidate timed on ctx may end its timed calls once it has
  * min_reps of them and the fastest of those took more than KF_VERIFY_RACE_MARGIN x best_s
  * (seconds; the best time so far among the task's candidates): it cannot become the best,

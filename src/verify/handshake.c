@@ -237,15 +237,41 @@ static int hs_stable(const hs_run *h, const kf_sbx *sb) {
     return ma > 0 && fabs(ma - mb) <= rel * ma && iqr <= 4 * rel * ma;
 }
 
+/* The 1-based rank j of the order statistic that bounds a median from below after n
+ * draws: the largest j with P(B <= j - 1) <= alpha for B ~ Binomial(n, 1/2), the chance
+ * that fewer than j draws fall below the true median, i.e. that the j-th smallest lies above
+ * it; 0 when even the smallest is not bound enough (n too small). */
+static int median_lower_rank(int n, double alpha) {
+    double p = ldexp(1.0, -n), cdf = 0; /* P(B = 0) */
+    int j = 0;
+    for (int k = 0; k < n; k++) {
+        cdf += p;
+        if (cdf > alpha) break;
+        j = k + 1;
+        p *= (double)(n - k) / (double)(k + 1); /* P(B = k + 1) */
+    }
+    return j;
+}
+
 /* Racing (kf_sbx_limits.race_s): min_reps timed reps, and even the fastest of them slower
- * than the margin times the best so far. */
+ * than KF_VERIFY_RACE_MARGIN times the best so far; or, from KF_VERIFY_RACE_MEDIAN_REPS reps
+ * on, a lower confidence bound of their median slower than KF_VERIFY_RACE_MEDIAN_MARGIN
+ * times it (a candidate a little slower than the best, whose fastest reps the noise brings
+ * near it, shown slower by its median with a small chance of error instead of by its
+ * fastest rep). */
 static int hs_slower(const hs_run *h, const kf_sbx *sb) {
     int n = sb->hs_reps;
     if (h->lim->race_s <= 0 || n < h->min_reps || n < 1) return 0;
     const double *t = h->device ? sb->hs_dev : sb->hs_times; /* the times that count */
     double lo = t[0];
     for (int i = 1; i < n; i++) lo = fmin(lo, t[i]);
-    return lo > KF_VERIFY_RACE_MARGIN * h->lim->race_s;
+    if (lo > KF_VERIFY_RACE_MARGIN * h->lim->race_s) return 1;
+    int j = n >= KF_VERIFY_RACE_MEDIAN_REPS ? median_lower_rank(n, KF_VERIFY_RACE_MEDIAN_ALPHA) : 0;
+    if (j < 1) return 0;
+    double a[KF_RUN_MAX_REPS];
+    memcpy(a, t, sizeof a[0] * (size_t)n);
+    qsort(a, (size_t)n, sizeof a[0], cmp_dbl);
+    return a[j - 1] > KF_VERIFY_RACE_MEDIAN_MARGIN * h->lim->race_s;
 }
 
 /* The seconds one thread waited for a CPU while runnable (/proc/.../schedstat, second

@@ -567,6 +567,10 @@ void kf_verify_put_inputs(const kf_verify_ctx *c, kf_sbx *sb, int s, int par) {
             int64_t nb = (int64_t)c->in_bytes[i], ch = (int64_t)1 << 20, nck = (nb + ch - 1) / ch;
             char *dst = kf_sbx_data(sb, kf_sbx_in_buf(sb, s, i)); /* (its slot, with resident sets) */
             const char *src = v->in[i];
+            if (!par) { /* between a CPU candidate's calls (stream.c) */
+                kf_verify_stream_copy(dst, src, (size_t)nb);
+                continue;
+            }
 #pragma omp parallel for schedule(static) if (par && nck > 1)
             for (int64_t k = 0; k < nck; k++)
                 memcpy(dst + k * ch, src + k * ch, (size_t)(nb - k * ch < ch ? nb - k * ch : ch));

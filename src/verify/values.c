@@ -177,10 +177,10 @@ int kf_verify_is_poison(kf_dtype dt, const void *data, int64_t i) {
     return 0;
 }
 
-/* Fill n elements with the poison pattern of dt: one element, then doubling copies (the
- * timing run poisons the outputs before every call). par: in parallel threads of this
- * process (never between a CPU candidate's timed calls, where idle workers spinning on
- * the cores would slow the next call). */
+/* Fill n elements with the poison pattern of dt (the timing run poisons the outputs before
+ * every call). par: in parallel OpenMP threads of this process (never between a CPU
+ * candidate's timed calls, where idle workers spinning on the cores would slow the next
+ * call: there, kf_verify_stream_fill). */
 void kf_verify_poison(kf_dtype dt, void *data, int64_t n, int par) {
     if (n <= 0) return;
     size_t es;
@@ -223,9 +223,17 @@ void kf_verify_poison(kf_dtype dt, void *data, int64_t n, int par) {
     }
     default: return;
     }
+    size_t total = (size_t)n * es, done = es;
+    /* between a CPU candidate's calls: streaming stores, on threads joined at the end
+     * (stream.c) */
+    if (!par) {
+        unsigned char elem[8];
+        memcpy(elem, data, es);
+        kf_verify_stream_fill(data, elem, es, total);
+        return;
+    }
     /* the first chunk by doubling copies, then chunk after chunk from it in parallel
      * (an official-shape GPU output is gigabytes, poisoned before every check) */
-    size_t total = (size_t)n * es, done = es;
     size_t head = (size_t)KF_VERIFY_CHUNK * es < total ? (size_t)KF_VERIFY_CHUNK * es : total;
     while (done < head) {
         size_t k = done < head - done ? done : head - done;

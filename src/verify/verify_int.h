@@ -74,6 +74,15 @@ void kf_verify_store(kf_dtype dt, void *data, int64_t i, double v);
  * with this process's threads, never while a CPU candidate is being timed). */
 int kf_verify_is_poison(kf_dtype dt, const void *data, int64_t i);
 void kf_verify_poison(kf_dtype dt, void *data, int64_t n, int par);
+/* ---- stream.c ---- */
+
+/* n bytes copied from src to dst, or dst filled with the es-byte element elem (es divides
+ * 16), for the large writes between a CPU candidate's calls: streaming stores on x86-64,
+ * split over threads created for the write and joined before it returns (no worker left
+ * spinning beside the next call). */
+void kf_verify_stream_copy(void *dst, const void *src, size_t n);
+void kf_verify_stream_fill(void *dst, const void *elem, size_t es, size_t n);
+
 /* Whether the verifier can store this dtype. */
 int kf_verify_dtype_ok(kf_dtype dt);
 /* Elements per chunk of the verifier's parallel passes over outputs (poison, reference
