@@ -89,6 +89,10 @@ void kf_hash_hex(uint64_t h, char out[17]);
 /* Monotonic clock in seconds. */
 double kf_now(void);
 
+/* The CPUs this process may run on (its affinity mask; the online CPUs where the mask
+ * cannot be read), at least 1. */
+int kf_usable_cpus(void);
+
 /* Logging to stderr; level 0 = quiet, 1 = info (default), 2 = debug. */
 void kf_log_set_level(int level);
 int kf_log_level(void);

@@ -581,17 +581,6 @@ static double load_others(const load_mark *m) {
     return others < 0 ? 0 : others > 1 ? 1 : others;
 }
 
-/* Usable CPUs of this process (its affinity mask), at least 1. */
-static int usable_cpus(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-    int n = omp_get_num_procs();
-    return n > 0 ? n : 1;
-}
-
 /* Size of the last-level cache in bytes, 0 if unknown. sysfs first: under some hypervisors
  * glibc's sysconf reports the host's whole L3 instead of the slice this VM shares. */
 static double l3_bytes(void) {
@@ -666,7 +655,7 @@ kf_status kf_arch_calibrate_cpu(int threads, kf_ceilings *out, kf_error *err) {
         return kf_error_set(err, KF_ERR_ARG, NULL, 0, 0,
                             "calibrate: threads must be >= 0, got %d", threads);
     calib c = {0};
-    c.threads = threads ? threads : usable_cpus();
+    c.threads = threads ? threads : kf_usable_cpus();
 #if KF_ARCH_X86
     __builtin_cpu_init();
     c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

@@ -16,7 +16,6 @@
 #include "verify_int.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -74,11 +73,7 @@ static void *stream_worker(void *arg) {
 /* How many threads a write of n bytes gets: the CPUs this process may run on, at most
  * STREAM_MAX_THREADS, each with at least STREAM_SHARE bytes. */
 static int stream_threads(size_t n) {
-    int cpus = 1;
-#ifdef CPU_COUNT
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
-#endif
+    int cpus = kf_usable_cpus();
     size_t by_size = n / STREAM_SHARE;
     int t = cpus < STREAM_MAX_THREADS ? cpus : STREAM_MAX_THREADS;
     if ((size_t)t > by_size) t = (int)by_size;
