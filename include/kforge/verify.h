@@ -212,7 +212,7 @@ void kf_verify_ctx_plan(const kf_verify_ctx *ctx, int *keeps_inputs, int *keeps_
 /* The input sets and their reference as parts a cache can keep (src/verify/refcache.c).
  * Bump KF_VERIFY_SETS_VERSION whenever the same seed would draw other values or give
  * another reference (a cached list then no longer matches). */
-#define KF_VERIFY_SETS_VERSION 4 /* 2: draw.c's counter-based generator; 3: a sum's own rounding in its bound; 4: a softmax's bound capped, NaN-free, with its typical-error form */
+#define KF_VERIFY_SETS_VERSION 5 /* 2: draw.c's counter-based generator; 3: a sum's own rounding in its bound; 4: a softmax's bound capped, NaN-free, with its typical-error form; 5: every pointwise op's bound with its typical-error form */
 /* Contract: ctx's sets as n byte blobs (returned): (*data)[k] of (*len)[k] bytes, part 0 a
  * header. The blobs are ctx's own (valid while it lives) but part 0, which is *head; the
  * caller frees *data, *len and *head. */

@@ -818,27 +818,49 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
     }
     if (!any) return NULL;
     if (d->cls == KF_CLASS_POINTWISE) {
-        /* the result's spread over the corners of the operands' intervals, and its rounding */
+        /* the result's spread over the corners of the operands' intervals, and its rounding.
+         * As for the softmax (below): the NMSE allowance reads bound / sqrt(K) as the typical
+         * error, which a saturating op (a clamp, tanh) breaks when its operand's bound is
+         * large: f(E) is capped, f(E / sqrt(K)) is not far below it. So the bound is the
+         * larger of the spread over E and sqrt(K) times the spread over E / sqrt(K); for an
+         * op linear over the interval the two agree. */
         int two = d->kind == KF_KIND_BINARY;
         int64_t n0 = ip_numel(&g->values[n->in[0]].shape);
         int64_t n1 = two ? ip_numel(&g->values[n->in[1]].shape) : 0;
+        const double K = (double)kf_graph_longest_sum(g), rk = K > 1 ? sqrt(K) : 1;
         double *tmp = kf_malloc((size_t)cnt * sizeof *tmp);
         res = kf_calloc((size_t)cnt, sizeof *res);
-        for (int c = 0; c < (two ? 4 : 2); c++) {
-            double *oa, *ob = NULL;
-            const double *pa = ip_shifted(in[0], eb[0], (c & 1) ? -1.0 : 1.0, n0, &oa);
+        for (int c = 0; c < (two ? 4 : 2) * (rk > 1 ? 2 : 1); c++) {
+            /* c >= 4 (2): the corners of the intervals shrunk by sqrt(K) */
+            int typ = c >= (two ? 4 : 2);
+            double sg = typ ? 1.0 / rk : 1.0, *oa = NULL, *ob = NULL, *s0 = NULL, *s1 = NULL;
+            const double *e0 = eb[0], *e1 = two ? eb[1] : NULL;
+            if (typ && e0) {
+                s0 = kf_malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *s0);
+                for (int64_t i = 0; i < n0; i++) s0[i] = e0[i] * sg;
+                e0 = s0;
+            }
+            if (typ && e1) {
+                s1 = kf_malloc((size_t)(n1 > 0 ? n1 : 1) * sizeof *s1);
+                for (int64_t i = 0; i < n1; i++) s1[i] = e1[i] * sg;
+                e1 = s1;
+            }
+            const double *pa = ip_shifted(in[0], e0, (c & 1) ? -1.0 : 1.0, n0, &oa);
             if (two) {
-                const double *pb = ip_shifted(in[1], eb[1], (c & 2) ? -1.0 : 1.0, n1, &ob);
+                const double *pb = ip_shifted(in[1], e1, (c & 2) ? -1.0 : 1.0, n1, &ob);
                 ip_binary_into(g, n, pa, pb, tmp);
             } else {
                 ip_unary(d, &n->attr, pa, tmp, cnt);
             }
+            double w = typ ? rk : 1.0;
             for (int64_t i = 0; i < cnt; i++) {
-                double dv = fabs(tmp[i] - out[i]);
+                double dv = w * fabs(tmp[i] - out[i]);
                 if (isfinite(dv) && dv > res[i]) res[i] = dv;
             }
             free(oa);
             free(ob);
+            free(s0);
+            free(s1);
         }
         free(tmp);
         double u = ip_unit_roundoff(g->values[n->out].dtype);
