@@ -63,7 +63,7 @@ static char *lowering_text(const kf_op_def *d, const kf_attrs *a) {
 }
 
 /* A reduction over a few elements of a view (a pooling window, a short row of a padded
- * or strided view) is unrolled into elementwise ops on selects of the view: the selects
+ * or strided view), or over a single element of any value, is unrolled into elementwise ops on selects of the view: the selects
  * compose with the view's map, so the whole reduction is one fused elementwise stage that
  * reads the source in place (or a few, past a stage's limits of guards and view reads),
  * instead of a copy of every window followed by a reduction.
@@ -72,12 +72,15 @@ static char *lowering_text(const kf_op_def *d, const kf_attrs *a) {
 static int64_t unroll_count(const kf_graph *g, const kf_node *n) {
     const kf_op_def *d = kf_op_get(n->op);
     if (d->cls != KF_CLASS_REDUCE || kf_op_is_arg(d)) return 0;
-    int p = g->values[n->in[0]].producer;
-    if (p < 0 || kf_op_get(g->nodes[p].op)->cls != KF_CLASS_VIEW) return 0;
     const kf_shape *xs = &g->values[n->in[0]].shape;
     int64_t r = 1;
     for (int a = 0; a < xs->rank; a++)
         if (n->attr.axes >> a & 1u) r *= xs->d[a];
+    /* a reduction over axes of extent 1, whatever its operand: the element itself (a sum
+     * over a keepdim sum's axis: no kernel of its own, fused into its neighbours) */
+    if (r == 1) return 1;
+    int p = g->values[n->in[0]].producer;
+    if (p < 0 || kf_op_get(g->nodes[p].op)->cls != KF_CLASS_VIEW) return 0;
     if (r >= 2 && r <= KF_UNROLL_MAX) return r;
     /* a larger window (an 11x11 average pool): its innermost reduced axis alone, when that is
      * short and others remain; unrolled_text reduces the rest of the window after it */
@@ -115,6 +118,12 @@ static char *unrolled_text(const kf_graph *g, const kf_node *n, int64_t count) {
     for (int a = 0; a < xs->rank; a++)
         if (n->attr.axes >> a & 1u) ax[nax] = a, ext[nax++] = xs->d[a];
     kf_buf o = {0};
+    if (count == 1 && n->attr.keepdim) {
+        /* the element itself in its own place: an elementwise op (exact: x * 1 is x), which
+         * fuses with its neighbours where a select or reshape, a view, would be copied */
+        kf_buf_puts(&o, "_0 * 1");
+        return kf_buf_take(&o);
+    }
     if (n->attr.keepdim) kf_buf_puts(&o, "reshape(");
     if (count > KF_UNROLL_MAX) {
         /* the innermost reduced axis unrolled (its selects drop it), then the op itself over
@@ -191,8 +200,30 @@ kf_status kf_graph_lower(const kf_graph *g, kf_graph **out, kf_error *err) {
     return kf_graph_lower_keeping(g, NULL, NULL, out, err);
 }
 
+static kf_status lower_once(const kf_graph *g, kf_lower_keep_fn keep, void *ctx, kf_graph **out, kf_error *err);
+
+/* 1 when a node of g reduces over a single element (a lowering's own max or sum over an
+ * axis of extent 1: logsumexp over a keepdim sum's axis), which a further pass removes. */
+static int has_single_reduction(const kf_graph *g) {
+    for (int i = 0; i < g->nnodes; i++)
+        if (unroll_count(g, &g->nodes[i]) == 1) return 1;
+    return 0;
+}
+
 kf_status kf_graph_lower_keeping(const kf_graph *g, kf_lower_keep_fn keep, void *ctx, kf_graph **out,
                                  kf_error *err) {
+    kf_status st = lower_once(g, keep, ctx, out, err);
+    /* the lowerings' own reductions over a single element, lowered in turn (each pass
+     * removes the ones it sees and adds none: bounded for safety all the same) */
+    for (int pass = 0; st == KF_OK && pass < 4 && has_single_reduction(*out); pass++) {
+        kf_graph *h = *out;
+        st = lower_once(h, keep, ctx, out, err);
+        kf_graph_free(h);
+    }
+    return st;
+}
+
+static kf_status lower_once(const kf_graph *g, kf_lower_keep_fn keep, void *ctx, kf_graph **out, kf_error *err) {
     *out = NULL;
     kf_graph *h = kf_graph_new(g->name);
     snprintf(h->path, sizeof h->path, "%s", g->path);
