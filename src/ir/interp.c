@@ -679,7 +679,8 @@ static const double *ip_shifted(const double *v, const double *e, double sign, i
                                 double **own) {
     *own = NULL;
     if (!e) return v;
-    double *r = kf_malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *r);
+    double *r = kf_ip_alloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *r);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
     for (int64_t i = 0; i < cnt; i++) r[i] = v[i] + sign * e[i];
     *own = r;
     return r;
@@ -706,23 +707,27 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         /* a transposed operand is a transpose view before the matmul */
         int64_t K = as->rank == 1 ? as->d[0] : as->d[as->rank - 1];
         int64_t na = ip_numel(as), nb = ip_numel(&g->values[n->in[1]].shape);
-        double *aa = kf_malloc((size_t)(na > 0 ? na : 1) * sizeof *aa);
-        double *ab = kf_malloc((size_t)(nb > 0 ? nb : 1) * sizeof *ab);
+        double *aa = kf_ip_alloc((size_t)(na > 0 ? na : 1) * sizeof *aa);
+        double *ab = kf_ip_alloc((size_t)(nb > 0 ? nb : 1) * sizeof *ab);
+#pragma omp parallel for schedule(static) if (na >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < na; i++) aa[i] = fabs(in[0][i]);
+#pragma omp parallel for schedule(static) if (nb >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < nb; i++) ab[i] = fabs(in[1][i]);
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         *st = ip_matmul(g, n, aa, ab, res, err);
         double f = (double)K * ip_unit_roundoff(g->values[n->out].dtype);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < cnt; i++) res[i] *= f;
-        double *tmp = any && !*st ? kf_malloc((size_t)cnt * sizeof *tmp) : NULL;
+        double *tmp = any && !*st ? kf_ip_alloc((size_t)cnt * sizeof *tmp) : NULL;
         for (int a = 0; a < 2 && tmp && !*st; a++) {
             if (!eb[a]) continue;
             *st = ip_matmul(g, n, a ? aa : eb[0], a ? eb[1] : ab, tmp, err);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
             for (int64_t i = 0; i < cnt; i++) res[i] += tmp[i];
         }
-        free(tmp);
-        free(aa);
-        free(ab);
+        kf_ip_free(tmp);
+        kf_ip_free(aa);
+        kf_ip_free(ab);
         return res;
     }
     if (d->cls == KF_CLASS_POINTWISE && !any) {
@@ -730,7 +735,8 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
          * norm or difference may amplify (x + r at 512 +- 2 loses 3e-5 before a layer norm) */
         double u = ip_unit_roundoff(g->values[n->out].dtype);
         if (g->values[n->out].dtype == KF_I64) return NULL;
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < cnt; i++) res[i] = isfinite(out[i]) ? u * fabs(out[i]) : 0.0;
         return res;
     }
@@ -744,11 +750,12 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         for (int a = 0; a < xs->rank; a++)
             if (n->attr.axes >> a & 1u) len *= xs->d[a];
         double k = (2.0 + ceil(log2((double)(len > 1 ? len : 1)))) * ip_unit_roundoff(g->values[n->out].dtype);
-        double *te = kf_malloc((size_t)(nx > 0 ? nx : 1) * sizeof *te);
+        double *te = kf_ip_alloc((size_t)(nx > 0 ? nx : 1) * sizeof *te);
+#pragma omp parallel for schedule(static) if (nx >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < nx; i++) te[i] = (eb[0] ? eb[0][i] : 0) + k * fabs(in[0][i]);
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         *st = ip_rowwise(g, n, in, te, res, err);
-        free(te);
+        kf_ip_free(te);
         return res;
     }
     if (d->kind == KF_KIND_OWN && d->own_terms && d->own_f64) {
@@ -760,27 +767,30 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         const double *args[KF_MAX_NODE_IN];
         for (int a = 0; a < n->nin; a++) {
             int64_t na = ip_numel(&g->values[n->in[a]].shape);
-            ab[a] = kf_malloc((size_t)(na > 0 ? na : 1) * sizeof *ab[a]);
-            zero[a] = kf_calloc((size_t)(na > 0 ? na : 1), sizeof *zero[a]);
+            ab[a] = kf_ip_alloc((size_t)(na > 0 ? na : 1) * sizeof *ab[a]);
+            zero[a] = kf_ip_zalloc((size_t)(na > 0 ? na : 1), sizeof *zero[a]);
+            #pragma omp parallel for schedule(static) if (na >= KF_INTERP_PAR_MIN)
             for (int64_t i = 0; i < na; i++) ab[a][i] = fabs(in[a][i]);
             args[a] = ab[a];
         }
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         d->own_f64(&s, &n->attr, args, res);
         double f = (double)(d->own_terms(&s, &n->attr) + 1) * ip_unit_roundoff(g->values[n->out].dtype);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < cnt; i++) res[i] *= f;
-        double *tmp = any ? kf_malloc((size_t)cnt * sizeof *tmp) : NULL;
+        double *tmp = any ? kf_ip_alloc((size_t)cnt * sizeof *tmp) : NULL;
         for (int a = 0; a < n->nin && tmp; a++) {
             if (!eb[a]) continue;
             for (int k = 0; k < n->nin; k++) /* the bias's bound alone, the others' with magnitudes */
                 args[k] = k == a ? eb[a] : (a >= 2 || k >= 2) ? zero[k] : ab[k];
             d->own_f64(&s, &n->attr, args, tmp);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
             for (int64_t i = 0; i < cnt; i++) res[i] += fabs(tmp[i]);
         }
-        free(tmp);
+        kf_ip_free(tmp);
         for (int a = 0; a < n->nin; a++) {
-            free(ab[a]);
-            free(zero[a]);
+            kf_ip_free(ab[a]);
+            kf_ip_free(zero[a]);
         }
         return res;
     }
@@ -794,25 +804,28 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
          * what follows fails an honest kernel that sums in another order. */
         double f = (double)kf_node_sum_terms(g, n) * ip_unit_roundoff(odt);
         int scan = d->cls == KF_CLASS_SCAN;
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         if (scan) { /* a running sum of magnitudes: |x| as the scan's operand */
             int64_t nx = ip_numel(&g->values[n->in[0]].shape);
-            double *ax = kf_malloc((size_t)(nx > 0 ? nx : 1) * sizeof *ax);
+            double *ax = kf_ip_alloc((size_t)(nx > 0 ? nx : 1) * sizeof *ax);
+#pragma omp parallel for schedule(static) if (nx >= KF_INTERP_PAR_MIN)
             for (int64_t i = 0; i < nx; i++) ax[i] = fabs(in[0][i]);
             const double *ain[1] = {ax};
             *st = ip_rowwise(g, n, ain, NULL, res, err);
-            free(ax);
+            kf_ip_free(ax);
         } else {
             *st = ip_reduce_as(g, n, in[0], res, IP_COMB_ABSSUM, d->mean, err);
         }
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < cnt; i++) res[i] *= f;
         if (eb[0] && !*st) {
-            double *tmp = kf_malloc((size_t)cnt * sizeof *tmp);
+            double *tmp = kf_ip_alloc((size_t)cnt * sizeof *tmp);
             const double *ein[1] = {eb[0]};
             *st = scan ? ip_rowwise(g, n, ein, NULL, tmp, err)
                        : ip_reduce_as(g, n, eb[0], tmp, KF_COMB_SUM, d->mean, err);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
             for (int64_t i = 0; i < cnt; i++) res[i] += tmp[i];
-            free(tmp);
+            kf_ip_free(tmp);
         }
         return res;
     }
@@ -828,20 +841,22 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         int64_t n0 = ip_numel(&g->values[n->in[0]].shape);
         int64_t n1 = two ? ip_numel(&g->values[n->in[1]].shape) : 0;
         const double K = (double)kf_graph_longest_sum(g), rk = K > 1 ? sqrt(K) : 1;
-        double *tmp = kf_malloc((size_t)cnt * sizeof *tmp);
-        res = kf_calloc((size_t)cnt, sizeof *res);
+        double *tmp = kf_ip_alloc((size_t)cnt * sizeof *tmp);
+        res = kf_ip_zalloc((size_t)cnt, sizeof *res);
         for (int c = 0; c < (two ? 4 : 2) * (rk > 1 ? 2 : 1); c++) {
             /* c >= 4 (2): the corners of the intervals shrunk by sqrt(K) */
             int typ = c >= (two ? 4 : 2);
             double sg = typ ? 1.0 / rk : 1.0, *oa = NULL, *ob = NULL, *s0 = NULL, *s1 = NULL;
             const double *e0 = eb[0], *e1 = two ? eb[1] : NULL;
             if (typ && e0) {
-                s0 = kf_malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *s0);
+                s0 = kf_ip_alloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *s0);
+#pragma omp parallel for schedule(static) if (n0 >= KF_INTERP_PAR_MIN)
                 for (int64_t i = 0; i < n0; i++) s0[i] = e0[i] * sg;
                 e0 = s0;
             }
             if (typ && e1) {
-                s1 = kf_malloc((size_t)(n1 > 0 ? n1 : 1) * sizeof *s1);
+                s1 = kf_ip_alloc((size_t)(n1 > 0 ? n1 : 1) * sizeof *s1);
+#pragma omp parallel for schedule(static) if (n1 >= KF_INTERP_PAR_MIN)
                 for (int64_t i = 0; i < n1; i++) s1[i] = e1[i] * sg;
                 e1 = s1;
             }
@@ -853,17 +868,19 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
                 ip_unary(d, &n->attr, pa, tmp, cnt);
             }
             double w = typ ? rk : 1.0;
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
             for (int64_t i = 0; i < cnt; i++) {
                 double dv = w * fabs(tmp[i] - out[i]);
                 if (isfinite(dv) && dv > res[i]) res[i] = dv;
             }
-            free(oa);
-            free(ob);
-            free(s0);
-            free(s1);
+            kf_ip_free(oa);
+            kf_ip_free(ob);
+            kf_ip_free(s0);
+            kf_ip_free(s1);
         }
-        free(tmp);
+        kf_ip_free(tmp);
         double u = ip_unit_roundoff(g->values[n->out].dtype);
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
         for (int64_t i = 0; i < cnt; i++)
             if (isfinite(out[i])) res[i] += u * fabs(out[i]);
         return res;
@@ -873,32 +890,32 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         /* a max or min is one of its terms: its bound is the largest of theirs (an integer
          * sum's, the sum of theirs) */
         int sum = d->combiner == KF_COMB_SUM;
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         *st = ip_reduce_as(g, n, eb[0], res, sum ? KF_COMB_SUM : KF_COMB_MAX, sum && d->mean, err);
         return res;
     }
     /* a composite with its record's bound of one row (the bound of x; its weight and bias
      * are taken as exact) */
     if (eb[0] && d->kind == KF_KIND_REDUCE && d->f64_rows_bound) {
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         *st = ip_reduce_rows(g, n, in[0], eb[0], res, err);
         return res;
     }
     /* a view moves its operand's bounds with its elements (a pad's constant is exact) */
     if (eb[0] && d->cls == KF_CLASS_VIEW) {
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         *st = ip_gather(g, n, eb[0], res, 0.0, 0, err);
         return res;
     }
     /* an integer running sum carries the running sum of its terms' bounds */
     if (eb[0] && d->cls == KF_CLASS_SCAN && d->combiner == KF_COMB_SUM) {
         const double *ein[1] = {eb[0]};
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         *st = ip_rowwise(g, n, ein, NULL, res, err);
         return res;
     }
     if (eb[0] && d->kind == KF_KIND_SOFTMAX && d->f64_row_bound) {
-        res = kf_malloc((size_t)cnt * sizeof *res);
+        res = kf_ip_alloc((size_t)cnt * sizeof *res);
         *st = ip_rowwise(g, n, in, eb[0], res, err);
         /* The verifier's NMSE allowance takes bound / sqrt(K) as an honest kernel's typical
          * error (K: the graph's longest sum, compare.c), which holds where the bound grows
@@ -911,13 +928,13 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
         const double K = (double)kf_graph_longest_sum(g);
         if (!d->log_out && K > 1 && !*st) {
             int64_t nx = ip_numel(&g->values[n->in[0]].shape);
-            double rk = sqrt(K), *es = kf_malloc((size_t)(nx > 0 ? nx : 1) * sizeof *es);
-            double *typ = kf_malloc((size_t)cnt * sizeof *typ);
+            double rk = sqrt(K), *es = kf_ip_alloc((size_t)(nx > 0 ? nx : 1) * sizeof *es);
+            double *typ = kf_ip_alloc((size_t)cnt * sizeof *typ);
             for (int64_t i = 0; i < nx; i++) es[i] = eb[0][i] / rk;
             *st = ip_rowwise(g, n, in, es, typ, err);
             for (int64_t i = 0; i < cnt && !*st; i++) res[i] = fmax(res[i], rk * typ[i]);
-            free(es);
-            free(typ);
+            kf_ip_free(es);
+            kf_ip_free(typ);
         }
         return res;
     }
@@ -1250,13 +1267,13 @@ kf_status kf_interp_walk(const kf_graph *g, const double *const *inputs, double 
         return kf_error_set(err, KF_ERR_ARG, g->path, 0, 0,
                             "kf_interp_run: missing input or output array");
     int nv = g->nvalues;
-    const double **ptr = kf_calloc((size_t)nv + 1, sizeof *ptr);
-    double **owned = kf_calloc((size_t)nv + 1, sizeof *owned);
-    double **dest = kf_calloc((size_t)nv + 1, sizeof *dest); /* caller's output array */
-    int *last = kf_malloc(((size_t)nv + 1) * sizeof *last);
-    char *need = kf_calloc((size_t)nv + 1, 1);
-    char *live = kf_calloc((size_t)g->nnodes + 1, 1);
-    double **eb = bounds ? kf_calloc((size_t)nv + 1, sizeof *eb) : NULL; /* NULL: exact */
+    const double **ptr = kf_ip_zalloc((size_t)nv + 1, sizeof *ptr);
+    double **owned = kf_ip_zalloc((size_t)nv + 1, sizeof *owned);
+    double **dest = kf_ip_zalloc((size_t)nv + 1, sizeof *dest); /* caller's output array */
+    int *last = kf_ip_alloc(((size_t)nv + 1) * sizeof *last);
+    char *need = kf_ip_zalloc((size_t)nv + 1, 1);
+    char *live = kf_ip_zalloc((size_t)g->nnodes + 1, 1);
+    double **eb = bounds ? kf_ip_zalloc((size_t)nv + 1, sizeof *eb) : NULL; /* NULL: exact */
     kf_status st = KF_OK;
 
     for (int v = 0; v < nv; v++) {
@@ -1334,7 +1351,7 @@ kf_status kf_interp_walk(const kf_graph *g, const double *const *inputs, double 
         }
         if (!out) {
             int64_t cnt = ip_numel(&ov->shape);
-            out = kf_malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *out);
+            out = kf_ip_alloc((size_t)(cnt > 0 ? cnt : 1) * sizeof *out);
             owned[n->out] = out;
         } else if (!dest[n->out]) {
             owned[n->out] = out;
@@ -1345,11 +1362,10 @@ kf_status kf_interp_walk(const kf_graph *g, const double *const *inputs, double 
             /* within 16x of float32's largest value (2^128), the order of a float32 sum
              * decides whether it overflows: -3.2e38 as a sum of terms near 1e38 */
             int64_t cnt = ip_numel(&ov->shape);
-            for (int64_t e = 0; e < cnt; e++)
-                if (fabs(out[e]) > 0x1p124 && isfinite(out[e])) {
-                    *beyond = 1;
-                    break;
-                }
+            int far = 0;
+#pragma omp parallel for schedule(static) reduction(| : far) if (cnt >= KF_INTERP_PAR_MIN)
+            for (int64_t e = 0; e < cnt; e++) far |= fabs(out[e]) > 0x1p124 && isfinite(out[e]);
+            *beyond = far;
         }
         if (eb && !st) {
             const double *ein[KF_MAX_NODE_IN] = {0};
@@ -1359,12 +1375,12 @@ kf_status kf_interp_walk(const kf_graph *g, const double *const *inputs, double 
         for (int a = 0; a < n->nin; a++) {
             int u = n->in[a];
             if (last[u] == k && owned[u]) {
-                free(owned[u]);
+                kf_ip_free(owned[u]);
                 owned[u] = NULL;
                 ptr[u] = NULL;
             }
             if (eb && last[u] == k && !dest[u]) {
-                free(eb[u]);
+                kf_ip_free(eb[u]);
                 eb[u] = NULL;
             }
         }
@@ -1392,16 +1408,17 @@ kf_status kf_interp_walk(const kf_graph *g, const double *const *inputs, double 
     }
 done:
     for (int v = 0; v < nv; v++) {
-        free(owned[v]);
-        if (eb) free(eb[v]);
+        kf_ip_free(owned[v]);
+        if (eb) kf_ip_free(eb[v]);
     }
-    free(eb);
-    free(ptr);
-    free(owned);
-    free(dest);
-    free(last);
-    free(need);
-    free(live);
+    kf_ip_free(eb);
+    kf_ip_free(ptr);
+    kf_ip_free(owned);
+    kf_ip_free(dest);
+    kf_ip_free(last);
+    kf_ip_free(need);
+    kf_ip_free(live);
+    if (rows) kf_ip_pool_drain(); /* the outermost walk: nothing kept past it */
     return st;
 }
 

@@ -4,6 +4,7 @@
  *   interp.c       the graph walk, node by node (and pointwise graphs chunk by chunk)
  *   interp_rows.c  graphs whose every node is local to the rows of axis 0, a chunk of rows
  *                  at a time on the threads
+ *   interp_pool.c  the walk's large arrays kept for reuse between its nodes
  */
 #ifndef KF_INTERP_INT_H
 #define KF_INTERP_INT_H
@@ -27,5 +28,13 @@ kf_status kf_interp_walk(const kf_graph *g, const double *const *inputs, double 
 int kf_interp_run_rows(const kf_graph *g, const char *live, const double *const *inputs,
                        double *const *outputs, double *const *bounds, int *beyond, kf_status *st,
                        kf_error *err);
+
+/* The walk's arrays (interp_pool.c): kf_ip_alloc as kf_malloc, kf_ip_zalloc as kf_calloc,
+ * kf_ip_free as free (any malloc'd block; a large one is kept for the next kf_ip_alloc it
+ * fits), kf_ip_pool_drain frees what is kept (the outermost walk, when it returns). */
+void *kf_ip_alloc(size_t bytes);
+void *kf_ip_zalloc(size_t count, size_t size);
+void kf_ip_free(void *p);
+void kf_ip_pool_drain(void);
 
 #endif
