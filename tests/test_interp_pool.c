@@ -6,8 +6,8 @@
  *
  * Mutations checked by hand: kf_ip_zalloc without its memset (3 and 4 fail: the pointwise
  * bound's maximum starts from the poison); kf_ip_alloc handing out any block at least as
- * large (2 fails); kf_ip_free keeping blocks past KF_IP_POOL_SLOTS (no test: a leak of
- * memory held, bounded by the drain) was not mutated.
+ * large (2 fails); kf_ip_pool_end_walk draining under a hold (5 fails); kf_interp_hold(0)
+ * not draining (5 fails).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -101,5 +101,36 @@ Test(interp_pool, the_walk_does_not_read_what_a_reused_block_held) {
     cr_assert(finite, "a NaN or a zero bound");
     for (int i = 0; i < 3; i++) free(in[i]);
     for (int r = 0; r < 2; r++) free(o[r]), free(bd[r]);
+    kf_graph_free(g);
+}
+
+/* Held across runs (the verifier's sets), the walk's arrays stay in the pool after it
+ * returns; without a hold, and once the hold ends, nothing stays. */
+Test(interp_pool, a_hold_keeps_the_arrays_between_runs_and_its_end_frees_them) {
+    const char *task = "task hold\n"
+                       "input x: f32[512, 1024]\n"
+                       "input w: f32[1024]\n"
+                       "output z = layer_norm(exp(x) * w + x, axes=[-1], eps=1e-05)\n";
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(task, "hold.kf", &g, &err), KF_OK, "%s", err.msg);
+    size_t nx = 512 * 1024;
+    double *x = malloc(nx * sizeof *x), *w = malloc(1024 * sizeof *w), *o = malloc(nx * sizeof *o);
+    double *bd = malloc(nx * sizeof *bd);
+    for (size_t i = 0; i < nx; i++) x[i] = cos(0.1 * (double)i);
+    for (size_t i = 0; i < 1024; i++) w[i] = 1 + 0.001 * (double)i;
+    const double *in[2] = {x, w};
+    kf_ip_pool_drain();
+    cr_assert_eq(kf_interp_run_bounds(g, in, &o, &bd, &err), KF_OK, "%s", err.msg);
+    cr_assert_eq(kf_ip_pool_held(), 0, "no hold: the walk drained the pool");
+    kf_interp_hold(1);
+    cr_assert_eq(kf_interp_run_bounds(g, in, &o, &bd, &err), KF_OK, "%s", err.msg);
+    size_t held = kf_ip_pool_held();
+    cr_assert_geq(held, nx * sizeof(double), "held: %zu bytes", held);
+    cr_assert_eq(kf_interp_run_bounds(g, in, &o, &bd, &err), KF_OK, "%s", err.msg);
+    cr_assert_leq(kf_ip_pool_held(), held, "a second run reuses what the first left, it adds nothing");
+    kf_interp_hold(0);
+    cr_assert_eq(kf_ip_pool_held(), 0, "the hold's end frees what was kept");
+    free(x), free(w), free(o), free(bd);
     kf_graph_free(g);
 }

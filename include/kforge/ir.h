@@ -275,6 +275,11 @@ kf_status kf_interp_run_bounds(const kf_graph *g, const double *const *inputs,
  * value of the graph (an intermediate or an output) is finite in float64 but beyond
  * 2^124, within 16x of float32's range or past it: no float32 kernel can be held to the
  * reference's result there (whether a float32 sum overflows depends on its order). */
+/* kf_interp_hold(1): the interpreter keeps its large freed arrays from one run to the next
+ * (runs on the same shapes, e.g. one per input set, fault their pages in once instead of on
+ * every run); kf_interp_hold(0) ends that hold and frees them. Holds nest. */
+void kf_interp_hold(int on);
+
 kf_status kf_interp_run_checked(const kf_graph *g, const double *const *inputs, double *const *outputs,
                                 double *const *bounds, int *beyond_f32, kf_error *err);
 

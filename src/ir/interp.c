@@ -316,8 +316,8 @@ static void ip_reduce_ori(kf_combiner op, int mean, const double *x, int64_t O, 
     }
     double *pacc = NULL, *parg = NULL;
     if (nc > 1) {
-        pacc = kf_malloc((size_t)(nc * O * In) * sizeof *pacc);
-        if (arg) parg = kf_malloc((size_t)(nc * O * In) * sizeof *parg);
+        pacc = kf_ip_alloc((size_t)(nc * O * In) * sizeof *pacc);
+        if (arg) parg = kf_ip_alloc((size_t)(nc * O * In) * sizeof *parg);
     }
 #pragma omp parallel for schedule(static) if (total >= KF_INTERP_PAR_MIN)
     for (int64_t w = 0; w < units * nc; w++) {
@@ -341,8 +341,8 @@ static void ip_reduce_ori(kf_combiner op, int mean, const double *x, int64_t O, 
                 ip_red_merge(op, &a, &j, pacc[c * O * In + k], arg ? parg[c * O * In + k] : 0.0);
             out[k] = arg ? j : a;
         }
-        free(pacc);
-        free(parg);
+        kf_ip_free(pacc);
+        kf_ip_free(parg);
     }
     if (mean)
         for (int64_t k = 0; k < O * In; k++) out[k] /= (double)R;
@@ -390,14 +390,14 @@ static kf_status ip_reduce_as(const kf_graph *g, const kf_node *n, const double 
                     if (pass) R *= s->d[d];
                     else O *= s->d[d];
                 }
-        perm = kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *perm);
+        perm = kf_ip_alloc((size_t)(total > 0 ? total : 1) * sizeof *perm);
         ip_plan p;
         ip_plan_init(&p, k, dims, 1, st);
         if (total > 0) ip_plan_exec(&p, NULL, NULL, x, NULL, perm);
         x = perm;
     }
     if (ip_numel(&g->values[n->out].shape) != O * In) {
-        free(perm);
+        kf_ip_free(perm);
         return kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col,
                             "%s: result has %lld elements, expected %lld",
                             kf_op_get(n->op)->name,
@@ -405,12 +405,12 @@ static kf_status ip_reduce_as(const kf_graph *g, const kf_node *n, const double 
                             (long long)(O * In));
     }
     if (R == 0 && O * In > 0 && comb != KF_COMB_SUM && comb != KF_COMB_PROD) {
-        free(perm);
+        kf_ip_free(perm);
         return kf_error_set(err, KF_ERR_ARG, g->path, n->line, n->col,
                             "%s over an empty axis has no result", kf_op_get(n->op)->name);
     }
     if (O * In > 0) ip_reduce_ori(comb, mean, x, O, R, In, out);
-    free(perm);
+    kf_ip_free(perm);
     return KF_OK;
 }
 
@@ -442,8 +442,8 @@ static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const doubl
         return kf_error_set(err, KF_ERR_INTERNAL, g->path, n->line, n->col, "%s: result has %lld elements, "
                             "expected %lld", d->name, (long long)ip_numel(&g->values[n->out].shape), (long long)O);
     /* with e (bound mode): the record's f64_rows_bound of the rows of x and of e into out */
-    double *rows = kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *rows);
-    double *erows = e ? kf_malloc((size_t)(total > 0 ? total : 1) * sizeof *erows) : NULL;
+    double *rows = kf_ip_alloc((size_t)(total > 0 ? total : 1) * sizeof *rows);
+    double *erows = e ? kf_ip_alloc((size_t)(total > 0 ? total : 1) * sizeof *erows) : NULL;
     if (total > 0) {
         ip_plan p;
         ip_plan_init(&p, k, dims, 1, st);
@@ -454,8 +454,8 @@ static kf_status ip_reduce_rows(const kf_graph *g, const kf_node *n, const doubl
     for (int64_t o = 0; o < O; o++)
         out[o] = e ? d->f64_rows_bound(rows + o * R, erows + o * R, R, &n->attr)
                    : d->f64_rows(rows + o * R, R, &n->attr);
-    free(rows);
-    free(erows);
+    kf_ip_free(rows);
+    kf_ip_free(erows);
     return KF_OK;
 }
 
@@ -490,9 +490,9 @@ static kf_status ip_affine_setup(const kf_graph *g, const kf_node *n, int v, con
     for (int j = 0; match && j < k; j++) match = ws->d[lead + j] == xs->d[xs->rank - k + j];
     if (match) return KF_OK;
     int64_t xn = ip_numel(xs);
-    a->owned = kf_malloc((size_t)(xn > 0 ? xn : 1) * sizeof *a->owned);
+    a->owned = kf_ip_alloc((size_t)(xn > 0 ? xn : 1) * sizeof *a->owned);
     if (!ip_broadcast_to(p, ws, a->owned, xs)) {
-        free(a->owned);
+        kf_ip_free(a->owned);
         a->owned = NULL;
         return kf_error_set(err, KF_ERR_TYPE, g->path, n->line, n->col,
                             "%s: affine operand does not broadcast to the input",
@@ -543,7 +543,7 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
     double *spread[2] = {NULL, NULL};
     for (int k = 0; k < naff && st == KF_OK; k++)
         if (aff[k].scalar) {
-            spread[k] = kf_malloc((size_t)R * sizeof *spread[k]);
+            spread[k] = kf_ip_alloc((size_t)R * sizeof *spread[k]);
             for (int64_t r = 0; r < R; r++) spread[k][r] = aff[k].p[0];
         }
     if (st == KF_OK) {
@@ -551,7 +551,7 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
         const double *x = in[0];
 #pragma omp parallel if (total >= KF_INTERP_PAR_MIN && O * In > 1)
         {
-            double *xr = In > 1 ? kf_malloc((size_t)R * 3 * sizeof *xr) : NULL, *yr = xr ? xr + R : NULL;
+            double *xr = In > 1 ? kf_ip_alloc((size_t)R * 3 * sizeof *xr) : NULL, *yr = xr ? xr + R : NULL;
             double *er = xr ? xr + 2 * R : NULL;
 #pragma omp for schedule(static)
             for (int64_t u = 0; u < O * In; u++) {
@@ -573,12 +573,12 @@ static kf_status ip_rowwise(const kf_graph *g, const kf_node *n, const double *c
                     for (int64_t r = 0; r < R; r++) y[(o * R + r) * In + i] = yr[r];
                 }
             }
-            free(xr);
+            kf_ip_free(xr);
         }
     }
     for (int k = 0; k < 2; k++) {
-        free(aff[k].owned);
-        free(spread[k]);
+        kf_ip_free(aff[k].owned);
+        kf_ip_free(spread[k]);
     }
     return st;
 }
@@ -1058,12 +1058,12 @@ static void ip_liveness(const kf_graph *g, char *need, char *live) {
 
 int kf_interp_fusable(const kf_graph *g) {
     if (!g) return 0;
-    char *need = kf_calloc((size_t)g->nvalues + 1, 1);
-    char *live = kf_calloc((size_t)g->nnodes + 1, 1);
+    char *need = kf_ip_zalloc((size_t)g->nvalues + 1, 1);
+    char *live = kf_ip_zalloc((size_t)g->nnodes + 1, 1);
     ip_liveness(g, need, live);
     int ok = ip_fused_shape(g, live) != NULL;
-    free(need);
-    free(live);
+    kf_ip_free(need);
+    kf_ip_free(live);
     return ok;
 }
 
@@ -1087,8 +1087,8 @@ static void ip_fused_init(ip_fused *f, const kf_graph *g, const char *live, doub
     f->live = live;
     f->sh = &g->values[g->outputs[0]].shape;
     f->N = ip_numel(f->sh);
-    f->dest = kf_calloc((size_t)nv + 1, sizeof *f->dest);
-    f->slot = kf_malloc(((size_t)nv + 1) * sizeof *f->slot);
+    f->dest = kf_ip_zalloc((size_t)nv + 1, sizeof *f->dest);
+    f->slot = kf_ip_alloc(((size_t)nv + 1) * sizeof *f->slot);
     f->nslots = 0;
     for (int j = 0; j < g->noutputs; j++)
         if (!f->dest[g->outputs[j]]) f->dest[g->outputs[j]] = outputs[j];
@@ -1098,8 +1098,8 @@ static void ip_fused_init(ip_fused *f, const kf_graph *g, const char *live, doub
     /* graph inputs broadcast to the shape (a bias row, a column): gathered per chunk into a
      * row of their own, from the element strides of the broadcast */
     f->ngather = 0;
-    f->gv = kf_malloc(((size_t)g->ninputs + 1) * sizeof *f->gv);
-    f->gst = kf_malloc(((size_t)g->ninputs + 1) * sizeof *f->gst);
+    f->gv = kf_ip_alloc(((size_t)g->ninputs + 1) * sizeof *f->gv);
+    f->gst = kf_ip_alloc(((size_t)g->ninputs + 1) * sizeof *f->gst);
     for (int i = 0; i < g->ninputs; i++) {
         const kf_value *iv = &g->values[g->inputs[i]];
         if (kf_shape_equal(&iv->shape, f->sh) || ip_numel(&iv->shape) == 1 ||
@@ -1111,10 +1111,10 @@ static void ip_fused_init(ip_fused *f, const kf_graph *g, const char *live, doub
 }
 
 static void ip_fused_free(ip_fused *f) {
-    free(f->dest);
-    free(f->slot);
-    free(f->gv);
-    free(f->gst);
+    kf_ip_free(f->dest);
+    kf_ip_free(f->slot);
+    kf_ip_free(f->gv);
+    kf_ip_free(f->gst);
 }
 
 /* Elements [i0, i0 + len) (len <= KF_INTERP_CHUNK) of every live node, in scratch (room
@@ -1202,13 +1202,13 @@ static kf_status ip_run_fused(const kf_graph *g, const char *live, const double 
     int far = 0;
 #pragma omp parallel if (N >= KF_INTERP_PAR_MIN) reduction(| : far)
     {
-        double *scratch = kf_malloc(sizeof(double) * (size_t)KF_INTERP_CHUNK * (size_t)(f.nslots ? f.nslots : 1));
+        double *scratch = kf_ip_alloc(sizeof(double) * (size_t)KF_INTERP_CHUNK * (size_t)(f.nslots ? f.nslots : 1));
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < chunks; c++) {
             int64_t i0 = c * KF_INTERP_CHUNK, len = N - i0 < KF_INTERP_CHUNK ? N - i0 : KF_INTERP_CHUNK;
             far |= ip_fused_chunk(&f, inputs, scratch, i0, len, 0, beyond && !far);
         }
-        free(scratch);
+        kf_ip_free(scratch);
     }
     /* an output named twice: the second gets the first's values */
     for (int j = 0; j < g->noutputs; j++)
@@ -1251,6 +1251,7 @@ kf_status kf_interp_run_span(const kf_graph *g, int64_t lo, int64_t n, const dou
 done:
     free(need);
     free(live);
+    kf_ip_pool_end_walk();
     return st;
 }
 
@@ -1418,7 +1419,7 @@ done:
     kf_ip_free(last);
     kf_ip_free(need);
     kf_ip_free(live);
-    if (rows) kf_ip_pool_drain(); /* the outermost walk: nothing kept past it */
+    if (rows) kf_ip_pool_end_walk(); /* the outermost walk: nothing kept past it, unless held */
     return st;
 }
 

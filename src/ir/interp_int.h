@@ -36,5 +36,9 @@ void *kf_ip_alloc(size_t bytes);
 void *kf_ip_zalloc(size_t count, size_t size);
 void kf_ip_free(void *p);
 void kf_ip_pool_drain(void);
+/* The outermost walk's end: the pool drained unless a caller holds it (kf_interp_hold). */
+void kf_ip_pool_end_walk(void);
+/* Bytes the pool keeps now. */
+size_t kf_ip_pool_held(void);
 
 #endif

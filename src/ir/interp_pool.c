@@ -10,7 +10,9 @@
  * reference's time on 2 cores, and the same walk on a 16-core GPU host took 424 s for six
  * sets. Freed blocks of at least KF_IP_POOL_MIN bytes are kept (at most KF_IP_POOL_SLOTS
  * of them, KF_IP_POOL_BYTES in all) and handed to the next request they fit closely; the
- * outermost walk drains the pool when it returns. Contents are never relied on: a block
+ * outermost walk drains the pool when it returns, unless a caller holds it across walks
+ * (kf_interp_hold: the verifier's references of its input sets, one walk each, the same
+ * sizes every time). Contents are never relied on: a block
  * is the same as a fresh malloc's except that it is not zeroed (kf_ip_zalloc zeroes).
  */
 #include "ir/interp_int.h"
@@ -29,6 +31,7 @@ static struct {
     size_t n;
 } pool[KF_IP_POOL_SLOTS];
 static size_t pool_bytes;
+static int pool_holds;
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void *kf_ip_alloc(size_t bytes) {
@@ -88,4 +91,26 @@ void kf_ip_pool_drain(void) {
     }
     pool_bytes = 0;
     pthread_mutex_unlock(&pool_mu);
+}
+
+void kf_ip_pool_end_walk(void) {
+    pthread_mutex_lock(&pool_mu);
+    int held = pool_holds > 0;
+    pthread_mutex_unlock(&pool_mu);
+    if (!held) kf_ip_pool_drain();
+}
+
+void kf_interp_hold(int on) {
+    pthread_mutex_lock(&pool_mu);
+    pool_holds += on ? 1 : (pool_holds > 0 ? -1 : 0);
+    int held = pool_holds > 0;
+    pthread_mutex_unlock(&pool_mu);
+    if (!held) kf_ip_pool_drain();
+}
+
+size_t kf_ip_pool_held(void) {
+    pthread_mutex_lock(&pool_mu);
+    size_t n = pool_bytes;
+    pthread_mutex_unlock(&pool_mu);
+    return n;
 }

@@ -527,6 +527,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
         }
     }
     kf_status st = KF_OK;
+    kf_interp_hold(1); /* the sets' walks reuse each other's arrays */
     for (int s = 0; s < c->nsets && st == KF_OK; s++) {
         kf_vset *v = &c->sets[s];
         v->dist = s % KF_DIST_COUNT;
@@ -544,6 +545,7 @@ kf_status kf_verify_ctx_new(const kf_graph *g, const kf_verify_opts *o, kf_verif
          * factor and hashes, and a reference the interpreter cannot compute fails now */
         st = set_compute(c, s, 1, err);
     }
+    kf_interp_hold(0);
     if (keep_ref) free_scratch(c);
     kf_log(2, "verify: %d input sets of '%s' drawn in %.2f s, reference computed in %.2f s "
               "(seed %llu)", c->nsets, g->name, c->t_draw, c->t_ref, (unsigned long long)c->seed);
