@@ -16,8 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kforge/ir.h"
-#include "kforge/synth.h"
+#include "gpu_common.h"
 #include "synth/synth_int.h"
 
 static const char *chain = "task single\n"
@@ -31,28 +30,18 @@ static const char *chain = "task single\n"
                            "output z = logsumexp(l, axes=[1], keepdim=true)\n"
                            "output q = sum(s, axes=[1])\n";
 
+/* The CPU as the planner sees a 2-core AVX2 machine; a GPU as gpu_common.h's gpu_like. */
 static void device(const char *platform, kf_device_info *d) {
+    if (strcmp(platform, "cpu") != 0) {
+        gpu_like(d, platform);
+        return;
+    }
     memset(d, 0, sizeof *d);
-    snprintf(d->platform, sizeof d->platform, "%s", platform);
-    snprintf(d->arch, sizeof d->arch, "%s", strcmp(platform, "cuda") == 0 ? "sm_90" : "x86_64 avx2 fma");
+    snprintf(d->platform, sizeof d->platform, "cpu");
+    snprintf(d->arch, sizeof d->arch, "x86_64 avx2 fma");
     d->cores = d->threads = 2;
     d->simd_bits = 256;
     d->l1d_bytes = 32 << 10, d->l2_bytes = 1 << 20, d->l3_bytes = 16 << 20;
-    if (strcmp(platform, "cpu") != 0) {
-        snprintf(d->device_type, sizeof d->device_type, "gpu");
-        d->compute_units = 16, d->max_wg = 1024;
-        d->max_wi[0] = d->max_wi[1] = d->max_wi[2] = 1024;
-        d->local_mem_bytes = 48 << 10;
-        d->global_mem_bytes = d->max_alloc_bytes = (int64_t)8 << 30;
-        d->subgroup_size = 32;
-    }
-}
-
-static kf_graph *parse(const char *text) {
-    kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(text, "single.kf", &g, &err), KF_OK, "%s", err.msg);
-    return g;
 }
 
 static kf_graph *lowered(const kf_graph *t) {
