@@ -6,7 +6,7 @@
 # rows.
 #
 # usage: bench/kb_gpu.sh KERNELBENCH_DIR [--build DIR] [--level L] [--only LIST] [--limit S]
-#                        [--out DIR] [-- kforge bench options]
+#                        [--out DIR] [--keep-runs] [-- kforge bench options]
 #
 # --build DIR   a kforge build made elsewhere and carried (default build-h200; see
 #               bench/pack_gpu_build.sh)
@@ -15,6 +15,8 @@
 #               the problems run in the order given
 # --limit S     seconds for the whole run (default 480); the problem running then is cut off
 # --out DIR     kb_gpu.json, kb_gpu.log (default $OUT, else kforge-out/kb-gpu)
+# --keep-runs   also kb_runs.tgz: every problem's bench folder (kernels, run records); off by
+#               default: it can take a minute to pack, past a device call's limit
 # --host-mem G  GiB the verifier may hold for input sets and references (KFORGE_HOST_MEM;
 #               default: the machine's physical memory). On the lent GPU machines the
 #               memory reported starts small and grows with use: give what the kind has,
@@ -30,6 +32,7 @@ ONLY=""
 LEVEL=1
 LIMIT=480
 OUTDIR=${OUT:-kforge-out/kb-gpu}
+KEEP_RUNS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -38,7 +41,8 @@ while [ $# -gt 0 ]; do
     --limit) LIMIT=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --host-mem) export KFORGE_HOST_MEM=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --keep-runs) KEEP_RUNS=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) echo "kb_gpu.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -96,7 +100,7 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "kb_*.json"))):
 json.dump({"rows": rows}, open(os.path.join(sys.argv[1], "kb_gpu.json"), "w"), indent=1)
 print(f"{len(rows)} rows, {sum(1 for r in rows if r.get('correct'))} correct")
 PY
-tar czf "$OUTDIR/kb_runs.tgz" -C "$WORK" bench 2>/dev/null
+[ "$KEEP_RUNS" = 1 ] && tar czf "$OUTDIR/kb_runs.tgz" -C "$WORK" bench 2>/dev/null
 rm -rf "$WORK"
 echo "== done in $((SECONDS - T0)) s"
 exit $FAIL
