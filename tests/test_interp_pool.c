@@ -18,6 +18,14 @@
 
 #define MB ((size_t)1 << 20)
 
+/* The task text parsed (name: its file name in messages). */
+static kf_graph *parsed(const char *text, const char *name) {
+    kf_error err = {0};
+    kf_graph *g = NULL;
+    cr_assert_eq(kf_parse_string(text, name, &g, &err), KF_OK, "%s", err.msg);
+    return g;
+}
+
 Test(interp_pool, a_freed_block_serves_the_next_request_of_its_size) {
     kf_ip_pool_drain();
     void *a = kf_ip_alloc(3 * MB);
@@ -70,9 +78,8 @@ Test(interp_pool, the_walk_does_not_read_what_a_reused_block_held) {
                        "y = matmul(x, w, transpose_b=true) + b\n"
                        "s = sigmoid(y) * y + b\n"
                        "output z = hardtanh(layer_norm(s, axes=[-1], eps=1e-05), min_val=-2, max_val=2)\n";
+    kf_graph *g = parsed(task, "pool.kf");
     kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(task, "pool.kf", &g, &err), KF_OK, "%s", err.msg);
     size_t nin[3] = {256 * 48, 1024 * 48, 1024}, nout = 256 * 1024;
     double *in[3];
     for (int i = 0; i < 3; i++) {
@@ -111,9 +118,8 @@ Test(interp_pool, a_hold_keeps_the_arrays_between_runs_and_its_end_frees_them) {
                        "input x: f32[512, 1024]\n"
                        "input w: f32[1024]\n"
                        "output z = layer_norm(exp(x) * w + x, axes=[-1], eps=1e-05)\n";
+    kf_graph *g = parsed(task, "hold.kf");
     kf_error err = {0};
-    kf_graph *g = NULL;
-    cr_assert_eq(kf_parse_string(task, "hold.kf", &g, &err), KF_OK, "%s", err.msg);
     size_t nx = 512 * 1024;
     double *x = malloc(nx * sizeof *x), *w = malloc(1024 * sizeof *w), *o = malloc(nx * sizeof *o);
     double *bd = malloc(nx * sizeof *bd);

@@ -930,9 +930,12 @@ static double *ip_bound(const kf_graph *g, const kf_node *n, const double *const
             int64_t nx = ip_numel(&g->values[n->in[0]].shape);
             double rk = sqrt(K), *es = kf_ip_alloc((size_t)(nx > 0 ? nx : 1) * sizeof *es);
             double *typ = kf_ip_alloc((size_t)cnt * sizeof *typ);
+#pragma omp parallel for schedule(static) if (nx >= KF_INTERP_PAR_MIN)
             for (int64_t i = 0; i < nx; i++) es[i] = eb[0][i] / rk;
             *st = ip_rowwise(g, n, in, es, typ, err);
-            for (int64_t i = 0; i < cnt && !*st; i++) res[i] = fmax(res[i], rk * typ[i]);
+            if (!*st)
+#pragma omp parallel for schedule(static) if (cnt >= KF_INTERP_PAR_MIN)
+                for (int64_t i = 0; i < cnt; i++) res[i] = fmax(res[i], rk * typ[i]);
             kf_ip_free(es);
             kf_ip_free(typ);
         }

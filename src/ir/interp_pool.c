@@ -4,16 +4,19 @@
  * Design note. A node-by-node walk with error bounds allocates and frees a handful of
  * whole-tensor arrays per node (the result, the bound, the bound's corners and their
  * shifted operands). Above glibc's mmap threshold each is a fresh mapping: every page is
- * faulted in and cleared, and every free is an munmap whose TLB shootdown interrupts every
- * core the process runs on. Profiled on KernelBench level 2's 37 at a shrunk shape (a GEMM
- * into a pointwise chain and a group norm, 8.4M outputs), page faults were 48 % of the
- * reference's time on 2 cores, and the same walk on a 16-core GPU host took 424 s for six
- * sets. Freed blocks of at least KF_IP_POOL_MIN bytes are kept (at most KF_IP_POOL_SLOTS
- * of them, KF_IP_POOL_BYTES in all) and handed to the next request they fit closely; the
- * outermost walk drains the pool when it returns, unless a caller holds it across walks
+ * faulted in and cleared, and every free is an munmap. Profiled (perf, cpu-clock) on
+ * KernelBench level 2's 37 at a shrunk shape (a GEMM into a pointwise chain and a group
+ * norm, 8.4M outputs) on 2 cores, page faults were 37 % of the samples with the bounds'
+ * loops serial, 49 % once they ran on both threads (a quarter of that the TLB flushes the
+ * faults send to the other core), munmap 5 %. At its official shape on a 16-core GPU host
+ * the six sets' reference took 424 s (not profiled there).
+ *
+ * Freed blocks of at least KF_IP_POOL_MIN bytes are kept (at most KF_IP_POOL_SLOTS of them,
+ * KF_IP_POOL_BYTES in all) and handed to the next request they fit closely; the outermost
+ * walk drains the pool when it returns, unless a caller holds it across walks
  * (kf_interp_hold: the verifier's references of its input sets, one walk each, the same
- * sizes every time). Contents are never relied on: a block
- * is the same as a fresh malloc's except that it is not zeroed (kf_ip_zalloc zeroes).
+ * sizes every time). Contents are never relied on: a block is the same as a fresh malloc's
+ * except that it is not zeroed (kf_ip_zalloc zeroes).
  */
 #include "ir/interp_int.h"
 

@@ -63,10 +63,11 @@ static char *lowering_text(const kf_op_def *d, const kf_attrs *a) {
 }
 
 /* A reduction over a few elements of a view (a pooling window, a short row of a padded
- * or strided view), or over a single element of any value, is unrolled into elementwise ops on selects of the view: the selects
- * compose with the view's map, so the whole reduction is one fused elementwise stage that
- * reads the source in place (or a few, past a stage's limits of guards and view reads),
- * instead of a copy of every window followed by a reduction.
+ * or strided view), or over a single element of any value, is unrolled into elementwise
+ * ops on selects of the view: the selects compose with the view's map, so the whole
+ * reduction is one fused elementwise stage that reads the source in place (or a few, past a
+ * stage's limits of guards and view reads), instead of a copy of every window followed by
+ * a reduction.
  * The number of elements it takes: 0 when n is not such a reduction. */
 #define KF_UNROLL_MAX 27 /* a 3x3x3 window */
 static int64_t unroll_count(const kf_graph *g, const kf_node *n) {
