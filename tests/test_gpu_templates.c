@@ -153,6 +153,9 @@ static const char *const family_tasks[] = {
     "step=2), dim=3, size=3, step=2), axes=[-2, -1])\noutput y = maximum(x, 0.5) - minimum(x, -0.5)\n",
     /* relabellings read in place: a group norm's rows, a reduction's result as the output */
     RELABEL_TASK,
+    /* a bool mask (a live dropout's, bytes) read in a matmul's epilogue or the softmax's
+     * prologue: CUDA helpers' parameters spell its type as the kernels' do */
+    "input a: f32[17, 8]\ninput b: f32[8, 9]\ninput m: bool[17, 9]\noutput y = softmax(matmul(a, b) * m * 1.25, axis=1)\n",
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 
@@ -553,6 +556,7 @@ Test(gpu_verify, prologue_fusion) {
     check_fusion("input x: f32[3, 256]\ninput r: f32[3, 256]\ninput w: f32[256]\ninput b: f32[256]\n"
                  "output y = layer_norm(x + r, w, b)\n", 1);
     check_fusion("input x: f32[3, 100003]\noutput y = rms_norm(x * 2.0)\n", 1);
+    check_fusion("input x: f32[5, 33]\ninput m: bool[5, 33]\noutput y = softmax(x * m * 1.25, axis=1)\n", 1);
     /* not fused: the producer's result is also an output */
     check_fusion("input x: f32[5, 33]\nt = x * x\noutput u = t + 1.0\noutput s = sum(t, axes=[1])\n", 0);
 }

@@ -177,10 +177,17 @@ def peers_for_module(path, bundle, seed, device="cpu"):
         inputs = [t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs]
     state = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
-    kin, saved = [], None
+    kin, saved, masks = [], None, []
     for e in graph["inputs"]:
         if e["kind"] == "input":
             kin.append(inputs[e["index"]])
+        elif e["kind"] == "draw":
+            # a live dropout's mask: Bernoulli(1 - p) from the seed, given to the kernel and
+            # replayed in eager's dropout (reference.Draws), so both drop the same elements
+            gen = torch.Generator().manual_seed(seed + 1 + len(masks))
+            m = torch.rand(e["shape"], generator=gen) >= e["p"]
+            masks.append(m.to(device))
+            kin.append(masks[-1])
         elif e["target"] in state:
             kin.append(state[e["target"]].detach())
         else:
@@ -194,7 +201,21 @@ def peers_for_module(path, bundle, seed, device="cpu"):
                 raise RuntimeError(f"graph input {e['name']} reads {e['target']}, which neither the module "
                                    "nor the bundle holds")
             kin.append(saved[e["target"]].to(device))
+    if masks:
+        model = replaying(model, masks)
     return model, [t.contiguous() for t in kin], inputs
+
+
+def replaying(module, masks):
+    """module's forward with each live dropout's mask replayed (reference.Draws), in call
+    order; torch.compile is not run on it (the mode is not traced)"""
+    from . import reference
+
+    def model(*args):
+        with reference.Draws(list(masks)):
+            return module(*args)
+    model.kforge_replays = True
+    return model
 
 
 def peers_for_module_task(path, bundle, seed, device="cpu"):
@@ -235,12 +256,7 @@ def peers_for_module_task(path, bundle, seed, device="cpu"):
         kin.append(torch.cat([v.reshape(-1) for p, v in vals if p.get("packed") and p["dtype"] == dt]))
     kin += [v for p, v in vals if not p.get("packed")]
     if draws:  # forward draws random tensors: eager replays the ones the kernel gets
-        module = model
-
-        def model(*args):
-            with reference.Draws(list(draws)):
-                return module(*args)
-        model.kforge_replays = True  # torch.compile is not run on it (the mode is not traced)
+        model = replaying(model, draws)
     return model, [t.contiguous() for t in kin], inputs
 
 

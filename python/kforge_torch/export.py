@@ -150,7 +150,9 @@ def _map_graph_inputs(graph, ins, where):
             raise KernelRunError("%s: input %s has no \"index\"" % (where, g.get("name")))
         if kind in ("param", "buffer", "constant") and not isinstance(g.get("target"), str):
             raise KernelRunError("%s: %s %s has no \"target\"" % (where, kind, g.get("name")))
-        if kind not in ("input", "param", "buffer", "constant"):
+        if kind == "draw" and not (isinstance(g.get("p"), (int, float)) and 0 < g["p"] < 1):
+            raise KernelRunError("%s: draw %s has no \"p\" in (0, 1)" % (where, g.get("name")))
+        if kind not in ("input", "param", "buffer", "constant", "draw"):
             raise KernelRunError("%s: input %s has unknown kind %r" % (where, g.get("name"), kind))
     return chosen
 
@@ -281,6 +283,16 @@ _model_module = _load_model_module()
 Model = _model_module.Model
 
 
+def _dropout_mask(model, shape, p, args):
+    """a live dropout's mask for one call, as nn.Dropout draws it: 1 kept (probability 1 - p),
+    0 dropped; the kernel computes input * mask / (1 - p)"""
+    if not model.training:
+        raise RuntimeError("this kernel was built for the module in training mode (a live dropout); "
+                           "import the module with --eval for inference")
+    dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    return torch.rand(shape, device=dev) >= p
+
+
 class ModelNew(Model):
     """%(stem)s.Model with its forward computed by the kforge kernel (inference only)."""
 
@@ -373,7 +385,8 @@ def _imported_part(graph_path, task_path, ins, outs):
             raise KernelRunError("%s: constants %s are too large to embed" % (st, ", ".join(consts)))
         embedded = {k: (d, s, base64.b64encode(b).decode()) for k, (d, s, b) in raw.items()}
     forms = {"input": "args[%(index)d]", "param": "self.get_parameter(%(target)r)",
-             "buffer": "self.get_buffer(%(target)r)", "constant": "_constant(self, %(target)r)"}
+             "buffer": "self.get_buffer(%(target)r)", "constant": "_constant(self, %(target)r)",
+             "draw": "_dropout_mask(self, %(shape)r, %(p)r, args)"}
     exprs = ["            %s.detach(),  # %s %s" % (forms[g["kind"]] % g, g["kind"], g.get("name"))
              for g in chosen]
     return _IMPORTED_MODEL % dict(
@@ -402,6 +415,16 @@ def _state(module, key):
     for part in key.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def _dropout_mask(model, shape, p, args):
+    """a live dropout's mask for one call, as nn.Dropout draws it: 1 kept (probability 1 - p),
+    0 dropped; the kernel computes input * mask / (1 - p)"""
+    if not model.training:
+        raise RuntimeError("this kernel was built for the module in training mode (a live dropout); "
+                           "import the module with --eval for inference")
+    dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    return torch.rand(shape, device=dev) >= p
 
 
 class ModelNew(Model):

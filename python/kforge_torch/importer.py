@@ -4,7 +4,8 @@ usage: python3 -m kforge_torch.importer MODEL.py DIR [--seed N] [--name NAME] [-
 
 The module is run as KernelBench runs it: `Model(*get_init_inputs())`, inputs from
 `get_inputs()`, both under torch.manual_seed(seed), in the mode it has after construction
-(training mode: BatchNorm uses the batch's statistics; a live dropout is refused), or in
+(training mode: BatchNorm uses the batch's statistics; a live dropout's mask becomes an input
+of the task, a draw), or in
 inference mode with --eval. Its forward is exported with
 torch.export.export, without decompositions, so the graph holds the ATen ops the module
 calls (aten.softmax.int rather than its exp/sum/div pieces): the C core lowers those to its
@@ -192,9 +193,17 @@ def export_graph(mod, seed, path="the module", eval_mode=False):
     def fresh():
         return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in drawn)
 
+    draws = []
+
     def forward():
-        with torch.no_grad():
-            return model(*fresh())
+        # a live dropout's mask recorded (reference.Draws), so that the bundle's sample
+        # outputs can be recomputed from its sample inputs and masks
+        from .reference import Draws
+        rec = Draws(record=True)
+        with torch.no_grad(), rec:
+            out = model(*fresh())
+        draws[:] = [d for d, w in zip(rec.draws, rec.what) if "dropout" in w]
+        return out
     outs = user_step(path, "forward", forward)
     out_list = outs if isinstance(outs, (tuple, list)) else [outs]
     if not isinstance(outs, (torch.Tensor, tuple, list)) or not out_list:
@@ -215,7 +224,24 @@ def export_graph(mod, seed, path="the module", eval_mode=False):
             ep = user_step(path, "functionalizing the in-place ops of forward", ep.run_decompositions, {})
         except ImportFailure as e:
             raise ExportFailure(str(e)) from e.__cause__
+    model.kforge_dropout_masks = draws  # the masks of the sample forward, in call order
     return model, drawn, outs, ep
+
+
+def live_dropout_p(node):
+    """p of a dropout node that drops elements (aten.dropout / aten.native_dropout in
+    training mode, 0 < p < 1: KernelBench level 2's 66 and 83 run so), else None"""
+    t = target_name(node.target)
+    if t not in ("aten.dropout.default", "aten.native_dropout.default"):
+        return None
+    args = list(node.args) + [None] * 3
+    p = node.kwargs.get("p", args[1])
+    train = node.kwargs.get("train", args[2])
+    if train is False or not isinstance(p, (int, float)) or not 0 < p < 1:
+        return None  # off (the lowering passes the input through), or p = 1 (all dropped)
+    if not isinstance(node.args[0], torch.fx.Node):
+        return None
+    return float(p)
 
 
 def build_graph(name, model_path, seed, model, inputs, ep, eval_mode=False):
@@ -282,10 +308,23 @@ def build_graph(name, model_path, seed, model, inputs, ep, eval_mode=False):
             if node not in needed:
                 continue  # state updates (running statistics) and other unused work
             dt, shape = meta_of(node.meta.get("val"))
-            nodes.append({"name": node.name, "target": target_name(node.target),
-                          "args": [encode_arg(a) for a in node.args],
-                          "kwargs": {k: encode_arg(v) for k, v in node.kwargs.items()},
-                          "dtype": dt, "shape": shape})
+            entry = {"name": node.name, "target": target_name(node.target),
+                     "args": [encode_arg(a) for a in node.args],
+                     "kwargs": {k: encode_arg(v) for k, v in node.kwargs.items()},
+                     "dtype": dt, "shape": shape}
+            p = live_dropout_p(node)
+            if p is not None:
+                # its mask of kept elements is an input of the task (a draw: kforge's
+                # verifier draws it as any bool input; bench draws Bernoulli(1 - p) and
+                # eager replays it), read by the node's lowering as x * mask / (1 - p)
+                draw = f"p_draw{sum(1 for e in g_inputs if e['kind'] == 'draw')}"
+                _, xshape = meta_of(node.args[0].meta.get("val"))
+                g_inputs.append({"name": draw, "kind": "draw", "dtype": "bool", "shape": xshape, "p": p,
+                                 "node": node.name,
+                                 "target": f"of dropout '{node.name}', p={p:g}: its mask (1 kept, 0 dropped; "
+                                           "output = input * mask / (1 - p))"})
+                entry["draw"] = draw
+            nodes.append(entry)
         elif node.op == "output":
             outs = node.args[0]
             outs = outs if isinstance(outs, (list, tuple)) else [outs]
@@ -322,6 +361,11 @@ def write_bundle(model_path, out_dir, seed=0, name=None, eval_mode=False):
     ref = {f"in.{i}": x.detach().clone().contiguous() for i, x in enumerate(inputs)
            if isinstance(x, torch.Tensor)}  # numbers are baked into the graph
     ref.update({f"out.{i}": o.detach().clone().contiguous() for i, o in enumerate(outs)})
+    # a live dropout's mask in the sample forward (1 kept, 0 dropped), by its task input
+    masks = getattr(model, "kforge_dropout_masks", [])
+    draw_names = [e["name"] for e in graph["inputs"] if e["kind"] == "draw"]
+    if len(masks) == len(draw_names):
+        ref.update({f"draw.{n}": m.to(torch.bool).contiguous() for n, m in zip(draw_names, masks)})
     save_file(ref, os.path.join(out_dir, "ref.safetensors"))
     return graph
 

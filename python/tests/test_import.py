@@ -481,21 +481,31 @@ def get_init_inputs():
 '''
 
 
-def test_a_live_dropout_is_named_and_eval_mode_imports(kforge, tmp_path):
+def test_a_live_dropout_lowers_with_its_mask_and_eval_mode_imports(kforge, tmp_path):
     """KernelBench runs a module in training mode: a live dropout (here as aten.native_dropout,
-    the spelling of a functionalized graph) is named as such and does not lower; the module
-    becomes a module task whose dropout mask is a recorded param (test_module_dropout.py);
-    with --eval the same module is a graph task."""
+    the spelling of a functionalized graph) lowers to x * mask / (1 - p), its mask an input
+    of kind draw (bool; test_module_dropout.py verifies such a task); a bundle written
+    before the mask inputs existed is named as such; with --eval the dropout is gone."""
     model = write(tmp_path / "live_dropout.py", LIVE_DROPOUT)
     p = run([kforge, "import", model, "--out", str(tmp_path / "train")])
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "aten.native_dropout.default): dropout in training mode" in p.stderr, p.stderr
     text = open(tmp_path / "train" / "task.kf").read()
-    assert "\nmodule " in text and "param p_draw0: f32[6, 10]" in text and "live dropout (p=0.5)" in text, text
+    assert "\nmodule " not in text and "\ninput p_draw0: bool[6, 10]   # draw of dropout 'native_dropout', p=0.5" in text, text
+    assert " * p_draw0 * 2\n" in text, text
+    # the same graph without the mask input (an older bundle): refused by name
+    g = json.load(open(tmp_path / "train" / "graph.json"))
+    g["inputs"] = [e for e in g["inputs"] if e["kind"] != "draw"]
+    for n in g["nodes"]:
+        n.pop("draw", None)
+    os.makedirs(tmp_path / "old")
+    json.dump(g, open(tmp_path / "old" / "graph.json", "w"))
+    p = run([kforge, "import", "--lower", str(tmp_path / "old"), "--graph-only"])
+    assert p.returncode == 2 and "aten.native_dropout.default): dropout in training mode with no mask input" in p.stderr, \
+        p.stdout + p.stderr
     p = run([kforge, "import", model, "--out", str(tmp_path / "eval"), "--eval"])
     assert p.returncode == 0, p.stderr
     text = open(tmp_path / "eval" / "task.kf").read()
-    assert not text.startswith("# module task") and "softmax" in text, text
+    assert not text.startswith("# module task") and "softmax" in text and "draw" not in text, text
 
 ONE_PER_GROUP = '''
 import torch

@@ -477,6 +477,30 @@ static int lower_pool(lower *L, lval *v, json_t *n, const char *t) {
 #undef PNOTE
 }
 
+#define DROPOUT_NO_MASK                                                                           \
+    "dropout in training mode with no mask input (a bundle from before live dropouts lowered: "  \
+    "import the module again; --eval imports inference semantics)"
+
+/* A live dropout (training mode, 0 < p < 1): its mask of kept elements is the task input the
+ * importer added for it (graph.json's node "draw", an input of kind "draw", bool: 1 kept, 0
+ * dropped), and its output x * mask / (1 - p), torch's formula, into e. 0 with *why. */
+static int live_dropout(lower *L, json_t *n, char *e, size_t cap, const char **why) {
+    json_t *dj = json_object_get(n, "draw");
+    double p;
+    char a[160], sc[40];
+    if (!json_is_string(dj)) { *why = DROPOUT_NO_MASK; return 0; }
+    if (!num(arg(n, 1, "p"), &p) || !(p > 0 && p < 1)) { *why = "dropout with p not in (0, 1)"; return 0; }
+    const lval *m = find(L, json_string_value(dj));
+    if (!m || m->node || !m->meta || !json_is_string(json_object_get(m->meta, "kind")) ||
+        strcmp(json_string_value(json_object_get(m->meta, "kind")), "draw") != 0) {
+        *why = "dropout whose mask is not an input of kind \"draw\"";
+        return 0;
+    }
+    if (!term(L, arg(n, 0, "input"), a, sizeof a, why)) return 0;
+    snprintf(e, cap, "%s * %s * %s", a, m->kf, numtxt(1.0 / (1.0 - p), sc, sizeof sc));
+    return 1;
+}
+
 /* One node's rule. Returns 1 lowered (v->kf set, or a view/tuple), 0 not lowerable (noted). */
 static int lower_node(lower *L, lval *v) {
     json_t *n = v->node;
@@ -501,18 +525,23 @@ static int lower_node(lower *L, lval *v) {
             snprintf(v->kf, sizeof v->kf, "%s", s->kf);
             return 1;
         }
-        BAD("dropout in training mode (a random mask: the module task records it as a param the kernel "
-            "gets; --eval imports inference semantics)");
+        if (live_dropout(L, n, e, sizeof e, &why)) {
+            emit(L, v, e);
+            return 1;
+        }
+        NEED(0);
     }
     /* native_dropout(input, p, train) -> (output, mask), as a functionalized graph spells
-     * dropout: the output is the input where nothing is dropped (train false, or p = 0) */
+     * dropout: the output is the input where nothing is dropped (train false, or p = 0),
+     * else the input times its mask (an input of the task) over 1 - p */
     if (strcmp(t, "aten.native_dropout.default") == 0) {
-        if (json_is_false(arg(n, 2, "train")) || (num(arg(n, 1, "p"), &d1) && d1 == 0)) {
+        if (json_is_false(arg(n, 2, "train")) || (num(arg(n, 1, "p"), &d1) && d1 == 0) ||
+            json_is_string(json_object_get(n, "draw"))) {
             v->is_tuple = 1; /* its getitems lower it */
             return 1;
         }
-        BAD("dropout in training mode (a random mask: the module task records it as a param the kernel "
-            "gets; --eval imports inference semantics)");
+        why = DROPOUT_NO_MASK;
+        NEED(0);
     }
     if (target_is(t, "aten.gelu")) {
         NEED(term(L, arg(n, 0, "self"), a, sizeof a, &why));
@@ -725,6 +754,11 @@ static int lower_node(lower *L, lval *v) {
         }
         if (st && strcmp(st, "aten.native_dropout.default") == 0) {
             if (k != 0) BAD("the mask of a dropout (only its output is lowered)");
+            if (json_is_string(json_object_get(s->node, "draw"))) {
+                NEED(live_dropout(L, s->node, e, sizeof e, &why));
+                emit(L, v, e);
+                return 1;
+            }
             lval *x = operand(L, arg(s->node, 0, "input"), &why);
             NEED(x);
             snprintf(v->kf, sizeof v->kf, "%s", x->kf);
