@@ -5,7 +5,8 @@
  * (bench/ptxas_points.sh). Prints the source on stdout, the plan and point on stderr.
  * build: cc -O1 -std=c11 -Iinclude bench/gpu_render_point.c build/libkforge.a -o render_point \
  *          $(pkg-config --libs jansson libcurl sqlite3 openblas) -fopenmp -lm -ldl -lOpenCL
- * usage: render_point TASK.kf ["name=value ..."] [platform]   (exit 1 on any failure) */
+ * usage: render_point TASK.kf ["name=value ..."] [platform]   (exit 1 on any failure)
+ *   "random=K" sets every parameter to a value drawn from seed K (then later assignments) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,16 @@ int main(int argc, char **argv) {
         if (sscanf(tok, "%31[^=]=%ld", name, &v) != 2) {
             fprintf(stderr, "bad assignment '%s'\n", tok);
             return 1;
+        }
+        if (strcmp(name, "random") == 0) {
+            /* random=K: every parameter at a value drawn from seed K (the render makes the
+             * point valid), then the assignments after it */
+            unsigned long long r = 0x9e3779b97f4a7c15ull * (unsigned long long)(v + 1);
+            for (int i = 0; i < sp->nparams; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                p.idx[i] = (int)((r >> 33) % (unsigned long long)sp->p[i].nvalues);
+            }
+            continue;
         }
         for (int i = 0; i < sp->nparams; i++) {
             const char *dot = strrchr(sp->p[i].name, '.');

@@ -203,6 +203,7 @@ def peers_for_module(path, bundle, seed, device="cpu"):
             kin.append(saved[e["target"]].to(device))
     if masks:
         model = replaying(model, masks)
+        model.kforge_dropout_only = True  # every draw a dropout's mask: compile may run its own
     return model, [t.contiguous() for t in kin], inputs
 
 
@@ -215,6 +216,7 @@ def replaying(module, masks):
         with reference.Draws(list(masks)):
             return module(*args)
     model.kforge_replays = True
+    model.kforge_module = module
     return model
 
 
@@ -398,7 +400,19 @@ def bench_task(path, a, i, n):
             fns = {"eager": eager, "kforge": lambda: kern(*kin, out=outs)}
         else:
             fns = {"eager": eager, "kforge": lambda: kern(*kin)}
-        if not a.no_compile and getattr(model, "kforge_replays", False):
+        if not a.no_compile and getattr(model, "kforge_replays", False) and getattr(model, "kforge_dropout_only", False):
+            # live dropouts only: torch.compile of the module as it is, its dropouts drawing
+            # their own masks (Philox in its kernels), is timed as the peer; its output
+            # cannot be compared with eager's replayed masks (the row says so)
+            torch._dynamo.reset()
+            compiled = torch.compile(model.kforge_module)
+            ct = as_tuple(compiled(*inputs))  # compiles
+            row["compile_matches_eager"] = None
+            row["compile_unchecked"] = ("live dropout: compile runs the module's own dropout (masks from its own "
+                                        "RNG), timed but not compared")
+            del ct
+            fns = {"eager": eager, "compile": lambda: compiled(*inputs), "kforge": fns["kforge"]}
+        elif not a.no_compile and getattr(model, "kforge_replays", False):
             row["compile_skipped"] = "forward draws random tensors: eager replays the task's draws, compile does not"
         elif not a.no_compile:
             torch._dynamo.reset()  # a fresh compile cache per task (Dynamo's recompile limit)

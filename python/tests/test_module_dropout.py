@@ -202,3 +202,21 @@ def test_export_of_a_dropout_task_draws_a_mask_per_call(kforge, tmp_path):
         raise AssertionError("eval mode ran the training-mode kernel")
     except RuntimeError as e:
         assert "training mode" in str(e)
+
+
+def test_kforge_bench_of_a_dropout_module(kforge, tmp_path):
+    """kforge bench on the module: correct against eager (same masks), and torch.compile of
+    the module with its own dropout timed as the peer, its output not compared (it draws
+    other masks), which the row says"""
+    import json
+    src = tmp_path / "suite"
+    src.mkdir()
+    write(src / "drop.py", DROP)
+    out = tmp_path / "rows.json"
+    p = subprocess.run([kforge, "bench", str(src), "--iters", "1", "--reps", "3", "--json", str(out),
+                        "--out", str(tmp_path / "b")], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    (row,) = json.load(open(out))["rows"]
+    assert row["status"] == "ok" and row["correct"], row
+    assert row["compile_ms"] > 0 and "not compared" in row["compile_unchecked"], row
+    assert row["compile_matches_eager"] is None and "compile_skipped" not in row, row
