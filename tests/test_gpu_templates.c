@@ -156,6 +156,10 @@ static const char *const family_tasks[] = {
     /* a bool mask (a live dropout's, bytes) read in a matmul's epilogue or the softmax's
      * prologue: CUDA helpers' parameters spell its type as the kernels' do */
     "input a: f32[17, 8]\ninput b: f32[8, 9]\ninput m: bool[17, 9]\noutput y = softmax(matmul(a, b) * m * 1.25, axis=1)\n",
+    /* more than 8 kernels (alternating_softmaxes(10)'s plan) */
+    "input x: f32[6, 33]\ny0 = softmax(x, axis=0)\ny1 = softmax(y0, axis=1)\ny2 = softmax(y1, axis=0)\n"
+    "y3 = softmax(y2, axis=1)\ny4 = softmax(y3, axis=0)\ny5 = softmax(y4, axis=1)\ny6 = softmax(y5, axis=0)\n"
+    "y7 = softmax(y6, axis=1)\ny8 = softmax(y7, axis=0)\noutput y9 = softmax(y8, axis=1)\n",
 };
 #define NFAMILY (int)(sizeof family_tasks / sizeof family_tasks[0])
 
@@ -196,6 +200,20 @@ static const char eight_stages[] = "input x: f32[17, 33]\n"
                                    "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
                                    "n = min(c, axes=[1], keepdim=true)\noutput d = c * n\n"
                                    "output y = softmax(d)\n";
+
+/* n softmaxes over alternating axes: n kernels and n - 1 scratch buffers (a softmax over
+ * one axis of another's result takes no prologue), as level 2's conv_transpose + batch
+ * norm + pool + group norm chains plan with 11 and 12 on CUDA */
+static char *alternating_softmaxes(int n) {
+    kf_buf b = {0};
+    kf_buf_puts(&b, "input x: f32[6, 33]\n");
+    for (int i = 0; i < n; i++) {
+        char prev[16];
+        snprintf(prev, sizeof prev, i ? "y%d" : "x", i - 1);
+        kf_buf_printf(&b, "%sy%d = softmax(%s, axis=%d)\n", i == n - 1 ? "output " : "", i, prev, i % 2);
+    }
+    return kf_buf_take(&b);
+}
 
 TestSuite(gpu_verify, .init = ocl_setup, .fini = ocl_teardown, .timeout = 600);
 
@@ -525,6 +543,9 @@ Test(gpu_verify, multi_stage_graphs) {
     check_task("input x: f32[4, 5000]\ny = layer_norm(x)\nz = sum(y * y, axes=[1], keepdim=true)\n"
                "output o = y / z\noutput i = argmax(y, axis=1)\n");
     check_task(eight_stages);
+    char *eleven = alternating_softmaxes(11);
+    check_task(eleven);
+    free(eleven);
 }
 
 /* The plan fuses an elementwise producer into the stage it feeds ("op(ewise[..])") as
@@ -1220,17 +1241,20 @@ Test(gpu_text, long_chains_stay_within_the_budgets) {
     cr_expect_leq(kf_synth_space(r.s)->nparams, KF_MAX_PARAMS);
     cr_expect_geq(kf_synth_space(r.s)->nparams, 8, "every stage keeps some choice");
     rendered_free(&r);
-    /* one stage more than a plan holds is unsupported, not a crash */
-    kf_graph *g = parse("input x: f32[17, 33]\n"
-                        "a = exp(x * 2)\ns = sum(a, axes=[1], keepdim=true)\nb = a / s\n"
-                        "m = max(b, axes=[1], keepdim=true)\nc = b - m\n"
-                        "n = min(c, axes=[1], keepdim=true)\nd = c * n\n"
-                        "q = max(d, axes=[1], keepdim=true)\noutput y = d - q\n");
+    /* as many launches as a candidate holds, then one stage more: unsupported, not a crash */
+    char *full = alternating_softmaxes(KF_MAX_LAUNCHES), *over = alternating_softmaxes(KF_MAX_LAUNCHES + 1);
+    render_default(full, "opencl", &dev, &r);
+    cr_expect_eq(r.plan.nlaunches, KF_MAX_LAUNCHES, "%s", kf_synth_describe(r.s));
+    cr_expect_eq(r.plan.nscratch, KF_MAX_LAUNCHES - 1, "%s", kf_synth_describe(r.s));
+    rendered_free(&r);
+    kf_graph *g = parse(over);
     kf_synth *s = NULL;
     kf_error err = {0};
     cr_expect_eq(kf_synth_plan(g, "opencl", &dev, &s, &err), KF_ERR_UNSUPPORTED);
     cr_expect(strstr(err.msg, "kernels") != NULL, "%s", err.msg);
     kf_graph_free(g);
+    free(full);
+    free(over);
 }
 
 Test(gpu_text, unknown_platform_is_unsupported) {

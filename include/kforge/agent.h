@@ -116,7 +116,7 @@ kf_status kf_analyze_run(const char *run_path, const char *ncu_path, FILE *out, 
 
 typedef struct kf_iter_record {
     int iter;                /* 1-based */
-    char label[160];         /* schedule, or "llm N" (+ its tunables) for a model's kernel */
+    char label[512];         /* schedule, or "llm N" (+ its tunables) for a model's kernel */
     char agent[8];           /* "builtin" or "llm" */
     char hash[17];           /* source+flags hash */
     kf_vresult res;

@@ -52,8 +52,8 @@ extern "C" {
 
 #define KF_MAX_TUNABLES 16
 #define KF_MAX_TUNABLE_VALUES 16
-#define KF_MAX_LAUNCHES 8
-#define KF_MAX_SCRATCH 8
+#define KF_MAX_LAUNCHES 16
+#define KF_MAX_SCRATCH 16
 #define KF_MAX_LAUNCH_ARGS 32
 
 /* What a schedule parameter does, whatever a template calls it: the planner declares a
@@ -126,7 +126,7 @@ typedef struct kf_candidate {
     char platform[16];     /* "cpu" */
     char entry[64];        /* entry symbol */
     char *source;          /* owned */
-    char label[128];       /* short description of the schedule, for tables */
+    char label[512];       /* description of the schedule (every parameter), for tables */
     char flags[512];       /* extra compile flags for this instance (e.g. -DTILE=64) */
     int ntunables;
     kf_tunable tunables[KF_MAX_TUNABLES];

@@ -241,7 +241,7 @@ kf_status kf_store_cache_get(kf_store *s, const char *key, kf_store_eval *ev, in
 
 typedef struct kf_store_iter {
     int iter;                /* 1-based */
-    char label[160], agent[8], followed[200];
+    char label[512], agent[8], followed[200];
     char hash[17];           /* source+flags hash as the loop prints it */
     char key[17];            /* cache key */
     const char *source;      /* candidate source (put: borrowed; get: owned) */
