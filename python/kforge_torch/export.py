@@ -417,16 +417,6 @@ def _state(module, key):
     return obj
 
 
-def _dropout_mask(model, shape, p, args):
-    """a live dropout's mask for one call, as nn.Dropout draws it: 1 kept (probability 1 - p),
-    0 dropped; the kernel computes input * mask / (1 - p)"""
-    if not model.training:
-        raise RuntimeError("this kernel was built for the module in training mode (a live dropout); "
-                           "import the module with --eval for inference")
-    dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-    return torch.rand(shape, device=dev) >= p
-
-
 class ModelNew(Model):
     """%(stem)s.Model with its forward computed by the kforge kernel (inference only)."""
 

@@ -81,28 +81,29 @@ def test_a_live_dropout_mask_is_a_recorded_draw(tmp_path):
         assert np.allclose(got, want.numpy().ravel(), rtol=0, atol=1e-14), s
 
 
+def test_kforge_verify_of_a_module_task_with_a_dropout(kforge, tmp_path):
+    """the module task (as `kforge import` writes one where another op does not lower): a
+    kernel that applies the recorded mask verifies, one that leaves the dropout out
+    (inference mode) does not"""
+    model = write(tmp_path / "drop.py", DROP)
+    module_task.write_module_task(model, str(tmp_path), name="drop")
+    kf = read(tmp_path / "task.kf")
+    assert "\nmodule drop\n" in kf and "param p_draw0: f32[4, 6]" in kf, kf
+    good = write(tmp_path / "k.c", DROP_KERNEL)
+    p = subprocess.run([kforge, "verify", str(tmp_path / "task.kf"), good], capture_output=True, text=True)
+    assert p.returncode == 0 and "ok (6 input sets)" in p.stdout, p.stdout + p.stderr
+    no_mask = write(tmp_path / "n.c", DROP_KERNEL.replace("a * m[r * 6 + o] / 0.75", "a"))
+    assert "m[r * 6 + o]" not in read(no_mask)
+    p = subprocess.run([kforge, "verify", str(tmp_path / "task.kf"), no_mask], capture_output=True, text=True)
+    assert p.returncode == 1 and "mismatch" in p.stdout, p.stdout + p.stderr
+
+
 # the graph task's kernel: its inputs fc.weight, fc.bias, x, then the mask (bool: one byte,
 # 1 kept, 0 dropped); the linear layer times the mask over 1 - p, then the softmax
-GRAPH_KERNEL = r'''
-#include <math.h>
-int kforge_kernel(void *const *args) {
-    const float *w = args[0], *b = args[1], *x = args[2];
-    const unsigned char *m = args[3];
-    float *y = args[4];
-    for (int r = 0; r < 4; r++) {
-        double t[6], mx = -INFINITY, s = 0;
-        for (int o = 0; o < 6; o++) {
-            double a = b[o];
-            for (int i = 0; i < 8; i++) a += (double)w[o * 8 + i] * x[r * 8 + i];
-            t[o] = a * m[r * 6 + o] / 0.75;
-            if (t[o] > mx) mx = t[o];
-        }
-        for (int o = 0; o < 6; o++) { t[o] = exp(t[o] - mx); s += t[o]; }
-        for (int o = 0; o < 6; o++) y[r * 6 + o] = (float)(t[o] / s);
-    }
-    return 0;
-}
-'''
+GRAPH_KERNEL = DROP_KERNEL.replace(
+    "    const float *x = args[0], *w = args[1], *b = args[2], *m = args[3];\n",
+    "    const float *w = args[0], *b = args[1], *x = args[2];\n    const unsigned char *m = args[3];\n")
+assert GRAPH_KERNEL != DROP_KERNEL
 
 
 def test_kforge_import_and_verify_of_a_live_dropout(kforge, tmp_path):
