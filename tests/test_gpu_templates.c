@@ -701,7 +701,7 @@ Test(gpu_cuda, every_family_compiles_with_nvcc, .timeout = 600) {
 /* The tensor-core template on every layout and at points that render different code. */
 Test(gpu_cuda, mma_matmul_compiles_with_nvcc, .timeout = 600) {
     if (!nvcc_or_skip()) return;
-    static const char *const want[] = {"mma.sync.aligned.m16n8k16", "unsigned short *__restrict__"};
+    static const char *const want[] = {"mma.sync.aligned.m16n8k16", "ushort *__restrict__"};
     cr_expect_geq(nvcc_every_point("mma", mma_tasks, NMMA, mma_points, NMMA_POINTS, 0, want, 2), NMMA * 3);
 }
 

@@ -201,22 +201,23 @@ def peers_for_module(path, bundle, seed, device="cpu"):
                 raise RuntimeError(f"graph input {e['name']} reads {e['target']}, which neither the module "
                                    "nor the bundle holds")
             kin.append(saved[e["target"]].to(device))
-    if masks:
-        model = replaying(model, masks)
-        model.kforge_dropout_only = True  # every draw a dropout's mask: compile may run its own
+    if masks:  # every draw a dropout's mask: compile may run the module with its own
+        model = replaying(model, masks, compile_own=True)
     return model, [t.contiguous() for t in kin], inputs
 
 
-def replaying(module, masks):
-    """module's forward with each live dropout's mask replayed (reference.Draws), in call
-    order; torch.compile is not run on it (the mode is not traced)"""
+def replaying(module, draws, compile_own=False):
+    """module's forward with forward's random draws (a live dropout's masks, torch.randn's
+    results) replayed by reference.Draws, in call order. torch.compile cannot trace the
+    replay: with compile_own (every draw a dropout's mask) the module itself, drawing its
+    own masks, is compile's timed peer (kforge_compile_own), else compile is not run."""
     from . import reference
 
     def model(*args):
-        with reference.Draws(list(masks)):
+        with reference.Draws(list(draws)):
             return module(*args)
     model.kforge_replays = True
-    model.kforge_module = module
+    model.kforge_compile_own = module if compile_own else None
     return model
 
 
@@ -400,12 +401,12 @@ def bench_task(path, a, i, n):
             fns = {"eager": eager, "kforge": lambda: kern(*kin, out=outs)}
         else:
             fns = {"eager": eager, "kforge": lambda: kern(*kin)}
-        if not a.no_compile and getattr(model, "kforge_replays", False) and getattr(model, "kforge_dropout_only", False):
+        if not a.no_compile and getattr(model, "kforge_compile_own", None) is not None:
             # live dropouts only: torch.compile of the module as it is, its dropouts drawing
             # their own masks (Philox in its kernels), is timed as the peer; its output
             # cannot be compared with eager's replayed masks (the row says so)
             torch._dynamo.reset()
-            compiled = torch.compile(model.kforge_module)
+            compiled = torch.compile(model.kforge_compile_own)
             ct = as_tuple(compiled(*inputs))  # compiles
             row["compile_matches_eager"] = None
             row["compile_unchecked"] = ("live dropout: compile runs the module's own dropout (masks from its own "

@@ -202,7 +202,7 @@ def export_graph(mod, seed, path="the module", eval_mode=False):
         rec = Draws(record=True)
         with torch.no_grad(), rec:
             out = model(*fresh())
-        draws[:] = [d for d, w in zip(rec.draws, rec.what) if "dropout" in w]
+        draws[:] = [rec.draws[i] for i in rec.masks]
         return out
     outs = user_step(path, "forward", forward)
     out_list = outs if isinstance(outs, (tuple, list)) else [outs]
@@ -361,7 +361,8 @@ def write_bundle(model_path, out_dir, seed=0, name=None, eval_mode=False):
     ref = {f"in.{i}": x.detach().clone().contiguous() for i, x in enumerate(inputs)
            if isinstance(x, torch.Tensor)}  # numbers are baked into the graph
     ref.update({f"out.{i}": o.detach().clone().contiguous() for i, o in enumerate(outs)})
-    # a live dropout's mask in the sample forward (1 kept, 0 dropped), by its task input
+    # a live dropout's mask in the sample forward (1 kept, 0 dropped), by its task input; not
+    # kept where a dropout no output reads was called too (the two lists do not pair up)
     masks = getattr(model, "kforge_dropout_masks", [])
     draw_names = [e["name"] for e in graph["inputs"] if e["kind"] == "draw"]
     if len(masks) == len(draw_names):

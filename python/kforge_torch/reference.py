@@ -181,6 +181,7 @@ class Draws(torch.overrides.TorchFunctionMode):
         self.record = record
         self.next = 0
         self.what = []  # recording: what each draw is, for the task's comments
+        self.masks = []  # recording: the indices in draws of live dropouts' masks
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -216,6 +217,7 @@ class Draws(torch.overrides.TorchFunctionMode):
         if self.record:
             keep = torch.empty(x.shape, dtype=x.dtype, device=x.device).bernoulli_(1.0 - p) if p < 1 \
                 else torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+            self.masks.append(len(self.draws))
             self.draws.append(keep.detach().clone())
             self.what.append(f"the mask of a live dropout (p={p:g}), drawn once at import: 1 kept, 0 dropped; "
                              "the dropout's output is input * mask / (1 - p)")

@@ -122,6 +122,9 @@ def test_kforge_import_and_verify_of_a_live_dropout(kforge, tmp_path):
     ref = load_file(str(out / "ref.safetensors"))
     mask = ref["draw.p_draw0"]
     assert mask.dtype == torch.bool and mask.shape == (4, 6), mask
+    params = load_file(str(out / "params.safetensors"))
+    want = torch.softmax((ref["in.0"] @ params["fc.weight"].T + params["fc.bias"]) * mask / 0.75, dim=1)
+    assert torch.allclose(ref["out.0"], want, rtol=1e-6, atol=1e-7), (ref["out.0"], want)
     good = write(tmp_path / "k.c", GRAPH_KERNEL)
     p = subprocess.run([kforge, "verify", str(out / "task.kf"), good], capture_output=True, text=True)
     assert p.returncode == 0 and "ok (6 input sets)" in p.stdout, p.stdout + p.stderr

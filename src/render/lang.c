@@ -272,9 +272,9 @@ static const char cuda_head[] =
     "#define KF_INF __int_as_float(0x7f800000)\n"
     "#define KF_NAN __int_as_float(0x7fc00000)\n"
     "#define KF_UNORD(a, b) ((a) != (a) || (b) != (b))\n"
-    /* OpenCL's and Metal's names of the element types the generator writes in helper
-     * functions' parameters (a bool mask's bytes, f16/bf16 bits); a repeated typedef of
-     * the same type is legal C++ where the host's headers have one (glibc's ushort) */
+    /* OpenCL's and Metal's names of the element types the generator writes in kernels' and
+     * helpers' parameters (a bool mask's bytes, f16/bf16 bits); a repeated typedef of the
+     * same type is legal C++ where the host's headers have one (glibc's ushort) */
     "typedef unsigned char uchar;\n"
     "typedef unsigned short ushort;\n"
     "#ifndef INFINITY\n"

@@ -400,10 +400,9 @@ kf_status kf_render_kernel(const kf_lang *L, const kf_gkernel *k, kf_buf *out, k
         const kf_gparam *p = &k->p[i];
         kf_buf_printf(out, "%s\n    ", nout++ ? "," : "");
         if (global[0]) kf_buf_printf(out, "%s ", global);
-        /* ushort: raw 16-bit words (f16/bf16 bits); CUDA has no such type name */
-        const char *ct = L->id != KF_LANG_CUDA ? p->ctype : strcmp(p->ctype, "ushort") == 0 ? "unsigned short"
-                         : strcmp(p->ctype, "uchar") == 0 ? "unsigned char" : p->ctype;
-        kf_buf_printf(out, "%s%s *", p->kind == KF_GP_IN ? "const " : "", ct);
+        /* ushort (f16/bf16 bits), uchar (bool bytes): OpenCL's and Metal's names, which CUDA's
+         * prelude typedefs (kf_render_prelude), as helpers' parameters spell them too */
+        kf_buf_printf(out, "%s%s *", p->kind == KF_GP_IN ? "const " : "", p->ctype);
         if (p->kind != KF_GP_SCRATCH && restr[0]) kf_buf_printf(out, "%s ", restr);
         kf_buf_puts(out, p->name);
         if (L->id == KF_LANG_METAL) kf_buf_printf(out, " [[buffer(%d)]]", i);
